@@ -1,0 +1,170 @@
+#include "mlx_fused_attn/attention.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "mlx/ops.h"
+#include "mlx_fused_attn/fallback.h"
+#include "mlx_fused_attn/primitive.h"
+#include "mlx_fused_attn/support.h"
+
+namespace mlx_fused_attn {
+
+using namespace mlx::core;
+
+namespace {
+
+constexpr const char* kOp = "[scaled_dot_product_attention] ";
+
+template <typename... Parts>
+std::string message(const Parts&... parts) {
+  std::ostringstream msg;
+  msg << kOp;
+  (msg << ... << parts);
+  return msg.str();
+}
+
+bool is_float(Dtype t) {
+  return issubdtype(t, floating);
+}
+
+// Mirrors mx.fast.scaled_dot_product_attention's argument rules, with error
+// messages that name the argument and what it accepts.
+AttentionCall validate(
+    const array& q,
+    const array& k,
+    const array& v,
+    float scale,
+    const Mask& mask,
+    const std::optional<array>& sinks,
+    StreamOrDevice sd) {
+  const char* names[] = {"q", "k", "v"};
+  const array* qkv[] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    if (qkv[i]->ndim() != 4) {
+      throw std::invalid_argument(message(
+          names[i], " must have rank 4 [B, H, L, D]; got shape ",
+          qkv[i]->shape()));
+    }
+    if (!is_float(qkv[i]->dtype())) {
+      throw TypeError(message(
+          names[i], " must be a floating-point array (float16, bfloat16, "
+          "float32); got ", qkv[i]->dtype()));
+    }
+  }
+  if (k.shape(0) != q.shape(0) || v.shape(0) != q.shape(0)) {
+    throw std::invalid_argument(message(
+        "q, k, v must have the same batch size; got shapes ", q.shape(), ", ",
+        k.shape(), ", ", v.shape()));
+  }
+  if (k.shape(3) != q.shape(3)) {
+    throw std::invalid_argument(message(
+        "k must have the head dim of q (", q.shape(3), "); got k of shape ",
+        k.shape()));
+  }
+  if (v.shape(1) != k.shape(1) || v.shape(2) != k.shape(2)) {
+    throw std::invalid_argument(message(
+        "v must have the heads and length of k ", k.shape(),
+        "; got v of shape ", v.shape()));
+  }
+  const int H_q = q.shape(1), H_kv = k.shape(1);
+  if (H_kv == 0 || H_q % H_kv != 0) {
+    throw std::invalid_argument(message(
+        "the query heads (", H_q, ") must be a multiple of the key/value "
+        "heads (", H_kv, ")"));
+  }
+  if (!std::isfinite(scale)) {
+    throw std::invalid_argument(message("scale must be finite; got ", scale));
+  }
+
+  const Dtype dt = promote_types(promote_types(q.dtype(), k.dtype()), v.dtype());
+  Stream s = to_stream(sd);
+  AttentionSpec spec{scale, MaskKind::None, sinks.has_value()};
+  std::vector<array> inputs = {
+      astype(q, dt, s), astype(k, dt, s), astype(v, dt, s)};
+
+  if (const auto* mode = std::get_if<std::string>(&mask)) {
+    if (*mode != "causal") {
+      throw std::invalid_argument(message(
+          "mask must be None, \"causal\" or an array; got the string \"",
+          *mode, "\""));
+    }
+    spec.mask = MaskKind::Causal;
+  } else if (const auto* m = std::get_if<array>(&mask)) {
+    const Shape full = {q.shape(0), H_q, q.shape(2), k.shape(2)};
+    if (m->ndim() > 4) {
+      throw std::invalid_argument(message(
+          "mask must have rank at most 4; got shape ", m->shape()));
+    }
+    for (int i = 1; i <= static_cast<int>(m->ndim()); ++i) {
+      int have = m->shape(-i), want = full[4 - i];
+      if (have != want && have != 1) {
+        throw std::invalid_argument(message(
+            "mask of shape ", m->shape(), " does not broadcast to ", full));
+      }
+    }
+    if (m->dtype() == bool_) {
+      spec.mask = MaskKind::Bool;
+      inputs.push_back(broadcast_to(*m, full, s));
+    } else if (is_float(m->dtype()) && promote_types(m->dtype(), dt) == dt) {
+      spec.mask = MaskKind::Additive;
+      inputs.push_back(broadcast_to(astype(*m, dt, s), full, s));
+    } else {
+      throw TypeError(message(
+          "mask must be bool or a floating type that promotes to ", dt,
+          " (the dtype of q, k, v); got ", m->dtype()));
+    }
+  }
+
+  if (sinks) {
+    if (sinks->ndim() != 1 || sinks->shape(0) != H_q) {
+      throw std::invalid_argument(message(
+          "sinks must have shape [", H_q, "] (one per query head); got ",
+          sinks->shape()));
+    }
+    if (!is_float(sinks->dtype()) || promote_types(sinks->dtype(), dt) != dt) {
+      throw TypeError(message(
+          "sinks must be a floating type that promotes to ", dt, "; got ",
+          sinks->dtype()));
+    }
+    inputs.push_back(astype(*sinks, dt, s));
+  }
+  return {spec, std::move(inputs), s};
+}
+
+} // namespace
+
+array scaled_dot_product_attention(
+    const array& q,
+    const array& k,
+    const array& v,
+    float scale,
+    const Mask& mask,
+    const std::optional<array>& sinks,
+    bool force_fused,
+    StreamOrDevice s) {
+  AttentionCall call = validate(q, k, v, scale, mask, sinks, s);
+  Support support = fused_support(call);
+  if (support.ok) {
+    return fused_attention(call);
+  }
+  if (force_fused) {
+    throw std::invalid_argument(
+        message("force_fused=True but no fused kernel runs: ", support.reason));
+  }
+  return attention_fallback(call.spec, call.inputs, call.stream);
+}
+
+std::pair<bool, std::string> can_use_fused(
+    const array& q,
+    const array& k,
+    const array& v,
+    float scale,
+    const Mask& mask,
+    const std::optional<array>& sinks,
+    StreamOrDevice s) {
+  Support support = fused_support(validate(q, k, v, scale, mask, sinks, s));
+  return {support.ok, support.reason};
+}
+
+} // namespace mlx_fused_attn

@@ -1,0 +1,4 @@
+// The CPU kernel for x86-64 with AVX2, FMA and F16C (compiled with those
+// flags by CMake, run only where the processor has them).
+#define FA_CPU_ISA avx2
+#include "mlx_fused_attn/backend/cpu/kernel_impl.h"

@@ -1,0 +1,445 @@
+// The fused CPU attention kernel. Included once per instruction set by
+// kernel_<isa>.cpp with FA_CPU_ISA naming the namespace, so the same source
+// is compiled with and without AVX2/FMA/F16C and picked at run time.
+//
+// Blocked online softmax: a work item is BLOCK_Q rows of one (batch, head);
+// it streams BLOCK_K keys at a time, converted to fp32 (K transposed so both
+// products are unit-stride axpy loops the compiler vectorises), keeping the
+// running max m, sum l and output O in fp32. Scores live in the exp2 domain:
+// the scale times log2(e) is folded into Q once.
+#ifndef FA_CPU_ISA
+#error "define FA_CPU_ISA before including kernel_impl.h"
+#endif
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#include "mlx/types/half_types.h"
+#include "mlx_fused_attn/backend/cpu/problem.h"
+#include "mlx_fused_attn/backend/cpu/thread_pool.h"
+
+namespace mlx_fused_attn::cpu::FA_CPU_ISA {
+
+using fa::stride_t;
+
+// 64 query rows amortise each converted K/V block (measured: 32 rows spent a
+// third of an fp16 call converting); 64 keys keep the fp32 K and V blocks
+// (64 x D each) inside L1/L2 for D <= 128.
+constexpr int BLOCK_Q = 64;
+constexpr int BLOCK_K = 64;
+constexpr float LOG2E = 1.4426950408889634f;
+// A masked score: equal for every masked key and far below any real one, so a
+// row masked everywhere averages V uniformly, as mx.fast's finfo.min does.
+constexpr float MASKED = -FLT_MAX;
+
+inline float to_float(float x) {
+  return x;
+}
+inline float to_float(mlx::core::float16_t x) {
+#if defined(__F16C__)
+  uint16_t bits;
+  std::memcpy(&bits, &x, 2);
+  return _cvtsh_ss(bits);
+#else
+  return static_cast<float>(x);
+#endif
+}
+inline float to_float(mlx::core::bfloat16_t x) {
+  uint32_t bits = static_cast<uint32_t>(x.bits_) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+template <typename T>
+inline T from_float(float x) {
+  return static_cast<T>(x);
+}
+
+// 2^x, branch-free so loops over it vectorise: 2^floor(x) from the exponent
+// bits times a degree-5 fit of 2^f on [0, 1) (relative error 1.5e-7).
+// Underflow gives exactly 0 (masked keys must contribute nothing) and NaN
+// stays NaN.
+inline float exp2_fast(float x) {
+  float xc = x < -126.0f ? -126.0f : x;
+  xc = xc > 127.0f ? 127.0f : xc;
+  float fl = std::floor(xc);
+  float f = xc - fl;
+  float p = 0.00187623f;
+  p = p * f + 0.00899258f;
+  p = p * f + 0.05582361f;
+  p = p * f + 0.24015453f;
+  p = p * f + 0.69315296f;
+  p = p * f + 1.0f;
+  int32_t bits = (static_cast<int32_t>(fl) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return x < -126.0f ? 0.0f : p * scale;
+}
+
+// Converts n contiguous elements to fp32 times `mul`.
+template <typename T>
+inline void convert_row(const T* src, int n, float mul, float* dst) {
+  int c = 0;
+#if defined(__F16C__)
+  // GCC does not vectorise the scalar half conversion; F16C does 8 at once.
+  if (std::is_same<T, mlx::core::float16_t>::value) {
+    const __m256 m = _mm256_set1_ps(mul);
+    for (; c + 8 <= n; c += 8) {
+      __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c));
+      _mm256_storeu_ps(dst + c, _mm256_mul_ps(_mm256_cvtph_ps(h), m));
+    }
+  }
+#endif
+  for (; c < n; ++c) {
+    dst[c] = to_float(src[c]) * mul;
+  }
+}
+
+template <typename T>
+void load_rows(
+    const T* src,
+    stride_t row_stride,
+    stride_t col_stride,
+    int rows,
+    int cols,
+    float mul,
+    float* dst) {
+  for (int r = 0; r < rows; ++r) {
+    const T* s = src + r * row_stride;
+    float* d = dst + r * cols;
+    if (col_stride == 1) {
+      convert_row(s, cols, mul, d);
+    } else {
+      for (int c = 0; c < cols; ++c) {
+        d[c] = to_float(s[c * col_stride]) * mul;
+      }
+    }
+  }
+}
+
+// Kt[d][j] = k[j][d]; columns past `rows` are zero so the score loop can run
+// the full block width.
+template <typename T>
+void load_transposed(
+    const T* src,
+    stride_t row_stride,
+    stride_t col_stride,
+    int rows,
+    int cols,
+    float* row,
+    float* dst) {
+  for (int j = 0; j < rows; ++j) {
+    load_rows(src + j * row_stride, 0, col_stride, 1, cols, 1.0f, row);
+    for (int d = 0; d < cols; ++d) {
+      dst[d * BLOCK_K + j] = row[d];
+    }
+  }
+  for (int d = 0; d < cols; ++d) {
+    for (int j = rows; j < BLOCK_K; ++j) {
+      dst[d * BLOCK_K + j] = 0.0f;
+    }
+  }
+}
+
+struct Scratch {
+  std::vector<float> q, row, kt, v, s, o, m, l;
+  Scratch(int D, int D_v)
+      : q(BLOCK_Q * D),
+        row(D),
+        kt(D * BLOCK_K),
+        v(BLOCK_K * D_v),
+        s(BLOCK_Q * BLOCK_K),
+        o(BLOCK_Q * D_v),
+        m(BLOCK_Q),
+        l(BLOCK_Q) {}
+};
+
+// Register blocking: the products below keep TILE_ROWS x TILE_COLS fp32
+// accumulators live across their inner loop (8 vector registers with AVX2,
+// leaving the rest for operands), so each loaded vector of K or V feeds
+// TILE_ROWS fused multiply-adds and nothing is stored until the tile is done.
+constexpr int TILE_ROWS = 2;
+constexpr int TILE_COLS = 32;
+// Reductions run over LANES independent partial results so they vectorise
+// (a single running sum would be a serial dependency chain).
+constexpr int LANES = 8;
+static_assert(BLOCK_K % TILE_COLS == 0, "score tiles must cover the block");
+static_assert(BLOCK_Q % TILE_ROWS == 0, "row tiles must cover the block");
+
+// S[i][:] = Q[i][:] . Kt for rows [0, rows) (rounded up to TILE_ROWS; the
+// extra rows of Q are zero or stale and their scores are never read).
+inline void scores(const float* q, const float* kt, int rows, int D, float* s) {
+  for (int i = 0; i < rows; i += TILE_ROWS) {
+    for (int c0 = 0; c0 < BLOCK_K; c0 += TILE_COLS) {
+      float acc[TILE_ROWS][TILE_COLS] = {};
+      for (int d = 0; d < D; ++d) {
+        const float* kd = kt + d * BLOCK_K + c0;
+        for (int r = 0; r < TILE_ROWS; ++r) {
+          const float qd = q[(i + r) * D + d];
+          for (int c = 0; c < TILE_COLS; ++c) {
+            acc[r][c] += qd * kd[c];
+          }
+        }
+      }
+      for (int r = 0; r < TILE_ROWS; ++r) {
+        std::memcpy(s + (i + r) * BLOCK_K + c0, acc[r], sizeof(acc[r]));
+      }
+    }
+  }
+}
+
+// O[i][:] += P[i][:n] V for rows [0, rows) rounded up to TILE_ROWS.
+inline void accumulate_pv(
+    const float* p,
+    const float* v,
+    int rows,
+    int n,
+    int D_v,
+    float* o) {
+  for (int i = 0; i < rows; i += TILE_ROWS) {
+    int c0 = 0;
+    for (; c0 + TILE_COLS <= D_v; c0 += TILE_COLS) {
+      float acc[TILE_ROWS][TILE_COLS];
+      for (int r = 0; r < TILE_ROWS; ++r) {
+        std::memcpy(acc[r], o + (i + r) * D_v + c0, sizeof(acc[r]));
+      }
+      for (int j = 0; j < n; ++j) {
+        const float* vj = v + j * D_v + c0;
+        for (int r = 0; r < TILE_ROWS; ++r) {
+          const float pj = p[(i + r) * BLOCK_K + j];
+          for (int c = 0; c < TILE_COLS; ++c) {
+            acc[r][c] += pj * vj[c];
+          }
+        }
+      }
+      for (int r = 0; r < TILE_ROWS; ++r) {
+        std::memcpy(o + (i + r) * D_v + c0, acc[r], sizeof(acc[r]));
+      }
+    }
+    // Head dims that are not a multiple of TILE_COLS (80, 96) finish here.
+    for (int r = 0; r < TILE_ROWS; ++r) {
+      float* oi = o + (i + r) * D_v;
+      for (int j = 0; j < n; ++j) {
+        const float pj = p[(i + r) * BLOCK_K + j];
+        const float* vj = v + j * D_v;
+        for (int c = c0; c < D_v; ++c) {
+          oi[c] += pj * vj[c];
+        }
+      }
+    }
+  }
+}
+
+inline float row_max(const float* s, int n, float init) {
+  float lanes[LANES];
+  for (int l = 0; l < LANES; ++l) {
+    lanes[l] = init;
+  }
+  int j = 0;
+  for (; j + LANES <= n; j += LANES) {
+    for (int l = 0; l < LANES; ++l) {
+      lanes[l] = s[j + l] > lanes[l] ? s[j + l] : lanes[l];
+    }
+  }
+  float m = init;
+  for (int l = 0; l < LANES; ++l) {
+    m = lanes[l] > m ? lanes[l] : m;
+  }
+  for (; j < n; ++j) {
+    m = s[j] > m ? s[j] : m;
+  }
+  return m;
+}
+
+// s[j] = 2^(s[j] - shift) for j < n; returns their sum.
+inline float exp2_and_sum(float* s, int n, float shift) {
+  float lanes[LANES] = {};
+  int j = 0;
+  for (; j + LANES <= n; j += LANES) {
+    for (int l = 0; l < LANES; ++l) {
+      s[j + l] = exp2_fast(s[j + l] - shift);
+      lanes[l] += s[j + l];
+    }
+  }
+  float sum = 0.0f;
+  for (; j < n; ++j) {
+    s[j] = exp2_fast(s[j] - shift);
+    sum += s[j];
+  }
+  for (int l = 0; l < LANES; ++l) {
+    sum += lanes[l];
+  }
+  return sum;
+}
+
+// The online-softmax update of one row over `n` new scores (in place: the
+// scores become the probabilities P): returns the factor 2^(m_old - m_new)
+// by which the row's running output must be rescaled.
+inline float softmax_step(float* s, int n, float& m, float& l) {
+  const float m_new = row_max(s, n, m);
+  // A row that has seen only -inf (additive mask) keeps l = 0 and O = 0;
+  // shifting by 0 instead of -inf avoids inf - inf = NaN before a real key.
+  const float shift = m_new == -INFINITY ? 0.0f : m_new;
+  const float alpha = exp2_fast(m - shift);
+  l = l * alpha + exp2_and_sum(s, n, shift);
+  m = m_new;
+  return alpha;
+}
+
+template <typename T>
+struct Inputs {
+  const T* q;
+  const T* k;
+  const T* v;
+  const T* sinks;
+  T* out;
+};
+
+template <typename T, MaskKind MASK>
+void attend(
+    const Problem& pr,
+    const Inputs<T>& in,
+    int b,
+    int h,
+    int q0,
+    Scratch& sc) {
+  const fa::AttnParams& p = pr.p;
+  const int D = p.D, D_v = p.D_v;
+  const int rows = std::min(BLOCK_Q, p.L_q - q0);
+  const int h_kv = h / p.gqa_factor;
+
+  const T* q = in.q + b * p.q_strides[0] + h * p.q_strides[1] +
+      q0 * p.q_strides[2];
+  const T* k = in.k + b * p.k_strides[0] + h_kv * p.k_strides[1];
+  const T* v = in.v + b * p.v_strides[0] + h_kv * p.v_strides[1];
+  load_rows(q, p.q_strides[2], pr.q_dstride, rows, D, p.scale_log2, sc.q.data());
+
+  const float m0 = in.sinks ? to_float(in.sinks[h]) * LOG2E : -INFINITY;
+  for (int i = 0; i < rows; ++i) {
+    sc.m[i] = m0;
+    sc.l[i] = in.sinks ? 1.0f : 0.0f;
+  }
+  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
+
+  // Causal: keys past the last row's diagonal are never seen, unless a row of
+  // the block is masked everywhere (L_q > L_k): that row averages all of V.
+  int k_end = p.L_k;
+  if (MASK == MaskKind::Causal && q0 + p.causal_offset >= 0) {
+    k_end = std::min(p.L_k, q0 + rows + p.causal_offset);
+  }
+
+  for (int k0 = 0; k0 < k_end; k0 += BLOCK_K) {
+    const int n = std::min(BLOCK_K, k_end - k0);
+    load_transposed(
+        k + k0 * p.k_strides[2], p.k_strides[2], pr.k_dstride, n, D,
+        sc.row.data(), sc.kt.data());
+    load_rows(
+        v + k0 * p.v_strides[2], p.v_strides[2], pr.v_dstride, n, D_v, 1.0f,
+        sc.v.data());
+    scores(sc.q.data(), sc.kt.data(), rows, D, sc.s.data());
+
+    for (int i = 0; i < rows; ++i) {
+      float* s = sc.s.data() + i * BLOCK_K;
+      const int row = q0 + i;
+      if (MASK == MaskKind::Causal) {
+        for (int j = 0; j < n; ++j) {
+          s[j] = k0 + j > row + p.causal_offset ? MASKED : s[j];
+        }
+      } else if (MASK == MaskKind::Bool || MASK == MaskKind::Additive) {
+        const stride_t* ms = p.mask_strides;
+        const stride_t base = b * ms[0] + h * ms[1] + row * ms[2] + k0 * ms[3];
+        if (MASK == MaskKind::Bool) {
+          const bool* mrow = static_cast<const bool*>(pr.mask_data) + base;
+          for (int j = 0; j < n; ++j) {
+            s[j] = mrow[j * ms[3]] ? s[j] : MASKED;
+          }
+        } else {
+          const T* mrow = static_cast<const T*>(pr.mask_data) + base;
+          for (int j = 0; j < n; ++j) {
+            s[j] += to_float(mrow[j * ms[3]]) * LOG2E;
+          }
+        }
+      }
+      const float alpha = softmax_step(s, n, sc.m[i], sc.l[i]);
+      if (alpha != 1.0f) {
+        for (int c = 0; c < D_v; ++c) {
+          sc.o[i * D_v + c] *= alpha;
+        }
+      }
+    }
+    accumulate_pv(sc.s.data(), sc.v.data(), rows, n, D_v, sc.o.data());
+  }
+
+  // A row whose every logit was -inf ends with l = 0: 0 / 0 = NaN, as the
+  // softmax of all -inf is.
+  for (int i = 0; i < rows; ++i) {
+    T* o = in.out + b * p.o_strides[0] + h * p.o_strides[1] +
+        (q0 + i) * p.o_strides[2];
+    const float inv = 1.0f / sc.l[i];
+    for (int c = 0; c < D_v; ++c) {
+      o[c] = from_float<T>(sc.o[i * D_v + c] * inv);
+    }
+  }
+}
+
+template <typename T, MaskKind MASK>
+void run_typed(const Problem& pr) {
+  const fa::AttnParams& p = pr.p;
+  const Inputs<T> in{
+      static_cast<const T*>(pr.q),
+      static_cast<const T*>(pr.k),
+      static_cast<const T*>(pr.v),
+      static_cast<const T*>(pr.sinks),
+      static_cast<T*>(pr.out)};
+  const int q_blocks = (p.L_q + BLOCK_Q - 1) / BLOCK_Q;
+  const int items = p.B * p.H_q * q_blocks;
+  // Scratch per worker thread, reused across the items it claims.
+  parallel_for(items, [&](int item) {
+    thread_local Scratch* sc = nullptr;
+    thread_local int sc_D = -1, sc_Dv = -1;
+    if (sc == nullptr || sc_D != p.D || sc_Dv != p.D_v) {
+      delete sc;
+      sc = new Scratch(p.D, p.D_v);
+      sc_D = p.D;
+      sc_Dv = p.D_v;
+    }
+    const int qb = item % q_blocks;
+    const int bh = item / q_blocks;
+    attend<T, MASK>(pr, in, bh / p.H_q, bh % p.H_q, qb * BLOCK_Q, *sc);
+  });
+}
+
+template <typename T>
+void run_dtype(const Problem& pr) {
+  switch (pr.mask) {
+    case MaskKind::None:
+      return run_typed<T, MaskKind::None>(pr);
+    case MaskKind::Causal:
+      return run_typed<T, MaskKind::Causal>(pr);
+    case MaskKind::Bool:
+      return run_typed<T, MaskKind::Bool>(pr);
+    case MaskKind::Additive:
+      return run_typed<T, MaskKind::Additive>(pr);
+  }
+}
+
+void run(const Problem& pr) {
+  switch (pr.dtype) {
+    case Dtype::Float16:
+      return run_dtype<mlx::core::float16_t>(pr);
+    case Dtype::BFloat16:
+      return run_dtype<mlx::core::bfloat16_t>(pr);
+    case Dtype::Float32:
+      return run_dtype<float>(pr);
+  }
+}
+
+} // namespace mlx_fused_attn::cpu::FA_CPU_ISA

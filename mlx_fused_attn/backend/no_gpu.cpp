@@ -1,0 +1,25 @@
+// The GPU interface for builds against an MLX without a GPU backend: MLX
+// itself cannot make a GPU stream there, so this only answers the check.
+#include "mlx_fused_attn/backend/gpu.h"
+
+#include <stdexcept>
+
+namespace mlx_fused_attn::gpu {
+
+Support supports(const AttentionSpec&, const std::vector<mlx::core::array>&) {
+  return Support::no(
+      "this build of mlx_fused_attn has no GPU kernels (MLX has no Metal or "
+      "CUDA backend here); GPU calls run as plain MLX ops");
+}
+
+void eval(
+    const AttentionSpec&,
+    const std::vector<mlx::core::array>&,
+    mlx::core::array&,
+    mlx::core::Stream) {
+  throw std::logic_error(
+      "[mlx_fused_attn] internal error: GPU eval in a build without GPU "
+      "kernels");
+}
+
+} // namespace mlx_fused_attn::gpu

@@ -1,0 +1,35 @@
+// What one attention call asks for, independent of backend: the op builds it
+// once and every backend, support check and kernel chooser reads it.
+#pragma once
+
+#include <string>
+
+namespace mlx_fused_attn {
+
+enum class MaskKind {
+  None, ///< no mask
+  Causal, ///< bottom-right aligned: query i sees key j iff j <= i + L_k - L_q
+  Bool, ///< boolean array, true = attend; masked scores become finfo(dtype).min
+  Additive, ///< array of the output dtype added to the scaled scores
+};
+
+struct AttentionSpec {
+  float scale; ///< multiplies q k^T before the softmax
+  MaskKind mask; ///< which mask, if any
+  bool has_sinks; ///< one extra logit per query head that takes softmax mass
+};
+
+/// The answer of every support check: whether a fused kernel runs, and if not
+/// a sentence for the user saying why.
+struct Support {
+  bool ok;
+  std::string reason;
+  static Support yes() {
+    return {true, ""};
+  }
+  static Support no(std::string why) {
+    return {false, std::move(why)};
+  }
+};
+
+} // namespace mlx_fused_attn

@@ -1,0 +1,101 @@
+"""Fused scaled-dot-product attention for MLX.
+
+``scaled_dot_product_attention`` is a drop-in for
+``mlx.core.fast.scaled_dot_product_attention``: same arguments, same layout,
+same mask semantics. Calls a fused kernel covers on the stream's device run
+fused (never materialising the L_q x L_k scores); the rest run as plain MLX
+ops, and ``can_use_fused`` says which and why.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx  # must be imported before the extension (shared types)
+
+from . import _ext
+
+__all__ = ["scaled_dot_product_attention", "can_use_fused"]
+__version__ = "0.1.0"
+
+
+def _check_types(q, k, v, scale, mask, sinks):
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, mx.array):
+            raise TypeError(
+                f"[scaled_dot_product_attention] {name} must be an mlx.core.array; "
+                f"got {type(x).__name__}"
+            )
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(
+            f"[scaled_dot_product_attention] scale must be a float; got {type(scale).__name__}"
+        )
+    if mask is not None and not isinstance(mask, (str, mx.array)):
+        raise TypeError(
+            "[scaled_dot_product_attention] mask must be None, \"causal\" or an "
+            f"mlx.core.array; got {type(mask).__name__}"
+        )
+    if sinks is not None and not isinstance(sinks, mx.array):
+        raise TypeError(
+            "[scaled_dot_product_attention] sinks must be None or an mlx.core.array; "
+            f"got {type(sinks).__name__}"
+        )
+
+
+def scaled_dot_product_attention(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    *,
+    scale: float,
+    mask: None | str | mx.array = None,
+    sinks: mx.array | None = None,
+    force_fused: bool = False,
+    stream: None | mx.Stream | mx.Device = None,
+) -> mx.array:
+    """Multi-head attention ``softmax(scale * q @ k.T + mask) @ v``, fused.
+
+    Args:
+        q: queries ``[B, H_q, L_q, D]``.
+        k: keys ``[B, H_kv, L_k, D]``; ``H_q`` must be a multiple of ``H_kv``
+            (grouped / multi-query attention without repeating k and v).
+        v: values ``[B, H_kv, L_k, D_v]``.
+        scale: multiplies ``q @ k.T`` (typically ``D ** -0.5``).
+        mask: ``None``; ``"causal"`` (bottom-right aligned: the last query sees
+            every key); a boolean array (True attends) or an additive array whose
+            dtype promotes to that of q, k, v, broadcastable to
+            ``[B, H_q, L_q, L_k]``. Broadcast masks are read without a copy.
+        sinks: optional ``[H_q]`` attention sinks: one extra logit per head
+            that takes softmax mass but contributes no value.
+        force_fused: raise ``ValueError`` with the reason instead of running
+            the plain-ops fallback when no fused kernel covers the call.
+        stream: stream or device to run on (default: the default stream).
+
+    Returns:
+        ``[B, H_q, L_q, D_v]`` in the promoted dtype of q, k, v. The softmax
+        statistics and accumulation are float32 whatever the input dtype.
+    """
+    _check_types(q, k, v, scale, mask, sinks)
+    return _ext.scaled_dot_product_attention(
+        q, k, v, scale=float(scale), mask=mask, sinks=sinks,
+        force_fused=bool(force_fused), stream=stream,
+    )
+
+
+def can_use_fused(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    *,
+    scale: float,
+    mask: None | str | mx.array = None,
+    sinks: mx.array | None = None,
+    stream: None | mx.Stream | mx.Device = None,
+) -> tuple[bool, str]:
+    """Whether ``scaled_dot_product_attention`` with these arguments runs a
+    fused kernel, and if not, why (the reason ``force_fused=True`` raises).
+
+    Invalid arguments raise exactly as ``scaled_dot_product_attention`` does.
+    """
+    _check_types(q, k, v, scale, mask, sinks)
+    return _ext.can_use_fused(
+        q, k, v, scale=float(scale), mask=mask, sinks=sinks, stream=stream
+    )

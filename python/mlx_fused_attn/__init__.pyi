@@ -1,0 +1,25 @@
+import mlx.core as mx
+
+__version__: str
+
+def scaled_dot_product_attention(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    *,
+    scale: float,
+    mask: None | str | mx.array = None,
+    sinks: mx.array | None = None,
+    force_fused: bool = False,
+    stream: None | mx.Stream | mx.Device = None,
+) -> mx.array: ...
+def can_use_fused(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    *,
+    scale: float,
+    mask: None | str | mx.array = None,
+    sinks: mx.array | None = None,
+    stream: None | mx.Stream | mx.Device = None,
+) -> tuple[bool, str]: ...

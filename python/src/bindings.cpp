@@ -1,0 +1,75 @@
+// The Python module mlx_fused_attn._ext. Argument checking beyond types lives
+// in the C++ op, so Python and C++ callers get the same errors.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+
+#include "mlx_fused_attn/attention.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+namespace mx = mlx::core;
+
+namespace {
+
+// None | Stream | Device, as mlx.core's own functions take it.
+using StreamArg = std::variant<std::monostate, mx::Stream, mx::Device>;
+
+mx::StreamOrDevice to_stream_or_device(const StreamArg& s) {
+  if (auto* st = std::get_if<mx::Stream>(&s)) {
+    return *st;
+  }
+  if (auto* d = std::get_if<mx::Device>(&s)) {
+    return *d;
+  }
+  return {};
+}
+
+} // namespace
+
+NB_MODULE(_ext, m) {
+  m.doc() = "Fused attention kernels for MLX (C++ extension)";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const mlx_fused_attn::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    }
+  });
+
+  m.def(
+      "scaled_dot_product_attention",
+      [](const mx::array& q,
+         const mx::array& k,
+         const mx::array& v,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         const std::optional<mx::array>& sinks,
+         bool force_fused,
+         const StreamArg& stream) {
+        return mlx_fused_attn::scaled_dot_product_attention(
+            q, k, v, scale, mask, sinks, force_fused,
+            to_stream_or_device(stream));
+      },
+      "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
+      "sinks"_a = nb::none(), "force_fused"_a = false,
+      "stream"_a = nb::none());
+
+  m.def(
+      "can_use_fused",
+      [](const mx::array& q,
+         const mx::array& k,
+         const mx::array& v,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         const std::optional<mx::array>& sinks,
+         const StreamArg& stream) {
+        return mlx_fused_attn::can_use_fused(
+            q, k, v, scale, mask, sinks, to_stream_or_device(stream));
+      },
+      "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
+      "sinks"_a = nb::none(), "stream"_a = nb::none());
+}
