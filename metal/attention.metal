@@ -1,0 +1,86 @@
+// Metal entry point of the fused attention kernel and its instantiation list.
+// The body is mlx_fused_attn/kernels/attention.h; this file binds buffers,
+// declares the threadgroup memory and the function constants, and names one
+// kernel per (dtype, head dim) with the tiles choose_attention_tiles picks.
+//
+// Buffers: 0 q, 1 k, 2 v, 3 out, 4 params, 5 mask (has_mask), 6 sinks
+// (has_sinks). Grid: (query blocks, H_q, B); threadgroup: (32, warps, 1).
+
+#include "mlx_fused_attn/kernels/attention.h"
+#include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/tile/dtype_of.h"
+#include "mlx_fused_attn/tile/metal_target.h"
+
+#define FA_DECLARE_FUNCTION_CONSTANT(name, index) \
+  constant bool fc_##name [[function_constant(index)]];
+FA_ATTENTION_FEATURES(FA_DECLARE_FUNCTION_CONSTANT)
+#undef FA_DECLARE_FUNCTION_CONSTANT
+
+template <typename T, int D, int BQ, int BK, int WM>
+[[kernel, max_total_threads_per_threadgroup(WM* fa::kSimdWidth)]] void
+fa_attention(
+    const device T* q [[buffer(0)]],
+    const device T* k [[buffer(1)]],
+    const device T* v [[buffer(2)]],
+    device T* out [[buffer(3)]],
+    constant fa::AttnParams& params [[buffer(4)]],
+    const device T* mask [[buffer(5), function_constant(fc_has_mask)]],
+    const device T* sinks [[buffer(6), function_constant(fc_has_sinks)]],
+    uint3 tgid [[threadgroup_position_in_grid]],
+    uint warp [[simdgroup_index_in_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]]) {
+  typedef fa::AttnShape<T, D, BQ, BK, WM> Shape;
+  constexpr fa::AttnTiles tiles = {BQ, BK, WM};
+  constexpr fa::DType dtype = fa::DTypeOf<T>::value;
+  static_assert(
+      tiles ==
+              fa::choose_attention_tiles(D, dtype, fa::Backend::Metal, false) &&
+          tiles ==
+              fa::choose_attention_tiles(D, dtype, fa::Backend::Metal, true),
+      "instantiation list disagrees with choose_attention_tiles");
+
+  FA_SHARED_ARRAY_DECL T k_smem[Shape::kSmemElems];
+  FA_SHARED_ARRAY_DECL T v_smem[Shape::kSmemElems];
+
+  fa::AttnFeatures features;
+#define FA_READ_FUNCTION_CONSTANT(name, index) features.name = fc_##name;
+  FA_ATTENTION_FEATURES(FA_READ_FUNCTION_CONSTANT)
+#undef FA_READ_FUNCTION_CONSTANT
+
+  fa::attention_block<fa::MetalTarget, Shape>(
+      q,
+      k,
+      v,
+      out,
+      params,
+      mask,
+      sinks,
+      k_smem,
+      v_smem,
+      features,
+      tgid.x,
+      tgid.y,
+      tgid.z,
+      warp,
+      lane);
+}
+
+// Names must match attention_kernel_name() in
+// mlx_fused_attn/kernels/attention_kernel_name.h (a test compares them).
+#define FA_INSTANTIATE(tname, T, D, BQ, BK, WM)          \
+  template [[host_name(                                  \
+      "fa_attention_" #tname "_d" #D "_bq" #BQ "_bk" #BK \
+      "_wm" #WM)]] [[kernel]]                            \
+  decltype(fa_attention<T, D, BQ, BK, WM>) fa_attention<T, D, BQ, BK, WM>;
+
+#define FA_INSTANTIATE_HEAD_DIMS(tname, T) \
+  FA_INSTANTIATE(tname, T, 32, 32, 32, 4)  \
+  FA_INSTANTIATE(tname, T, 64, 32, 32, 4)  \
+  FA_INSTANTIATE(tname, T, 80, 32, 32, 4)  \
+  FA_INSTANTIATE(tname, T, 96, 32, 32, 4)  \
+  FA_INSTANTIATE(tname, T, 128, 32, 16, 4)
+
+FA_INSTANTIATE_HEAD_DIMS(float16, half)
+FA_INSTANTIATE_HEAD_DIMS(bfloat16, bfloat)
+FA_INSTANTIATE_HEAD_DIMS(float32, float)

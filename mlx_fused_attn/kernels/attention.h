@@ -1,0 +1,218 @@
+// The fused attention kernel body, written once over the tile ops:
+//
+//   O = softmax(scale * Q K^T + mask) V        per (batch, head, query block)
+//
+// One threadgroup owns kBQ query rows of one head; each of its simdgroups
+// (warps) owns kWarpRows of them, with its Q rows in registers for the whole
+// run. K and V stream through threadgroup memory kBK keys at a time; the
+// softmax is online (running max and sum in fp32, exp2 domain), and the
+// output is written once at the end.
+//
+// `Target` supplies the fragment types by role (FragA<T>, FragB<T>, FragC)
+// and the device-to-threadgroup Loader; the entry point of each backend picks
+// it and fills the features (function constants or template bools).
+#pragma once
+
+#include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/kernels/attention_masks.h"
+#include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/online_softmax.h"
+#include "mlx_fused_attn/tile/ops.h"
+#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/tile.h"
+#include "mlx_fused_attn/tile/tile_math.h"
+
+namespace fa {
+
+/// Compile-time shape of one kernel instance. The tile sizes come from the
+/// instantiation list, which static_asserts them against
+/// choose_attention_tiles.
+template <typename T, int kHeadDim_, int kBQ_, int kBK_, int kWarps_>
+struct AttnShape {
+  typedef T elem_type;
+  FA_CONST int kHeadDim = kHeadDim_;
+  FA_CONST int kBQ = kBQ_;
+  FA_CONST int kBK = kBK_;
+  FA_CONST int kWarps = kWarps_;
+  FA_CONST int kThreads = kWarps * kSimdWidth;
+  FA_CONST int kWarpRows = kBQ / kWarps;
+  /// 16 bytes of padding per row spread the rows of a K or V block over the
+  /// threadgroup memory banks (as in MLX's steel kernels).
+  FA_CONST int kSmemLd = kHeadDim + 16 / sizeof(T);
+  FA_CONST int kSmemElems = kBK * kSmemLd;
+
+  static_assert(kBQ % kWarps == 0, "query rows must split evenly over warps");
+};
+
+template <typename Target, typename Shape>
+FA_FUNC void attention_block(
+    const FA_DEVICE typename Shape::elem_type* q,
+    const FA_DEVICE typename Shape::elem_type* k,
+    const FA_DEVICE typename Shape::elem_type* v,
+    FA_DEVICE typename Shape::elem_type* out,
+    const FA_CONSTANT AttnParams& p,
+    const FA_DEVICE typename Shape::elem_type* mask,
+    const FA_DEVICE typename Shape::elem_type* sinks,
+    FA_THREADGROUP typename Shape::elem_type* k_smem,
+    FA_THREADGROUP typename Shape::elem_type* v_smem,
+    AttnFeatures f,
+    int q_block,
+    int head,
+    int batch,
+    int warp,
+    lane_t lane) {
+  typedef typename Shape::elem_type T;
+  typedef typename Target::template FragA<T> FragA;
+  typedef typename Target::template FragB<T> FragB;
+  typedef typename Target::FragC FragC;
+  constexpr int D = Shape::kHeadDim;
+  constexpr int kBQ = Shape::kBQ;
+  constexpr int kBK = Shape::kBK;
+  constexpr int kWarpRows = Shape::kWarpRows;
+  constexpr int kLd = Shape::kSmemLd;
+  typedef typename Target::template Loader<T, kBK, D, kLd, Shape::kThreads>
+      Loader;
+
+  static_assert(
+      kWarpRows % FragA::kRows == 0 && kWarpRows % FragC::kRows == 0,
+      "a warp's query rows must be whole fragments");
+  static_assert(
+      D % FragA::kCols == 0 && D % FragC::kCols == 0,
+      "the head dim must be whole fragments");
+  static_assert(
+      kBK % FragA::kCols == 0 && kBK % FragC::kCols == 0,
+      "the key block must be whole fragments");
+
+  Tile<FragA, kWarpRows / FragA::kRows, D / FragA::kCols> q_tile;
+  Tile<FragC, kWarpRows / FragC::kRows, kBK / FragC::kCols> s_tile;
+  Tile<FragA, kWarpRows / FragA::kRows, kBK / FragA::kCols> p_tile;
+  Tile<FragC, kWarpRows / FragC::kRows, D / FragC::kCols> o_tile;
+  OnlineSoftmax<decltype(s_tile)::kRowSlots> softmax;
+
+  const int tid = warp * kSimdWidth + lane;
+  const int q_row0 = q_block * kBQ + warp * kWarpRows;
+  const int q_rows_left = p.L_q - q_row0;
+  const bool q_ragged = !f.align_q && q_block == p.L_q / kBQ;
+  const int kv_head = head / p.gqa_factor;
+
+  q += batch * p.q_strides[0] + head * p.q_strides[1] + q_row0 * p.q_strides[2];
+  k += batch * p.k_strides[0] + kv_head * p.k_strides[1];
+  v += batch * p.v_strides[0] + kv_head * p.v_strides[1];
+  out +=
+      batch * p.o_strides[0] + head * p.o_strides[1] + q_row0 * p.o_strides[2];
+
+  // ---------------------------------------------------------------- load Q
+  if (q_ragged) {
+    tile_load_device_safe(
+        q_tile, q, p.q_strides[2], q_rows_left, D, 0.0f, lane);
+  } else {
+    tile_load_device(q_tile, q, p.q_strides[2], lane);
+  }
+
+  // Sinks are raw logits, not scaled: MLX puts them beside the scaled scores.
+  if (f.has_sinks) {
+    softmax_init(softmax, static_cast<float>(sinks[head]) * FA_LOG2E, 1.0f);
+  } else {
+    softmax_init(softmax, -FA_FLT_MAX, 0.0f);
+  }
+  tile_fill(o_tile, 0.0f);
+
+  // Key blocks to visit. Causal: query i sees keys j <= i + causal_offset,
+  // so blocks right of the block's last diagonal are skipped and blocks left
+  // of its first diagonal need no mask. Rows with i + causal_offset < 0 see
+  // no key at all; MLX gives them a uniform softmax over every key, so a
+  // query block holding such a row visits (and masks) every key block.
+  const int n_kblocks = (p.L_k + kBK - 1) / kBK;
+  const int n_full_kblocks = p.L_k / kBK;
+  int kb_end = n_kblocks;
+  int kb_causal = n_kblocks;
+  if (f.causal) {
+    const int first_row = q_block * kBQ;
+    const int last_row =
+        (first_row + kBQ < p.L_q ? first_row + kBQ : p.L_q) - 1;
+    const int first_limit = first_row + p.causal_offset;
+    const int last_limit = last_row + p.causal_offset;
+    if (first_limit >= 0) {
+      const int kb_diag = last_limit / kBK + 1;
+      kb_end = kb_diag < n_kblocks ? kb_diag : n_kblocks;
+      kb_causal = (first_limit + 1) / kBK;
+    } else {
+      kb_causal = 0;
+    }
+  }
+
+  if (f.has_mask) {
+    mask += batch * p.mask_strides[0] + head * p.mask_strides[1];
+  }
+  const CausalMaskOp causal_mask = {p.causal_offset};
+  const KeyLimitOp key_limit = {p.L_k};
+
+  for (int kb = 0; kb < kb_end; ++kb) {
+    const int key0 = kb * kBK;
+    const bool k_ragged = !f.align_k && kb == n_full_kblocks;
+
+    // ---------------------------------------------------------- load K, V
+    // The barrier before: every warp is done reading the previous block.
+    FA_BARRIER();
+    if (k_ragged) {
+      Loader::load_safe(k_smem, k, p.k_strides[2], p.L_k - key0, tid);
+      Loader::load_safe(v_smem, v, p.v_strides[2], p.L_k - key0, tid);
+    } else {
+      Loader::load(k_smem, k, p.k_strides[2], tid);
+      Loader::load(v_smem, v, p.v_strides[2], tid);
+    }
+    Loader::wait();
+    FA_BARRIER();
+    k += kBK * p.k_strides[2];
+    v += kBK * p.v_strides[2];
+
+    // ------------------------------------------------------- S = Q K^T
+    // K is stored a key per row, so K^T is read with swapped strides.
+    tile_fill(s_tile, 0.0f);
+    tile_matmad_shared<FragB, 1, kLd>(s_tile, q_tile, k_smem, lane);
+    tile_scalar_op<MulOp>(s_tile, p.scale_log2);
+
+    // ------------------------------------------------------------ mask
+    if (f.causal && kb >= kb_causal) {
+      tile_map_coords(s_tile, causal_mask, q_row0, key0, lane);
+    }
+    if (f.has_mask && f.bool_mask) {
+      const BoolMaskOp bool_mask = {
+          reinterpret_cast<const FA_DEVICE bool*>(mask),
+          p.mask_strides[2],
+          p.mask_strides[3],
+          p.L_q,
+          p.L_k};
+      tile_map_coords(s_tile, bool_mask, q_row0, key0, lane);
+    }
+    if (f.has_mask && !f.bool_mask) {
+      const AddMaskOp<T> add_mask = {
+          mask, p.mask_strides[2], p.mask_strides[3], p.L_q, p.L_k};
+      tile_map_coords(s_tile, add_mask, q_row0, key0, lane);
+    }
+    // Last, so that no mask turns a missing key into a masked one.
+    if (k_ragged) {
+      tile_map_coords(s_tile, key_limit, q_row0, key0, lane);
+    }
+
+    // --------------------------------------------------------- softmax
+    softmax_step(softmax, s_tile, o_tile);
+
+    // ------------------------------------------------------------ P V
+    tile_to_operand(p_tile, s_tile);
+    tile_matmad_shared<FragB, kLd, 1>(o_tile, p_tile, v_smem, lane);
+  }
+
+  // ----------------------------------------------------------------- store
+  softmax_finalize(o_tile, softmax);
+  if (q_ragged) {
+    if (q_rows_left > 0) {
+      tile_store_device_safe(out, o_tile, p.o_strides[2], q_rows_left, D, lane);
+    }
+  } else {
+    tile_store_device(out, o_tile, p.o_strides[2], lane);
+  }
+}
+
+} // namespace fa

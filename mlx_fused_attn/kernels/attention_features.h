@@ -1,0 +1,30 @@
+// The boolean features of the attention kernel, listed once. On Metal each is
+// a function constant (the index is its [[function_constant(n)]]); on CUDA a
+// template bool. The kernel body reads them from an AttnFeatures value that
+// the entry point fills from either, so after inlining they are constants.
+#pragma once
+
+// X(name, function constant index):
+//   has_mask   a mask array is bound (buffer 5)
+//   bool_mask  that mask is boolean (true = attend), else additive in T
+//   causal     bottom-right causal mask, computed from indices
+//   has_sinks  per-head sink logits are bound (buffer 6)
+//   align_q    L_q is a multiple of the query block: no ragged query block
+//   align_k    L_k is a multiple of the key block: no ragged key block
+#define FA_ATTENTION_FEATURES(X) \
+  X(has_mask, 300)               \
+  X(bool_mask, 301)              \
+  X(causal, 302)                 \
+  X(has_sinks, 303)              \
+  X(align_q, 200)                \
+  X(align_k, 201)
+
+namespace fa {
+
+struct AttnFeatures {
+#define FA_FEATURE_FIELD(name, index) bool name;
+  FA_ATTENTION_FEATURES(FA_FEATURE_FIELD)
+#undef FA_FEATURE_FIELD
+};
+
+} // namespace fa

@@ -1,0 +1,76 @@
+// The syntax seam: the only file that asks which GPU language it is compiled
+// as. Everything above it (tiles, ops, kernel bodies) is written once against
+// these macros and types, and so compiles as Metal (C++14 subset), as CUDA
+// C++17, and as host C++ inside the Metal emulator (which defines
+// __METAL_VERSION__ and provides a Metal shim).
+#pragma once
+
+#if defined(__METAL_VERSION__)
+
+#include <metal_simdgroup>
+#include <metal_simdgroup_matrix>
+#include <metal_stdlib>
+
+#define FA_DEVICE device
+#define FA_THREADGROUP threadgroup
+#define FA_THREAD thread
+#define FA_CONSTANT constant
+// Metal rejects threadgroup variables at program scope, so kernels declare
+// their threadgroup arrays in the entry point with this. The emulator
+// predefines it to make one array shared by all fibers of a threadgroup.
+#ifndef FA_SHARED_ARRAY_DECL
+#define FA_SHARED_ARRAY_DECL threadgroup
+#endif
+#define FA_FUNC METAL_FUNC
+// Static data members of a Metal struct must live in the constant space.
+#define FA_CONST static constant constexpr const
+#define FA_UNROLL _Pragma("clang loop unroll(full)")
+#define FA_BARRIER() \
+  metal::threadgroup_barrier(metal::mem_flags::mem_threadgroup)
+#define FA_SHUFFLE_XOR(x, mask) metal::simd_shuffle_xor((x), ushort(mask))
+#define FA_EXP2(x) metal::fast::exp2(x)
+#define FA_MAX(a, b) metal::max((a), (b))
+#define FA_INFINITY INFINITY
+#define FA_FLT_MAX FLT_MAX
+
+namespace fa {
+typedef half half_t;
+typedef bfloat bfloat_t;
+typedef uint lane_t;
+} // namespace fa
+
+#elif defined(__CUDACC__)
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#define FA_DEVICE
+#define FA_THREADGROUP
+#define FA_THREAD
+#define FA_CONSTANT
+#ifndef FA_SHARED_ARRAY_DECL
+#define FA_SHARED_ARRAY_DECL __shared__
+#endif
+#define FA_FUNC __device__ __forceinline__
+#define FA_CONST static constexpr
+#define FA_UNROLL _Pragma("unroll")
+#define FA_BARRIER() __syncthreads()
+#define FA_SHUFFLE_XOR(x, mask) __shfl_xor_sync(0xffffffffu, (x), (mask))
+#define FA_EXP2(x) exp2f(x)
+#define FA_MAX(a, b) fmaxf((a), (b))
+#define FA_INFINITY __int_as_float(0x7f800000)
+#define FA_FLT_MAX 3.402823466e+38f
+
+namespace fa {
+typedef __half half_t;
+typedef __nv_bfloat16 bfloat_t;
+typedef unsigned int lane_t;
+} // namespace fa
+
+#else
+#error \
+    "mlx_fused_attn/tile: compile as Metal, as CUDA, or inside the Metal emulator"
+#endif
+
+// Scores are kept in the exp2 domain: exp(x) = exp2(x * log2(e)).
+#define FA_LOG2E 1.4426950408889634f

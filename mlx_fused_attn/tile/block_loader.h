@@ -1,0 +1,69 @@
+// Device-to-threadgroup block copy with plain loads: the Metal side of the
+// global-to-shared seam (CUDA's counterpart issues cp.async with the same
+// interface). All threads of the threadgroup share the copy; each moves runs
+// of kVec contiguous elements (16 bytes) so neighbouring threads touch
+// neighbouring addresses.
+//
+// Loads are per element, not 16-byte vectors: q, k and v may be strided
+// views whose rows are not 16-byte aligned.
+#pragma once
+
+#include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/tile/backend.h"
+
+namespace fa {
+
+/// Copies a kRows x kCols row-major block (device row stride given at run
+/// time, unit column stride) into threadgroup memory with row stride kDstLd.
+template <typename T, int kRows, int kCols, int kDstLd, int kThreads>
+struct BlockLoader {
+  FA_CONST int kVec = 16 / sizeof(T);
+  static_assert(kCols % kVec == 0, "block rows must be whole 16-byte runs");
+  FA_CONST int kVecsPerRow = kCols / kVec;
+  FA_CONST int kVecs = kRows * kVecsPerRow;
+  FA_CONST int kSteps = (kVecs + kThreads - 1) / kThreads;
+
+  static FA_FUNC void
+  load(FA_THREADGROUP T* dst, const FA_DEVICE T* src, stride_t ld, int tid) {
+    FA_UNROLL
+    for (int step = 0; step < kSteps; ++step) {
+      const int idx = step * kThreads + tid;
+      if (kVecs % kThreads == 0 || idx < kVecs) {
+        const int r = idx / kVecsPerRow;
+        const int c = (idx % kVecsPerRow) * kVec;
+        FA_UNROLL
+        for (int x = 0; x < kVec; ++x) {
+          dst[r * kDstLd + c + x] = src[r * ld + c + x];
+        }
+      }
+    }
+  }
+
+  /// As load, for a block of which only the first `rows` rows exist; the
+  /// others are zero-filled, so that products with them stay finite.
+  static FA_FUNC void load_safe(
+      FA_THREADGROUP T* dst,
+      const FA_DEVICE T* src,
+      stride_t ld,
+      int rows,
+      int tid) {
+    FA_UNROLL
+    for (int step = 0; step < kSteps; ++step) {
+      const int idx = step * kThreads + tid;
+      if (kVecs % kThreads == 0 || idx < kVecs) {
+        const int r = idx / kVecsPerRow;
+        const int c = (idx % kVecsPerRow) * kVec;
+        FA_UNROLL
+        for (int x = 0; x < kVec; ++x) {
+          dst[r * kDstLd + c + x] = r < rows ? src[r * ld + c + x] : T(0);
+        }
+      }
+    }
+  }
+
+  /// Plain loads have landed when load returns; an asynchronous loader
+  /// (cp.async) waits for this thread's copies here, before the barrier.
+  static FA_FUNC void wait() {}
+};
+
+} // namespace fa

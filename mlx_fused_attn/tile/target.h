@@ -1,0 +1,19 @@
+// Names for what a kernel is compiled for: the element type of its inputs and
+// the GPU it runs on. Plain enums so that host C++, Metal and CUDA code (and
+// constexpr choosers shared by all three) can use them without backend.h.
+#pragma once
+
+namespace fa {
+
+enum class DType { Float16, BFloat16, Float32 };
+
+enum class Backend { Metal, Cuda };
+
+/// Lanes per simdgroup (Metal) or warp (CUDA); both are 32 wide.
+enum { kSimdWidth = 32 };
+
+constexpr int dtype_size(DType dtype) {
+  return dtype == DType::Float32 ? 4 : 2;
+}
+
+} // namespace fa
