@@ -12,6 +12,8 @@
 #include "mlx_fused_attn/tile/dtype_of.h"
 #include "mlx_fused_attn/tile/metal_target.h"
 
+using namespace metal;
+
 #define FA_DECLARE_FUNCTION_CONSTANT(name, index) \
   constant bool fc_##name [[function_constant(index)]];
 FA_ATTENTION_FEATURES(FA_DECLARE_FUNCTION_CONSTANT)

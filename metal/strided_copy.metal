@@ -4,6 +4,8 @@
 
 #include "mlx_fused_attn/kernels/strided_copy.h"
 
+using namespace metal;
+
 template <typename T>
 [[kernel]] void fa_strided_copy(
     const device T* src [[buffer(0)]],

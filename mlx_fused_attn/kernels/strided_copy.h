@@ -4,15 +4,10 @@
 // not exported to extensions).
 #pragma once
 
-#include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/kernels/strided_copy_params.h"
 #include "mlx_fused_attn/tile/backend.h"
 
 namespace fa {
-
-struct StridedCopyParams {
-  int shape[4]; ///< source (and destination) shape, leading axes padded with 1
-  stride_t strides[4]; ///< source strides in elements
-};
 
 /// Copies element (i0, i1, i2, i3) of the source, where i3 and i2 come from
 /// `inner` (an index into the last two axes) and i1, i0 from the grid.

@@ -21,7 +21,7 @@
 #ifndef FA_SHARED_ARRAY_DECL
 #define FA_SHARED_ARRAY_DECL threadgroup
 #endif
-#define FA_FUNC METAL_FUNC
+#define FA_FUNC inline __attribute__((always_inline))
 // Static data members of a Metal struct must live in the constant space.
 #define FA_CONST static constant constexpr const
 #define FA_UNROLL _Pragma("clang loop unroll(full)")
@@ -34,6 +34,9 @@
 #define FA_FLT_MAX FLT_MAX
 
 namespace fa {
+// Metal's scalar types are builtins on the GPU; the emulator's shim declares
+// them in namespace metal.
+using namespace metal;
 typedef half half_t;
 typedef bfloat bfloat_t;
 typedef uint lane_t;

@@ -16,12 +16,13 @@
 
 #include "mlx/allocator.h"
 #include "mlx/backend/metal/device.h"
+#include "mlx/utils.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/metal/jit_source.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
-#include "mlx_fused_attn/kernels/strided_copy.h"
+#include "mlx_fused_attn/kernels/strided_copy_params.h"
 #include "mlx_fused_attn/params.h"
 
 namespace mlx_fused_attn::gpu {
