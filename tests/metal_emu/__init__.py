@@ -1,0 +1,1 @@
+"""The Metal emulator: see README.md."""

@@ -1,0 +1,414 @@
+"""Runs Metal kernels on the CPU: the Python side of the Metal emulator.
+
+    prog = emu.load("metal/attention.metal")
+    out = prog.launch("host_name", buffers={0: q, 1: k, 3: o},
+                      constants={300: False}, grid=(4, 2, 1),
+                      threadgroup=(128, 1, 1), schedule="fair")
+    out[3]  # o after the kernel ran, same dtype and shape as given
+
+load() compiles the .metal file, unmodified, with the shim in include/
+(plus a generated trampoline and the runtime in runtime/) into a driver
+executable under .build/, cached by a hash of every input. launch() writes a
+request file, runs the driver as a subprocess (so the sanitizers run in a
+process of their own), and reads the buffers back. Any failure -- a
+sanitizer report, a deadlock, a binding mismatch, a crash -- raises
+EmulatorError carrying the driver's report. See README.md.
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import gen_trampoline
+
+EMU_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(EMU_DIR))
+SHIM_DIR = os.path.join(EMU_DIR, "include")
+RUNTIME_DIR = os.path.join(EMU_DIR, "runtime")
+BUILD_DIR = os.environ.get("FA_EMU_BUILD_DIR", os.path.join(EMU_DIR, ".build"))
+CXX = os.environ.get("FA_EMU_CXX", "g++")
+
+SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+CXXFLAGS = [
+    "-std=c++17",
+    "-O1",
+    "-g",
+    "-fno-omit-frame-pointer",
+    *SANITIZE,
+    "-Wno-attributes",
+    "-Wno-unknown-pragmas",
+]
+# How the kernel sources see the emulator: a Metal compiler of Metal 3.1
+# with bfloat, and threadgroup arrays as statics (one threadgroup runs at a
+# time in a driver process, so a static is exactly threadgroup-shared).
+METAL_DEFINES = [
+    "-D__METAL_VERSION__=310",
+    "-D__HAVE_BFLOAT__=1",
+    "-DFA_SHARED_ARRAY_DECL=static",
+]
+RUNTIME_SOURCES = ["fiber.cpp", "scheduler.cpp", "launch.cpp", "request.cpp", "driver_main.cpp"]
+RUN_ENV = {
+    "ASAN_OPTIONS": "detect_leaks=0:detect_stack_use_after_return=0:"
+    "halt_on_error=1:abort_on_error=0:symbolize=1",
+    "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+}
+
+
+class EmulatorError(AssertionError):
+    """A kernel failed under the emulator; the message is the driver's report."""
+
+
+class CompileError(EmulatorError):
+    """A .metal file (or the trampoline for it) did not compile."""
+
+
+# ---------------------------------------------------------------------------
+# bfloat16 helpers: numpy has no bfloat16, so kernels see uint16 bit patterns.
+
+
+def float_to_bfloat16_bits(a):
+    """float32 values -> bfloat16 bits (uint16), round to nearest even."""
+    x = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    nan = (x & 0x7FFFFFFF) > 0x7F800000
+    rounded = (x + 0x7FFF + ((x >> 16) & 1)) >> 16
+    return np.where(nan, (x >> 16) | 0x40, rounded).astype(np.uint16)
+
+
+def bfloat16_bits_to_float(b):
+    """bfloat16 bits (uint16) -> float32 values."""
+    return (np.asarray(b, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+# ---------------------------------------------------------------------------
+# Building
+
+
+def _run(cmd, what):
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError(f"{what} failed:\n{' '.join(cmd)}\n{proc.stderr[-20000:]}")
+    return proc.stdout
+
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+
+def _source_files(path, include_dirs):
+    """path and every file it includes with quotes, transitively."""
+    seen, todo = [], [os.path.abspath(path)]
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.append(f)
+        with open(f) as fh:
+            text = fh.read()
+        for inc in _INCLUDE.findall(text):
+            for d in [os.path.dirname(f)] + include_dirs:
+                cand = os.path.join(d, inc)
+                if os.path.exists(cand):
+                    todo.append(os.path.abspath(cand))
+                    break
+    return seen
+
+
+def _tree_files(d):
+    out = []
+    for root, _, files in os.walk(d):
+        out += [os.path.join(root, f) for f in files]
+    return sorted(out)
+
+
+def _digest(files, extra):
+    h = hashlib.sha256()
+    for part in extra:
+        h.update(part.encode() + b"\0")
+    for f in files:
+        h.update(f.encode() + b"\0")
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()[:16]
+
+
+def _compiler_id():
+    return subprocess.run([CXX, "--version"], capture_output=True, text=True).stdout
+
+
+def _publish(tmp, final):
+    """Moves a finished build directory into place; a concurrent builder
+    may have won the race, which is fine."""
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _runtime_objects():
+    inputs = _tree_files(RUNTIME_DIR) + _tree_files(SHIM_DIR)
+    key = _digest(inputs, CXXFLAGS + [CXX, _compiler_id()])
+    final = os.path.join(BUILD_DIR, f"runtime-{key}")
+    if not os.path.isdir(final):
+        os.makedirs(BUILD_DIR, exist_ok=True)
+        tmp = tempfile.mkdtemp(dir=BUILD_DIR, prefix="tmp-runtime-")
+        procs = []
+        for src in RUNTIME_SOURCES:
+            obj = os.path.join(tmp, src.replace(".cpp", ".o"))
+            cmd = [CXX, *CXXFLAGS, "-c", os.path.join(RUNTIME_DIR, src), "-o", obj]
+            procs.append((cmd, subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)))
+        for cmd, p in procs:
+            _, err = p.communicate()
+            if p.returncode != 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise CompileError(f"building the emulator runtime failed:\n{' '.join(cmd)}\n{err}")
+        _publish(tmp, final)
+    return [os.path.join(final, s.replace(".cpp", ".o")) for s in RUNTIME_SOURCES]
+
+
+def _kernel_flags(metal_path):
+    return [
+        *METAL_DEFINES,
+        "-I", SHIM_DIR,
+        "-I", RUNTIME_DIR,
+        "-I", REPO_ROOT,
+        "-I", os.path.dirname(os.path.abspath(metal_path)),
+    ]
+
+
+def _shared_arrays(driver, names):
+    """(offset from the runtime's anchor, size) of each FA_SHARED_ARRAY_DECL
+    array in the driver, from its symbol table."""
+    out = _run(["nm", "-C", "-S", "--defined-only", driver], "nm")
+    anchor, arrays = None, []
+    for line in out.splitlines():
+        parts = line.split(None, 3)
+        if len(parts) != 4:
+            continue
+        addr, size, kind, name = parts
+        if name == "fa_emu::anchor":
+            anchor = int(addr, 16)
+        m = re.search(r"\)::(\w+)$", name)
+        if m and m.group(1) in names and kind in "bBdD" and not name.startswith("guard"):
+            arrays.append((int(addr, 16), int(size, 16)))
+    return [(a - anchor, s) for a, s in arrays]
+
+
+def _compile_driver(metal_path, flags, runtime, shared_names, out_dir):
+    wrapper = os.path.join(out_dir, "wrapper.cpp")
+    with open(wrapper, "w") as fh:
+        fh.write(gen_trampoline.wrapper(metal_path))
+    pre = _run([CXX, "-std=c++17", "-E", *flags, wrapper], f"preprocessing {metal_path}")
+    internal = [SHIM_DIR + os.sep, RUNTIME_DIR + os.sep, wrapper]
+    try:
+        prog = gen_trampoline.parse(pre, internal)
+        tables = gen_trampoline.generate(prog)
+    except gen_trampoline.ParseError as e:
+        raise CompileError(f"{metal_path}: {e}") from None
+    unit = os.path.join(out_dir, "kernels.ii")
+    with open(unit, "w") as fh:
+        fh.write(gen_trampoline.strip_address_spaces(pre, internal))
+        fh.write(tables)
+    obj = os.path.join(out_dir, "kernels.o")
+    _run([CXX, *CXXFLAGS, "-c", unit, "-o", obj], f"compiling {metal_path}")
+    driver = os.path.join(out_dir, "driver")
+    _run([CXX, *SANITIZE, "-g", obj, *runtime, "-o", driver], f"linking {metal_path}")
+    with open(os.path.join(out_dir, "shared_arrays"), "w") as fh:
+        for off, size in _shared_arrays(driver, set(shared_names)):
+            fh.write(f"{off} {size}\n")
+
+
+def _build(metal_path):
+    metal_path = os.path.abspath(metal_path)
+    flags = _kernel_flags(metal_path)
+    sources = _source_files(metal_path, [REPO_ROOT])
+    shared_names = []
+    for f in sources:
+        with open(f) as fh:
+            try:
+                shared_names += gen_trampoline.scan_source(fh.read(), f)
+            except gen_trampoline.ParseError as e:
+                raise CompileError(str(e)) from None
+    runtime = _runtime_objects()
+    key = _digest(
+        sources + _tree_files(SHIM_DIR) + _tree_files(RUNTIME_DIR) + [gen_trampoline.__file__],
+        CXXFLAGS + flags + [CXX, _compiler_id()],
+    )
+    stem = os.path.splitext(os.path.basename(metal_path))[0]
+    final = os.path.join(BUILD_DIR, f"{stem}-{key}")
+    if not os.path.isdir(final):
+        os.makedirs(BUILD_DIR, exist_ok=True)
+        tmp = tempfile.mkdtemp(dir=BUILD_DIR, prefix=f"tmp-{stem}-")
+        try:
+            _compile_driver(metal_path, flags, runtime, shared_names, tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _publish(tmp, final)
+    with open(os.path.join(final, "shared_arrays")) as fh:
+        shared = [tuple(int(v) for v in line.split()) for line in fh]
+    return os.path.join(final, "driver"), shared
+
+
+# ---------------------------------------------------------------------------
+# Launching
+
+
+@dataclass
+class Param:
+    kind: str  # "buffer", "threadgroup" or "builtin"
+    index: int
+    name: str
+    type: str
+    element_size: int
+
+
+def _as_bytes(value):
+    """(raw bytes, a function turning result bytes back into value's kind)."""
+    if isinstance(value, np.ndarray):
+        arr = np.ascontiguousarray(value)
+        return arr.tobytes(), lambda b: np.frombuffer(b, dtype=arr.dtype).reshape(arr.shape).copy()
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value), bytes
+    if hasattr(value, "_fields_"):  # a ctypes.Structure
+        return bytes(value), bytes
+    raise TypeError(f"cannot bind a {type(value).__name__} as a buffer")
+
+
+def _constant(index, value):
+    if isinstance(value, (bool, np.bool_)):
+        return struct.pack("<IIqd", index, 0, int(value), 0.0)
+    if isinstance(value, (int, np.integer)):
+        return struct.pack("<IIqd", index, 1, int(value), 0.0)
+    if isinstance(value, (float, np.floating)):
+        return struct.pack("<IIqd", index, 2, 0, float(value))
+    raise TypeError(f"function constant {index}: cannot pass a {type(value).__name__}")
+
+
+def _dims(name, v):
+    v = tuple(int(x) for x in v) + (1,) * (3 - len(v))
+    if len(v) != 3 or min(v) < 1:
+        raise ValueError(f"{name} must have 1 to 3 positive sizes, got {v}")
+    return v
+
+
+class Program:
+    """The kernels of one .metal file, ready to launch."""
+
+    def __init__(self, metal_path):
+        self.path = metal_path
+        self.driver, self._shared = _build(metal_path)
+        self.kernels = {}
+        self.constants = {}
+        listing = subprocess.run(
+            [self.driver, "--list"], capture_output=True, text=True, env={**os.environ, **RUN_ENV}
+        )
+        if listing.returncode != 0:
+            raise EmulatorError(f"{self.driver} --list failed:\n{listing.stderr}")
+        current = None
+        for line in listing.stdout.splitlines():
+            f = line.split("\t")
+            if f[0] == "kernel":
+                current = self.kernels.setdefault(f[1], [])
+            elif f[0] == "param":
+                current.append(Param(f[1], int(f[2]), f[3], f[4], int(f[5])))
+            elif f[0] == "constant":
+                self.constants[int(f[1])] = (f[2], f[3])
+
+    def launch(
+        self,
+        name,
+        buffers,
+        constants=None,
+        grid=(1, 1, 1),
+        threadgroup=(32, 1, 1),
+        threadgroup_memory=None,
+        schedule="fair",
+        stack_kb=256,
+        timeout=600,
+    ):
+        """Runs kernel `name` over `grid` threadgroups of `threadgroup` threads.
+
+        buffers: {index: numpy array | bytes | ctypes.Structure}, bound at
+            [[buffer(index)]]; each becomes its own exact-size allocation.
+        constants: {function constant index: bool | int | float}.
+        threadgroup_memory: {index: bytes} for [[threadgroup(index)]] params.
+        schedule: "fair" (round robin) or an int seed (adversarial).
+        Returns {index: buffer after the run}, arrays with the given dtype and
+        shape (bytes for bytes and structures).
+        """
+        grid, threadgroup = _dims("grid", grid), _dims("threadgroup", threadgroup)
+        if schedule == "fair":
+            adversarial, seed = 0, 0
+        elif isinstance(schedule, (int, np.integer)) and not isinstance(schedule, bool):
+            adversarial, seed = 1, int(schedule) & (2**64 - 1)
+        else:
+            raise ValueError(f"schedule must be 'fair' or an int seed, got {schedule!r}")
+        kname = name.encode()
+        req = [b"FAEMU01\n", struct.pack("<I", len(kname)), kname]
+        req.append(struct.pack("<6I", *grid, *threadgroup))
+        req.append(struct.pack("<IQQ", adversarial, seed, stack_kb * 1024))
+        constants = constants or {}
+        req.append(struct.pack("<I", len(constants)))
+        req += [_constant(int(i), v) for i, v in sorted(constants.items())]
+        order, back = [], []
+        req.append(struct.pack("<I", len(buffers)))
+        for i, v in sorted(buffers.items()):
+            raw, convert = _as_bytes(v)
+            req += [struct.pack("<IQ", int(i), len(raw)), raw]
+            order.append((int(i), len(raw)))
+            back.append(convert)
+        tgm = threadgroup_memory or {}
+        req.append(struct.pack("<I", len(tgm)))
+        req += [struct.pack("<IQ", int(i), int(n)) for i, n in sorted(tgm.items())]
+        req.append(struct.pack("<I", len(self._shared)))
+        req += [struct.pack("<qQ", off, size) for off, size in self._shared]
+
+        with tempfile.TemporaryDirectory(prefix="fa_emu_") as tmp:
+            rq, rs = os.path.join(tmp, "request"), os.path.join(tmp, "result")
+            with open(rq, "wb") as fh:
+                fh.write(b"".join(req))
+            try:
+                proc = subprocess.run(
+                    [self.driver, rq, rs],
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    env={**os.environ, **RUN_ENV},
+                )
+            except subprocess.TimeoutExpired:
+                raise EmulatorError(
+                    f"kernel '{name}' from {self.path} ran for more than {timeout} s"
+                ) from None
+            if proc.returncode != 0:
+                raise EmulatorError(
+                    f"kernel '{name}' from {self.path} failed "
+                    f"(exit status {proc.returncode}):\n{proc.stderr[-20000:]}"
+                )
+            with open(rs, "rb") as fh:
+                data = fh.read()
+        out, pos = {}, 0
+        for (i, n), convert in zip(order, back):
+            out[i] = convert(data[pos : pos + n])
+            pos += n
+        return out
+
+
+_programs = {}
+
+
+def load(metal_path):
+    """Builds (or finds in the cache) the driver for a .metal file.
+
+    A relative path is taken from the repository root.
+    """
+    path = metal_path if os.path.isabs(metal_path) else os.path.join(REPO_ROOT, metal_path)
+    path = os.path.abspath(path)
+    if path not in _programs:
+        _programs[path] = Program(path)
+    return _programs[path]

@@ -1,0 +1,549 @@
+"""Generates the C++ trampoline that exposes a .metal file's kernels to the
+emulator's driver by host name.
+
+C++ cannot introspect attributes, so this reads them from the preprocessed
+source: every `[[kernel]]` function definition (its parameters and their
+`[[buffer(n)]]`, `[[threadgroup(n)]]`, `[[function_constant(c)]]` and builtin
+attributes), every explicit instantiation
+`template [[host_name("name")]] [[kernel]] decltype(fn<...>) fn<...>;`, every
+`[[function_constant(n)]]` declaration, and the program-scope variables
+initialised from function constants (re-evaluated once the constants are set).
+The generated file includes the .metal source inside an unnamed namespace;
+see README.md for why.
+"""
+
+import re
+from dataclasses import dataclass, field
+
+BUILTINS = {
+    "thread_position_in_grid",
+    "thread_position_in_threadgroup",
+    "threadgroup_position_in_grid",
+    "threads_per_threadgroup",
+    "threadgroups_per_grid",
+    "threads_per_grid",
+    "thread_index_in_threadgroup",
+    "thread_index_in_simdgroup",
+    "simdgroup_index_in_threadgroup",
+    "threads_per_simdgroup",
+    "simdgroups_per_threadgroup",
+}
+
+# Function attributes that say nothing the emulator needs.
+IGNORED_FUNCTION_ATTRIBUTES = {"kernel", "host_name", "max_total_threads_per_threadgroup"}
+
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+)
+  | (?P<str>"(?:\\.|[^"\\])*")
+  | (?P<chr>'(?:\\.|[^'\\])*')
+  | (?P<num>\.?\d(?:[eEpP][+-]|[\w.])*)
+  | (?P<id>[A-Za-z_]\w*)
+  | (?P<op>::|->|<<=|>>=|<=|>=|==|!=|&&|\|\||\+\+|--|[-+*/%&|^~!=<>?:;,.(){}\[\]\#@$\\])
+    """,
+    re.VERBOSE,
+)
+
+
+class ParseError(Exception):
+    """The source uses a form the trampoline generator does not handle."""
+
+
+def tokenize(text):
+    tokens = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise ParseError(f"cannot tokenize near {text[pos:pos + 40]!r}")
+        if m.lastgroup != "ws":
+            tokens.append(m.group())
+        pos = m.end()
+    return tokens
+
+
+_LINE_MARKER = re.compile(r'#\s*\d+\s+"((?:\\.|[^"\\])*)"(.*)')
+
+
+def _regions(preprocessed, internal):
+    """Yields (line, is_kernel_code) for the preprocessor's output: kernel code
+    is what comes from neither a system header nor a file whose path starts
+    with one of `internal` (told apart by the line markers)."""
+    keep = True
+    for line in preprocessed.splitlines():
+        m = _LINE_MARKER.match(line)
+        if m:
+            path, flags = m.group(1), m.group(2).split()
+            keep = "3" not in flags and not any(path.startswith(d) for d in internal)
+            yield line, False
+        else:
+            yield line, keep
+
+
+ADDRESS_SPACES = ("device", "constant", "thread", "threadgroup", "threadgroup_imageblock")
+_QUALIFIER = re.compile(
+    r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|\[\[.*?\]\]|\b(?:'
+    + "|".join(ADDRESS_SPACES)
+    + r")\b"
+)
+
+
+def strip_address_spaces(preprocessed, internal):
+    """Removes Metal's address-space qualifiers from the kernel code of a
+    preprocessed translation unit, leaving strings, [[...]] attributes and
+    every other line untouched (so line numbers stay right)."""
+
+    def repl(m):
+        return m.group() if m.group()[0] in "\"'[" else " " * len(m.group())
+
+    return "\n".join(
+        _QUALIFIER.sub(repl, line) if kernel and not line.lstrip().startswith("#") else line
+        for line, kernel in _regions(preprocessed, internal)
+    ) + "\n"
+
+
+def user_code(preprocessed, internal):
+    return "\n".join(
+        line
+        for line, kernel in _regions(preprocessed, internal)
+        if kernel and not line.lstrip().startswith("#")
+    )
+
+
+def skip_balanced(tokens, i, open_tok, close_tok):
+    """Index just past the token closing the group that opens at tokens[i]."""
+    depth = 0
+    while i < len(tokens):
+        if tokens[i] == open_tok:
+            depth += 1
+        elif tokens[i] == close_tok:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    raise ParseError(f"unbalanced {open_tok}")
+
+
+def split_top_level(tokens, sep=","):
+    """Splits at `sep` outside (), [], {} and template angle brackets."""
+    parts, cur, depth = [], [], 0
+    for t in tokens:
+        if t in ("(", "[", "{", "<"):
+            depth += 1
+        elif t in (")", "]", "}", ">"):
+            depth -= 1
+        if t == sep and depth == 0:
+            parts.append(cur)
+            cur = []
+        else:
+            cur.append(t)
+    if cur:
+        parts.append(cur)
+    return parts
+
+
+@dataclass
+class Attribute:
+    name: str
+    args: list  # token list
+
+
+def read_attributes(tokens, i):
+    """Parses consecutive `[[...]]` groups starting at tokens[i]."""
+    attrs = []
+    while i + 1 < len(tokens) and tokens[i] == "[" and tokens[i + 1] == "[":
+        end = skip_balanced(tokens, i, "[", "]")
+        for item in split_top_level(tokens[i + 2 : end - 2]):
+            if not item:
+                continue
+            name = item[0]
+            args = item[2:-1] if len(item) > 1 and item[1] == "(" else []
+            attrs.append(Attribute(name, args))
+        i = end
+    return attrs, i
+
+
+def attributes_outside_parens(tokens):
+    """All attributes of a declaration, skipping its parameter list."""
+    attrs, i = [], 0
+    while i < len(tokens):
+        if tokens[i] == "(":
+            i = skip_balanced(tokens, i, "(", ")")
+        elif tokens[i] == "[" and i + 1 < len(tokens) and tokens[i + 1] == "[":
+            found, i = read_attributes(tokens, i)
+            attrs += found
+        else:
+            i += 1
+    return attrs
+
+
+def join(tokens):
+    out = ""
+    for t in tokens:
+        if out and (re.match(r"\w", t) and re.search(r"\w$", out)):
+            out += " "
+        out += t
+    return out
+
+
+def int_arg(attr):
+    text = join(attr.args)
+    if not re.fullmatch(r"\d+", text):
+        raise ParseError(f"[[{attr.name}({text})]]: expected an integer literal")
+    return int(text)
+
+
+@dataclass
+class Param:
+    name: str
+    type: str
+    kind: str  # "buffer", "threadgroup" or "builtin"
+    index: int = 0
+    builtin: str = ""
+    enabled_by: str = ""
+
+
+@dataclass
+class KernelDef:
+    name: str
+    namespace: tuple
+    params: list
+    is_template: bool
+    host_name: str
+
+
+@dataclass
+class Instance:
+    host_name: str
+    ref: str  # the instantiated function as written, e.g. fn<half, 64>
+    base: str  # the template's name
+    namespace: tuple
+
+
+@dataclass
+class Constant:
+    index: int
+    name: str
+    type: str
+    namespace: tuple
+
+
+@dataclass
+class Derived:
+    name: str
+    expr: str
+    namespace: tuple
+
+
+@dataclass
+class Program:
+    kernels: list = field(default_factory=list)
+    instances: list = field(default_factory=list)
+    constants: list = field(default_factory=list)
+    derived: list = field(default_factory=list)
+
+
+def parse_param(tokens, kernel):
+    attrs = []
+    decl = tokens
+    for k in range(len(tokens) - 1):
+        if tokens[k] == "[" and tokens[k + 1] == "[":
+            attrs, _ = read_attributes(tokens, k)
+            decl = tokens[:k]
+            break
+    names = [t for t in decl if re.fullmatch(r"[A-Za-z_]\w*", t)]
+    if not names or len(decl) < 2:
+        raise ParseError(f"kernel {kernel}: cannot read parameter {join(tokens)!r}")
+    name = decl[-1]
+    ptype = join(decl[:-1])
+    p = None
+    enabled_by = ""
+    for a in attrs:
+        if a.name == "buffer":
+            p = Param(name, ptype, "buffer", index=int_arg(a))
+        elif a.name == "threadgroup":
+            p = Param(name, ptype, "threadgroup", index=int_arg(a))
+        elif a.name in BUILTINS:
+            p = Param(name, ptype, "builtin", builtin=a.name)
+        elif a.name == "function_constant":
+            enabled_by = join(a.args)
+        else:
+            raise ParseError(
+                f"kernel {kernel}: parameter {name} has [[{a.name}]], which "
+                "the emulator does not support"
+            )
+    if p is None:
+        raise ParseError(
+            f"kernel {kernel}: parameter {name} has no [[buffer(n)]], "
+            "[[threadgroup(n)]] or builtin attribute; the emulator binds "
+            "buffers by explicit index only"
+        )
+    p.enabled_by = enabled_by
+    return p
+
+
+def parse_kernel_def(tokens, namespace):
+    is_template = tokens[0] == "template" and tokens[1] == "<"
+    i = 0
+    if is_template:
+        depth = 0
+        while True:
+            if tokens[i] == "<":
+                depth += 1
+            elif tokens[i] == ">":
+                depth -= 1
+                if depth == 0:
+                    i += 1
+                    break
+            i += 1
+    attrs, i = read_attributes(tokens, i)
+    paren = tokens.index("(", i)
+    name = tokens[paren - 1]
+    if tokens[i:paren - 1] != ["void"] and "void" not in tokens[i:paren - 1]:
+        raise ParseError(f"kernel {name} must return void")
+    end = skip_balanced(tokens, paren, "(", ")")
+    params = [parse_param(p, name) for p in split_top_level(tokens[paren + 1 : end - 1])]
+    host = name
+    for a in attrs:
+        if a.name == "host_name":
+            host = "".join(s[1:-1] for s in a.args)
+    return KernelDef(name, namespace, params, is_template, host)
+
+
+def parse_instance(tokens, namespace):
+    attrs = attributes_outside_parens(tokens)
+    host = None
+    for a in attrs:
+        if a.name == "host_name":
+            host = "".join(s[1:-1] for s in a.args)
+    if host is None:
+        raise ParseError(f"explicit kernel instantiation without host_name: {join(tokens)}")
+    d = tokens.index("decltype")
+    end = skip_balanced(tokens, d + 1, "(", ")")
+    ref = tokens[end:]
+    if "<" not in ref:
+        raise ParseError(f"cannot read the instantiated kernel in {join(tokens)}")
+    base = ref[ref.index("<") - 1]
+    return Instance(host, join(ref), base, namespace)
+
+
+def analyse(stmt, has_body, namespace, prog):
+    if not stmt:
+        return
+    attrs = attributes_outside_parens(stmt)
+    names = {a.name for a in attrs}
+    if stmt[0] == "template" and len(stmt) > 1 and stmt[1] != "<":
+        if "kernel" in names:
+            prog.instances.append(parse_instance(stmt, namespace))
+        return
+    if "kernel" in names:
+        if has_body:
+            prog.kernels.append(parse_kernel_def(stmt, namespace))
+        return
+    if "function_constant" in names and not has_body:
+        k = next(
+            j for j in range(len(stmt) - 1) if stmt[j] == "[" and stmt[j + 1] == "["
+        )
+        fc = next(a for a in attrs if a.name == "function_constant")
+        prog.constants.append(
+            Constant(int_arg(fc), stmt[k - 1], join(stmt[: k - 1]), namespace)
+        )
+        return
+    if has_body or "=" not in stmt:
+        return
+    eq = stmt.index("=")
+    head, expr = stmt[:eq], stmt[eq + 1 :]
+    if not head or "(" in head or "[" in head or head[0] in ("using", "typedef", "template"):
+        return
+    fc_names = {c.name for c in prog.constants}
+    if fc_names.intersection(expr) or {d.name for d in prog.derived}.intersection(expr):
+        prog.derived.append(Derived(head[-1], join(expr), namespace))
+
+
+def parse(preprocessed, internal):
+    """Reads the kernel code of a preprocessed translation unit; `internal`
+    lists path prefixes (shim, runtime, wrapper) that are not kernel code."""
+    tokens = tokenize(user_code(preprocessed, internal))
+    prog = Program()
+    scopes = []  # namespace names, "" for an unnamed one
+    i, start = 0, 0
+    while i < len(tokens):
+        t = tokens[i]
+        if t == "namespace" and i == start:
+            j = i + 1
+            parts = []
+            while tokens[j] != "{":
+                if tokens[j] != "::":
+                    parts.append(tokens[j])
+                j += 1
+            if tokens[j - 1] == "=":
+                raise ParseError("namespace alias at program scope is not supported")
+            scopes.append(parts or [""])
+            i = start = j + 1
+        elif t == "}" and i == start:
+            scopes.pop()
+            i = start = i + 1
+        elif t in ("(", "["):
+            i = skip_balanced(tokens, i, t, ")" if t == "(" else "]")
+        elif t == "{":
+            ns = tuple(n for parts in scopes for n in parts)
+            stmt = tokens[start:i]
+            i = skip_balanced(tokens, i, "{", "}")
+            if "=" in stmt or (stmt and stmt[0] in ("struct", "class", "union", "enum")):
+                # An initialiser or a type definition: runs on to its ';'.
+                while tokens[i] != ";":
+                    i = skip_balanced(tokens, i, "{", "}") if tokens[i] == "{" else i + 1
+                i += 1
+            analyse(stmt, True, ns, prog)
+            start = i
+        elif t == ";":
+            ns = tuple(n for parts in scopes for n in parts)
+            analyse(tokens[start:i], False, ns, prog)
+            i = start = i + 1
+        else:
+            i += 1
+    return prog
+
+
+def _open_ns(namespace):
+    return "".join(f"namespace {n} {{ " for n in namespace)
+
+
+def _close_ns(namespace):
+    return "} " * len(namespace)
+
+
+def _qualified(namespace, name):
+    return "::" + "::".join(list(namespace) + [name])
+
+
+def c_string(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+WRAPPER = """// Generated by tests/metal_emu; do not edit.
+#include "invoke.h"
+#include <metal_stdlib>
+namespace {{
+#include {path}
+}} // namespace
+"""
+
+
+def wrapper(metal_path):
+    """The translation unit to preprocess: runtime glue, then the shim, then
+    the kernel source inside an unnamed namespace."""
+    return WRAPPER.format(path=c_string(metal_path))
+
+
+def generate(prog):
+    """The kernel and function-constant tables for a parsed program, to be
+    appended to the preprocessed wrapper."""
+    defs = {}
+    for k in prog.kernels:
+        defs.setdefault(k.name, k)
+    entries = []  # (host name, namespace, ref, params)
+    for k in prog.kernels:
+        if not k.is_template:
+            entries.append((k.host_name, k.namespace, k.name, k.params))
+    for inst in prog.instances:
+        if inst.base not in defs:
+            raise ParseError(f"instantiation {inst.ref}: no [[kernel]] template named {inst.base}")
+        entries.append((inst.host_name, inst.namespace, inst.ref, defs[inst.base].params))
+    seen = set()
+    for host, *_ in entries:
+        if host in seen:
+            raise ParseError(f"two kernels have host name {host!r}")
+        seen.add(host)
+
+    out = []
+    table = []
+    for n, (host, ns, ref, params) in enumerate(entries):
+        fn = f"fa_emu_kernel_{n}"
+        specs = []
+        for j, p in enumerate(params):
+            ptype = f"::fa_emu::param_t<decltype(&{ref}), {j}>"
+            if p.kind == "buffer":
+                enabled = f"&{p.enabled_by}" if p.enabled_by else "nullptr"
+                specs.append(
+                    f"::fa_emu::buffer_param<{ptype}>({p.index}, {c_string(p.name)}, "
+                    f"{c_string(p.type)}, {enabled})"
+                )
+            elif p.kind == "threadgroup":
+                specs.append(
+                    f"::fa_emu::threadgroup_param<{ptype}>({p.index}, "
+                    f"{c_string(p.name)}, {c_string(p.type)})"
+                )
+            else:
+                specs.append(
+                    f"::fa_emu::builtin_param(::fa_emu::Builtin::{p.builtin}, "
+                    f"{c_string(p.name)}, {c_string(p.type)})"
+                )
+        out.append(f"namespace {{ {_open_ns(ns)}")
+        out.append(f"const ::fa_emu::ParamSpec {fn}_params[] = {{")
+        out += [f"    {s}," for s in specs]
+        out.append("};")
+        out.append(f"void {fn}(const ::fa_emu::ParamSpec* p) {{")
+        out.append(f"  ::fa_emu::call_kernel(&{ref}, p);")
+        out.append("}")
+        out.append(f"{_close_ns(ns)}}} // namespace")
+        q = "::".join(list(ns) + [fn])
+        table.append(f"    {{{c_string(host)}, &{q}, {q}_params, {len(params)}}},")
+
+    consts = [
+        f"    ::fa_emu::constant_spec({c.index}, {c_string(c.name)}, "
+        f"{c_string(c.type)}, &{_qualified(c.namespace, c.name)}),"
+        for c in prog.constants
+    ]
+    for n, d in enumerate(prog.derived):
+        out.append(f"namespace {{ {_open_ns(d.namespace)}")
+        out.append(f"void fa_emu_derived_{n}() {{ {d.name} = ({d.expr}); }}")
+        out.append(f"{_close_ns(d.namespace)}}} // namespace")
+
+    out.append("namespace {")
+    out.append("const ::fa_emu::KernelSpec fa_emu_kernel_table[] = {")
+    out += table or ["    {nullptr, nullptr, nullptr, 0},"]
+    out.append("};")
+    out.append("const ::fa_emu::ConstantSpec fa_emu_constant_table[] = {")
+    out += consts or ["    {0, nullptr, nullptr, ::fa_emu::ConstantKind::Bool, nullptr, nullptr},"]
+    out.append("};")
+    out.append("} // namespace")
+    out.append("const ::fa_emu::KernelSpec* const ::fa_emu::kernels = fa_emu_kernel_table;")
+    out.append(f"const unsigned ::fa_emu::n_kernels = {len(table)};")
+    out.append(
+        "const ::fa_emu::ConstantSpec* const ::fa_emu::function_constants = "
+        "fa_emu_constant_table;"
+    )
+    out.append(f"const unsigned ::fa_emu::n_function_constants = {len(consts)};")
+    out.append("void ::fa_emu::refresh_derived_constants() {")
+    for n, d in enumerate(prog.derived):
+        out.append(f"  {'::'.join(list(d.namespace) + [f'fa_emu_derived_{n}'])}();")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+_RAW_THREADGROUP_ARRAY = re.compile(
+    r"(?<![\w])threadgroup\s+(?:const\s+)?[A-Za-z_][\w:<>, ]*?\s+([A-Za-z_]\w*)\s*\["
+)
+_SHARED_ARRAY = re.compile(r"FA_SHARED_ARRAY_DECL\s+[^;]*?\b([A-Za-z_]\w*)\s*\[")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def scan_source(text, path):
+    """Returns the names of FA_SHARED_ARRAY_DECL arrays in one source file.
+
+    Raises ParseError for a threadgroup array declared with a bare
+    `threadgroup`: on the host that would give every thread its own copy.
+    """
+    text = _COMMENT.sub(" ", text)
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        m = _RAW_THREADGROUP_ARRAY.search(line)
+        if m:
+            raise ParseError(
+                f"{path}: threadgroup array '{m.group(1)}' is declared with a bare "
+                "`threadgroup`; declare it with FA_SHARED_ARRAY_DECL so the "
+                "emulator can share it between the threads of a threadgroup"
+            )
+    return _SHARED_ARRAY.findall(text)
