@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import gen_trampoline
+from . import gen_trampoline, metal_source
 
 EMU_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(EMU_DIR))
@@ -53,6 +53,8 @@ METAL_DEFINES = [
     "-D__HAVE_BFLOAT__=1",
     "-DFA_SHARED_ARRAY_DECL=static",
 ]
+# On the host every pointer is a plain pointer.
+NO_ADDRESS_SPACES = {q: " " * len(q) for q in metal_source.ADDRESS_SPACES}
 RUNTIME_SOURCES = ["fiber.cpp", "scheduler.cpp", "launch.cpp", "request.cpp", "driver_main.cpp"]
 RUN_ENV = {
     "ASAN_OPTIONS": "detect_leaks=0:detect_stack_use_after_return=0:"
@@ -212,7 +214,7 @@ def _compile_driver(metal_path, flags, runtime, shared_names, out_dir):
         raise CompileError(f"{metal_path}: {e}") from None
     unit = os.path.join(out_dir, "kernels.ii")
     with open(unit, "w") as fh:
-        fh.write(gen_trampoline.strip_address_spaces(pre, internal))
+        fh.write(metal_source.rewrite_address_spaces(pre, internal, NO_ADDRESS_SPACES))
         fh.write(tables)
     obj = os.path.join(out_dir, "kernels.o")
     _run([CXX, *CXXFLAGS, "-c", unit, "-o", obj], f"compiling {metal_path}")
@@ -231,12 +233,15 @@ def _build(metal_path):
     for f in sources:
         with open(f) as fh:
             try:
-                shared_names += gen_trampoline.scan_source(fh.read(), f)
-            except gen_trampoline.ParseError as e:
+                shared_names += metal_source.scan_source(fh.read(), f)
+            except metal_source.SourceError as e:
                 raise CompileError(str(e)) from None
     runtime = _runtime_objects()
     key = _digest(
-        sources + _tree_files(SHIM_DIR) + _tree_files(RUNTIME_DIR) + [gen_trampoline.__file__],
+        sources
+        + _tree_files(SHIM_DIR)
+        + _tree_files(RUNTIME_DIR)
+        + [gen_trampoline.__file__, metal_source.__file__],
         CXXFLAGS + flags + [CXX, _compiler_id()],
     )
     stem = os.path.splitext(os.path.basename(metal_path))[0]

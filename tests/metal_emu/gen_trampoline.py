@@ -1,4 +1,4 @@
-"""Generates the C++ trampoline that exposes a .metal file's kernels to the
+"""Generates the trampoline that exposes a .metal file's kernels to the
 emulator's driver by host name.
 
 C++ cannot introspect attributes, so this reads them from the preprocessed
@@ -8,12 +8,15 @@ attributes), every explicit instantiation
 `template [[host_name("name")]] [[kernel]] decltype(fn<...>) fn<...>;`, every
 `[[function_constant(n)]]` declaration, and the program-scope variables
 initialised from function constants (re-evaluated once the constants are set).
-The generated file includes the .metal source inside an unnamed namespace;
-see README.md for why.
+It emits the tables the runtime reads (runtime/kernel_table.h), appended to
+the preprocessed source. The wrapper puts the .metal source inside an
+unnamed namespace; README.md says why.
 """
 
 import re
 from dataclasses import dataclass, field
+
+from .metal_source import kernel_code
 
 BUILTINS = {
     "thread_position_in_grid",
@@ -60,54 +63,6 @@ def tokenize(text):
             tokens.append(m.group())
         pos = m.end()
     return tokens
-
-
-_LINE_MARKER = re.compile(r'#\s*\d+\s+"((?:\\.|[^"\\])*)"(.*)')
-
-
-def _regions(preprocessed, internal):
-    """Yields (line, is_kernel_code) for the preprocessor's output: kernel code
-    is what comes from neither a system header nor a file whose path starts
-    with one of `internal` (told apart by the line markers)."""
-    keep = True
-    for line in preprocessed.splitlines():
-        m = _LINE_MARKER.match(line)
-        if m:
-            path, flags = m.group(1), m.group(2).split()
-            keep = "3" not in flags and not any(path.startswith(d) for d in internal)
-            yield line, False
-        else:
-            yield line, keep
-
-
-ADDRESS_SPACES = ("device", "constant", "thread", "threadgroup", "threadgroup_imageblock")
-_QUALIFIER = re.compile(
-    r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|\[\[.*?\]\]|\b(?:'
-    + "|".join(ADDRESS_SPACES)
-    + r")\b"
-)
-
-
-def strip_address_spaces(preprocessed, internal):
-    """Removes Metal's address-space qualifiers from the kernel code of a
-    preprocessed translation unit, leaving strings, [[...]] attributes and
-    every other line untouched (so line numbers stay right)."""
-
-    def repl(m):
-        return m.group() if m.group()[0] in "\"'[" else " " * len(m.group())
-
-    return "\n".join(
-        _QUALIFIER.sub(repl, line) if kernel and not line.lstrip().startswith("#") else line
-        for line, kernel in _regions(preprocessed, internal)
-    ) + "\n"
-
-
-def user_code(preprocessed, internal):
-    return "\n".join(
-        line
-        for line, kernel in _regions(preprocessed, internal)
-        if kernel and not line.lstrip().startswith("#")
-    )
 
 
 def skip_balanced(tokens, i, open_tok, close_tok):
@@ -363,7 +318,7 @@ def analyse(stmt, has_body, namespace, prog):
 def parse(preprocessed, internal):
     """Reads the kernel code of a preprocessed translation unit; `internal`
     lists path prefixes (shim, runtime, wrapper) that are not kernel code."""
-    tokens = tokenize(user_code(preprocessed, internal))
+    tokens = tokenize(kernel_code(preprocessed, internal))
     prog = Program()
     scopes = []  # namespace names, "" for an unnamed one
     i, start = 0, 0
@@ -520,30 +475,3 @@ def generate(prog):
         out.append(f"  {'::'.join(list(d.namespace) + [f'fa_emu_derived_{n}'])}();")
     out.append("}")
     return "\n".join(out) + "\n"
-
-
-_RAW_THREADGROUP_ARRAY = re.compile(
-    r"(?<![\w])threadgroup\s+(?:const\s+)?[A-Za-z_][\w:<>, ]*?\s+([A-Za-z_]\w*)\s*\["
-)
-_SHARED_ARRAY = re.compile(r"FA_SHARED_ARRAY_DECL\s+[^;]*?\b([A-Za-z_]\w*)\s*\[")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
-
-
-def scan_source(text, path):
-    """Returns the names of FA_SHARED_ARRAY_DECL arrays in one source file.
-
-    Raises ParseError for a threadgroup array declared with a bare
-    `threadgroup`: on the host that would give every thread its own copy.
-    """
-    text = _COMMENT.sub(" ", text)
-    for line in text.splitlines():
-        if line.lstrip().startswith("#"):
-            continue
-        m = _RAW_THREADGROUP_ARRAY.search(line)
-        if m:
-            raise ParseError(
-                f"{path}: threadgroup array '{m.group(1)}' is declared with a bare "
-                "`threadgroup`; declare it with FA_SHARED_ARRAY_DECL so the "
-                "emulator can share it between the threads of a threadgroup"
-            )
-    return _SHARED_ARRAY.findall(text)
