@@ -6,6 +6,7 @@
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/fallback.h"
 #include "mlx_fused_attn/support.h"
+#include "mlx_fused_attn/transforms.h"
 
 namespace mlx_fused_attn {
 
@@ -31,84 +32,25 @@ void FusedAttention::eval_gpu(
   gpu::eval(spec_, inputs, outputs[0], stream());
 }
 
-namespace {
-
-// The plain-ops definition as a function of the inputs listed in `argnums`
-// alone; the other inputs are held fixed. Transforms of the primitive are
-// transforms of this function.
-std::function<std::vector<array>(const std::vector<array>&)> definition_of(
-    const AttentionSpec& spec,
-    const std::vector<array>& primals,
-    const std::vector<int>& argnums,
-    Stream s) {
-  return [=](const std::vector<array>& varying) {
-    std::vector<array> inputs = primals;
-    for (size_t i = 0; i < argnums.size(); ++i) {
-      inputs[argnums[i]] = varying[i];
-    }
-    return std::vector<array>{attention_fallback(spec, inputs, s)};
-  };
-}
-
-// A boolean mask has no derivative; every other input is differentiable.
-std::vector<int> differentiable(
-    const std::vector<array>& primals,
-    const std::vector<int>& argnums) {
-  std::vector<int> out;
-  for (int a : argnums) {
-    if (primals[a].dtype() != bool_) {
-      out.push_back(a);
-    }
-  }
-  return out;
-}
-
-} // namespace
-
 std::vector<array> FusedAttention::vjp(
     const std::vector<array>& primals,
     const std::vector<array>& cotangents,
     const std::vector<int>& argnums,
     const std::vector<array>&) {
-  auto diff = differentiable(primals, argnums);
-  std::vector<array> diff_primals;
-  for (int a : diff) {
-    diff_primals.push_back(primals[a]);
-  }
-  auto grads =
-      mlx::core::vjp(
-          definition_of(spec_, primals, diff, stream()), diff_primals, cotangents)
-          .second;
-  std::vector<array> out;
-  for (size_t i = 0, j = 0; i < argnums.size(); ++i) {
-    const array& p = primals[argnums[i]];
-    out.push_back(
-        p.dtype() == bool_ ? zeros_like(p, stream()) : std::move(grads[j++]));
-  }
-  return out;
+  return vjp_through(definition(), primals, cotangents, argnums);
 }
 
 std::vector<array> FusedAttention::jvp(
     const std::vector<array>& primals,
     const std::vector<array>& tangents,
     const std::vector<int>& argnums) {
-  std::vector<array> diff_primals, diff_tangents;
-  std::vector<int> diff;
-  for (size_t i = 0; i < argnums.size(); ++i) {
-    if (primals[argnums[i]].dtype() != bool_) {
-      diff.push_back(argnums[i]);
-      diff_primals.push_back(primals[argnums[i]]);
-      diff_tangents.push_back(tangents[i]);
-    }
-  }
-  if (diff.empty()) {
-    return {zeros(output_shape(primals), primals[0].dtype(), stream())};
-  }
-  return mlx::core::jvp(
-             definition_of(spec_, primals, diff, stream()),
-             diff_primals,
-             diff_tangents)
-      .second;
+  return jvp_through(definition(), primals, tangents, argnums);
+}
+
+Definition FusedAttention::definition() {
+  return [spec = spec_, s = stream()](const std::vector<array>& in) {
+    return attention_fallback(spec, in, s);
+  };
 }
 
 std::pair<std::vector<array>, std::vector<int>> FusedAttention::vmap(
@@ -125,8 +67,9 @@ std::pair<std::vector<array>, std::vector<int>> FusedAttention::vmap(
   const int sinks = sinks_index(spec_);
   if (sinks >= 0 && axes[sinks] >= 0) {
     // Sinks that vary along the mapped axis cannot fold into the batch.
-    auto fun = [spec = spec_, s](const std::vector<array>& in) {
-      return std::vector<array>{attention_fallback(spec, in, s)};
+    auto def = definition();
+    auto fun = [def](const std::vector<array>& in) {
+      return std::vector<array>{def(in)};
     };
     return {mlx::core::vmap(fun, axes, {0})(inputs), {0}};
   }

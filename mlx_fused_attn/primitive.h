@@ -5,6 +5,7 @@
 
 #include "mlx/primitives.h"
 #include "mlx_fused_attn/call.h"
+#include "mlx_fused_attn/transforms.h"
 
 namespace mlx_fused_attn {
 
@@ -45,6 +46,9 @@ class FusedAttention : public mlx::core::Primitive {
   }
 
  private:
+  /// The plain-ops definition that transforms are taken through.
+  Definition definition();
+
   AttentionSpec spec_;
 };
 

@@ -13,7 +13,12 @@ import mlx.core as mx  # must be imported before the extension (shared types)
 
 from . import _ext
 
-__all__ = ["scaled_dot_product_attention", "can_use_fused"]
+__all__ = [
+    "scaled_dot_product_attention",
+    "can_use_fused",
+    "neighborhood_attention",
+    "neighborhood_can_use_fused",
+]
 __version__ = "0.1.0"
 
 
@@ -98,4 +103,94 @@ def can_use_fused(
     _check_types(q, k, v, scale, mask, sinks)
     return _ext.can_use_fused(
         q, k, v, scale=float(scale), mask=mask, sinks=sinks, stream=stream
+    )
+
+
+def _per_axis(value, name, kind):
+    values = list(value) if isinstance(value, (tuple, list)) else [value]
+    if not values or not all(isinstance(x, kind) for x in values) or (
+        kind is int and any(isinstance(x, bool) for x in values)
+    ):
+        raise TypeError(
+            f"[neighborhood_attention] {name} must be a {kind.__name__} or a tuple of "
+            f"{kind.__name__} (one per spatial axis); got {value!r}"
+        )
+    return values
+
+
+def _na_args(q, k, v, kernel_size, dilation, is_causal, scale):
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, mx.array):
+            raise TypeError(
+                f"[neighborhood_attention] {name} must be an mlx.core.array; got {type(x).__name__}"
+            )
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise TypeError(f"[neighborhood_attention] scale must be None or a float; got {scale!r}")
+    return (
+        _per_axis(kernel_size, "kernel_size", int),
+        _per_axis(dilation, "dilation", int),
+        _per_axis(is_causal, "is_causal", bool),
+        None if scale is None else float(scale),
+    )
+
+
+def neighborhood_attention(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    kernel_size: int | tuple[int, ...],
+    *,
+    dilation: int | tuple[int, ...] = 1,
+    is_causal: bool | tuple[bool, ...] = False,
+    scale: float | None = None,
+    stream: None | mx.Stream | mx.Device = None,
+) -> mx.array:
+    """Neighborhood attention with NATTEN's na1d / na2d / na3d semantics.
+
+    Each token attends only to a window of tokens around it. Per spatial axis
+    of length n with kernel size k and dilation d, positions split into d
+    interleaved groups (i mod d); in a group of length m the query at group
+    index j sees the k group positions starting at clamp(j - k // 2, 0, m - k)
+    (windows shift inward at the borders, so every query sees k keys per
+    axis); with ``is_causal`` on an axis, positions max(0, j - k + 1) .. j.
+    The neighborhood is the product over the axes.
+
+    Args:
+        q, k: ``[B, *spatial, H, D]`` with 1, 2 or 3 spatial axes (heads last).
+        v: ``[B, *spatial, H, D_v]``.
+        kernel_size: one int for every axis or one per axis; 1 <= k <= the
+            shortest dilation group of the axis (n // d).
+        dilation: one int >= 1 for every axis or one per axis.
+        is_causal: one bool for every axis or one per axis.
+        scale: multiplies q k^T; default ``D ** -0.5``.
+        stream: stream or device (default: the default stream).
+
+    Returns:
+        ``[B, *spatial, H, D_v]``. Gradients are exact (taken through the
+        plain-ops definition); calls no fused kernel covers run as plain MLX
+        ops with an explicit neighborhood mask (see
+        ``neighborhood_can_use_fused``).
+    """
+    ks, ds, cs, sc = _na_args(q, k, v, kernel_size, dilation, is_causal, scale)
+    return _ext.neighborhood_attention(
+        q, k, v, ks, dilation=ds, is_causal=cs, scale=sc, stream=stream
+    )
+
+
+def neighborhood_can_use_fused(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    kernel_size: int | tuple[int, ...],
+    *,
+    dilation: int | tuple[int, ...] = 1,
+    is_causal: bool | tuple[bool, ...] = False,
+    scale: float | None = None,
+    stream: None | mx.Stream | mx.Device = None,
+) -> tuple[bool, str]:
+    """Whether ``neighborhood_attention`` with these arguments runs a fused
+    kernel, and if not, why. Invalid arguments raise as the op does."""
+    ks, ds, cs, sc = _na_args(q, k, v, kernel_size, dilation, is_causal, scale)
+    return _ext.neighborhood_can_use_fused(
+        q, k, v, ks, dilation=ds, is_causal=cs, scale=sc, stream=stream
     )

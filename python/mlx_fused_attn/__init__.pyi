@@ -23,3 +23,25 @@ def can_use_fused(
     sinks: mx.array | None = None,
     stream: None | mx.Stream | mx.Device = None,
 ) -> tuple[bool, str]: ...
+def neighborhood_attention(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    kernel_size: int | tuple[int, ...],
+    *,
+    dilation: int | tuple[int, ...] = 1,
+    is_causal: bool | tuple[bool, ...] = False,
+    scale: float | None = None,
+    stream: None | mx.Stream | mx.Device = None,
+) -> mx.array: ...
+def neighborhood_can_use_fused(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    kernel_size: int | tuple[int, ...],
+    *,
+    dilation: int | tuple[int, ...] = 1,
+    is_causal: bool | tuple[bool, ...] = False,
+    scale: float | None = None,
+    stream: None | mx.Stream | mx.Device = None,
+) -> tuple[bool, str]: ...

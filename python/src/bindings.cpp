@@ -5,8 +5,10 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
 
 #include "mlx_fused_attn/attention.h"
+#include "mlx_fused_attn/neighborhood.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -72,4 +74,38 @@ NB_MODULE(_ext, m) {
       },
       "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
       "sinks"_a = nb::none(), "stream"_a = nb::none());
+
+  m.def(
+      "neighborhood_attention",
+      [](const mx::array& q,
+         const mx::array& k,
+         const mx::array& v,
+         const std::vector<int>& kernel_size,
+         const std::vector<int>& dilation,
+         const std::vector<bool>& is_causal,
+         std::optional<float> scale,
+         const StreamArg& stream) {
+        return mlx_fused_attn::neighborhood_attention(
+            q, k, v, kernel_size, dilation, is_causal, scale,
+            to_stream_or_device(stream));
+      },
+      "q"_a, "k"_a, "v"_a, "kernel_size"_a, nb::kw_only(), "dilation"_a,
+      "is_causal"_a, "scale"_a = nb::none(), "stream"_a = nb::none());
+
+  m.def(
+      "neighborhood_can_use_fused",
+      [](const mx::array& q,
+         const mx::array& k,
+         const mx::array& v,
+         const std::vector<int>& kernel_size,
+         const std::vector<int>& dilation,
+         const std::vector<bool>& is_causal,
+         std::optional<float> scale,
+         const StreamArg& stream) {
+        return mlx_fused_attn::neighborhood_can_use_fused(
+            q, k, v, kernel_size, dilation, is_causal, scale,
+            to_stream_or_device(stream));
+      },
+      "q"_a, "k"_a, "v"_a, "kernel_size"_a, nb::kw_only(), "dilation"_a,
+      "is_causal"_a, "scale"_a = nb::none(), "stream"_a = nb::none());
 }

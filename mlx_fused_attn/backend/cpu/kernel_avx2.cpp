@@ -1,4 +1,5 @@
-// The CPU kernel for x86-64 with AVX2, FMA and F16C (compiled with those
+// The CPU kernels for x86-64 with AVX2, FMA and F16C (compiled with those
 // flags by CMake, run only where the processor has them).
 #define FA_CPU_ISA avx2
-#include "mlx_fused_attn/backend/cpu/kernel_impl.h"
+#include "mlx_fused_attn/backend/cpu/attention_kernel_impl.h"
+#include "mlx_fused_attn/backend/cpu/na_kernel_impl.h"

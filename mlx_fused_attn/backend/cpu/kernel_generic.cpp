@@ -1,3 +1,4 @@
-// The CPU kernel for the baseline instruction set of the target.
+// The CPU kernels for the baseline instruction set of the target.
 #define FA_CPU_ISA generic
-#include "mlx_fused_attn/backend/cpu/kernel_impl.h"
+#include "mlx_fused_attn/backend/cpu/attention_kernel_impl.h"
+#include "mlx_fused_attn/backend/cpu/na_kernel_impl.h"

@@ -1,13 +1,22 @@
-// One CPU attention problem, type-erased, as the kernels of every instruction
-// set receive it.
+// The CPU kernels' problems, type-erased, as the kernels of every
+// instruction set receive them.
 #pragma once
 
+#include "mlx/dtype.h"
+#include "mlx_fused_attn/na_params.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/spec.h"
 
 namespace mlx_fused_attn::cpu {
 
 enum class Dtype { Float16, BFloat16, Float32 };
+
+/// The kernels' name for an MLX float dtype the support checks admitted.
+inline Dtype kernel_dtype(mlx::core::Dtype t) {
+  return t == mlx::core::float16 ? Dtype::Float16
+      : t == mlx::core::bfloat16 ? Dtype::BFloat16
+                                 : Dtype::Float32;
+}
 
 struct Problem {
   fa::AttnParams p; ///< shapes, strides (batch, head, row), scale
@@ -23,12 +32,38 @@ struct Problem {
   void* out; ///< [B, H_q, L_q, D_v], strides in p.o_strides, D_v contiguous
 };
 
-/// The kernel, built once per instruction set (kernel_*.cpp).
+/// One neighborhood-attention problem (q, k, v heads-last [B, *spatial, H, D]).
+struct NaProblem {
+  fa::NaParams p; ///< geometry, shapes, strides, scale
+  Dtype dtype; ///< of q, k, v and the output
+  fa::stride_t q_dstride, k_dstride, v_dstride; ///< head-dim strides
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+};
+
+/// The kernels, built once per instruction set (kernel_<isa>.cpp).
 namespace generic {
 void run(const Problem& problem);
-}
+void run(const NaProblem& problem);
+} // namespace generic
 namespace avx2 {
 void run(const Problem& problem);
+void run(const NaProblem& problem);
+} // namespace avx2
+
+/// Runs a problem with the best kernel build the processor supports.
+template <typename P>
+void run_best(const P& problem) {
+#if defined(FA_CPU_HAS_AVX2_KERNEL)
+  static const bool avx2 = __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (avx2) {
+    return avx2::run(problem);
+  }
+#endif
+  generic::run(problem);
 }
 
 } // namespace mlx_fused_attn::cpu

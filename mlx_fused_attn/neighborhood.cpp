@@ -1,0 +1,226 @@
+#include "mlx_fused_attn/neighborhood.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "mlx/ops.h"
+#include "mlx_fused_attn/attention.h"
+#include "mlx_fused_attn/fallback.h"
+#include "mlx_fused_attn/na_call.h"
+#include "mlx_fused_attn/neighborhood_primitive.h"
+
+namespace mlx_fused_attn {
+
+using namespace mlx::core;
+
+namespace {
+
+constexpr const char* kOp = "[neighborhood_attention] ";
+
+template <typename... Parts>
+std::string message(const Parts&... parts) {
+  std::ostringstream msg;
+  msg << kOp;
+  (msg << ... << parts);
+  return msg.str();
+}
+
+template <typename T>
+std::vector<T> per_axis(const std::vector<T>& v, int n_axes, const char* name) {
+  if (v.size() == 1) {
+    return std::vector<T>(n_axes, v[0]);
+  }
+  if (static_cast<int>(v.size()) != n_axes) {
+    throw std::invalid_argument(message(
+        name, " must have one value or one per spatial axis (", n_axes,
+        "); got ", v.size()));
+  }
+  return v;
+}
+
+NaCall validate(
+    const array& q,
+    const array& k,
+    const array& v,
+    const std::vector<int>& kernel_size,
+    const std::vector<int>& dilation,
+    const std::vector<bool>& is_causal,
+    std::optional<float> scale,
+    StreamOrDevice sd) {
+  const char* names[] = {"q", "k", "v"};
+  const array* qkv[] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    if (qkv[i]->ndim() < 4 || qkv[i]->ndim() > 6) {
+      throw std::invalid_argument(message(
+          names[i], " must be [B, *spatial, H, D] with 1 to 3 spatial axes "
+          "(rank 4 to 6); got shape ", qkv[i]->shape()));
+    }
+    if (!issubdtype(qkv[i]->dtype(), floating)) {
+      throw TypeError(message(
+          names[i], " must be a floating-point array (float16, bfloat16, "
+          "float32); got ", qkv[i]->dtype()));
+    }
+  }
+  for (int i = 1; i < 3; ++i) {
+    const array& x = *qkv[i];
+    bool same = x.ndim() == q.ndim();
+    for (int a = 0; same && a + 1 < static_cast<int>(q.ndim()); ++a) {
+      same = x.shape(a) == q.shape(a);
+    }
+    if (!same) {
+      throw std::invalid_argument(message(
+          names[i], " must match q in batch, spatial axes and heads ",
+          q.shape(), "; got ", x.shape()));
+    }
+  }
+  if (k.shape(-1) != q.shape(-1)) {
+    throw std::invalid_argument(message(
+        "k must have the head dim of q (", q.shape(-1), "); got ", k.shape(-1)));
+  }
+
+  const int n_axes = static_cast<int>(q.ndim()) - 3;
+  if (kernel_size.empty() || dilation.empty() || is_causal.empty()) {
+    throw std::invalid_argument(message(
+        "kernel_size, dilation and is_causal need at least one value"));
+  }
+  auto ks = per_axis(kernel_size, n_axes, "kernel_size");
+  auto ds = per_axis(dilation, n_axes, "dilation");
+  auto cs = per_axis(is_causal, n_axes, "is_causal");
+
+  NaSpec spec{};
+  spec.n_axes = n_axes;
+  for (int a = 0; a < fa::kNaMaxAxes; ++a) {
+    spec.axes[a] = {1, 1, 1, 0};
+  }
+  for (int a = 0; a < n_axes; ++a) {
+    const int n = q.shape(1 + a);
+    if (ds[a] < 1) {
+      throw std::invalid_argument(message(
+          "dilation must be >= 1 on every axis; got ", ds[a], " on axis ", a));
+    }
+    // The shortest dilation group has n / d positions (1 if d > n).
+    const int shortest = std::max(1, n / ds[a]);
+    if (ks[a] < 1 || ks[a] > shortest) {
+      throw std::invalid_argument(message(
+          "kernel_size on axis ", a, " must be in [1, ", shortest,
+          "] (axis length ", n, " / dilation ", ds[a],
+          " gives dilation groups that short); got ", ks[a]));
+    }
+    spec.axes[a] = {n, ks[a], ds[a], cs[a] ? 1 : 0};
+  }
+  const float sc =
+      scale.value_or(1.0f / std::sqrt(static_cast<float>(q.shape(-1))));
+  if (!std::isfinite(sc)) {
+    throw std::invalid_argument(message("scale must be finite; got ", sc));
+  }
+  spec.scale = sc;
+
+  const Dtype dt = promote_types(promote_types(q.dtype(), k.dtype()), v.dtype());
+  Stream s = to_stream(sd);
+  return {spec, {astype(q, dt, s), astype(k, dt, s), astype(v, dt, s)}, s};
+}
+
+} // namespace
+
+Support neighborhood_support(const NaCall& call) {
+  const Dtype dt = call.inputs[0].dtype();
+  if (call.inputs[0].size() == 0) {
+    return Support::no("an input is empty; empty calls run as plain MLX ops");
+  }
+  if (call.stream.device != Device::cpu) {
+    return Support::no(
+        "no GPU neighborhood-attention kernel in this build; GPU calls run as "
+        "plain MLX ops with an explicit neighborhood mask");
+  }
+  if (dt != float16 && dt != bfloat16 && dt != float32) {
+    std::ostringstream msg;
+    msg << "the fused CPU kernel takes float16, bfloat16 or float32, not " << dt
+        << "; this call runs as plain MLX ops";
+    return Support::no(msg.str());
+  }
+  return Support::yes();
+}
+
+array neighborhood_fallback(
+    const NaSpec& spec,
+    const std::vector<array>& inputs,
+    Stream s) {
+  const array& q = inputs[0];
+  const int B = q.shape(0), H = q.shape(-2);
+  int L = 1;
+  for (int a = 0; a < spec.n_axes; ++a) {
+    L *= spec.axes[a].n;
+  }
+  // allowed[i][j]: token j is in token i's neighborhood.
+  std::vector<bool> allowed(static_cast<size_t>(L) * L, false);
+  for (int i = 0; i < L; ++i) {
+    fa::NaWindow win[fa::kNaMaxAxes];
+    for (int a = fa::kNaMaxAxes - 1, t = i; a >= 0; --a) {
+      win[a] = fa::na_window(spec.axes[a], t % spec.axes[a].n);
+      t /= spec.axes[a].n;
+    }
+    for (int i0 = 0; i0 < win[0].count; ++i0) {
+      for (int i1 = 0; i1 < win[1].count; ++i1) {
+        for (int i2 = 0; i2 < win[2].count; ++i2) {
+          const int c0 = win[0].first + i0 * spec.axes[0].d;
+          const int c1 = win[1].first + i1 * spec.axes[1].d;
+          const int c2 = win[2].first + i2 * spec.axes[2].d;
+          const int j = (c0 * spec.axes[1].n + c1) * spec.axes[2].n + c2;
+          allowed[static_cast<size_t>(i) * L + j] = true;
+        }
+      }
+    }
+  }
+  std::vector<uint8_t> bytes(allowed.begin(), allowed.end());
+  array mask = astype(array(bytes.data(), {L, L}, uint8), bool_, s);
+
+  auto to_bhld = [&](const array& x) {
+    return transpose(reshape(x, {B, L, H, x.shape(-1)}, s), {0, 2, 1, 3}, s);
+  };
+  std::vector<array> attn_inputs = {
+      to_bhld(inputs[0]), to_bhld(inputs[1]), to_bhld(inputs[2]),
+      broadcast_to(mask, {B, H, L, L}, s)};
+  AttentionSpec attn{spec.scale, MaskKind::Bool, false};
+  array out = attention_fallback(attn, attn_inputs, s);
+  Shape shape = q.shape();
+  shape.back() = out.shape(-1);
+  return reshape(transpose(out, {0, 2, 1, 3}, s), shape, s);
+}
+
+array neighborhood_attention(
+    const array& q,
+    const array& k,
+    const array& v,
+    const std::vector<int>& kernel_size,
+    const std::vector<int>& dilation,
+    const std::vector<bool>& is_causal,
+    std::optional<float> scale,
+    StreamOrDevice s) {
+  NaCall call = validate(q, k, v, kernel_size, dilation, is_causal, scale, s);
+  if (!neighborhood_support(call).ok) {
+    return neighborhood_fallback(call.spec, call.inputs, call.stream);
+  }
+  Shape shape = call.inputs[0].shape();
+  shape.back() = call.inputs[2].shape(-1);
+  return array(
+      shape,
+      call.inputs[0].dtype(),
+      std::make_shared<NeighborhoodAttention>(call.stream, call.spec),
+      call.inputs);
+}
+
+std::pair<bool, std::string> neighborhood_can_use_fused(
+    const array& q,
+    const array& k,
+    const array& v,
+    const std::vector<int>& kernel_size,
+    const std::vector<int>& dilation,
+    const std::vector<bool>& is_causal,
+    std::optional<float> scale,
+    StreamOrDevice s) {
+  Support support = neighborhood_support(
+      validate(q, k, v, kernel_size, dilation, is_causal, scale, s));
+  return {support.ok, support.reason};
+}
+
+} // namespace mlx_fused_attn

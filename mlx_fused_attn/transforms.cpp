@@ -1,0 +1,75 @@
+#include "mlx_fused_attn/transforms.h"
+
+#include "mlx/ops.h"
+#include "mlx/transforms.h"
+
+namespace mlx_fused_attn {
+
+using namespace mlx::core;
+
+namespace {
+
+// `def` as a function of the inputs listed in `varying` alone, the others
+// held at their primal values.
+std::function<std::vector<array>(const std::vector<array>&)> restrict_to(
+    const Definition& def,
+    const std::vector<array>& primals,
+    const std::vector<int>& varying) {
+  return [=](const std::vector<array>& values) {
+    std::vector<array> inputs = primals;
+    for (size_t i = 0; i < varying.size(); ++i) {
+      inputs[varying[i]] = values[i];
+    }
+    return std::vector<array>{def(inputs)};
+  };
+}
+
+} // namespace
+
+std::vector<array> vjp_through(
+    const Definition& def,
+    const std::vector<array>& primals,
+    const std::vector<array>& cotangents,
+    const std::vector<int>& argnums) {
+  std::vector<int> varying;
+  std::vector<array> values;
+  for (int a : argnums) {
+    if (primals[a].dtype() != bool_) {
+      varying.push_back(a);
+      values.push_back(primals[a]);
+    }
+  }
+  std::vector<array> grads;
+  if (!varying.empty()) {
+    grads = vjp(restrict_to(def, primals, varying), values, cotangents).second;
+  }
+  std::vector<array> out;
+  for (size_t i = 0, j = 0; i < argnums.size(); ++i) {
+    const array& p = primals[argnums[i]];
+    out.push_back(p.dtype() == bool_ ? zeros_like(p) : std::move(grads[j++]));
+  }
+  return out;
+}
+
+std::vector<array> jvp_through(
+    const Definition& def,
+    const std::vector<array>& primals,
+    const std::vector<array>& tangents,
+    const std::vector<int>& argnums) {
+  std::vector<int> varying;
+  std::vector<array> values, dirs;
+  for (size_t i = 0; i < argnums.size(); ++i) {
+    if (primals[argnums[i]].dtype() != bool_) {
+      varying.push_back(argnums[i]);
+      values.push_back(primals[argnums[i]]);
+      dirs.push_back(tangents[i]);
+    }
+  }
+  if (varying.empty()) {
+    array out = def(primals);
+    return {zeros_like(out)};
+  }
+  return jvp(restrict_to(def, primals, varying), values, dirs).second;
+}
+
+} // namespace mlx_fused_attn
