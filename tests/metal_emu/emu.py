@@ -35,16 +35,36 @@ RUNTIME_DIR = os.path.join(EMU_DIR, "runtime")
 BUILD_DIR = os.environ.get("FA_EMU_BUILD_DIR", os.path.join(EMU_DIR, ".build"))
 CXX = os.environ.get("FA_EMU_CXX", "g++")
 
-SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
-CXXFLAGS = [
-    "-std=c++17",
-    "-O1",
-    "-g",
-    "-fno-omit-frame-pointer",
-    *SANITIZE,
-    "-Wno-attributes",
-    "-Wno-unknown-pragmas",
-]
+BASE_FLAGS = ["-std=c++17", "-O1", "-g", "-fno-omit-frame-pointer"]
+QUIET = ["-Wno-attributes", "-Wno-unknown-pragmas"]
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How a driver is built: `kernel` flags for the kernel translation unit,
+    `runtime` for the runtime (left uninstrumented by ThreadSanitizer: its
+    bookkeeping is shared by all fibers by design), `link` for the driver."""
+
+    name: str
+    kernel: tuple
+    runtime: tuple
+    link: tuple
+
+
+# Out-of-bounds accesses and undefined behaviour; the default.
+CHECKED = Mode(
+    "checked",
+    ("-fsanitize=address,undefined", "-fno-sanitize-recover=all"),
+    ("-fsanitize=address,undefined", "-fno-sanitize-recover=all"),
+    ("-fsanitize=address,undefined",),
+)
+# Data races between threads that no barrier or simdgroup operation orders.
+RACE = Mode(
+    "race",
+    ("-fsanitize=thread,undefined", "-fno-sanitize-recover=undefined"),
+    ("-DFA_EMU_TSAN=1", "-fsanitize=undefined", "-fno-sanitize-recover=undefined"),
+    ("-fsanitize=thread,undefined",),
+)
 # How the kernel sources see the emulator: a Metal compiler of Metal 3.1
 # with bfloat, and threadgroup arrays as statics (one threadgroup runs at a
 # time in a driver process, so a static is exactly threadgroup-shared).
@@ -60,6 +80,7 @@ RUN_ENV = {
     "ASAN_OPTIONS": "detect_leaks=0:detect_stack_use_after_return=0:"
     "halt_on_error=1:abort_on_error=0:symbolize=1",
     "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+    "TSAN_OPTIONS": "halt_on_error=1:history_size=7:report_signal_unsafe=0",
 }
 
 
@@ -152,17 +173,18 @@ def _publish(tmp, final):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _runtime_objects():
+def _runtime_objects(mode):
     inputs = _tree_files(RUNTIME_DIR) + _tree_files(SHIM_DIR)
-    key = _digest(inputs, CXXFLAGS + [CXX, _compiler_id()])
-    final = os.path.join(BUILD_DIR, f"runtime-{key}")
+    flags = BASE_FLAGS + list(mode.runtime)
+    key = _digest(inputs, flags + [CXX, _compiler_id()])
+    final = os.path.join(BUILD_DIR, f"runtime-{mode.name}-{key}")
     if not os.path.isdir(final):
         os.makedirs(BUILD_DIR, exist_ok=True)
         tmp = tempfile.mkdtemp(dir=BUILD_DIR, prefix="tmp-runtime-")
         procs = []
         for src in RUNTIME_SOURCES:
             obj = os.path.join(tmp, src.replace(".cpp", ".o"))
-            cmd = [CXX, *CXXFLAGS, "-c", os.path.join(RUNTIME_DIR, src), "-o", obj]
+            cmd = [CXX, *flags, "-c", os.path.join(RUNTIME_DIR, src), "-o", obj]
             procs.append((cmd, subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)))
         for cmd, p in procs:
             _, err = p.communicate()
@@ -201,7 +223,7 @@ def _shared_arrays(driver, names):
     return [(a - anchor, s) for a, s in arrays]
 
 
-def _compile_driver(metal_path, flags, runtime, shared_names, out_dir):
+def _compile_driver(metal_path, mode, flags, runtime, shared_names, out_dir):
     wrapper = os.path.join(out_dir, "wrapper.cpp")
     with open(wrapper, "w") as fh:
         fh.write(gen_trampoline.wrapper(metal_path))
@@ -217,15 +239,15 @@ def _compile_driver(metal_path, flags, runtime, shared_names, out_dir):
         fh.write(metal_source.rewrite_address_spaces(pre, internal, NO_ADDRESS_SPACES))
         fh.write(tables)
     obj = os.path.join(out_dir, "kernels.o")
-    _run([CXX, *CXXFLAGS, "-c", unit, "-o", obj], f"compiling {metal_path}")
+    _run([CXX, *BASE_FLAGS, *mode.kernel, *QUIET, "-c", unit, "-o", obj], f"compiling {metal_path}")
     driver = os.path.join(out_dir, "driver")
-    _run([CXX, *SANITIZE, "-g", obj, *runtime, "-o", driver], f"linking {metal_path}")
+    _run([CXX, *mode.link, "-g", obj, *runtime, "-o", driver], f"linking {metal_path}")
     with open(os.path.join(out_dir, "shared_arrays"), "w") as fh:
         for off, size in _shared_arrays(driver, set(shared_names)):
             fh.write(f"{off} {size}\n")
 
 
-def _build(metal_path):
+def _build(metal_path, mode):
     metal_path = os.path.abspath(metal_path)
     flags = _kernel_flags(metal_path)
     sources = _source_files(metal_path, [REPO_ROOT])
@@ -236,21 +258,21 @@ def _build(metal_path):
                 shared_names += metal_source.scan_source(fh.read(), f)
             except metal_source.SourceError as e:
                 raise CompileError(str(e)) from None
-    runtime = _runtime_objects()
+    runtime = _runtime_objects(mode)
     key = _digest(
         sources
         + _tree_files(SHIM_DIR)
         + _tree_files(RUNTIME_DIR)
         + [gen_trampoline.__file__, metal_source.__file__],
-        CXXFLAGS + flags + [CXX, _compiler_id()],
+        BASE_FLAGS + list(mode.kernel) + list(mode.link) + flags + [CXX, _compiler_id()],
     )
     stem = os.path.splitext(os.path.basename(metal_path))[0]
-    final = os.path.join(BUILD_DIR, f"{stem}-{key}")
+    final = os.path.join(BUILD_DIR, f"{stem}-{mode.name}-{key}")
     if not os.path.isdir(final):
         os.makedirs(BUILD_DIR, exist_ok=True)
         tmp = tempfile.mkdtemp(dir=BUILD_DIR, prefix=f"tmp-{stem}-")
         try:
-            _compile_driver(metal_path, flags, runtime, shared_names, tmp)
+            _compile_driver(metal_path, mode, flags, runtime, shared_names, tmp)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -307,14 +329,17 @@ class Program:
 
     def __init__(self, metal_path):
         self.path = metal_path
-        self.driver, self._shared = _build(metal_path)
+        self._drivers = {CHECKED: _build(metal_path, CHECKED)}
         self.kernels = {}
         self.constants = {}
         listing = subprocess.run(
-            [self.driver, "--list"], capture_output=True, text=True, env={**os.environ, **RUN_ENV}
+            [self._drivers[CHECKED][0], "--list"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **RUN_ENV},
         )
         if listing.returncode != 0:
-            raise EmulatorError(f"{self.driver} --list failed:\n{listing.stderr}")
+            raise EmulatorError(f"{self.path}: listing the kernels failed:\n{listing.stderr}")
         current = None
         for line in listing.stdout.splitlines():
             f = line.split("\t")
@@ -334,6 +359,7 @@ class Program:
         threadgroup=(32, 1, 1),
         threadgroup_memory=None,
         schedule="fair",
+        race_check=False,
         stack_kb=256,
         timeout=600,
     ):
@@ -344,6 +370,8 @@ class Program:
         constants: {function constant index: bool | int | float}.
         threadgroup_memory: {index: bytes} for [[threadgroup(index)]] params.
         schedule: "fair" (round robin) or an int seed (adversarial).
+        race_check: run the ThreadSanitizer build instead of the address
+            sanitizer one, reporting accesses that no barrier orders.
         Returns {index: buffer after the run}, arrays with the given dtype and
         shape (bytes for bytes and structures).
         """
@@ -371,8 +399,12 @@ class Program:
         tgm = threadgroup_memory or {}
         req.append(struct.pack("<I", len(tgm)))
         req += [struct.pack("<IQ", int(i), int(n)) for i, n in sorted(tgm.items())]
-        req.append(struct.pack("<I", len(self._shared)))
-        req += [struct.pack("<qQ", off, size) for off, size in self._shared]
+        mode = RACE if race_check else CHECKED
+        if mode not in self._drivers:
+            self._drivers[mode] = _build(self.path, mode)
+        driver, shared = self._drivers[mode]
+        req.append(struct.pack("<I", len(shared)))
+        req += [struct.pack("<qQ", off, size) for off, size in shared]
 
         with tempfile.TemporaryDirectory(prefix="fa_emu_") as tmp:
             rq, rs = os.path.join(tmp, "request"), os.path.join(tmp, "result")
@@ -380,7 +412,7 @@ class Program:
                 fh.write(b"".join(req))
             try:
                 proc = subprocess.run(
-                    [self.driver, rq, rs],
+                    [driver, rq, rs],
                     capture_output=True,
                     text=True,
                     timeout=timeout,

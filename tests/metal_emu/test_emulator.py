@@ -294,7 +294,7 @@ def test_diagonal_and_filled_matrices():
 # Threadgroup memory, barriers, several threadgroups and simdgroups
 
 
-def run_tiled_matmul(m, n, k, schedule, skip_barrier=0, seed=0):
+def run_tiled_matmul(m, n, k, schedule, skip_barrier=0, seed=0, race_check=False):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
@@ -305,6 +305,7 @@ def run_tiled_matmul(m, n, k, schedule, skip_barrier=0, seed=0):
         grid=(-(-n // 32), -(-m // 32), 1),
         threadgroup=(128, 1, 1),
         schedule=schedule,
+        race_check=race_check,
     )[2]
     return out, a.astype(np.float64) @ b
 
@@ -327,6 +328,29 @@ def test_missing_barrier_is_caught(which):
         out, want = run_tiled_matmul(64, 64, 64, seed, skip_barrier=which)
         caught += not np.allclose(out, want, rtol=1e-5, atol=1e-4)
     assert caught >= len(SEEDS) // 2
+
+
+@pytest.mark.parametrize("which", [1, 2])
+def test_race_check_reports_missing_barrier(which):
+    # ThreadSanitizer sees the unordered accesses whatever the schedule.
+    with pytest.raises(emu.EmulatorError, match="ThreadSanitizer: data race") as e:
+        run_tiled_matmul(64, 64, 32, "fair", skip_barrier=which, race_check=True)
+    assert "tiled_matmul.metal" in str(e.value)
+
+
+def test_race_check_passes_correct_kernel():
+    out, want = run_tiled_matmul(64, 64, 32, "fair", race_check=True)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+
+
+def test_adversarial_schedule_shuffles_threadgroups():
+    last = {
+        tuple(kernels("faulty").launch(
+            "overlapping_threadgroups", {0: np.zeros(32, np.uint32)}, grid=(8, 1, 1),
+            schedule=seed)[0])
+        for seed in SEEDS
+    }
+    assert len(last) > 1
 
 
 def test_threadgroup_memory_starts_poisoned():

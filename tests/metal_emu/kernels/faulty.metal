@@ -81,3 +81,12 @@ using namespace metal;
   simdgroup_load(m, src + (lane == 5 ? 8 : 0));
   simdgroup_store(m, out);
 }
+
+// Every threadgroup writes the same elements: the result depends on which
+// threadgroup runs last.
+[[kernel]] void overlapping_threadgroups(
+    device uint* out [[buffer(0)]],
+    uint tid [[thread_index_in_threadgroup]],
+    uint group [[threadgroup_position_in_grid]]) {
+  out[tid] = group;
+}

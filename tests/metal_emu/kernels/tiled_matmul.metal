@@ -3,12 +3,15 @@
 // tiles of B in threadgroup memory (zero-filled past the matrix edges), each
 // simdgroup owning a 16x16 quarter of C as 2x2 fragments. The result goes
 // through threadgroup memory so ragged edges can be stored element by
-// element. `skip_barrier` removes one barrier, for the negative tests.
+// element. `skip_barrier` removes one barrier, for the negative tests,
+// through constants derived from it at program scope.
 #include <metal_stdlib>
 
 using namespace metal;
 
 constant int skip_barrier [[function_constant(0)]];
+constant bool sync_loads = skip_barrier != 1;
+constant bool sync_multiplies = skip_barrier != 2;
 
 constexpr constant int BM = 32;
 constexpr constant int BN = 32;
@@ -58,7 +61,7 @@ struct Dims {
       const bool in = k0 + r < d.K && col0 + c < d.N;
       b_tile[e] = in ? B[(k0 + r) * d.N + col0 + c] : 0.0f;
     }
-    if (skip_barrier != 1) {
+    if (sync_loads) {
       threadgroup_barrier(mem_flags::mem_threadgroup);
     }
     for (int kk = 0; kk < BK; kk += 8) {
@@ -74,7 +77,7 @@ struct Dims {
         }
       }
     }
-    if (skip_barrier != 2) {
+    if (sync_multiplies) {
       threadgroup_barrier(mem_flags::mem_threadgroup);
     }
   }

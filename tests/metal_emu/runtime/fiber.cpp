@@ -15,6 +15,10 @@
 #define FA_EMU_ASAN 0
 #endif
 
+#if defined(FA_EMU_TSAN)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 #if !defined(__x86_64__)
 #error "the Metal emulator's context switch is written for x86-64"
 #endif
@@ -65,6 +69,11 @@ Fiber::Fiber(std::size_t stack_bytes) {
   stack_bytes_ = (stack_bytes + page - 1) / page * page;
   // One inaccessible page below the stack turns an overflow into a fault.
   mapping_bytes_ = stack_bytes_ + page;
+  map_stack();
+}
+
+void Fiber::map_stack() {
+  const std::size_t page = mapping_bytes_ - stack_bytes_;
   mapping_ = mmap(
       nullptr,
       mapping_bytes_,
@@ -81,6 +90,11 @@ Fiber::Fiber(std::size_t stack_bytes) {
 }
 
 Fiber::~Fiber() {
+#if defined(FA_EMU_TSAN)
+  if (race_fiber_ != nullptr) {
+    __tsan_destroy_fiber(race_fiber_);
+  }
+#endif
   munmap(mapping_, mapping_bytes_);
 }
 
@@ -91,6 +105,17 @@ void Fiber::reset(void (*fn)(void*), void* arg) {
 #if FA_EMU_ASAN
   // Frames of the previous run ended without unwinding their redzones.
   __asan_unpoison_memory_region(stack_lo_, stack_bytes_);
+#endif
+#if defined(FA_EMU_TSAN)
+  // A fresh race-detector identity and a fresh stack (unmapping forgets
+  // the old stack's accesses) per run: threads of different threadgroups
+  // are unordered.
+  if (race_fiber_ != nullptr) {
+    __tsan_destroy_fiber(race_fiber_);
+    munmap(mapping_, mapping_bytes_);
+    map_stack();
+  }
+  race_fiber_ = __tsan_create_fiber(0);
 #endif
   auto* top = reinterpret_cast<uint64_t*>(stack_lo_ + stack_bytes_);
   uint64_t* sp = top;
@@ -105,6 +130,10 @@ void Fiber::reset(void (*fn)(void*), void* arg) {
 
 void Fiber::resume() {
   g_starting = this;
+#if defined(FA_EMU_TSAN)
+  race_scheduler_ = __tsan_get_current_fiber();
+  __tsan_switch_to_fiber(race_fiber_, __tsan_switch_to_fiber_no_sync);
+#endif
 #if FA_EMU_ASAN
   __sanitizer_start_switch_fiber(&scheduler_fake_stack_, stack_lo_, stack_bytes_);
 #endif
@@ -115,6 +144,9 @@ void Fiber::resume() {
 }
 
 void Fiber::yield() {
+#if defined(FA_EMU_TSAN)
+  __tsan_switch_to_fiber(race_scheduler_, __tsan_switch_to_fiber_no_sync);
+#endif
 #if FA_EMU_ASAN
   __sanitizer_start_switch_fiber(
       &fiber_fake_stack_, scheduler_stack_lo_, scheduler_stack_bytes_);
@@ -138,6 +170,9 @@ void Fiber::entry() {
 
 void Fiber::exit_to_scheduler() {
   finished_ = true;
+#if defined(FA_EMU_TSAN)
+  __tsan_switch_to_fiber(race_scheduler_, __tsan_switch_to_fiber_no_sync);
+#endif
 #if FA_EMU_ASAN
   // A null save slot tells the sanitizer this stack is done with.
   __sanitizer_start_switch_fiber(

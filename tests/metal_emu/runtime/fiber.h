@@ -26,6 +26,7 @@ class Fiber {
 
  private:
   static void entry();
+  void map_stack();
   [[noreturn]] void exit_to_scheduler();
 
   void* mapping_;
@@ -38,6 +39,8 @@ class Fiber {
   void* arg_ = nullptr;
   bool finished_ = true;
   // Sanitizer bookkeeping for the stack switch.
+  void* race_fiber_ = nullptr;
+  void* race_scheduler_ = nullptr;
   void* fiber_fake_stack_ = nullptr;
   void* scheduler_fake_stack_ = nullptr;
   const void* scheduler_stack_lo_ = nullptr;

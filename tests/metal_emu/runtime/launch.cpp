@@ -3,6 +3,7 @@
 // stray bindings, every function constant given with a fitting value), puts
 // each buffer in its own exact-size heap allocation so the sanitizer sees
 // any access past its ends, then runs the threadgroups one after another.
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "kernel_table.h"
 #include "request.h"
 #include "scheduler.h"
+#include "splitmix.h"
 
 namespace fa_emu {
 
@@ -154,6 +156,12 @@ void bind_threadgroup_memory(const Request& r, const KernelSpec& k) {
   }
 }
 
+void shuffle(std::vector<std::array<unsigned, 3>>& v, uint64_t seed) {
+  for (std::size_t i = v.size(); i > 1; --i) {
+    std::swap(v[i - 1], v[splitmix64(seed) % i]);
+  }
+}
+
 void body(const ThreadState&) {
   g_kernel->entry(g_kernel->params);
 }
@@ -191,29 +199,38 @@ void run_launch(Request& r) {
     g_geometry.grid[i] = r.grid[i];
     g_geometry.group[i] = r.group[i];
   }
-  Scheduler scheduler(r.group, r.stack_bytes);
-  uint64_t serial = 0;
+  std::vector<std::array<unsigned, 3>> groups;
   for (unsigned z = 0; z < r.grid[2]; ++z) {
     for (unsigned y = 0; y < r.grid[1]; ++y) {
       for (unsigned x = 0; x < r.grid[0]; ++x) {
-        g_geometry.group_pos[0] = x;
-        g_geometry.group_pos[1] = y;
-        g_geometry.group_pos[2] = z;
-        // Threadgroup memory starts undefined on the GPU: all-ones bytes
-        // (NaN in every float type) make a read before a write show.
-        for (auto& s : shared) {
-          std::memset(s.first, 0xff, s.second);
-        }
-        for (auto& t : g_threadgroup_memory) {
-          std::memset(t.second.first, 0xff, t.second.second);
-        }
-        const std::string where = "kernel '" + r.kernel + "' threadgroup (" +
-            std::to_string(x) + ", " + std::to_string(y) + ", " +
-            std::to_string(z) + ")";
-        scheduler.run(
-            &body, Schedule{r.adversarial, r.seed * 1000003u + serial++}, where);
+        groups.push_back({x, y, z});
       }
     }
+  }
+  if (r.adversarial) {
+    // The GPU runs threadgroups in no particular order; neither do we, so
+    // two threadgroups writing one location give order-dependent results.
+    shuffle(groups, r.seed);
+  }
+  Scheduler scheduler(r.group, r.stack_bytes);
+  for (uint64_t serial = 0; serial < groups.size(); ++serial) {
+    const std::array<unsigned, 3>& pos = groups[serial];
+    for (int i = 0; i < 3; ++i) {
+      g_geometry.group_pos[i] = pos[i];
+    }
+    // Threadgroup memory starts undefined on the GPU: all-ones bytes
+    // (NaN in every float type) make a read before a write show.
+    for (auto& s : shared) {
+      std::memset(s.first, 0xff, s.second);
+    }
+    for (auto& t : g_threadgroup_memory) {
+      std::memset(t.second.first, 0xff, t.second.second);
+    }
+    const std::string where = "kernel '" + r.kernel + "' threadgroup (" +
+        std::to_string(pos[0]) + ", " + std::to_string(pos[1]) + ", " +
+        std::to_string(pos[2]) + ")";
+    scheduler.run(
+        &body, Schedule{r.adversarial, r.seed * 1000003u + serial}, where);
   }
   for (BufferBinding& b : r.buffers) {
     std::memcpy(b.bytes.data(), g_buffers[b.index], b.bytes.size());

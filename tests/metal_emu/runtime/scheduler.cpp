@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "splitmix.h"
+
 namespace fa_emu {
 
 namespace {
@@ -43,19 +45,19 @@ unsigned Scheduler::simdgroup_size(unsigned sg) const {
 }
 
 uint64_t Scheduler::random() {
-  // splitmix64: small, seedable, and good enough to scramble a schedule.
-  uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return splitmix64(rng_);
 }
 
 void Scheduler::fiber_main(void* arg) {
   ThreadState& t = *static_cast<ThreadState*>(arg);
-  g_scheduler->body_(t);
+  Scheduler& s = *g_scheduler;
+  race_acquire(s.group_start_);
+  s.body_(t);
+  race_release(s.threads_done_);
   t.wait = ThreadState::Wait::Done;
-  ++g_scheduler->n_done_;
+  ++s.n_done_;
 }
+
 
 void Scheduler::run(
     void (*body)(const ThreadState&),
@@ -77,6 +79,7 @@ void Scheduler::run(
     threads_[i].priority = random();
     fibers_[i]->reset(&Scheduler::fiber_main, &threads_[i]);
   }
+  race_release(group_start_);
   while (n_done_ < n_threads_) {
     ThreadState* next = pick();
     if (next == nullptr) {
@@ -86,6 +89,9 @@ void Scheduler::run(
     fibers_[next->index]->resume();
     current_ = nullptr;
   }
+  // The next threadgroup reuses the threadgroup arrays, which the runtime
+  // re-poisons in between: order this threadgroup before both.
+  race_acquire(threads_done_);
   g_scheduler = nullptr;
 }
 
@@ -188,14 +194,20 @@ void rendezvous_simdgroup(Combine combine, void* arg, Site site) {
         s.describe_waiters());
   }
   r.args[t.lane] = arg;
+  SyncPoint& sync = r.sync[r.episode & 1];
+  race_release(sync);
   if (++r.arrived < s.simdgroup_size(t.simdgroup)) {
     s.block(t, ThreadState::Wait::Simdgroup, site);
+    race_acquire(sync);
     return;
   }
+  race_acquire(sync);
   s.combining_ = &r;
   combine(r.args, r.arrived);
   s.combining_ = nullptr;
+  race_release(sync);
   r.arrived = 0;
+  ++r.episode;
   const unsigned first = t.simdgroup * 32;
   for (unsigned i = first; i < first + s.simdgroup_size(t.simdgroup); ++i) {
     s.wake(s.threads_[i]);
@@ -215,11 +227,16 @@ void rendezvous_threadgroup(Site site) {
         " (every thread must reach the same barrier).\n" +
         s.describe_waiters());
   }
+  SyncPoint& sync = s.barrier_sync_[s.barrier_episode_ & 1];
+  race_release(sync);
   if (++s.barrier_arrived_ < s.n_threads_) {
     s.block(t, ThreadState::Wait::Barrier, site);
+    race_acquire(sync);
     return;
   }
+  race_acquire(sync);
   s.barrier_arrived_ = 0;
+  ++s.barrier_episode_;
   for (ThreadState& o : s.threads_) {
     s.wake(o);
     if (s.schedule_.adversarial) {

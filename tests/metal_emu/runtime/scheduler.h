@@ -13,6 +13,7 @@
 
 #include "../include/metal_emu/runtime_api.h"
 #include "fiber.h"
+#include "race.h"
 #include "thread_state.h"
 
 namespace fa_emu {
@@ -39,6 +40,10 @@ class Scheduler {
     Combine combine = nullptr;
     Site site{};
     void* args[32] = {};
+    // A lane that has left one rendezvous may reach the next before a slow
+    // lane has acquired the first; alternating objects keep them apart.
+    unsigned episode = 0;
+    SyncPoint sync[2];
   };
 
   friend void rendezvous_simdgroup(Combine, void*, Site);
@@ -63,6 +68,10 @@ class Scheduler {
   std::vector<SimdRendezvous> simd_;
   unsigned barrier_arrived_ = 0;
   Site barrier_site_{};
+  unsigned barrier_episode_ = 0;
+  SyncPoint barrier_sync_[2];
+  SyncPoint group_start_;
+  SyncPoint threads_done_;
   unsigned n_done_ = 0;
   unsigned last_picked_ = 0;
   ThreadState* current_ = nullptr;
