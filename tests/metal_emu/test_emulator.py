@@ -461,6 +461,11 @@ def test_out_of_bounds_threadgroup_read_is_caught():
     assert re.search("global-buffer-overflow|insufficient space for an object", str(e.value))
 
 
+def test_stack_overflow_is_caught():
+    expect_error(r"(?s)stack-overflow.*launch\(stack_kb=\.\.\.\) raises it", "huge_private_array",
+                 {0: nan_f32(32)})
+
+
 def test_wrong_buffer_index_fails():
     x = np.arange(32, dtype=np.float32)
     out = nan_f32(256)

@@ -90,3 +90,14 @@ using namespace metal;
     uint group [[threadgroup_position_in_grid]]) {
   out[tid] = group;
 }
+
+// Thread-private storage far beyond the fiber stack.
+[[kernel]] void huge_private_array(
+    device float* out [[buffer(0)]],
+    uint tid [[thread_index_in_threadgroup]]) {
+  float big[200000];
+  for (uint i = 0; i < 200000; i += 1000) {
+    big[i] = float(i + tid);
+  }
+  out[tid] = big[tid * 1000];
+}
