@@ -391,6 +391,35 @@ def test_threadgroup_parameter_memory():
     np.testing.assert_allclose(out, x.reshape(3, 96).sum(1), rtol=1e-5)
 
 
+@pytest.mark.parametrize("has_bias", [False, True])
+def test_namespaced_kernel_with_conditional_buffer(has_bias):
+    x = np.arange(8, dtype=np.float32)
+    bias = np.arange(8, dtype=np.float32) * 10
+    bufs = {0: x, 1: nan_f32(8), **({2: bias} if has_bias else {})}
+    out = kernels("declarations").launch(
+        "demo_axpb", bufs, constants={10: has_bias, 11: 1.5}, threadgroup=(8, 1, 1)
+    )[1]
+    np.testing.assert_array_equal(out, 3.0 * x + (bias if has_bias else 0))
+
+
+def test_conditional_buffer_is_required_when_enabled():
+    with pytest.raises(emu.EmulatorError, match=r"no buffer is bound at index 2"):
+        kernels("declarations").launch(
+            "demo_axpb", {0: nan_f32(8), 1: nan_f32(8)}, constants={10: True, 11: 1.0},
+            threadgroup=(8, 1, 1),
+        )
+
+
+def test_template_instantiated_from_another_namespace():
+    out = kernels("declarations").launch(
+        "repeat_int_3",
+        {0: np.arange(4, dtype=np.int32), 1: np.full(12, -1, np.int32)},
+        constants={10: False, 11: 1.0},
+        threadgroup=(4, 1, 1),
+    )[1]
+    np.testing.assert_array_equal(out, (np.arange(4)[:, None] + np.arange(3)).ravel())
+
+
 # ---------------------------------------------------------------------------
 # What the emulator reports
 
