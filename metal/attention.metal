@@ -3,8 +3,9 @@
 // declares the threadgroup memory and the function constants, and names one
 // kernel per (dtype, head dim) with the tiles choose_attention_tiles picks.
 //
-// Buffers: 0 q, 1 k, 2 v, 3 out, 4 params, 5 mask (has_mask), 6 sinks
-// (has_sinks). Grid: (query blocks, H_q, B); threadgroup: (32, warps, 1).
+// Buffers: 0 q, 1 k, 2 v, 3 out, 4 params, 5 mask (has_mask; bool or T as
+// bool_mask says), 6 sinks (has_sinks). Grid: (query blocks, H_q, B);
+// threadgroup: (32, warps, 1).
 
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
@@ -27,7 +28,7 @@ fa_attention(
     const device T* v [[buffer(2)]],
     device T* out [[buffer(3)]],
     constant fa::AttnParams& params [[buffer(4)]],
-    const device T* mask [[buffer(5), function_constant(fc_has_mask)]],
+    const device uchar* mask [[buffer(5), function_constant(fc_has_mask)]],
     const device T* sinks [[buffer(6), function_constant(fc_has_sinks)]],
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],

@@ -10,7 +10,8 @@
 //
 // `Target` supplies the fragment types by role (FragA<T>, FragB<T>, FragC)
 // and the device-to-threadgroup Loader; the entry point of each backend picks
-// it and fills the features (function constants or template bools).
+// it and fills the features (function constants or template bools). The
+// mask arrives as bytes: it holds bool or T, as the features say.
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_features.h"
@@ -52,7 +53,7 @@ FA_FUNC void attention_block(
     const FA_DEVICE typename Shape::elem_type* v,
     FA_DEVICE typename Shape::elem_type* out,
     const FA_CONSTANT AttnParams& p,
-    const FA_DEVICE typename Shape::elem_type* mask,
+    const FA_DEVICE unsigned char* mask,
     const FA_DEVICE typename Shape::elem_type* sinks,
     FA_THREADGROUP typename Shape::elem_type* k_smem,
     FA_THREADGROUP typename Shape::elem_type* v_smem,
@@ -142,9 +143,10 @@ FA_FUNC void attention_block(
     }
   }
 
-  if (f.has_mask) {
-    mask += batch * p.mask_strides[0] + head * p.mask_strides[1];
-  }
+  // In mask elements, which are bytes for a bool mask and T for an additive
+  // one: the pointer moves only once its element type is known.
+  const stride_t mask_offset =
+      batch * p.mask_strides[0] + head * p.mask_strides[1];
   const CausalMaskOp causal_mask = {p.causal_offset};
   const KeyLimitOp key_limit = {p.L_k};
 
@@ -179,7 +181,7 @@ FA_FUNC void attention_block(
     }
     if (f.has_mask && f.bool_mask) {
       const BoolMaskOp bool_mask = {
-          reinterpret_cast<const FA_DEVICE bool*>(mask),
+          reinterpret_cast<const FA_DEVICE bool*>(mask) + mask_offset,
           p.mask_strides[2],
           p.mask_strides[3],
           p.L_q,
@@ -188,7 +190,11 @@ FA_FUNC void attention_block(
     }
     if (f.has_mask && !f.bool_mask) {
       const AddMaskOp<T> add_mask = {
-          mask, p.mask_strides[2], p.mask_strides[3], p.L_q, p.L_k};
+          reinterpret_cast<const FA_DEVICE T*>(mask) + mask_offset,
+          p.mask_strides[2],
+          p.mask_strides[3],
+          p.L_q,
+          p.L_k};
       tile_map_coords(s_tile, add_mask, q_row0, key0, lane);
     }
     // Last, so that no mask turns a missing key into a masked one.
