@@ -15,6 +15,7 @@ sanitizer report, a deadlock, a binding mismatch, a crash -- raises
 EmulatorError carrying the driver's report. See README.md.
 """
 
+import functools
 import hashlib
 import os
 import platform
@@ -173,6 +174,7 @@ def _digest(files, extra):
     return h.hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=None)
 def _compiler_id():
     return subprocess.run([CXX, "--version"], capture_output=True, text=True).stdout
 

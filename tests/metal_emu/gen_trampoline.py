@@ -32,9 +32,6 @@ BUILTINS = {
     "simdgroups_per_threadgroup",
 }
 
-# Function attributes that say nothing the emulator needs.
-IGNORED_FUNCTION_ATTRIBUTES = {"kernel", "host_name", "max_total_threads_per_threadgroup"}
-
 _TOKEN = re.compile(
     r"""
     (?P<ws>\s+)
@@ -206,8 +203,7 @@ def parse_param(tokens, kernel):
             attrs, _ = read_attributes(tokens, k)
             decl = tokens[:k]
             break
-    names = [t for t in decl if re.fullmatch(r"[A-Za-z_]\w*", t)]
-    if not names or len(decl) < 2:
+    if len(decl) < 2 or not re.fullmatch(r"[A-Za-z_]\w*", decl[-1]):
         raise ParseError(f"kernel {kernel}: cannot read parameter {join(tokens)!r}")
     name = decl[-1]
     ptype = join(decl[:-1])
@@ -254,7 +250,7 @@ def parse_kernel_def(tokens, namespace):
     attrs, i = read_attributes(tokens, i)
     paren = tokens.index("(", i)
     name = tokens[paren - 1]
-    if tokens[i:paren - 1] != ["void"] and "void" not in tokens[i:paren - 1]:
+    if "void" not in tokens[i : paren - 1]:
         raise ParseError(f"kernel {name} must return void")
     end = skip_balanced(tokens, paren, "(", ")")
     params = [parse_param(p, name) for p in split_top_level(tokens[paren + 1 : end - 1])]
@@ -315,6 +311,16 @@ def analyse(stmt, has_body, namespace, prog):
         prog.derived.append(Derived(head[-1], join(expr), namespace))
 
 
+def _outside_parens(tokens):
+    out, depth = [], 0
+    for t in tokens:
+        depth += t in ("(", "[")
+        depth -= t in (")", "]")
+        if depth == 0 and t not in (")", "]"):
+            out.append(t)
+    return out
+
+
 def parse(preprocessed, internal):
     """Reads the kernel code of a preprocessed translation unit; `internal`
     lists path prefixes (shim, runtime, wrapper) that are not kernel code."""
@@ -344,7 +350,9 @@ def parse(preprocessed, internal):
             ns = tuple(n for parts in scopes for n in parts)
             stmt = tokens[start:i]
             i = skip_balanced(tokens, i, "{", "}")
-            if "=" in stmt or (stmt and stmt[0] in ("struct", "class", "union", "enum")):
+            if "=" in _outside_parens(stmt) or (
+                stmt and stmt[0] in ("struct", "class", "union", "enum")
+            ):
                 # An initialiser or a type definition: runs on to its ';'.
                 while tokens[i] != ";":
                     i = skip_balanced(tokens, i, "{", "}") if tokens[i] == "{" else i + 1

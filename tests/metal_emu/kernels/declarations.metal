@@ -19,13 +19,18 @@ struct Scale {
   }
 };
 
+// A default argument: its `=` must not be taken for an initialiser.
+inline float add(float x, float y = 0.0f) {
+  return x + y;
+}
+
 [[kernel, host_name("demo_axpb"), max_total_threads_per_threadgroup(64)]] void
 axpb(
     const device float* x [[buffer(0)]],
     device float* y [[buffer(1)]],
     const device float* bias [[buffer(2), function_constant(has_bias)]],
     uint i [[thread_position_in_grid]]) {
-  y[i] = Scale{double_gain}.apply(x[i]) + (has_bias ? bias[i] : 0.0f);
+  y[i] = add(Scale{double_gain}.apply(x[i]), has_bias ? bias[i] : 0.0f);
 }
 
 template <typename T, int Repeat>
