@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from . import emu
+from .attn_params import AttnParams
 
 METAL = "metal/attention.metal"
 HEAD_DIMS = (32, 64, 80, 96, 128)
@@ -35,28 +36,6 @@ FC = {"has_mask": 300, "bool_mask": 301, "causal": 302, "has_sinks": 303, "align
 # fp32, so what remains is the rounding of the output to its dtype (half an
 # ulp: 2^-11 for float16, 2^-8 for bfloat16) plus fp32 accumulation.
 TOL = {"float16": (5e-4, 2e-3), "bfloat16": (4e-3, 1.6e-2), "float32": (2e-5, 1e-4)}
-
-
-class AttnParams(ctypes.Structure):
-    """fa::AttnParams (mlx_fused_attn/params.h), byte for byte."""
-
-    _fields_ = [
-        ("B", ctypes.c_int),
-        ("H_q", ctypes.c_int),
-        ("H_kv", ctypes.c_int),
-        ("gqa_factor", ctypes.c_int),
-        ("L_q", ctypes.c_int),
-        ("L_k", ctypes.c_int),
-        ("D", ctypes.c_int),
-        ("D_v", ctypes.c_int),
-        ("causal_offset", ctypes.c_int),
-        ("scale_log2", ctypes.c_float),
-        ("q_strides", ctypes.c_int64 * 3),
-        ("k_strides", ctypes.c_int64 * 3),
-        ("v_strides", ctypes.c_int64 * 3),
-        ("o_strides", ctypes.c_int64 * 3),
-        ("mask_strides", ctypes.c_int64 * 4),
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +144,7 @@ def run_case(
     layout="bhld",
     seed=0,
     schedule="fair",
+    race_check=False,
     edit=None,
     scale=None,
 ):
@@ -250,6 +230,7 @@ def run_case(
         grid=(-(-L_q // bq), H_q, B),
         threadgroup=(32, warps, 1),
         schedule=schedule,
+        race_check=race_check,
     )
     o_all = from_device(res[3], dtype)
     fused = o_all[:, :, :L_q, :]
@@ -441,6 +422,13 @@ def test_nan_in_values_propagates(prog):
 
     fused, _, _ = run_case(prog, dtype="float32", L_q=20, L_k=65, edit=edit, seed=20)
     assert np.isnan(fused[0, 0, :, 3]).all()
+
+
+def test_no_data_races(prog):
+    """ThreadSanitizer with Metal's ordering (barriers, simdgroup ops): the
+    K/V blocks in threadgroup memory are never written while read."""
+    run_case(prog, L_q=40, L_k=70, causal=True, race_check=True, seed=24)
+    run_case(prog, dtype="float32", D=128, L_q=33, L_k=40, mask="bool", race_check=True, seed=25)
 
 
 @pytest.mark.parametrize("seed", [1, 2])

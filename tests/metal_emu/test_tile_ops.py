@@ -161,13 +161,16 @@ def test_map_coords(prog, R, C, row0, col0):
 )
 def test_block_loader(prog, name, dtype, rows, cols, threads, safe):
     """Every element of the block arrives; with load_safe, rows past the
-    limit are zero and nothing past them is read (the source ends there)."""
+    limit are zero and nothing past them is read (the source ends there).
+    The safe cases also run under the race check (ThreadSanitizer)."""
     ld = cols + 24
     valid = rows - 5 if safe else rows
     rng = np.random.default_rng(rows + cols)
     src = rng.standard_normal((valid - 1) * ld + cols).astype(dtype)
     dims = TileDims(ld=ld, lim_rows=valid)
-    out = prog.launch(name, {0: src, 1: nan(rows * cols, dtype), 2: dims}, threadgroup=(threads, 1, 1))
+    out = prog.launch(
+        name, {0: src, 1: nan(rows * cols, dtype), 2: dims}, threadgroup=(threads, 1, 1), race_check=safe
+    )
     want = np.zeros((rows, cols), dtype)
     for r in range(valid):
         want[r] = src[r * ld : r * ld + cols]
