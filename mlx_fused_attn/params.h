@@ -7,6 +7,10 @@
 #if defined(__METAL_VERSION__)
 #include <metal_stdlib>
 #define FA_PARAMS_INT64 long
+#elif defined(__CUDACC_RTC__)
+// NVRTC has no C library headers; long long is 64 bits on every CUDA
+// target, the size and alignment of the host's int64_t.
+#define FA_PARAMS_INT64 long long
 #else
 #include <stdint.h>
 #define FA_PARAMS_INT64 int64_t

@@ -4,9 +4,11 @@
 //
 // One threadgroup owns kBQ query rows of one head; each of its simdgroups
 // (warps) owns kWarpRows of them, with its Q rows in registers for the whole
-// run. K and V stream through threadgroup memory kBK keys at a time; the
-// softmax is online (running max and sum in fp32, exp2 domain), and the
-// output is written once at the end.
+// run. K and V stream through threadgroup memory kBK keys at a time, through
+// a ring of kStages blocks: one on Metal, whose loads are synchronous; more
+// on CUDA, where the cp.async copies of the next blocks run under the math
+// of this one. The softmax is online (running max and sum in fp32, exp2
+// domain), and the output is written once at the end.
 //
 // `Target` supplies the fragment types by role (FragA<T>, FragB<T>, FragC)
 // and the device-to-threadgroup Loader; the entry point of each backend picks
@@ -29,22 +31,58 @@ namespace fa {
 /// Compile-time shape of one kernel instance. The tile sizes come from the
 /// instantiation list, which static_asserts them against
 /// choose_attention_tiles.
-template <typename T, int kHeadDim_, int kBQ_, int kBK_, int kWarps_>
+template <
+    typename T,
+    int kHeadDim_,
+    int kBQ_,
+    int kBK_,
+    int kWarps_,
+    int kStages_ = 1>
 struct AttnShape {
   typedef T elem_type;
   FA_CONST int kHeadDim = kHeadDim_;
   FA_CONST int kBQ = kBQ_;
   FA_CONST int kBK = kBK_;
   FA_CONST int kWarps = kWarps_;
+  FA_CONST int kStages = kStages_;
   FA_CONST int kThreads = kWarps * kSimdWidth;
   FA_CONST int kWarpRows = kBQ / kWarps;
   /// 16 bytes of padding per row spread the rows of a K or V block over the
   /// threadgroup memory banks (as in MLX's steel kernels).
   FA_CONST int kSmemLd = kHeadDim + 16 / sizeof(T);
-  FA_CONST int kSmemElems = kBK * kSmemLd;
+  /// One K (or V) block; k_smem and v_smem each hold kStages of them.
+  FA_CONST int kStageElems = kBK * kSmemLd;
+  FA_CONST int kSmemElems = kStages * kStageElems;
 
   static_assert(kBQ % kWarps == 0, "query rows must split evenly over warps");
 };
+
+/// Starts the copy of key block `kb` (keys kb * kBK onwards) into K and V
+/// stage `stage`; a ragged last block zero-fills its missing keys.
+template <typename Loader, typename Shape>
+FA_FUNC void load_kv_block(
+    FA_THREADGROUP typename Shape::elem_type* k_smem,
+    FA_THREADGROUP typename Shape::elem_type* v_smem,
+    const FA_DEVICE typename Shape::elem_type* k,
+    const FA_DEVICE typename Shape::elem_type* v,
+    const FA_CONSTANT AttnParams& p,
+    int kb,
+    int stage,
+    bool ragged,
+    int tid) {
+  const int key0 = kb * Shape::kBK;
+  k += key0 * p.k_strides[2];
+  v += key0 * p.v_strides[2];
+  k_smem += stage * Shape::kStageElems;
+  v_smem += stage * Shape::kStageElems;
+  if (ragged) {
+    Loader::load_safe(k_smem, k, p.k_strides[2], p.L_k - key0, tid);
+    Loader::load_safe(v_smem, v, p.v_strides[2], p.L_k - key0, tid);
+  } else {
+    Loader::load(k_smem, k, p.k_strides[2], tid);
+    Loader::load(v_smem, v, p.v_strides[2], tid);
+  }
+}
 
 template <typename Target, typename Shape>
 FA_FUNC void attention_block(
@@ -72,6 +110,7 @@ FA_FUNC void attention_block(
   constexpr int kBK = Shape::kBK;
   constexpr int kWarpRows = Shape::kWarpRows;
   constexpr int kLd = Shape::kSmemLd;
+  constexpr int kStages = Shape::kStages;
   typedef typename Target::template Loader<T, kBK, D, kLd, Shape::kThreads>
       Loader;
 
@@ -150,29 +189,44 @@ FA_FUNC void attention_block(
   const CausalMaskOp causal_mask = {p.causal_offset};
   const KeyLimitOp key_limit = {p.L_k};
 
+  // Blocks 0 .. kStages - 2 start before the loop; every iteration commits
+  // one group (empty past the last block), so that waiting for all but the
+  // newest kStages - 1 groups always means: block kb has landed.
+  for (int kb = 0; kb < kStages - 1; ++kb) {
+    if (kb < kb_end) {
+      load_kv_block<Loader, Shape>(
+          k_smem, v_smem, k, v, p, kb, kb, !f.align_k && kb == n_full_kblocks,
+          tid);
+    }
+    Loader::commit();
+  }
+
   for (int kb = 0; kb < kb_end; ++kb) {
     const int key0 = kb * kBK;
     const bool k_ragged = !f.align_k && kb == n_full_kblocks;
 
     // ---------------------------------------------------------- load K, V
-    // The barrier before: every warp is done reading the previous block.
+    // The barrier before: every warp is done with block kb - 1, whose stage
+    // block kb + kStages - 1 now fills (with one stage, block kb itself).
     FA_BARRIER();
-    if (k_ragged) {
-      Loader::load_safe(k_smem, k, p.k_strides[2], p.L_k - key0, tid);
-      Loader::load_safe(v_smem, v, p.v_strides[2], p.L_k - key0, tid);
-    } else {
-      Loader::load(k_smem, k, p.k_strides[2], tid);
-      Loader::load(v_smem, v, p.v_strides[2], tid);
+    const int kb_next = kb + kStages - 1;
+    if (kb_next < kb_end) {
+      load_kv_block<Loader, Shape>(
+          k_smem, v_smem, k, v, p, kb_next, kb_next % kStages,
+          !f.align_k && kb_next == n_full_kblocks, tid);
     }
-    Loader::wait();
+    Loader::commit();
+    Loader::template wait<kStages - 1>();
     FA_BARRIER();
-    k += kBK * p.k_strides[2];
-    v += kBK * p.v_strides[2];
+    const FA_THREADGROUP T* k_block =
+        k_smem + (kb % kStages) * Shape::kStageElems;
+    const FA_THREADGROUP T* v_block =
+        v_smem + (kb % kStages) * Shape::kStageElems;
 
     // ------------------------------------------------------- S = Q K^T
     // K is stored a key per row, so K^T is read with swapped strides.
     tile_fill(s_tile, 0.0f);
-    tile_matmad_shared<FragB, 1, kLd>(s_tile, q_tile, k_smem, lane);
+    tile_matmad_shared<FragB, 1, kLd>(s_tile, q_tile, k_block, lane);
     tile_scalar_op<MulOp>(s_tile, p.scale_log2);
 
     // ------------------------------------------------------------ mask
@@ -207,7 +261,7 @@ FA_FUNC void attention_block(
 
     // ------------------------------------------------------------ P V
     tile_to_operand(p_tile, s_tile);
-    tile_matmad_shared<FragB, kLd, 1>(o_tile, p_tile, v_smem, lane);
+    tile_matmad_shared<FragB, kLd, 1>(o_tile, p_tile, v_block, lane);
   }
 
   // ----------------------------------------------------------------- store

@@ -11,16 +11,32 @@ struct AttnTiles {
   int bq; ///< query rows per threadgroup (block)
   int bk; ///< keys per streamed K/V block
   int warps; ///< simdgroups (warps) per threadgroup; each owns bq / warps rows
+  /// K/V blocks resident in threadgroup memory: with s > 1 the loads of
+  /// block i + s - 1 run while block i is computed (asynchronous copies).
+  int stages = 1;
 };
 
 constexpr bool operator==(AttnTiles a, AttnTiles b) {
-  return a.bq == b.bq && a.bk == b.bk && a.warps == b.warps;
+  return a.bq == b.bq && a.bk == b.bk && a.warps == b.warps &&
+      a.stages == b.stages;
 }
 
-/// The head dims with a kernel (q, k and v share one head dim).
+/// Threadgroup memory of one kernel instance: K and V blocks for every
+/// stage, each row padded by 16 bytes (AttnShape::kSmemLd).
+constexpr int attention_smem_bytes(AttnTiles tiles, int head_dim, DType dtype) {
+  return 2 * tiles.stages * tiles.bk *
+      (head_dim * dtype_size(dtype) + 16);
+}
+
+/// The head dims with a kernel (q, k and v share one head dim), as an
+/// X-macro: the CUDA build compiles one object per entry (cmake/cuda.cmake
+/// reads this line) and the host dispatch switches over it.
+#define FA_ATTENTION_HEAD_DIMS(X) X(32) X(64) X(80) X(96) X(128)
+
 constexpr bool attention_head_dim_supported(int head_dim) {
-  return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 ||
-      head_dim == 128;
+#define FA_HEAD_DIM_EQUALS(d) head_dim == d ||
+  return FA_ATTENTION_HEAD_DIMS(FA_HEAD_DIM_EQUALS) false;
+#undef FA_HEAD_DIM_EQUALS
 }
 
 /// The one tile chooser.
@@ -30,21 +46,26 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// and V blocks both resident, bk = 16 also keeps fp32 at D = 128 within
 /// 32 KB of threadgroup memory (2 * 16 * (128 + 4) * 4 B = 16.5 KB; bk = 32
 /// would need 33 KB). Causal runs are function-constant variants of the same
-/// pipeline, so on Metal the choice must not depend on `causal`.
+/// pipeline, so on Metal the choice must not depend on `causal`. Its loads
+/// are plain (synchronous) loads: one stage.
 ///
-/// CUDA: m16n8k16 fragments need 16 query rows per warp; 4 warps of 16 rows
-/// and 64-key blocks (32 from D = 96 up, to bound registers and shared
-/// memory) are the starting point the CUDA backend tunes from.
-///
-/// No choice depends on the dtype or on causal yet; they are inputs so that
-/// a tuned choice changes here and nowhere else.
+/// CUDA: m16n8k16 fragments give each warp 16 query rows; 8 warps make a
+/// 128-row query block, so every K/V block read into shared memory serves
+/// 128 queries. 64-key blocks, two stages (the next block's cp.async copies
+/// run under this block's math): 2 * 2 * 64 * (128 * 2 + 16) B = 68 KB at
+/// D = 128, and about 160 registers a thread (Q 32, O 64, S 32, P 16).
+/// fp32 (3xTF32 products, registers twice as wide) takes 4 warps and
+/// 32-key blocks.
 constexpr AttnTiles choose_attention_tiles(
     int head_dim,
-    DType /* dtype */,
+    DType dtype,
     Backend backend,
     bool /* causal */) {
-  return backend == Backend::Metal ? AttnTiles{32, head_dim < 128 ? 32 : 16, 4}
-                                   : AttnTiles{64, head_dim < 96 ? 64 : 32, 4};
+  if (backend == Backend::Metal) {
+    return AttnTiles{32, head_dim < 128 ? 32 : 16, 4};
+  }
+  return dtype == DType::Float32 ? AttnTiles{64, 32, 4, 2}
+                                 : AttnTiles{128, 64, 8, 2};
 }
 
 } // namespace fa

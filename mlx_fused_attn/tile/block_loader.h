@@ -1,8 +1,8 @@
 // Device-to-threadgroup block copy with plain loads: the Metal side of the
-// global-to-shared seam (CUDA's counterpart issues cp.async with the same
-// interface). All threads of the threadgroup share the copy; each moves runs
-// of kVec contiguous elements (16 bytes) so neighbouring threads touch
-// neighbouring addresses.
+// global-to-shared seam (CUDA's counterpart, cp_async_loader.h, issues
+// cp.async with the same interface). All threads of the threadgroup share
+// the copy; each moves runs of kVec contiguous elements (16 bytes) so
+// neighbouring threads touch neighbouring addresses.
 //
 // Loads are per element, not 16-byte vectors: q, k and v may be strided
 // views whose rows are not 16-byte aligned.
@@ -61,8 +61,12 @@ struct BlockLoader {
     }
   }
 
-  /// Plain loads have landed when load returns; an asynchronous loader
-  /// (cp.async) waits for this thread's copies here, before the barrier.
+  /// Plain loads have landed when load returns, so there are no copies in
+  /// flight to group or wait for. An asynchronous loader (cp_async_loader.h)
+  /// groups the copies issued since the last commit, and wait<N> returns
+  /// once at most N of this thread's groups are in flight.
+  static FA_FUNC void commit() {}
+  template <int kPending = 0>
   static FA_FUNC void wait() {}
 };
 

@@ -1,0 +1,59 @@
+// nvcc-built attention kernels for one head dim, FA_AOT_HEAD_DIM (set by
+// cmake/cuda.cmake, which compiles this file once per entry of
+// FA_ATTENTION_HEAD_DIMS): every dtype, and the causal, array-mask and
+// unmasked variants, with the tiles choose_attention_tiles gives them.
+#include "mlx_fused_attn/backend/cuda/aot_kernels.h"
+#include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
+#include "mlx_fused_attn/tile/dtype_of.h"
+
+#ifndef FA_AOT_HEAD_DIM
+#error "compile with -DFA_AOT_HEAD_DIM=<head dim>"
+#endif
+
+static_assert(
+    fa::attention_head_dim_supported(FA_AOT_HEAD_DIM),
+    "FA_AOT_HEAD_DIM is not in FA_ATTENTION_HEAD_DIMS");
+
+namespace {
+
+template <typename T, bool kCausal, bool kHasMask>
+const void* instance() {
+  constexpr int D = FA_AOT_HEAD_DIM;
+  constexpr fa::AttnTiles t = fa::choose_attention_tiles(
+      D, fa::DTypeOf<T>::value, fa::Backend::Cuda, kCausal);
+  return reinterpret_cast<const void*>(
+      &fa::attention_kernel<
+          T, D, t.bq, t.bk, t.warps, t.stages, kCausal, kHasMask>);
+}
+
+template <typename T>
+const void* instance(bool causal, bool has_mask) {
+  if (causal) {
+    return instance<T, true, false>();
+  }
+  return has_mask ? instance<T, false, true>() : instance<T, false, false>();
+}
+
+} // namespace
+
+#define FA_AOT_NAME_(d) aot_attention_kernel_d##d
+#define FA_AOT_NAME(d) FA_AOT_NAME_(d)
+
+namespace mlx_fused_attn::cuda {
+
+const void* FA_AOT_NAME(FA_AOT_HEAD_DIM)(
+    fa::DType dtype,
+    bool causal,
+    bool has_mask) {
+  switch (dtype) {
+    case fa::DType::Float16:
+      return instance<fa::half_t>(causal, has_mask);
+    case fa::DType::BFloat16:
+      return instance<fa::bfloat_t>(causal, has_mask);
+    case fa::DType::Float32:
+      return instance<float>(causal, has_mask);
+  }
+  return nullptr;
+}
+
+} // namespace mlx_fused_attn::cuda

@@ -1,0 +1,321 @@
+// The GPU interface (backend/gpu.h) on MLX's CUDA backend: what the fused
+// kernel covers, and its launch through MLX's command encoder (a node of
+// the encoder's CUDA graph, ordered after the nodes that write its inputs).
+//
+// Kernels come from nvcc (AOT, built into this library for sm_80 and sm_90)
+// or from NVRTC (JIT) when MLX_FUSED_ATTN_JIT=1 or the build has no AOT
+// kernels (kernels.h). fp32 runs the same kernel with 3xTF32 products
+// (tile/mma_frag.h): fp32 accuracy from the tensor cores.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "mlx/allocator.h"
+#include "mlx/backend/cuda/device.h"
+#include "mlx/backend/cuda/utils.h"
+#include "mlx/utils.h"
+#include "mlx_fused_attn/backend/cuda/block_sizes.h"
+#include "mlx_fused_attn/backend/cuda/kernels.h"
+#include "mlx_fused_attn/backend/gpu.h"
+#include "mlx_fused_attn/backend/poison.h"
+#include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/kernels/strided_copy_params.h"
+#include "mlx_fused_attn/params.h"
+
+namespace mlx_fused_attn::gpu {
+
+namespace mx = mlx::core;
+namespace cu = mlx::core::cu;
+
+namespace {
+
+constexpr const char* kOp = "[scaled_dot_product_attention] CUDA: ";
+/// Grid limits of the y (heads) and z (batch) axes.
+constexpr int kMaxGridYZ = 65535;
+/// cp.async copies and ldmatrix read 16-byte units.
+constexpr int kRowAlignment = 16;
+
+bool kernel_dtype(mx::Dtype dtype, fa::DType* out) {
+  if (dtype == mx::float16) {
+    *out = fa::DType::Float16;
+  } else if (dtype == mx::bfloat16) {
+    *out = fa::DType::BFloat16;
+  } else if (dtype == mx::float32) {
+    *out = fa::DType::Float32;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+int arch_of(cu::Device& d) {
+  return d.compute_capability_major() * 10 + d.compute_capability_minor();
+}
+
+/// The most dynamic shared memory one block of the device may ask for.
+int max_smem_per_block(int device) {
+  int bytes = 0;
+  if (cudaDeviceGetAttribute(
+          &bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+      cudaSuccess) {
+    throw std::runtime_error(
+        std::string(kOp) + "cannot read the shared memory limit of device " +
+        std::to_string(device));
+  }
+  return bytes;
+}
+
+/// Whether the kernel can read `x` in place: unit stride along the head dim
+/// and every row (and every batch and head start) 16-byte aligned.
+bool rows_readable(const mx::array& x) {
+  if (x.strides()[3] != 1) {
+    return false;
+  }
+  const auto address = reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<void>(x));
+  if (address % kRowAlignment != 0) {
+    return false;
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (x.shape(i) > 1 &&
+        (x.strides()[i] * static_cast<int64_t>(x.itemsize())) % kRowAlignment !=
+            0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// A row-contiguous copy of `x` (rank 4 or less) made on the GPU, kept
+/// alive by the encoder until its graph has run.
+mx::array contiguous_copy(
+    const mx::array& x,
+    fa::DType dtype,
+    cu::CommandEncoder& enc,
+    int device,
+    int arch) {
+  mx::array copy(x.shape(), x.dtype(), nullptr, {});
+  copy.set_data(mx::allocator::malloc(copy.nbytes()));
+  fa::StridedCopyParams params{};
+  const int pad = 4 - static_cast<int>(x.ndim());
+  for (int i = 0; i < 4; ++i) {
+    params.shape[i] = i < pad ? 1 : x.shape(i - pad);
+    params.strides[i] = i < pad ? 0 : x.strides()[i - pad];
+  }
+  const int inner = params.shape[2] * params.shape[3];
+  const dim3 grid(
+      (inner + fa::kStridedCopyThreads - 1) / fa::kStridedCopyThreads,
+      params.shape[1],
+      params.shape[0]);
+  enc.set_input_array(x);
+  enc.set_output_array(copy);
+  enc.add_kernel_node_ex(
+      cuda::strided_copy_function(dtype, device, arch),
+      grid,
+      dim3(fa::kStridedCopyThreads),
+      {},
+      0,
+      mx::gpu_ptr<void>(x),
+      mx::gpu_ptr<void>(copy),
+      params);
+  enc.add_temporary(copy);
+  return copy;
+}
+
+/// q, k or v as the kernel can read it: itself, or a copy.
+mx::array readable_rows(
+    const mx::array& x,
+    fa::DType dtype,
+    cu::CommandEncoder& enc,
+    int device,
+    int arch) {
+  if (rows_readable(x)) {
+    return x;
+  }
+  mx::array copy = contiguous_copy(x, dtype, enc, device, arch);
+  if (!rows_readable(copy)) {
+    throw std::logic_error(
+        std::string(kOp) + "internal error: a fresh buffer is not aligned");
+  }
+  return copy;
+}
+
+void poison(mx::array& out, cu::CommandEncoder& enc, int device, int arch) {
+  unsigned long long n = out.nbytes();
+  const unsigned long long blocks =
+      (n + fa::kPoisonThreads - 1) / fa::kPoisonThreads;
+  enc.set_output_array(out);
+  enc.add_kernel_node_ex(
+      cuda::poison_function(device, arch),
+      dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)),
+      dim3(fa::kPoisonThreads),
+      {},
+      0,
+      mx::gpu_ptr<void>(out),
+      n);
+}
+
+} // namespace
+
+Support supports(
+    const AttentionSpec& spec,
+    const std::vector<mx::array>& inputs) {
+  const mx::array& q = inputs[0];
+  const mx::array& k = inputs[1];
+  const mx::array& v = inputs[2];
+  fa::DType dtype;
+  if (!kernel_dtype(q.dtype(), &dtype)) {
+    std::ostringstream msg;
+    msg << kOp << "no kernel for dtype " << q.dtype()
+        << " (float16, bfloat16 and float32 have one)";
+    return Support::no(msg.str());
+  }
+  const int D = q.shape(3);
+  if (D != v.shape(3)) {
+    std::ostringstream msg;
+    msg << kOp << "the kernel needs one head dim for q, k and v; got " << D
+        << " for q and k and " << v.shape(3) << " for v";
+    return Support::no(msg.str());
+  }
+  if (!fa::attention_head_dim_supported(D)) {
+    std::ostringstream msg;
+    msg << kOp << "no kernel for head dim " << D
+        << " (32, 64, 80, 96 and 128 have one)";
+    return Support::no(msg.str());
+  }
+  if (q.shape(2) == 0 || k.shape(2) == 0) {
+    return Support::no(std::string(kOp) + "empty query or key sequence");
+  }
+  if (q.shape(0) > kMaxGridYZ || q.shape(1) > kMaxGridYZ) {
+    std::ostringstream msg;
+    msg << kOp << "batch " << q.shape(0) << " or query heads " << q.shape(1)
+        << " over the grid limit of " << kMaxGridYZ;
+    return Support::no(msg.str());
+  }
+  // The kernel runs on the stream's device; support is answered for the
+  // default GPU (MLX's CUDA backend uses one).
+  cu::Device& d = cu::device(mx::Device(mx::Device::gpu, 0));
+  if (d.compute_capability_major() < 8) {
+    std::ostringstream msg;
+    msg << kOp << "the kernel needs compute capability 8.0 (mma.sync with "
+        << "bf16); this GPU has " << d.compute_capability_major() << "."
+        << d.compute_capability_minor();
+    return Support::no(msg.str());
+  }
+  const fa::AttnTiles tiles = fa::choose_attention_tiles(
+      D, dtype, fa::Backend::Cuda, spec.mask == MaskKind::Causal);
+  const int smem = fa::attention_smem_bytes(tiles, D, dtype);
+  if (smem > max_smem_per_block(d.cuda_device())) {
+    std::ostringstream msg;
+    msg << kOp << "the kernel for head dim " << D << " and " << q.dtype()
+        << " needs " << smem << " bytes of shared memory a block; this GPU "
+        << "allows " << max_smem_per_block(d.cuda_device());
+    return Support::no(msg.str());
+  }
+  return Support::yes();
+}
+
+void eval(
+    const AttentionSpec& spec,
+    const std::vector<mx::array>& inputs,
+    mx::array& out,
+    mx::Stream s) {
+  cu::Device& dev = cu::device(s.device);
+  dev.make_current();
+  const int device = dev.cuda_device();
+  const int arch = arch_of(dev);
+  cu::CommandEncoder& enc = cu::get_command_encoder(s);
+
+  fa::DType dtype;
+  if (!kernel_dtype(out.dtype(), &dtype)) {
+    throw std::logic_error(
+        std::string(kOp) + "internal error: eval without a supported dtype");
+  }
+  const bool has_mask =
+      spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive;
+  const mx::array q = readable_rows(inputs[0], dtype, enc, device, arch);
+  const mx::array k = readable_rows(inputs[1], dtype, enc, device, arch);
+  const mx::array v = readable_rows(inputs[2], dtype, enc, device, arch);
+  // Sinks are read as sinks[head]: a strided view is copied.
+  mx::array sinks = inputs.back();
+  if (spec.has_sinks && sinks.strides()[0] != 1 && sinks.shape(0) > 1) {
+    sinks = contiguous_copy(sinks, dtype, enc, device, arch);
+  }
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  if (poison_outputs()) {
+    poison(out, enc, device, arch);
+  }
+
+  const int B = q.shape(0);
+  const int H_q = q.shape(1);
+  const int L_q = q.shape(2);
+  const int L_k = k.shape(2);
+  const int D = q.shape(3);
+
+  const cuda::AttentionKernelKey key{
+      dtype, D, spec.mask == MaskKind::Causal, has_mask};
+  const fa::AttnTiles tiles = cuda::attention_tiles(key);
+  fa::AttnFeatures features{};
+  features.has_mask = has_mask;
+  features.bool_mask = spec.mask == MaskKind::Bool;
+  features.causal = spec.mask == MaskKind::Causal;
+  features.has_sinks = spec.has_sinks;
+  features.align_q = L_q % tiles.bq == 0;
+  features.align_k = L_k % tiles.bk == 0;
+
+  fa::AttnParams params{};
+  params.B = B;
+  params.H_q = H_q;
+  params.H_kv = k.shape(1);
+  params.gqa_factor = H_q / params.H_kv;
+  params.L_q = L_q;
+  params.L_k = L_k;
+  params.D = D;
+  params.D_v = v.shape(3);
+  params.causal_offset = L_k - L_q;
+  params.scale_log2 = spec.scale * 1.4426950408889634f;
+  for (int i = 0; i < 3; ++i) {
+    params.q_strides[i] = q.strides()[i];
+    params.k_strides[i] = k.strides()[i];
+    params.v_strides[i] = v.strides()[i];
+    params.o_strides[i] = out.strides()[i];
+  }
+  const void* mask_ptr = nullptr;
+  if (has_mask) {
+    for (int i = 0; i < 4; ++i) {
+      params.mask_strides[i] = inputs[3].strides()[i];
+    }
+    mask_ptr = mx::gpu_ptr<void>(inputs[3]);
+    enc.set_input_array(inputs[3]);
+  }
+  const void* sinks_ptr = nullptr;
+  if (spec.has_sinks) {
+    sinks_ptr = mx::gpu_ptr<void>(sinks);
+    enc.set_input_array(sinks);
+  }
+  enc.set_input_array(q);
+  enc.set_input_array(k);
+  enc.set_input_array(v);
+  enc.set_output_array(out);
+
+  const dim3 grid((L_q + tiles.bq - 1) / tiles.bq, H_q, B);
+  enc.add_kernel_node_ex(
+      cuda::attention_function(key, device, arch),
+      grid,
+      dim3(tiles.warps * fa::kSimdWidth),
+      {},
+      static_cast<uint32_t>(fa::attention_smem_bytes(tiles, D, dtype)),
+      mx::gpu_ptr<void>(q),
+      mx::gpu_ptr<void>(k),
+      mx::gpu_ptr<void>(v),
+      mx::gpu_ptr<void>(out),
+      params,
+      mask_ptr,
+      sinks_ptr,
+      features);
+}
+
+} // namespace mlx_fused_attn::gpu

@@ -1,0 +1,69 @@
+// CUDA entry point of the fused attention kernel. The body is
+// mlx_fused_attn/kernels/attention.h, the same one Metal runs; this file
+// only declares the shared memory, fills the features and maps the grid.
+//
+// Template: element type, head dim, tiles (from choose_attention_tiles, see
+// kernel_names.h) and the two features that change the inner loop's code:
+// causal and an array mask. The others (bool or additive mask, sinks,
+// aligned lengths) arrive at run time in `features`: they decide once per
+// block or per kernel, so specialising them would only multiply the
+// instances that nvcc and NVRTC build.
+//
+// Grid: (query blocks, H_q, B); block: warps * 32 threads; dynamic shared
+// memory: attention_smem_bytes(tiles, D, dtype).
+#pragma once
+
+#include "mlx_fused_attn/kernels/attention.h"
+#include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/tile/cuda_target.h"
+
+namespace fa {
+
+template <
+    typename T,
+    int D,
+    int BQ,
+    int BK,
+    int WM,
+    int ST,
+    bool kCausal,
+    bool kHasMask>
+__global__ void __launch_bounds__(WM * kSimdWidth) attention_kernel(
+    const T* q,
+    const T* k,
+    const T* v,
+    T* out,
+    const AttnParams params,
+    const unsigned char* mask,
+    const T* sinks,
+    AttnFeatures features) {
+  typedef AttnShape<T, D, BQ, BK, WM, ST> Shape;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* k_smem = reinterpret_cast<T*>(smem);
+  T* v_smem = k_smem + Shape::kSmemElems;
+
+  features.causal = kCausal;
+  features.has_mask = kHasMask;
+  // Under a causal mask the last query blocks see the most keys: start them
+  // first, so that the short ones fill the tail of the grid.
+  const int q_block = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  attention_block<CudaTarget, Shape>(
+      q,
+      k,
+      v,
+      out,
+      params,
+      mask,
+      sinks,
+      k_smem,
+      v_smem,
+      features,
+      q_block,
+      blockIdx.y,
+      blockIdx.z,
+      threadIdx.x / kSimdWidth,
+      threadIdx.x % kSimdWidth);
+}
+
+} // namespace fa

@@ -1,0 +1,172 @@
+#include "mlx_fused_attn/backend/cuda/kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "mlx_fused_attn/backend/cuda/jit_source.h"
+#include "mlx_fused_attn/backend/cuda/nvrtc_compiler.h"
+#ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
+#include "mlx_fused_attn/backend/cuda/aot_kernels.h"
+#define FA_AOT_SYMBOL(lookup) (lookup)
+#else
+#define FA_AOT_SYMBOL(lookup) nullptr
+#endif
+
+namespace mlx_fused_attn::cuda {
+
+namespace {
+
+constexpr const char* kOp = "[scaled_dot_product_attention] CUDA: ";
+
+/// The driver entry points used here, taken through the CUDA runtime so
+/// that this library needs no link to libcuda (MLX has loaded it).
+struct Driver {
+  decltype(&::cuModuleLoadData) module_load_data;
+  decltype(&::cuModuleGetFunction) module_get_function;
+  decltype(&::cuFuncSetAttribute) func_set_attribute;
+  decltype(&::cuGetErrorString) get_error_string;
+};
+
+template <typename F>
+void entry_point(const char* symbol, F* fn) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found;
+  if (cudaGetDriverEntryPointByVersion(
+          symbol, &p, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    throw std::runtime_error(
+        std::string(kOp) + "the CUDA driver lacks " + symbol);
+  }
+  *fn = reinterpret_cast<F>(p);
+}
+
+const Driver& driver() {
+  static const Driver d = [] {
+    Driver d;
+    entry_point("cuModuleLoadData", &d.module_load_data);
+    entry_point("cuModuleGetFunction", &d.module_get_function);
+    entry_point("cuFuncSetAttribute", &d.func_set_attribute);
+    entry_point("cuGetErrorString", &d.get_error_string);
+    return d;
+  }();
+  return d;
+}
+
+void check(CUresult r, const std::string& what) {
+  if (r != CUDA_SUCCESS) {
+    const char* msg = "unknown error";
+    driver().get_error_string(r, &msg);
+    throw std::runtime_error(std::string(kOp) + what + ": " + msg);
+  }
+}
+
+void check(cudaError_t r, const std::string& what) {
+  if (r != cudaSuccess) {
+    throw std::runtime_error(
+        std::string(kOp) + what + ": " + cudaGetErrorString(r));
+  }
+}
+
+CUfunction load_jit(const std::string& expression, int arch) {
+  const CompiledKernel k = compile_kernel(jit_source(), expression, arch);
+  CUmodule module;
+  check(
+      driver().module_load_data(&module, k.cubin.data()),
+      "loading the JIT module of " + expression);
+  CUfunction f;
+  check(
+      driver().module_get_function(&f, module, k.lowered_name.c_str()),
+      "finding " + expression + " in its JIT module");
+  return f;
+}
+
+/// The nvcc-built kernel's driver handle. Its host-side address is no
+/// handle: this library's CUDA runtime is not MLX's, so the kernel must be
+/// looked up in the current context first (cudaGetFuncBySymbol).
+CUfunction
+load_aot(const void* symbol, const std::string& expression, int device) {
+  if (symbol == nullptr) {
+    throw std::logic_error(
+        std::string(kOp) + "internal error: no AOT kernel " + expression);
+  }
+  check(cudaSetDevice(device), "cudaSetDevice");
+  cudaFunction_t f;
+  check(cudaGetFuncBySymbol(&f, symbol), "cudaGetFuncBySymbol " + expression);
+  return reinterpret_cast<CUfunction>(f);
+}
+
+/// Loads each kernel once per (device, JIT or AOT): the first call compiles
+/// or looks it up, later calls find it here. `aot_symbol` is the kernel's
+/// nvcc-built host handle (nullptr in a build without them).
+CUfunction cached(
+    const std::string& expression,
+    int device,
+    int arch,
+    int smem_bytes,
+    const void* aot_symbol) {
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, int, bool>, CUfunction> functions;
+  const bool jit = use_jit();
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(expression, device, jit);
+  if (auto it = functions.find(key); it != functions.end()) {
+    return it->second;
+  }
+  const CUfunction f = jit ? load_jit(expression, arch)
+                           : load_aot(aot_symbol, expression, device);
+  if (smem_bytes > 0) {
+    check(
+        driver().func_set_attribute(
+            f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes),
+        "raising the shared memory limit of " + expression);
+  }
+  functions.emplace(key, f);
+  return f;
+}
+
+} // namespace
+
+bool use_jit() {
+#ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
+  const char* env = std::getenv("MLX_FUSED_ATTN_JIT");
+  return env != nullptr && std::string(env) == "1";
+#else
+  return true;
+#endif
+}
+
+CUfunction
+attention_function(const AttentionKernelKey& key, int device, int arch) {
+  return cached(
+      attention_kernel_expression(key),
+      device,
+      arch,
+      fa::attention_smem_bytes(attention_tiles(key), key.head_dim, key.dtype),
+      FA_AOT_SYMBOL(aot_attention_kernel(key)));
+}
+
+CUfunction strided_copy_function(fa::DType dtype, int device, int arch) {
+  return cached(
+      strided_copy_kernel_expression(dtype),
+      device,
+      arch,
+      0,
+      FA_AOT_SYMBOL(aot_strided_copy_kernel(dtype)));
+}
+
+CUfunction poison_function(int device, int arch) {
+  return cached(
+      poison_kernel_expression(),
+      device,
+      arch,
+      0,
+      FA_AOT_SYMBOL(aot_poison_kernel()));
+}
+
+} // namespace mlx_fused_attn::cuda

@@ -1,0 +1,23 @@
+// The CUDA kernels as driver functions, from the nvcc-built objects (AOT) or
+// from NVRTC (JIT), loaded once per device and kept for the process.
+#pragma once
+
+#include <cuda.h>
+
+#include "mlx_fused_attn/backend/cuda/kernel_names.h"
+
+namespace mlx_fused_attn::cuda {
+
+/// Kernels come from NVRTC when MLX_FUSED_ATTN_JIT=1 (read at each call, so
+/// that a test can compare both) or when the build has no AOT kernels.
+bool use_jit();
+
+/// `arch` is the device's compute capability as 10 * major + minor. The
+/// attention kernel's dynamic shared memory limit is raised to what its
+/// tiles need (attention_smem_bytes).
+CUfunction
+attention_function(const AttentionKernelKey& key, int device, int arch);
+CUfunction strided_copy_function(fa::DType dtype, int device, int arch);
+CUfunction poison_function(int device, int arch);
+
+} // namespace mlx_fused_attn::cuda

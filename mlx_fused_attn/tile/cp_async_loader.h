@@ -1,0 +1,79 @@
+// Device-to-shared block copy with cp.async: the CUDA side of the
+// global-to-shared seam (Metal's BlockLoader has the same interface). Each
+// thread issues 16-byte asynchronous copies that bypass the registers and
+// L1; commit() closes the copies issued since the last commit into a group,
+// and wait<N>() returns once at most N of this thread's groups are still in
+// flight. That lets a kernel keep N blocks in flight while it computes on an
+// older one (attention.h's stages).
+//
+// Needs 16-byte aligned rows at both ends: the host copies inputs whose rows
+// are not (backend/cuda), and the shared row stride is padded by whole
+// 16-byte units (AttnShape::kSmemLd), which also spreads the rows read by one
+// ldmatrix over all 32 banks.
+#pragma once
+
+#include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/tile/backend.h"
+
+namespace fa {
+
+template <typename T, int kRows, int kCols, int kDstLd, int kThreads>
+struct CpAsyncLoader {
+  FA_CONST int kVec = 16 / sizeof(T);
+  static_assert(kCols % kVec == 0, "block rows must be whole 16-byte runs");
+  static_assert(kDstLd % kVec == 0, "shared rows must stay 16-byte aligned");
+  FA_CONST int kVecsPerRow = kCols / kVec;
+  FA_CONST int kVecs = kRows * kVecsPerRow;
+  FA_CONST int kSteps = (kVecs + kThreads - 1) / kThreads;
+
+  static FA_FUNC void load(T* dst, const T* src, stride_t ld, int tid) {
+    FA_UNROLL
+    for (int step = 0; step < kSteps; ++step) {
+      const int idx = step * kThreads + tid;
+      if (kVecs % kThreads == 0 || idx < kVecs) {
+        const int r = idx / kVecsPerRow;
+        const int c = (idx % kVecsPerRow) * kVec;
+        copy16(dst + r * kDstLd + c, src + r * ld + c, 16);
+      }
+    }
+  }
+
+  /// As load, for a block of which only the first `rows` rows exist: the
+  /// others read nothing and are zero-filled (cp.async's source size 0), so
+  /// that products with them stay finite.
+  static FA_FUNC void
+  load_safe(T* dst, const T* src, stride_t ld, int rows, int tid) {
+    FA_UNROLL
+    for (int step = 0; step < kSteps; ++step) {
+      const int idx = step * kThreads + tid;
+      if (kVecs % kThreads == 0 || idx < kVecs) {
+        const int r = idx / kVecsPerRow;
+        const int c = (idx % kVecsPerRow) * kVec;
+        const bool exists = r < rows;
+        copy16(
+            dst + r * kDstLd + c, src + (exists ? r : 0) * ld + c,
+            exists ? 16 : 0);
+      }
+    }
+  }
+
+  static FA_FUNC void commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+  }
+
+  template <int kPending = 0>
+  static FA_FUNC void wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+  }
+
+ private:
+  static FA_FUNC void copy16(T* dst, const T* src, int src_bytes) {
+    asm volatile(
+        "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+            static_cast<unsigned>(__cvta_generic_to_shared(dst))),
+        "l"(src),
+        "r"(src_bytes));
+  }
+};
+
+} // namespace fa
