@@ -1,0 +1,249 @@
+// Times the CUDA attention kernel (kernels/attention.h on the CUDA target)
+// under several tile shapes, to choose choose_attention_tiles' CUDA entries
+// from measurements. Standalone: no MLX; nvcc builds it on the GPU machine.
+//
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I. benchmarks/cuda_tile_sweep.cu -o sweep
+//   ./sweep                       # table: case, tiles, time, TFLOP/s, error
+//
+// Each case checks every shape's output against the first shape's (and
+// that one against a plain fp32 reference kernel on a small problem), so a
+// fast but wrong shape shows up in the error column.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
+#include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/tile/dtype_of.h"
+
+#define CHECK(x)                                                         \
+  do {                                                                   \
+    cudaError_t e = (x);                                                 \
+    if (e != cudaSuccess) {                                              \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__,             \
+                   cudaGetErrorString(e));                               \
+      std::exit(1);                                                      \
+    }                                                                    \
+  } while (0)
+
+template <typename T>
+__global__ void fill_random(T* x, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    unsigned h = unsigned(i) * 2654435761u ^ seed * 2246822519u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    x[i] = T((h & 0xffff) / 32768.0f - 1.0f);
+  }
+}
+
+template <typename T>
+__global__ void to_float(const T* x, float* y, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    y[i] = float(x[i]);
+  }
+}
+
+// One thread per query row, fp32, two passes: the reference.
+template <typename T>
+__global__ void reference(const T* q, const T* k, const T* v, float* o,
+                          int H, int L, int D, float scale, bool causal) {
+  const int row = blockIdx.x * blockDim.x + threadIdx.x;
+  const int bh = blockIdx.y;
+  if (row >= L) return;
+  const T* qr = q + (size_t(bh) * L + row) * D;
+  const T* kh = k + size_t(bh) * L * D;
+  const T* vh = v + size_t(bh) * L * D;
+  float m = -INFINITY, s = 0.f;
+  const int end = causal ? row + 1 : L;
+  for (int j = 0; j < end; ++j) {
+    float d = 0.f;
+    for (int c = 0; c < D; ++c) d += float(qr[c]) * float(kh[size_t(j) * D + c]);
+    m = fmaxf(m, d * scale);
+  }
+  float* out = o + (size_t(bh) * L + row) * D;
+  for (int c = 0; c < D; ++c) out[c] = 0.f;
+  for (int j = 0; j < end; ++j) {
+    float d = 0.f;
+    for (int c = 0; c < D; ++c) d += float(qr[c]) * float(kh[size_t(j) * D + c]);
+    const float p = expf(d * scale - m);
+    s += p;
+    for (int c = 0; c < D; ++c) out[c] += p * float(vh[size_t(j) * D + c]);
+  }
+  for (int c = 0; c < D; ++c) out[c] /= s;
+}
+
+struct Problem {
+  int B, H, L, D;
+  bool causal;
+};
+
+double flops(const Problem& p) {
+  const double pairs = p.causal ? 0.5 * double(p.L) * (p.L + 1)
+                                : double(p.L) * p.L;
+  return 4.0 * p.B * p.H * pairs * p.D;
+}
+
+template <typename T, int D, int BQ, int BK, int WM, int ST, bool C>
+float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
+          int reps) {
+  fa::AttnParams p{};
+  p.B = pr.B; p.H_q = pr.H; p.H_kv = pr.H; p.gqa_factor = 1;
+  p.L_q = pr.L; p.L_k = pr.L; p.D = D; p.D_v = D;
+  p.causal_offset = 0;
+  p.scale_log2 = (1.0f / std::sqrt(float(D))) * 1.4426950408889634f;
+  const long long s2 = D, s1 = (long long)pr.L * D, s0 = s1 * pr.H;
+  for (auto* s : {p.q_strides, p.k_strides, p.v_strides, p.o_strides}) {
+    s[0] = s0; s[1] = s1; s[2] = s2;
+  }
+  fa::AttnFeatures f{};
+  f.align_q = pr.L % BQ == 0;
+  f.align_k = pr.L % BK == 0;
+  constexpr fa::AttnTiles tiles = {BQ, BK, WM, ST};
+  const int smem = fa::attention_smem_bytes(tiles, D, fa::DTypeOf<T>::value);
+  auto kernel = fa::attention_kernel<T, D, BQ, BK, WM, ST, C, false>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  dim3 grid((pr.L + BQ - 1) / BQ, pr.H, pr.B);
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  kernel<<<grid, WM * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f);
+  CHECK(cudaGetLastError());
+  CHECK(cudaEventRecord(a));
+  for (int i = 0; i < reps; ++i) {
+    kernel<<<grid, WM * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f);
+  }
+  CHECK(cudaEventRecord(b));
+  CHECK(cudaEventSynchronize(b));
+  CHECK(cudaGetLastError());
+  float ms;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms / reps;
+}
+
+template <typename T>
+double max_diff(const T* x, const float* ref, size_t n) {
+  float *xf;
+  CHECK(cudaMalloc(&xf, n * sizeof(float)));
+  to_float<<<1024, 256>>>(x, xf, n);
+  std::vector<float> hx(n), hr(n);
+  CHECK(cudaMemcpy(hx.data(), xf, n * 4, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(hr.data(), ref, n * 4, cudaMemcpyDeviceToHost));
+  CHECK(cudaFree(xf));
+  double m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = std::fabs(double(hx[i]) - hr[i]);
+    if (!(d <= m)) m = d;  // NaN propagates as the max
+  }
+  return m;
+}
+
+template <typename T, int D>
+struct Case {
+  const char* type;
+  Problem pr;
+  T *q, *k, *v, *o;
+  float* ref;  // fp32 output of the first shape (or the reference kernel)
+  size_t n;
+
+  Case(const char* type_, Problem p) : type(type_), pr(p) {
+    n = size_t(p.B) * p.H * p.L * D;
+    CHECK(cudaMalloc(&q, n * sizeof(T)));
+    CHECK(cudaMalloc(&k, n * sizeof(T)));
+    CHECK(cudaMalloc(&v, n * sizeof(T)));
+    CHECK(cudaMalloc(&o, n * sizeof(T)));
+    CHECK(cudaMalloc(&ref, n * sizeof(float)));
+    fill_random<<<1024, 256>>>(q, n, 1);
+    fill_random<<<1024, 256>>>(k, n, 2);
+    fill_random<<<1024, 256>>>(v, n, 3);
+    if (size_t(p.B) * p.H * p.L <= (1u << 16)) {
+      dim3 grid((p.L + 127) / 128, p.B * p.H);
+      reference<<<grid, 128>>>(q, k, v, ref, p.H, p.L, D,
+                               1.0f / std::sqrt(float(D)), p.causal);
+      has_ref = true;
+    }
+    CHECK(cudaDeviceSynchronize());
+  }
+  ~Case() {
+    cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(ref);
+  }
+  bool has_ref = false;
+
+  template <int BQ, int BK, int WM, int ST>
+  void shape(int reps) {
+    CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
+    const float ms = pr.causal ? run<T, D, BQ, BK, WM, ST, true>(pr, q, k, v, o, reps)
+                               : run<T, D, BQ, BK, WM, ST, false>(pr, q, k, v, o, reps);
+    if (!has_ref) {  // the first shape becomes the reference
+      to_float<<<1024, 256>>>(o, ref, n);
+      has_ref = true;
+    }
+    const double err = max_diff(o, ref, n);
+    std::printf("%-5s B=%d H=%d L=%5d D=%3d %-6s bq=%3d bk=%3d warps=%d stages=%d "
+                "%9.1f us %6.1f TFLOP/s  err %.2e\n",
+                type, pr.B, pr.H, pr.L, D, pr.causal ? "causal" : "full", BQ, BK,
+                WM, ST, ms * 1e3, flops(pr) / (ms * 1e-3) / 1e12, err);
+    std::fflush(stdout);
+  }
+};
+
+int main() {
+  {
+    Case<fa::half_t, 64> c("f16", {1, 32, 1024, 64, false});
+    c.shape<128, 64, 8, 2>(50);
+    c.shape<64, 64, 4, 2>(50);
+    c.shape<128, 128, 8, 2>(50);
+    c.shape<64, 128, 4, 2>(50);
+    c.shape<128, 64, 4, 2>(50);
+  }
+  {
+    Case<fa::half_t, 128> c("f16", {1, 32, 512, 128, false});
+    c.shape<128, 64, 8, 2>(50);
+    c.shape<64, 64, 4, 2>(50);
+    c.shape<128, 32, 8, 3>(50);
+  }
+  for (bool causal : {false, true}) {
+    Case<fa::half_t, 128> c("f16", {1, 32, 4096, 128, causal});
+    c.shape<128, 64, 8, 2>(20);
+    c.shape<64, 64, 4, 2>(20);
+    c.shape<128, 32, 8, 3>(20);
+    c.shape<128, 64, 8, 3>(20);
+    c.shape<64, 32, 4, 3>(20);
+  }
+  for (bool causal : {false, true}) {
+    Case<fa::bfloat_t, 128> c("bf16", {4, 32, 8192, 128, causal});
+    c.shape<128, 64, 8, 2>(5);
+    c.shape<64, 64, 4, 2>(5);
+    c.shape<128, 32, 8, 3>(5);
+    c.shape<128, 64, 8, 3>(5);
+  }
+  {
+    Case<fa::bfloat_t, 64> c("bf16", {4, 32, 8192, 64, false});
+    c.shape<128, 64, 8, 2>(5);
+    c.shape<64, 64, 4, 2>(5);
+    c.shape<128, 128, 8, 2>(5);
+    c.shape<64, 128, 4, 2>(5);
+  }
+  {
+    Case<fa::half_t, 80> c("f16", {1, 32, 2048, 80, false});
+    c.shape<128, 64, 8, 2>(20);
+    c.shape<64, 64, 4, 2>(20);
+  }
+  {
+    Case<float, 128> c("f32", {1, 32, 1024, 128, false});
+    c.shape<64, 32, 4, 2>(10);
+    c.shape<64, 16, 4, 2>(10);
+    c.shape<32, 32, 2, 2>(10);
+  }
+  {
+    Case<float, 64> c("f32", {1, 32, 1024, 64, false});
+    c.shape<64, 32, 4, 2>(10);
+    c.shape<128, 32, 8, 2>(10);
+  }
+  return 0;
+}

@@ -1,0 +1,248 @@
+"""Attention on an NVIDIA GPU: mlx_fused_attn against mx.fast (cuDNN),
+PyTorch's SDPA backends (flash, cuDNN, efficient) and MLX unfused ops.
+
+Two times per provider and case, from the same run:
+- kernel: device time of one call, by CUPTI through torch.profiler (it sees
+  MLX's kernels too): the summed duration of every kernel launched during
+  `--iters` calls, over `--iters`;
+- wall: wall-clock per call over `--iters` calls with one synchronisation
+  (torch: CUDA events; MLX: async_eval, then mx.synchronize).
+
+TFLOP/s count 4 B H Lq Lk D FLOPs (the causal triangle exactly). The floors
+come from two ceilings measured at the start: a bf16 8192^3 matmul (torch)
+and a device-to-device copy; `floor` is the larger of FLOPs / matmul rate
+and (q, k, v, o bytes) / copy bandwidth.
+
+    python benchmarks/gpu_bench.py [--quick] [--out results.md]
+"""
+
+import argparse
+import math
+import sys
+import time
+
+import mlx.core as mx
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import ProfilerActivity, profile
+
+import mlx_fused_attn as fa
+
+DTYPES = {
+    "float16": (mx.float16, torch.float16),
+    "bfloat16": (mx.bfloat16, torch.bfloat16),
+    "float32": (mx.float32, torch.float32),
+}
+TORCH_BACKENDS = {
+    "torch_flash": SDPBackend.FLASH_ATTENTION,
+    "torch_cudnn": SDPBackend.CUDNN_ATTENTION,
+    "torch_eff": SDPBackend.EFFICIENT_ATTENTION,
+}
+PROVIDERS = ["fused", "mx_fast", "torch_flash", "torch_cudnn", "torch_eff", "mlx_unfused"]
+
+
+def attention_flops(B, H, Lq, Lk, D, causal):
+    """4 B H D times the attended (query, key) pairs; causal is
+    bottom-right aligned (query i sees keys j <= i + Lk - Lq)."""
+    if causal:
+        offset = Lk - Lq
+        pairs = sum(min(Lk, max(0, i + offset + 1)) for i in range(Lq))
+    else:
+        pairs = Lq * Lk
+    return 4.0 * B * H * D * pairs
+
+
+def kernel_time_us(call, sync, iters):
+    """Summed device time of the kernels of `iters` calls, per call."""
+    call()
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            call()
+        sync()
+    total = 0.0
+    for e in prof.key_averages():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            total += e.self_device_time_total
+    return total / iters if total > 0 else float("nan")
+
+
+def torch_wall_us(call, iters):
+    call()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        call()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3 / iters
+
+
+def mlx_wall_us(make, iters):
+    mx.eval(make())
+    mx.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        mx.async_eval(make())
+    mx.synchronize()
+    return (time.perf_counter() - t0) * 1e6 / iters
+
+
+def measure_ceilings():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    n = 10
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(n):
+        a @ b
+    end.record()
+    torch.cuda.synchronize()
+    tflops = 2 * 8192**3 * n / (start.elapsed_time(end) * 1e-3) / 1e12
+    x = torch.empty(2 * 1024**3, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    y.copy_(x)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(n):
+        y.copy_(x)
+    end.record()
+    torch.cuda.synchronize()
+    tbps = 2 * x.numel() * n / (start.elapsed_time(end) * 1e-3) / 1e12
+    del a, b, x, y
+    torch.cuda.empty_cache()
+    return tflops, tbps
+
+
+def mlx_unfused(q, k, v, scale, causal):
+    s = (q * scale) @ k.swapaxes(-1, -2)
+    if causal:
+        Lq, Lk = q.shape[2], k.shape[2]
+        allowed = mx.arange(Lk - Lq, Lk)[:, None] >= mx.arange(Lk)[None]
+        s = mx.where(allowed, s, mx.array(mx.finfo(s.dtype).min, s.dtype))
+    return mx.softmax(s, axis=-1, precise=True) @ v
+
+
+def run_case(B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused):
+    mdt, tdt = DTYPES[dtype_name]
+    scale = D**-0.5
+    mask = "causal" if causal else None
+    rng = np.random.default_rng(L * D)
+    host = [rng.standard_normal((B, H, L, D), dtype=np.float32) for _ in range(3)]
+    q, k, v = (mx.array(x).astype(mdt) for x in host)
+    tq, tk, tv = (torch.from_numpy(x).to("cuda", tdt) for x in host)
+    mx.eval(q, k, v)
+    del host
+
+    results = {}
+    mlx_calls = {
+        "fused": lambda: fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask),
+        "mx_fast": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask),
+    }
+    if not skip_unfused:
+        mlx_calls["mlx_unfused"] = lambda: mlx_unfused(q, k, v, scale, causal)
+    for name, make in mlx_calls.items():
+        try:
+            kt = kernel_time_us(lambda: mx.eval(make()), mx.synchronize, iters)
+            wt = mlx_wall_us(make, iters)
+            results[name] = (kt, wt)
+        except Exception as e:  # out of memory and the like: reported, not fatal
+            results[name] = (float("nan"), float("nan"))
+            print(f"  {name}: {type(e).__name__}: {str(e)[:80]}", file=sys.stderr)
+    for name, backend in TORCH_BACKENDS.items():
+        if dtype_name == "float32" and name != "torch_eff":
+            continue  # flash and cuDNN take fp16/bf16 only
+        def call(backend=backend):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
+        try:
+            results[name] = (kernel_time_us(call, torch.cuda.synchronize, iters),
+                             torch_wall_us(call, iters))
+        except Exception as e:
+            results[name] = (float("nan"), float("nan"))
+            print(f"  {name}: {type(e).__name__}: {str(e)[:80]}", file=sys.stderr)
+
+    # The fused answer against mx.fast on a slice, so that a fast wrong kernel
+    # cannot hide in the table.
+    got = fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+    want = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+    err = mx.abs(got[:, :2].astype(mx.float32) - want[:, :2].astype(mx.float32)).max().item()
+
+    flops = attention_flops(B, H, L, L, D, causal)
+    nbytes = 4 * B * H * L * D * q.itemsize
+    tflops_ceiling, tbps_ceiling = ceilings
+    floor_us = max(flops / (tflops_ceiling * 1e12), nbytes / (tbps_ceiling * 1e12)) * 1e6
+    del q, k, v, tq, tk, tv
+    torch.cuda.empty_cache()
+    mx.clear_cache()
+    return results, flops, floor_us, err
+
+
+def fmt_us(x):
+    return "-" if x is None or math.isnan(x) else f"{x:.1f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a few cases only")
+    ap.add_argument("--iters", type=int, default=0, help="calls per measurement (default: by size)")
+    ap.add_argument("--out", default=None, help="also write the markdown table here")
+    args = ap.parse_args()
+
+    cases = []
+    lengths = [512, 4096] if args.quick else [32, 64, 128, 256, 512, 1024, 2048, 4096]
+    dims = [64, 128] if args.quick else [64, 80, 128]
+    for dtype_name in ["float16", "float32"]:
+        for D in dims:
+            for L in lengths:
+                cases.append((1, 32, L, D, dtype_name, False))
+    for D in [64, 128]:
+        for causal in [False, True]:
+            cases.append((4, 32, 8192, D, "bfloat16", causal))
+
+    ceilings = measure_ceilings()
+    lines = [
+        f"Ceilings: bf16 matmul {ceilings[0]:.0f} TFLOP/s, copy {ceilings[1]:.2f} TB/s. "
+        f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; MLX {mx.__version__}.",
+        "",
+        "Kernel time per call in us (CUPTI); wall-clock per call in parentheses. "
+        "`x flash` etc.: competitor kernel time / fused kernel time (>1: fused is faster).",
+        "",
+        "| B | H | L | D | dtype | causal | fused | TFLOP/s | floor us | % of floor | "
+        + " | ".join(PROVIDERS[1:]) + " | x cudnn(mx) | x flash | x cudnn(torch) | x eff | max err vs mx.fast |",
+        "|" + "---:|" * (10 + len(PROVIDERS) - 1 + 5),
+    ]
+    print("\n".join(lines), flush=True)
+    for B, H, L, D, dtype_name, causal in cases:
+        work = B * H * L * L * D
+        iters = args.iters or max(3, min(100, int(2e11 / work)))
+        res, flops, floor_us, err = run_case(
+            B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused=(B * H * L * L > 2**31)
+        )
+        fk, fw = res["fused"]
+        cells = [str(B), str(H), str(L), str(D), dtype_name, "yes" if causal else "no",
+                 f"{fmt_us(fk)} ({fmt_us(fw)})", f"{flops / (fk * 1e-6) / 1e12:.0f}",
+                 f"{floor_us:.1f}", f"{100 * floor_us / fk:.0f}"]
+        for p in PROVIDERS[1:]:
+            k_us, w_us = res.get(p, (float("nan"), float("nan")))
+            cells.append(f"{fmt_us(k_us)} ({fmt_us(w_us)})")
+        for p in ["mx_fast", "torch_flash", "torch_cudnn", "torch_eff"]:
+            k_us = res.get(p, (float("nan"),))[0]
+            cells.append("-" if math.isnan(k_us) else f"{k_us / fk:.2f}")
+        cells.append(f"{err:.2e}")
+        line = "| " + " | ".join(cells) + " |"
+        lines.append(line)
+        print(line, flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# On the GPU machine (see /work/shared/device/README.md or DESIGN.md section
+# 7): unpack MLX's CUDA build, build this package against it, run the tests
+# (GPU ones included), compute-sanitizer, the tile sweep and the benchmarks,
+# writing logs and result tables into OUTPUT_DIR.
+#
+#   benchmarks/gpu_run.sh OUTPUT_DIR
+#
+# Environment: STEPS (default "build test sanitize sweep bench") picks steps;
+# CUDA_ARCHS (default 90, the GPU there) the AOT architectures; BENCH_ARGS
+# extra arguments for gpu_bench.py. Needs .device-cache/mlx-cuda-site.tar.xz.
+set -uo pipefail
+OUT=${1:?usage: gpu_run.sh OUTPUT_DIR}
+STEPS=${STEPS:-"build test sanitize sweep bench"}
+CUDA_ARCHS=${CUDA_ARCHS:-90}
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+PY=python3
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+log() { echo "== $(date +%T) $*"; }
+
+SITE=$($PY -c 'import site; print(site.getsitepackages()[0])')
+if ! $PY -c 'import mlx.core as mx; assert mx.cuda.is_available()' 2>/dev/null; then
+  log "unpacking MLX into $SITE"
+  tar -xJf .device-cache/mlx-cuda-site.tar.xz -C "$SITE" || exit 1
+fi
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  nvcc --version | tail -2
+  $PY -c 'import mlx.core as mx, torch; print("mlx", mx.__version__, mx.default_device(), "torch", torch.__version__)'
+  git log -1 --format='commit %H %cd' 2>/dev/null
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+if has build; then
+  log "build (AOT for sm_$CUDA_ARCHS)"
+  start=$SECONDS
+  $PY -m pip install -v --no-build-isolation --no-deps . \
+    --config-settings=cmake.define.MLX_FUSED_ATTN_CUDA_ARCHITECTURES="$CUDA_ARCHS" \
+    > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+  log "built in $((SECONDS - start)) s"
+  grep -E "GPU backend|CUDA AOT" "$OUT/build.log"
+fi
+
+if has test; then
+  log "pytest (GPU and device-independent tests)"
+  $PY -m pytest -q -rs tests --ignore=tests/metal_emu --ignore=tests/metal_host \
+    --ignore=tests/test_metal_host_compile.py --ignore=tests/test_cuda_compile.py \
+    -k "not cpu" -p no:cacheprovider > "$OUT/pytest.log" 2>&1
+  tail -15 "$OUT/pytest.log"
+fi
+
+if has sanitize; then
+  for tool in memcheck racecheck; do
+    log "compute-sanitizer $tool"
+    compute-sanitizer --tool $tool --error-exitcode 3 \
+      $PY tests/cuda_sanitizer_cases.py >> "$OUT/sanitizer.log" 2>&1
+    echo "exit $?" >> "$OUT/sanitizer.log"
+    tail -4 "$OUT/sanitizer.log"
+  done
+fi
+
+if has sweep; then
+  log "tile sweep"
+  nvcc -std=c++17 -O3 -arch=sm_90 -I. benchmarks/cuda_tile_sweep.cu -o /tmp/fa_sweep \
+    > "$OUT/sweep.txt" 2>&1 && /tmp/fa_sweep >> "$OUT/sweep.txt" 2>&1
+  cat "$OUT/sweep.txt"
+fi
+
+if has bench; then
+  log "benchmarks"
+  $PY benchmarks/gpu_bench.py --out "$OUT/bench.md" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+  cat "$OUT/bench.md"
+fi
+log done

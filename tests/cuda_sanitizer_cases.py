@@ -1,0 +1,67 @@
+"""A small run of every CUDA kernel variant, for compute-sanitizer (memcheck
+finds out-of-bounds and misaligned accesses, racecheck shared-memory races):
+
+    compute-sanitizer --tool memcheck python tests/cuda_sanitizer_cases.py
+    compute-sanitizer --tool racecheck python tests/cuda_sanitizer_cases.py
+
+Covers each dtype, each kernel variant (unmasked, causal, bool and additive
+masks), sinks, GQA, ragged query and key blocks, a misaligned (copied) input
+and a poisoned output; each result is checked against mx.fast on the CPU.
+Not collected by pytest: under the sanitizers a run takes minutes.
+"""
+
+import os
+
+os.environ.setdefault("MLX_FUSED_ATTN_POISON", "1")
+
+import mlx.core as mx  # noqa: E402
+import numpy as np  # noqa: E402
+
+import mlx_fused_attn as fa  # noqa: E402
+
+TOL = {mx.float16: 2e-2, mx.bfloat16: 6e-2, mx.float32: 1e-4}
+
+
+def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False):
+    key = mx.random.key(seed)
+    kq, kk, kv, km, ks = mx.random.split(key, 5)
+    width = D + 2 if misaligned else D
+    q = mx.random.normal((1, 4, Lq, width), key=kq).astype(dtype)[..., width - D :]
+    k = mx.random.normal((1, 2, Lk, D), key=kk).astype(dtype)
+    v = mx.random.normal((1, 2, Lk, D), key=kv).astype(dtype)
+    mask = {
+        None: None,
+        "causal": "causal",
+        "bool": mx.random.uniform(shape=(Lq, Lk), key=km) > 0.3,
+        "additive": mx.random.normal((1, 4, Lq, Lk), key=km).astype(dtype),
+    }[mask_kind]
+    s = mx.random.normal((4,), key=ks).astype(dtype) if sinks else None
+    out = fa.scaled_dot_product_attention(
+        q, k, v, scale=D**-0.5, mask=mask, sinks=s, force_fused=True, stream=mx.gpu
+    )
+    want = mx.fast.scaled_dot_product_attention(
+        q, k, v, scale=D**-0.5, mask=mask, sinks=s, stream=mx.cpu
+    )
+    err = np.abs(np.array(out.astype(mx.float32)) - np.array(want.astype(mx.float32))).max()
+    status = "ok" if err <= TOL[dtype] else "FAIL"
+    print(f"{status} {dtype} D={D} Lq={Lq} Lk={Lk} mask={mask_kind} sinks={sinks} "
+          f"misaligned={misaligned} max err {err:.2e}", flush=True)
+    return status == "ok"
+
+
+def main():
+    results = [
+        case(mx.float16, 64, 130, 200, None, False, 1),
+        case(mx.float16, 128, 70, 130, "causal", True, 2),
+        case(mx.bfloat16, 80, 129, 65, "bool", False, 3),
+        case(mx.bfloat16, 96, 33, 100, "additive", True, 4),
+        case(mx.float32, 32, 65, 77, "causal", False, 5),
+        case(mx.float32, 128, 20, 40, None, True, 6),
+        case(mx.float16, 64, 100, 100, None, False, 7, misaligned=True),
+    ]
+    print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
+    raise SystemExit(0 if all(results) else 1)
+
+
+if __name__ == "__main__":
+    main()
