@@ -439,6 +439,48 @@ def test_adversarial_schedule(prog, seed):
 
 
 # ---------------------------------------------------------------------------
+# The strided copy the host runs on inputs whose head dim is not contiguous
+
+
+class StridedCopyParams(ctypes.Structure):
+    """fa::StridedCopyParams (mlx_fused_attn/kernels/strided_copy_params.h)."""
+
+    _fields_ = [("shape", ctypes.c_int * 4), ("strides", ctypes.c_int64 * 4)]
+
+
+@pytest.mark.parametrize(
+    "dtype,shape,perm",
+    [
+        (np.float16, (2, 3, 5, 8), (0, 1, 3, 2)),  # [B, H, D, L] seen as [B, H, L, D]
+        (np.float32, (4, 3, 2, 6), (3, 2, 1, 0)),  # every axis reversed
+        (np.uint16, (1, 1, 1, 7), None),  # sinks [H] with a stride of 3, bfloat bits
+    ],
+)
+def test_strided_copy(dtype, shape, perm):
+    prog = emu.load("metal/strided_copy.metal")
+    rng = np.random.default_rng(sum(shape))
+    if perm is None:
+        base = rng.integers(0, 2**16, size=3 * shape[-1]).astype(dtype)
+        view = base[::3].reshape(shape)
+        strides = (0, 0, 0, 3)
+    else:
+        inv = np.argsort(perm)
+        base = rng.standard_normal(tuple(np.array(shape)[list(perm)])).astype(dtype)
+        view = base.transpose(inv)
+        strides = tuple(s // base.itemsize for s in view.strides)
+    name = {np.float16: "float16", np.float32: "float32", np.uint16: "bfloat16"}[dtype]
+    params = StridedCopyParams(shape=shape, strides=strides)
+    poison = np.full(view.size, np.nan, np.float32).astype(dtype) if dtype != np.uint16 else np.full(view.size, 0xFFFF, dtype)
+    out = prog.launch(
+        f"fa_strided_copy_{name}",
+        {0: base, 1: poison, 2: params},
+        grid=(1, shape[1], shape[0]),
+        threadgroup=(shape[2] * shape[3], 1, 1),
+    )
+    np.testing.assert_array_equal(out[1].reshape(shape), view)
+
+
+# ---------------------------------------------------------------------------
 # Kernel names and the JIT source
 
 
