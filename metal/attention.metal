@@ -33,8 +33,8 @@ fa_attention(
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
-  typedef fa::AttnShape<T, D, BQ, BK, WM> Shape;
-  constexpr fa::AttnTiles tiles = {BQ, BK, WM};
+  // Metal's loads are plain (synchronous) loads: one K/V stage.
+  constexpr fa::AttnTiles tiles = {BQ, BK, WM, 1};
   constexpr fa::DType dtype = fa::DTypeOf<T>::value;
   static_assert(
       tiles ==
@@ -42,6 +42,7 @@ fa_attention(
           tiles ==
               fa::choose_attention_tiles(D, dtype, fa::Backend::Metal, true),
       "instantiation list disagrees with choose_attention_tiles");
+  typedef fa::AttnShape<T, D, BQ, BK, WM, tiles.stages> Shape;
 
   FA_SHARED_ARRAY_DECL T k_smem[Shape::kSmemElems];
   FA_SHARED_ARRAY_DECL T v_smem[Shape::kSmemElems];
