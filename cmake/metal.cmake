@@ -56,12 +56,20 @@ if(FA_BUILD_METALLIB)
   else()
     set(FA_METALLIB_DIR ${CMAKE_CURRENT_BINARY_DIR})
   endif()
+  # The kernels use bfloat, i.e. Metal 3.1 (macOS 14, which MLX requires
+  # too). Python builds often carry an older deployment target (11.0), which
+  # would select an older Metal, so the metallib targets at least 14.0.
+  set(FA_METAL_DEPLOYMENT_TARGET 14.0)
+  if(CMAKE_OSX_DEPLOYMENT_TARGET VERSION_GREATER 14.0)
+    set(FA_METAL_DEPLOYMENT_TARGET ${CMAKE_OSX_DEPLOYMENT_TARGET})
+  endif()
   mlx_build_metallib(
     TARGET mlx_fused_attn_metallib
     TITLE mlx_fused_attn
     SOURCES ${FA_METAL_SOURCES}
     INCLUDE_DIRS ${PROJECT_SOURCE_DIR}
     DEPS ${FA_METAL_HEADERS}
+    DEPLOYMENT_TARGET ${FA_METAL_DEPLOYMENT_TARGET}
     OUTPUT_DIRECTORY ${FA_METALLIB_DIR})
   add_dependencies(mlx_fused_attn mlx_fused_attn_metallib)
   target_compile_definitions(mlx_fused_attn PRIVATE MLX_FUSED_ATTN_HAS_METALLIB)
