@@ -142,8 +142,8 @@ Support supports(
         << " (32, 64, 80, 96 and 128 have one)";
     return Support::no(msg.str());
   }
-  if (q.shape(2) == 0 || k.shape(2) == 0) {
-    return Support::no(std::string(kOp) + "empty query or key sequence");
+  if (q.size() == 0 || k.size() == 0) {
+    return Support::no(std::string(kOp) + "empty q or k (nothing to launch)");
   }
   return Support::yes();
 }
