@@ -1,9 +1,9 @@
 #include "mlx_fused_attn/attention.h"
 
 #include <cmath>
-#include <sstream>
 
 #include "mlx/ops.h"
+#include "mlx_fused_attn/errors.h"
 #include "mlx_fused_attn/fallback.h"
 #include "mlx_fused_attn/primitive.h"
 #include "mlx_fused_attn/support.h"
@@ -14,14 +14,9 @@ using namespace mlx::core;
 
 namespace {
 
-constexpr const char* kOp = "[scaled_dot_product_attention] ";
-
 template <typename... Parts>
 std::string message(const Parts&... parts) {
-  std::ostringstream msg;
-  msg << kOp;
-  (msg << ... << parts);
-  return msg.str();
+  return op_message("scaled_dot_product_attention", parts...);
 }
 
 bool is_float(Dtype t) {

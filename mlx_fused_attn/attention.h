@@ -2,26 +2,19 @@
 #pragma once
 
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
 
 #include "mlx/array.h"
 #include "mlx/utils.h"
+#include "mlx_fused_attn/errors.h"
 
 namespace mlx_fused_attn {
 
 /// None, the string "causal", or a boolean / additive array broadcastable to
 /// [B, H_q, L_q, L_k].
 using Mask = std::variant<std::monostate, std::string, mlx::core::array>;
-
-/// Raised for arguments of the wrong kind (dtype); Python sees TypeError.
-/// Shape and value problems raise std::invalid_argument (Python ValueError).
-class TypeError : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
 
 /// softmax(scale * q k^T + mask) v, fused where a kernel covers the call and
 /// as plain MLX ops otherwise (force_fused raises the reason instead).

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "mlx/ops.h"
-#include "mlx_fused_attn/attention.h"
+#include "mlx_fused_attn/errors.h"
 #include "mlx_fused_attn/fallback.h"
 #include "mlx_fused_attn/na_call.h"
 #include "mlx_fused_attn/neighborhood_primitive.h"
@@ -15,14 +15,9 @@ using namespace mlx::core;
 
 namespace {
 
-constexpr const char* kOp = "[neighborhood_attention] ";
-
 template <typename... Parts>
 std::string message(const Parts&... parts) {
-  std::ostringstream msg;
-  msg << kOp;
-  (msg << ... << parts);
-  return msg.str();
+  return op_message("neighborhood_attention", parts...);
 }
 
 template <typename T>
