@@ -6,6 +6,9 @@ import os
 # Every kernel fills its output with NaN before running, so an element it
 # fails to write fails the comparison (read once, at the first call).
 os.environ.setdefault("MLX_FUSED_ATTN_POISON", "1")
+# MLX's CUDA backend multiplies float32 matrices in TF32 unless told not to;
+# the references and the fallback path are meant to be float32.
+os.environ.setdefault("MLX_ENABLE_TF32", "0")
 
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402

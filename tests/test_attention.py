@@ -166,7 +166,7 @@ def test_fused_path_is_taken(device):
 
 
 def test_float64_falls_back_with_reason():
-    q = mx.random.normal((1, 2, 16, 32)).astype(mx.float64)
+    q = mx.random.normal((1, 2, 16, 32), stream=mx.cpu).astype(mx.float64, stream=mx.cpu)
     ok, reason = fa.can_use_fused(q, q, q, scale=1.0, stream=mx.cpu)
     assert not ok and "float64" in reason
     with pytest.raises(ValueError, match="float64"):

@@ -49,13 +49,20 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// pipeline, so on Metal the choice must not depend on `causal`. Its loads
 /// are plain (synchronous) loads: one stage.
 ///
-/// CUDA: m16n8k16 fragments give each warp 16 query rows; 8 warps make a
-/// 128-row query block, so every K/V block read into shared memory serves
-/// 128 queries. 64-key blocks, two stages (the next block's cp.async copies
-/// run under this block's math): 2 * 2 * 64 * (128 * 2 + 16) B = 68 KB at
-/// D = 128, and about 160 registers a thread (Q 32, O 64, S 32, P 16).
-/// fp32 (3xTF32 products, registers twice as wide) takes 4 warps and
-/// 32-key blocks.
+/// CUDA: two K/V stages (the next block's cp.async copies run under this
+/// block's math) and 4 warps, so that two blocks share a multiprocessor and
+/// one's softmax overlaps the other's products. Rows per warp and key block
+/// measured on an H200 (benchmarks/cuda_tile_sweep.cu, 2026-11-29, bf16/fp16,
+/// TFLOP/s): D = 128 takes 16 rows a warp and 64 keys (B=4 H=32 L=8192: 272
+/// against 263 for 8 warps or for 32 rows a warp with 32 keys; B=1 L=512: 168
+/// against 120); D = 96 takes 32 rows a warp and 32 keys (268 at L=2048,
+/// against 258 with 64 keys and 216 with 16 rows a warp); D <= 80 takes 32
+/// rows a warp and 64 keys (D=64 L=8192: 290 against 270; D=80 L=2048: 255
+/// against 205).
+/// Shared memory at D = 128: 2 * 2 * 64 * (128 * 2 + 16) B = 68 KB.
+/// fp32 (3xTF32 products, registers twice as wide): 4 warps of 16 rows and
+/// 32-key blocks (31 TFLOP/s at D = 128, against 20 for 2 warps).
+/// No choice depends on causal: the sweep's causal runs rank the same.
 constexpr AttnTiles choose_attention_tiles(
     int head_dim,
     DType dtype,
@@ -64,8 +71,13 @@ constexpr AttnTiles choose_attention_tiles(
   if (backend == Backend::Metal) {
     return AttnTiles{32, head_dim < 128 ? 32 : 16, 4};
   }
-  return dtype == DType::Float32 ? AttnTiles{64, 32, 4, 2}
-                                 : AttnTiles{128, 64, 8, 2};
+  if (dtype == DType::Float32) {
+    return AttnTiles{64, 32, 4, 2};
+  }
+  if (head_dim == 128) {
+    return AttnTiles{64, 64, 4, 2};
+  }
+  return head_dim == 96 ? AttnTiles{128, 32, 4, 2} : AttnTiles{128, 64, 4, 2};
 }
 
 } // namespace fa

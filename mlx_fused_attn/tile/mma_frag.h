@@ -62,6 +62,10 @@ FA_FUNC unsigned smem_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// The products are plain asm (register operands only), so the compiler may
+// interleave them with the fragment loads; ldmatrix stays volatile, as it
+// reads shared memory and must not move across a barrier.
+
 /// Four 8x8 b16 matrices; lane i gives the address of row i % 8 of matrix
 /// i / 8, and register j receives matrix j in the m16n8k16 operand layout
 /// (lane 4 g + t: row g, columns 2t, 2t+1), transposed with kTrans.
@@ -87,8 +91,7 @@ struct Mma16;
 template <>
 struct Mma16<half_t> {
   FA_FUNC static void mma(float* d, const unsigned* a, const unsigned* b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -101,8 +104,7 @@ struct Mma16<half_t> {
 template <>
 struct Mma16<bfloat_t> {
   FA_FUNC static void mma(float* d, const unsigned* a, const unsigned* b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -115,8 +117,7 @@ struct Mma16<bfloat_t> {
 
 /// d += a b for one m16n8k8 tf32 step (operands already tf32 bit patterns).
 FA_FUNC void mma_tf32(float* d, const unsigned* a, const unsigned* b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -207,6 +208,28 @@ struct MmaFragA : MmaLayout {
       const int r = row(lane, e);
       const int c = col(lane, e);
       f.v[e] = (r < lim_rows && c < lim_cols) ? src[r * ld + c] : fill;
+    }
+  }
+
+  /// Element (r, c) from src[r * kStrR + c * kStrC], rows contiguous
+  /// (kStrC == 1: a row-major block of queries in shared memory). 16-bit
+  /// types take one ldmatrix: matrix j = lane / 8 covers rows 8 (j % 2)..
+  /// and columns 8 (j / 2).., so that register j holds elements 2j, 2j+1 of
+  /// the layout above.
+  template <int kStrR, int kStrC>
+  static FA_FUNC void load_shared(MmaFragA& f, const T* src, lane_t lane) {
+    static_assert(kStrC == 1, "A fragments are read from row-major blocks");
+    if constexpr (sizeof(T) == 2) {
+      const int j = lane / 8;
+      const int i = lane % 8;
+      ldmatrix_x4<false>(
+          reinterpret_cast<unsigned*>(f.v),
+          src + (8 * (j % 2) + i) * kStrR + 8 * (j / 2));
+    } else {
+      FA_UNROLL
+      for (int e = 0; e < kElems; e += 2) {
+        load_pair(f.v + e, src + row(lane, e) * kStrR + col(lane, e));
+      }
     }
   }
 
