@@ -1,0 +1,149 @@
+"""Neighborhood attention: the fused kernel against natten-mlx (where
+installed), dense attention over every token, and our explicit-mask fallback,
+on whatever device MLX uses. Each fused result is checked against natten-mlx where
+it runs.
+
+    python benchmarks/na_bench.py            # the default cases
+    python benchmarks/na_bench.py --json out.json
+
+natten-mlx (pip install natten-mlx==0.3.3) has Metal kernels on Macs and a
+pure-MLX backend that also runs on Linux; it is imported here with
+sys.platform set to "darwin" and its "pure" backend off Apple hardware.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import mlx.core as mx
+import numpy as np
+
+import mlx_fused_attn as fa
+
+CASES = [  # name, spatial, heads, head dim, kernel, dilation, causal
+    ("1d", (4096,), 8, 64, 13, 1, False),
+    ("1d-causal", (4096,), 8, 64, 13, 1, True),
+    ("1d-dil", (4096,), 8, 64, 13, 4, False),
+    ("2d", (64, 64), 4, 64, 7, 1, False),
+    ("2d", (128, 128), 16, 64, 13, 1, False),
+    ("3d", (16, 32, 32), 4, 64, 5, 1, False),
+]
+
+
+def load_natten():
+    try:
+        platform = sys.platform
+        sys.platform = "darwin"
+        try:
+            import natten_mlx
+        finally:
+            sys.platform = platform
+    except ImportError:
+        return None
+    # Its Metal backend exists only on Apple hardware (has_metal() cannot tell
+    # under the faked platform).
+    natten_mlx.set_backend("fast_metal" if platform == "darwin" else "pure")
+    return natten_mlx
+
+
+def median_time(fn, iters=5):
+    mx.eval(fn())
+    samples = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        mx.eval(fn())
+        mx.synchronize()
+        samples.append(time.perf_counter() - t0)
+    return float(np.median(samples))
+
+
+def flops(spatial, H, D, kernel, causal):
+    """4 H D times the neighbour pairs (exact for causal windows)."""
+    n_axes = len(spatial)
+    pairs = 1
+    for n in spatial:
+        if causal:
+            pairs *= sum(min(kernel, j + 1) for j in range(n))
+        else:
+            pairs *= n * min(kernel, n)
+    del n_axes
+    return 4.0 * H * D * pairs
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", choices=["cpu", "gpu"])
+    ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
+    ap.add_argument("--json")
+    ap.add_argument("--no-dense", action="store_true", help="skip dense attention (slow on a CPU)")
+    ap.add_argument("--natten-max-pairs", type=float, default=1e7,
+                    help="skip natten-mlx's pure backend above this many (query, key) pairs")
+    args = ap.parse_args(argv)
+    if args.device:
+        mx.set_default_device(mx.cpu if args.device == "cpu" else mx.gpu)
+    dtype = getattr(mx, args.dtype)
+    natten = load_natten()
+    print(f"# na_bench on {mx.default_device()}, {args.dtype}, natten-mlx: "
+          f"{natten.version.__version__ + ' (' + natten.get_backend() + ')' if natten else 'not installed'}")
+    rows = []
+    hdr = f"{'case':>10} {'spatial':>10} {'H':>3} {'D':>4} {'k':>3} {'dil':>3} {'causal':>6} " \
+          f"{'t_fused':>9} {'t_natten':>9} {'t_dense':>9} {'vs natten':>9} {'GFLOP/s':>8}"
+    print(hdr)
+
+    def show(r):
+        print(f"{r['case']:>10} {r['spatial']:>10} {r['H']:>3} {r['D']:>4} {r['kernel']:>3} {r['dilation']:>3} "
+              f"{str(r['causal']):>6} {r['t_fused']*1e3:>9.2f} {r['t_natten']*1e3:>9.2f} {r['t_dense']*1e3:>9.2f} "
+              f"{r['t_natten']/r['t_fused']:>8.1f}x {r['gflops_fused']:>8.2f}"
+              + ("" if r["agree"] else f"  <-- DISAGREES ({r['max_abs_diff']:.3g})")
+              + ("" if r["fused_path"] else "  (fallback)"))
+    for name, spatial, H, D, kernel, dil, causal in CASES:
+        shape = (1,) + spatial + (H, D)
+        q, k, v = (mx.random.normal(shape, key=mx.random.key(i)).astype(dtype) for i in range(3))
+        mx.eval(q, k, v)
+        fused = lambda: fa.neighborhood_attention(q, k, v, kernel, dilation=dil, is_causal=causal)  # noqa: E731
+        row = dict(case=name, spatial="x".join(map(str, spatial)), H=H, D=D, kernel=kernel,
+                   dilation=dil, causal=causal,
+                   fused_path=fa.neighborhood_can_use_fused(q, k, v, kernel, dilation=dil, is_causal=causal)[0])
+        out = fused()
+        row["t_fused"] = median_time(fused)
+        row["gflops_fused"] = flops(spatial, H, D, kernel, causal) / row["t_fused"] / 1e9
+        # natten-mlx's pure backend gathers every neighbourhood as plain ops:
+        # past ~1e7 (query, key) pairs per call it needs minutes and GBs.
+        pairs = flops(spatial, H, 1, kernel, causal) / 4
+        if natten is not None and (natten.get_backend() != "pure" or pairs <= args.natten_max_pairs):
+            fn = getattr(natten, f"na{len(spatial)}d")
+            ref_fn = lambda: fn(q, k, v, kernel, dilation=dil, is_causal=causal)  # noqa: E731
+            ref = ref_fn()
+            row["t_natten"] = median_time(ref_fn, iters=1)
+        else:
+            ref = None
+            row["t_natten"] = float("nan")
+        L = int(np.prod(spatial))
+        # Dense attention over 16k tokens needs minutes and ~17 GB on a CPU.
+        if not args.no_dense and not (mx.default_device() == mx.cpu and L > 4096):
+            qd, kd, vd = (x.reshape(1, L, H, D).transpose(0, 2, 1, 3) for x in (q, k, v))
+            dense = lambda: mx.fast.scaled_dot_product_attention(qd, kd, vd, scale=D**-0.5)  # noqa: E731
+            row["t_dense"] = median_time(dense, iters=1 if mx.default_device() == mx.cpu else 5)
+        else:
+            row["t_dense"] = float("nan")
+        if ref is None:  # tests/test_neighborhood.py checks these semantics
+            row["max_abs_diff"], row["agree"] = float("nan"), True
+        else:
+            err = float(mx.max(mx.abs(out.astype(mx.float32) - ref.astype(mx.float32))))
+            row["max_abs_diff"] = err
+            row["agree"] = err <= {"float16": 2e-2, "bfloat16": 6e-2, "float32": 1e-4}[args.dtype]
+        rows.append(row)
+        show(row)
+
+    print("times in ms per call")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0 if all(r["agree"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
