@@ -13,11 +13,18 @@ come from two ceilings measured at the start: a bf16 8192^3 matmul (torch)
 and a device-to-device copy; `floor` is the larger of FLOPs / matmul rate
 and (q, k, v, o bytes) / copy bandwidth.
 
-    python benchmarks/gpu_bench.py [--quick] [--out results.md]
+    python benchmarks/gpu_bench.py [--quick | --short] [--out results.md]
+
+`--short` times many short sequences (L <= 64, thousands of (batch, head)
+pairs), where the short-sequence kernel runs: it adds this package's
+general kernel on the same shapes (`fused_general`, MLX_FUSED_ATTN_SHORT=0)
+and reports the fused kernel's bandwidth, (q, k, v, o bytes) / kernel time,
+as a share of the measured copy bandwidth.
 """
 
 import argparse
 import math
+import os
 import sys
 import time
 
@@ -129,7 +136,24 @@ def mlx_unfused(q, k, v, scale, causal):
     return mx.softmax(s, axis=-1, precise=True) @ v
 
 
-def run_case(B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused):
+def measure_mlx(make, iters):
+    """(kernel us, wall us) of an MLX call; each measurement ends with a
+    synchronisation, so an environment switch set around it holds for every
+    evaluation it times."""
+    kt = kernel_time_us(lambda: mx.eval(make()), mx.synchronize, iters)
+    return kt, mlx_wall_us(make, iters)
+
+
+def general_kernel(make, iters):
+    """measure_mlx with the short-sequence kernel switched off."""
+    os.environ["MLX_FUSED_ATTN_SHORT"] = "0"
+    try:
+        return measure_mlx(make, iters)
+    finally:
+        del os.environ["MLX_FUSED_ATTN_SHORT"]
+
+
+def run_case(B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused, general=False):
     mdt, tdt = DTYPES[dtype_name]
     scale = D**-0.5
     mask = "causal" if causal else None
@@ -147,11 +171,12 @@ def run_case(B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused):
     }
     if not skip_unfused:
         mlx_calls["mlx_unfused"] = lambda: mlx_unfused(q, k, v, scale, causal)
+    if general:
+        mlx_calls["fused_general"] = mlx_calls["fused"]
     for name, make in mlx_calls.items():
         try:
-            kt = kernel_time_us(lambda: mx.eval(make()), mx.synchronize, iters)
-            wt = mlx_wall_us(make, iters)
-            results[name] = (kt, wt)
+            measure = general_kernel if name == "fused_general" else measure_mlx
+            results[name] = measure(make, iters)
         except Exception as e:  # out of memory and the like: reported, not fatal
             results[name] = (float("nan"), float("nan"))
             print(f"  {name}: {type(e).__name__}: {str(e)[:80]}", file=sys.stderr)
@@ -191,20 +216,32 @@ def fmt_us(x):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few cases only")
+    ap.add_argument("--short", action="store_true", help="many short sequences (see above)")
     ap.add_argument("--iters", type=int, default=0, help="calls per measurement (default: by size)")
     ap.add_argument("--out", default=None, help="also write the markdown table here")
+    ap.add_argument("--lengths", default=None, help="L of the B=1 cases, as 512,4096")
+    ap.add_argument("--dims", default=None, help="head dims of the B=1 cases, as 64,128")
+    ap.add_argument("--dtypes", default=None, help="dtypes of the B=1 cases, as float16")
+    ap.add_argument("--no-large", action="store_true", help="without the B=4 L=8192 cases")
     args = ap.parse_args()
 
+    def ints(text, default):
+        return default if text is None else [int(x) for x in text.split(",")]
+
     cases = []
-    lengths = [512, 4096] if args.quick else [32, 64, 128, 256, 512, 1024, 2048, 4096]
-    dims = [64, 128] if args.quick else [64, 80, 128]
-    for dtype_name in ["float16", "float32"]:
+    lengths = ints(args.lengths, [512, 4096] if args.quick else [32, 64, 128, 256, 512, 1024, 2048, 4096])
+    dims = ints(args.dims, [64, 128] if args.quick else [64, 80, 128])
+    for dtype_name in args.dtypes.split(",") if args.dtypes else ["float16", "float32"]:
         for D in dims:
             for L in lengths:
                 cases.append((1, 32, L, D, dtype_name, False))
-    for D in [64, 128]:
+    for D in [] if args.no_large else [64, 128]:
         for causal in [False, True]:
             cases.append((4, 32, 8192, D, "bfloat16", causal))
+
+    if args.short:
+        short_table(args)
+        return
 
     ceilings = measure_ceilings()
     lines = [
@@ -233,6 +270,66 @@ def main():
             k_us, w_us = res.get(p, (float("nan"), float("nan")))
             cells.append(f"{fmt_us(k_us)} ({fmt_us(w_us)})")
         for p in ["mx_fast", "torch_flash", "torch_cudnn", "torch_eff"]:
+            k_us = res.get(p, (float("nan"),))[0]
+            cells.append("-" if math.isnan(k_us) else f"{k_us / fk:.2f}")
+        cells.append(f"{err:.2e}")
+        line = "| " + " | ".join(cells) + " |"
+        lines.append(line)
+        print(line, flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+# (B, H, L, D, dtype, causal): the two targets of the short kernel first
+# (B=1000 H=80 L=32 D=64 and B=1000 H=160 L=48 D=32, fp16), then the other
+# capacities, dtypes and causal, and one small batch (launch-bound).
+SHORT_CASES = [
+    (1000, 80, 32, 64, "float16", False),
+    (1000, 160, 48, 32, "float16", False),
+    (1000, 80, 32, 64, "bfloat16", False),
+    (1000, 80, 32, 64, "float16", True),
+    (1000, 80, 32, 64, "float32", False),
+    (2000, 64, 16, 64, "float16", False),
+    (1000, 40, 64, 128, "float16", False),
+    (1, 8, 64, 64, "float16", False),
+]
+SHORT_PROVIDERS = ["fused_general", "mx_fast", "torch_flash", "torch_cudnn", "torch_eff"]
+
+
+def short_table(args):
+    ceilings = measure_ceilings()
+    lines = [
+        f"Ceilings: copy {ceilings[1]:.2f} TB/s, bf16 matmul {ceilings[0]:.0f} TFLOP/s. "
+        f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; MLX {mx.__version__}.",
+        "",
+        "Kernel time per call in us (CUPTI); wall-clock per call in parentheses. `fused`: "
+        "the short-sequence kernel; `fused_general`: this package's general kernel "
+        "(MLX_FUSED_ATTN_SHORT=0). TB/s: (q, k, v, o bytes) / fused kernel time; "
+        "`x ...`: that provider's kernel time / fused kernel time.",
+        "",
+        "| B | H | L | D | dtype | causal | fused | TB/s | % of copy | floor us | "
+        + " | ".join(SHORT_PROVIDERS)
+        + " | x general | x cudnn(mx) | x flash | x cudnn(torch) | x eff | max err vs mx.fast |",
+        "|" + "---:|" * (10 + len(SHORT_PROVIDERS) + 6),
+    ]
+    print("\n".join(lines), flush=True)
+    for B, H, L, D, dtype_name, causal in SHORT_CASES:
+        work = B * H * L * L * D
+        iters = args.iters or max(10, min(100, int(2e11 / work)))
+        res, _, floor_us, err = run_case(
+            B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused=True, general=True
+        )
+        fk, fw = res["fused"]
+        nbytes = 4 * B * H * L * D * DTYPES[dtype_name][0].size
+        tbps = nbytes / (fk * 1e-6) / 1e12
+        cells = [str(B), str(H), str(L), str(D), dtype_name, "yes" if causal else "no",
+                 f"{fmt_us(fk)} ({fmt_us(fw)})", f"{tbps:.2f}", f"{100 * tbps / ceilings[1]:.0f}",
+                 f"{floor_us:.1f}"]
+        for p in SHORT_PROVIDERS:
+            k_us, w_us = res.get(p, (float("nan"), float("nan")))
+            cells.append(f"{fmt_us(k_us)} ({fmt_us(w_us)})")
+        for p in ["fused_general", "mx_fast", "torch_flash", "torch_cudnn", "torch_eff"]:
             k_us = res.get(p, (float("nan"),))[0]
             cells.append("-" if math.isnan(k_us) else f"{k_us / fk:.2f}")
         cells.append(f"{err:.2e}")

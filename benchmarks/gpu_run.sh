@@ -6,9 +6,12 @@
 #
 #   benchmarks/gpu_run.sh OUTPUT_DIR
 #
-# Environment: STEPS (default "build test sanitize sweep bench") picks steps;
-# CUDA_ARCHS (default 90, the GPU there) the AOT architectures; BENCH_ARGS
-# extra arguments for gpu_bench.py. Needs .device-cache/mlx-cuda-site.tar.xz.
+# Environment: STEPS (default "build test sanitize sweep bench") picks steps,
+# and "shortsweep" (the short-sequence kernel's tile sweep) is one more;
+# CUDA_ARCHS (default 90, the GPU there) the AOT architectures; PYTEST_K the
+# tests' -k expression (default "not cpu"); BENCH_ARGS extra arguments for
+# gpu_bench.py (--short: the short-sequence table). Needs
+# .device-cache/mlx-cuda-site.tar.xz.
 set -uo pipefail
 OUT=${1:?usage: gpu_run.sh OUTPUT_DIR}
 STEPS=${STEPS:-"build test sanitize sweep bench"}
@@ -47,7 +50,8 @@ if has test; then
   log "pytest (GPU and device-independent tests)"
   $PY -m pytest -q -rs tests --ignore=tests/metal_emu --ignore=tests/metal_host \
     --ignore=tests/test_metal_host_compile.py --ignore=tests/test_cuda_compile.py \
-    -k "not cpu" -p no:cacheprovider > "$OUT/pytest.log" 2>&1
+    --ignore=tests/test_short_attention_cuda_compile.py \
+    -k "${PYTEST_K:-not cpu}" -p no:cacheprovider > "$OUT/pytest.log" 2>&1
   tail -15 "$OUT/pytest.log"
 fi
 
@@ -66,6 +70,13 @@ if has sweep; then
   nvcc -std=c++17 -O3 -arch=sm_90 -I. benchmarks/cuda_tile_sweep.cu -o /tmp/fa_sweep \
     > "$OUT/sweep.txt" 2>&1 && /tmp/fa_sweep >> "$OUT/sweep.txt" 2>&1
   cat "$OUT/sweep.txt"
+fi
+
+if has shortsweep; then
+  log "short-sequence tile sweep"
+  nvcc -std=c++17 -O3 -arch=sm_90 -I. benchmarks/cuda_short_sweep.cu -o /tmp/fa_short_sweep \
+    > "$OUT/shortsweep.txt" 2>&1 && /tmp/fa_short_sweep >> "$OUT/shortsweep.txt" 2>&1
+  cat "$OUT/shortsweep.txt"
 fi
 
 if has bench; then

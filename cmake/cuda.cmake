@@ -25,6 +25,7 @@ file(GLOB FA_KERNEL_HEADERS CONFIGURE_DEPENDS
      ${FA_CUDA_DIR}/block_sizes.h)
 set(FA_CUDA_KERNEL_SOURCES
     ${FA_CUDA_DIR}/attention_kernel.cuh
+    ${FA_CUDA_DIR}/short_attention_kernel.cuh
     ${FA_CUDA_DIR}/strided_copy_kernel.cuh
     ${FA_CUDA_DIR}/poison_kernel.cuh)
 
@@ -54,7 +55,8 @@ find_path(FA_NVRTC_INCLUDE_DIR nvrtc.h
 target_sources(
   mlx_fused_attn
   PRIVATE ${FA_CUDA_DIR}/attention_cuda.cpp ${FA_CUDA_DIR}/kernels.cpp
-          ${FA_CUDA_DIR}/nvrtc_compiler.cpp ${FA_CUDA_JIT_SOURCE})
+          ${FA_CUDA_DIR}/nvrtc_compiler.cpp ${FA_CUDA_DIR}/short_attention_cuda.cpp
+          ${FA_CUDA_JIT_SOURCE})
 target_include_directories(mlx_fused_attn PRIVATE ${CUDAToolkit_INCLUDE_DIRS}
                                                   ${FA_NVRTC_INCLUDE_DIR})
 # MLX's CUDA headers include <fmt/format.h>, which its wheel lacks.
@@ -85,6 +87,20 @@ if(MLX_FUSED_ATTN_CUDA_AOT)
     target_compile_definitions(fa_attention_d${head_dim}
                                PRIVATE FA_AOT_HEAD_DIM=${head_dim})
     list(APPEND FA_CUDA_OBJECT_LIBS fa_attention_d${head_dim})
+  endforeach()
+  # The short-sequence kernels (short_attention_config.h), one object per
+  # head dim likewise.
+  file(STRINGS ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/short_attention_config.h
+       FA_SHORT_HEAD_DIMS_LINE REGEX "^#define FA_SHORT_ATTENTION_HEAD_DIMS")
+  string(REGEX MATCHALL "X\\([0-9]+\\)" FA_SHORT_HEAD_DIM_ITEMS
+               "${FA_SHORT_HEAD_DIMS_LINE}")
+  foreach(item ${FA_SHORT_HEAD_DIM_ITEMS})
+    string(REGEX REPLACE "X\\(([0-9]+)\\)" "\\1" head_dim "${item}")
+    add_library(fa_short_attention_d${head_dim} OBJECT
+                ${FA_CUDA_DIR}/short_attention_aot.cu)
+    target_compile_definitions(fa_short_attention_d${head_dim}
+                               PRIVATE FA_SHORT_AOT_HEAD_DIM=${head_dim})
+    list(APPEND FA_CUDA_OBJECT_LIBS fa_short_attention_d${head_dim})
   endforeach()
   foreach(lib ${FA_CUDA_OBJECT_LIBS})
     target_include_directories(${lib} PRIVATE ${PROJECT_SOURCE_DIR})

@@ -19,10 +19,12 @@
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
+#include "mlx_fused_attn/backend/cuda/short_attention_cuda.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/poison.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/kernels/short_attention_names.h"
 #include "mlx_fused_attn/kernels/strided_copy_params.h"
 #include "mlx_fused_attn/params.h"
 
@@ -189,12 +191,6 @@ Support supports(
   if (q.shape(2) == 0 || k.shape(2) == 0) {
     return Support::no(std::string(kOp) + "empty query or key sequence");
   }
-  if (q.shape(0) > kMaxGridYZ || q.shape(1) > kMaxGridYZ) {
-    std::ostringstream msg;
-    msg << kOp << "batch " << q.shape(0) << " or query heads " << q.shape(1)
-        << " over the grid limit of " << kMaxGridYZ;
-    return Support::no(msg.str());
-  }
   // The kernel runs on the stream's device; support is answered for the
   // default GPU (MLX's CUDA backend uses one).
   cu::Device& d = cu::device(mx::Device(mx::Device::gpu, 0));
@@ -203,6 +199,18 @@ Support supports(
     msg << kOp << "the kernel needs compute capability 8.0 (mma.sync with "
         << "bf16); this GPU has " << d.compute_capability_major() << "."
         << d.compute_capability_minor();
+    return Support::no(msg.str());
+  }
+  // Short sequences run the short kernel (short_attention_covers), whose
+  // grid is one axis of sequences; the reason names it.
+  if (auto short_tiles =
+          cuda::short_attention_tiles_cuda(inputs, dtype, d.cuda_device())) {
+    return {true, fa::short_attention_note(*short_tiles)};
+  }
+  if (q.shape(0) > kMaxGridYZ || q.shape(1) > kMaxGridYZ) {
+    std::ostringstream msg;
+    msg << kOp << "batch " << q.shape(0) << " or query heads " << q.shape(1)
+        << " over the grid limit of " << kMaxGridYZ;
     return Support::no(msg.str());
   }
   const fa::AttnTiles tiles = fa::choose_attention_tiles(
@@ -300,6 +308,14 @@ void eval(
   enc.set_input_array(k);
   enc.set_input_array(v);
   enc.set_output_array(out);
+
+  if (auto short_tiles = cuda::short_attention_tiles_cuda(inputs, dtype, device)) {
+    cuda::launch_short_attention(
+        enc, spec, dtype, *short_tiles, params, mx::gpu_ptr<void>(q),
+        mx::gpu_ptr<void>(k), mx::gpu_ptr<void>(v), mx::gpu_ptr<void>(out),
+        mask_ptr, sinks_ptr, device, arch);
+    return;
+  }
 
   const dim3 grid((L_q + tiles.bq - 1) / tiles.bq, H_q, B);
   enc.add_kernel_node_ex(

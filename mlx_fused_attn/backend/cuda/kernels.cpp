@@ -160,6 +160,15 @@ CUfunction strided_copy_function(fa::DType dtype, int device, int arch) {
       FA_AOT_SYMBOL(aot_strided_copy_kernel(dtype)));
 }
 
+CUfunction kernel_function(
+    const std::string& expression,
+    int device,
+    int arch,
+    int smem_bytes,
+    const void* aot_symbol) {
+  return cached(expression, device, arch, smem_bytes, aot_symbol);
+}
+
 CUfunction poison_function(int device, int arch) {
   return cached(
       poison_kernel_expression(),

@@ -4,6 +4,8 @@
 
 #include <cuda.h>
 
+#include <string>
+
 #include "mlx_fused_attn/backend/cuda/kernel_names.h"
 
 namespace mlx_fused_attn::cuda {
@@ -18,6 +20,15 @@ bool use_jit();
 CUfunction
 attention_function(const AttentionKernelKey& key, int device, int arch);
 CUfunction strided_copy_function(fa::DType dtype, int device, int arch);
+/// Any kernel of the JIT source by its expression, or its nvcc-built host
+/// handle `aot_symbol` (unless the JIT is chosen), loaded as the ones above
+/// are; `smem_bytes` > 0 raises its dynamic shared memory limit to that.
+CUfunction kernel_function(
+    const std::string& expression,
+    int device,
+    int arch,
+    int smem_bytes,
+    const void* aot_symbol);
 CUfunction poison_function(int device, int arch);
 
 } // namespace mlx_fused_attn::cuda

@@ -19,9 +19,11 @@
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/metal/jit_source.h"
+#include "mlx_fused_attn/backend/metal/short_attention_metal.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
+#include "mlx_fused_attn/kernels/short_attention_names.h"
 #include "mlx_fused_attn/kernels/strided_copy_params.h"
 #include "mlx_fused_attn/params.h"
 
@@ -145,6 +147,11 @@ Support supports(
   if (q.size() == 0 || k.size() == 0) {
     return Support::no(std::string(kOp) + "empty q or k (nothing to launch)");
   }
+  // Short sequences run the short kernel (short_attention_covers); the
+  // reason names it.
+  if (auto tiles = short_attention_tiles_metal(inputs, dtype)) {
+    return {true, fa::short_attention_note(*tiles)};
+  }
   return Support::yes();
 }
 
@@ -216,6 +223,13 @@ void eval(
     for (int i = 0; i < 4; ++i) {
       params.mask_strides[i] = inputs[3].strides()[i];
     }
+  }
+
+  if (auto short_tiles = short_attention_tiles_metal(inputs, dtype)) {
+    encode_short_attention(
+        d, enc, kernel_library(d), spec, dtype, *short_tiles, params, inputs,
+        q, k, v, sinks, out);
+    return;
   }
 
   const std::string kernel_name = fa::attention_kernel_name(dtype, D, tiles);
