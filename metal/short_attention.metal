@@ -80,14 +80,16 @@ fa_short_attention(
       fa_short_attention<T, D, SEQ, WR, WM, NP>;
 
 // One sequence's Q, K and V: 3 * seq * (D * sizeof(T) + 16) bytes; the
-// missing entries (fp16/bf16 D = 128 at 64 rows; fp32 D = 64 at 64, D = 128
-// at 32 and 64) would not fit in 32 KB and run the general kernel.
+// missing entries (fp16/bf16 D = 128 past 32 rows; fp32 D = 64 past 32,
+// D = 128 past 16) would not fit in 32 KB and run the general kernel.
 #define FA_SHORT_INSTANTIATE_16BIT(tname, T)       \
   FA_SHORT_INSTANTIATE(tname, T, 32, 16, 8, 4, 8)  \
   FA_SHORT_INSTANTIATE(tname, T, 32, 32, 8, 4, 4)  \
+  FA_SHORT_INSTANTIATE(tname, T, 32, 48, 8, 4, 2)  \
   FA_SHORT_INSTANTIATE(tname, T, 32, 64, 8, 4, 2)  \
   FA_SHORT_INSTANTIATE(tname, T, 64, 16, 8, 4, 4)  \
   FA_SHORT_INSTANTIATE(tname, T, 64, 32, 8, 4, 2)  \
+  FA_SHORT_INSTANTIATE(tname, T, 64, 48, 8, 4, 1)  \
   FA_SHORT_INSTANTIATE(tname, T, 64, 64, 8, 4, 1)  \
   FA_SHORT_INSTANTIATE(tname, T, 128, 16, 8, 4, 2) \
   FA_SHORT_INSTANTIATE(tname, T, 128, 32, 8, 4, 1)
@@ -96,6 +98,7 @@ FA_SHORT_INSTANTIATE_16BIT(float16, half)
 FA_SHORT_INSTANTIATE_16BIT(bfloat16, bfloat)
 FA_SHORT_INSTANTIATE(float32, float, 32, 16, 8, 4, 4)
 FA_SHORT_INSTANTIATE(float32, float, 32, 32, 8, 4, 2)
+FA_SHORT_INSTANTIATE(float32, float, 32, 48, 8, 4, 1)
 FA_SHORT_INSTANTIATE(float32, float, 32, 64, 8, 4, 1)
 FA_SHORT_INSTANTIATE(float32, float, 64, 16, 8, 4, 2)
 FA_SHORT_INSTANTIATE(float32, float, 64, 32, 8, 4, 1)

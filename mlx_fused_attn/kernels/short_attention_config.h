@@ -8,7 +8,7 @@
 // threadgroups and streams K and V through a running softmax. With L <= 64
 // and thousands of sequences that leaves it far from the memory floor: most
 // of a 128-row query block is empty, and every sequence pays a threadgroup
-// and a softmax rescale. The short kernel holds Q, K and V of several
+// and a softmax rescale. The short kernel holds Q, K and V of one or several
 // sequences whole in threadgroup memory and does one softmax pass.
 #pragma once
 
@@ -32,7 +32,7 @@ constexpr bool operator==(ShortAttnTiles a, ShortAttnTiles b) {
 /// capacities it is built for, ascending, as X-macros: the instantiation
 /// lists expand them and cmake/cuda.cmake reads the head dim line.
 #define FA_SHORT_ATTENTION_HEAD_DIMS(X) X(32) X(64) X(128)
-#define FA_SHORT_ATTENTION_SEQS(X) X(16) X(32) X(64)
+#define FA_SHORT_ATTENTION_SEQS(X) X(16) X(32) X(48) X(64)
 
 constexpr bool short_attention_head_dim_supported(int head_dim) {
 #define FA_SHORT_HEAD_DIM_EQUALS(d) head_dim == d ||
@@ -58,31 +58,44 @@ constexpr int short_attention_problem_bytes(int seq, int head_dim, DType dtype) 
 enum {
   /// Threadgroup memory a Metal threadgroup may have on every Apple GPU.
   kMetalThreadgroupBytes = 32768,
-  /// Shared memory the CUDA chooser fills with sequences (see below).
+  /// Shared memory the CUDA chooser fills with sequences at 16 and 64 rows.
   kCudaShortBlockBytes = 32768,
 };
 
 /// The one tile chooser of the short kernel.
 ///
 /// Each simdgroup (warp) computes one fragment row of queries of one
-/// sequence at a time (8 rows on Metal, 16 on CUDA) against all its keys; a
-/// threadgroup of 4 of them walks over (sequence, row group) pairs, so that
-/// at full capacity a 32-key sequence keeps two CUDA warps busy and a 64-key
-/// one four.
+/// sequence at a time (8 rows on Metal, 16 on CUDA) against all its keys,
+/// walking over the (sequence, row group) pairs of its threadgroup; all
+/// threads share the copies.
 ///
-/// Sequences per threadgroup: as many as fill a budget of threadgroup
-/// memory (at most 8). Metal: the whole 32 KB a threadgroup may have, since
-/// each threadgroup can then keep the most bytes in flight (not measured on
-/// a Mac). CUDA: 32 KB. At B=1000 H=80 L=32 D=64 fp16 that is two sequences
-/// (27.6 KB) a block of 68 registers a thread (ptxas, sm_90), and at
-/// B=1000 H=160 L=48 D=32 two (30.7 KB, 71 registers): 7 blocks, 14
-/// sequences and 130 to 170 KB of copies in flight per SM of an H200, well
-/// past the ~40 KB that its bandwidth times its memory latency asks for.
+/// Metal: 4 simdgroups, and as many sequences (at most 8) as fill the 32 KB
+/// a threadgroup may have, so that each threadgroup keeps the most bytes in
+/// flight (not measured on a Mac).
+///
+/// CUDA, from benchmarks/cuda_short_sweep.cu on an H200 (2026-11-29, fp16,
+/// copy bandwidth 4.26 TB/s):
+/// - 32 rows: one sequence in a block of 4 warps. B=1000 H=80 L=32 D=64:
+///   341 us (90% of the copy bandwidth), against 386 us with 2 sequences a
+///   block, 389 with 4 (8 warps: 399), 379 with one sequence and 2 warps:
+///   the warps without a row group still share the copies.
+/// - 48 rows: one sequence, one warp per row group. B=1000 H=160 L=48 D=32:
+///   517 us (89%), against 556 with 2 sequences and 4 warps, and 581 for
+///   the same call held in 64 rows (2 sequences, 4 warps; 602 with one).
+/// - 16 and 64 rows (not swept at 16): 4 warps and as many sequences (at
+///   most 8) as fill 32 KB; at 64 rows that measured better than one (581
+///   against 602 us above).
 constexpr ShortAttnTiles choose_short_attention_tiles(
     int head_dim,
     DType dtype,
     Backend backend,
     int seq) {
+  if (backend == Backend::Cuda && seq == 32) {
+    return ShortAttnTiles{seq, 16, 4, 1};
+  }
+  if (backend == Backend::Cuda && seq == 48) {
+    return ShortAttnTiles{seq, 16, 3, 1};
+  }
   const int per_problem = short_attention_problem_bytes(seq, head_dim, dtype);
   const int budget =
       backend == Backend::Metal ? kMetalThreadgroupBytes : kCudaShortBlockBytes;
@@ -115,8 +128,10 @@ constexpr bool short_attention_instantiated(
 
 /// The dispatch rule: the short kernel runs every call whose lengths fit a
 /// capacity (L_q, L_k <= 64) and whose head dim, shared by q, k and v, has an
-/// instance. There it beats the general kernel whatever the batch: it does
-/// the same work with fewer, fuller threadgroups and no softmax rescale.
+/// instance. There it does the general kernel's work with fuller
+/// threadgroups and no softmax rescale, whatever the batch: on an H200 it
+/// beat the general kernel in every case of benchmarks/gpu_bench.py --short
+/// (RESULTS.md), from 1.3x at B=1 H=8 L=64 D=64 to 5x at B=2000 H=64 L=16.
 constexpr bool short_attention_covers(
     int L_q,
     int L_k,

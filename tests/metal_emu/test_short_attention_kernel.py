@@ -26,7 +26,7 @@ from .test_attention_kernel import TOL, from_device, reference, strided, to_devi
 
 METAL = "metal/short_attention.metal"
 DTYPES = ("float16", "bfloat16", "float32")
-SEQS = (16, 32, 64)
+SEQS = (16, 32, 48, 64)
 # Function constants (mlx_fused_attn/kernels/short_attention_features.h).
 FC = {"has_mask": 400, "bool_mask": 401, "causal": 402, "has_sinks": 403}
 KERNEL = re.compile(r"fa_short_attention_(\w+?)_d(\d+)_s(\d+)_wr(\d+)_wm(\d+)_np(\d+)$")
