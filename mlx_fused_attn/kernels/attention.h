@@ -190,8 +190,9 @@ FA_FUNC void attention_block(
   const KeyLimitOp key_limit = {p.L_k};
 
   // Blocks 0 .. kStages - 2 start before the loop; every iteration commits
-  // one group (empty past the last block), so that waiting for all but the
-  // newest kStages - 1 groups always means: block kb has landed.
+  // one group (empty past the last block), so that at the top of iteration
+  // kb, waiting for all but the newest kStages - 2 groups means: block kb
+  // has landed.
   for (int kb = 0; kb < kStages - 1; ++kb) {
     if (kb < kb_end) {
       load_kv_block<Loader, Shape>(
@@ -206,18 +207,27 @@ FA_FUNC void attention_block(
     const bool k_ragged = !f.align_k && kb == n_full_kblocks;
 
     // ---------------------------------------------------------- load K, V
-    // The barrier before: every warp is done with block kb - 1, whose stage
-    // block kb + kStages - 1 now fills (with one stage, block kb itself).
-    FA_BARRIER();
+    // Block kb + kStages - 1 fills the stage of block kb - 1, so every warp
+    // must be done with kb - 1 first. With one stage (Metal) that stage is
+    // kb's own: a barrier, the (synchronous) load, and a barrier before
+    // reading it. With more, a single barrier serves both purposes: it comes
+    // after this thread's copies of kb have landed and before the next
+    // block's copies start, so after it kb is visible and kb - 1 free.
     const int kb_next = kb + kStages - 1;
+    if (kStages > 1) {
+      Loader::template wait<(kStages > 1 ? kStages - 2 : 0)>();
+    }
+    FA_BARRIER();
     if (kb_next < kb_end) {
       load_kv_block<Loader, Shape>(
           k_smem, v_smem, k, v, p, kb_next, kb_next % kStages,
           !f.align_k && kb_next == n_full_kblocks, tid);
     }
     Loader::commit();
-    Loader::template wait<kStages - 1>();
-    FA_BARRIER();
+    if (kStages == 1) {
+      Loader::template wait<0>();
+      FA_BARRIER();
+    }
     const FA_THREADGROUP T* k_block =
         k_smem + (kb % kStages) * Shape::kStageElems;
     const FA_THREADGROUP T* v_block =
@@ -227,10 +237,19 @@ FA_FUNC void attention_block(
     // K is stored a key per row, so K^T is read with swapped strides.
     tile_fill(s_tile, 0.0f);
     tile_matmad_shared<FragB, 1, kLd>(s_tile, q_tile, k_block, lane);
-    tile_scalar_op<MulOp>(s_tile, p.scale_log2);
 
     // ------------------------------------------------------------ mask
-    if (f.causal && kb >= kb_causal) {
+    // Masks act on scores in the exp2 domain, so a block with any mask is
+    // scaled first. Unmasked blocks (nearly all, without an array mask)
+    // hand the raw products to the softmax, which scales them in the FFMA
+    // that also subtracts the max; that needs a positive scale.
+    const bool causal_block = f.causal && kb >= kb_causal;
+    float score_scale = p.scale_log2;
+    if (causal_block || f.has_mask || k_ragged || !(p.scale_log2 > 0.0f)) {
+      tile_scalar_op<MulOp>(s_tile, p.scale_log2);
+      score_scale = 1.0f;
+    }
+    if (causal_block) {
       tile_map_coords(s_tile, causal_mask, q_row0, key0, lane);
     }
     if (f.has_mask && f.bool_mask) {
@@ -257,7 +276,7 @@ FA_FUNC void attention_block(
     }
 
     // --------------------------------------------------------- softmax
-    softmax_step(softmax, s_tile, o_tile);
+    softmax_step(softmax, s_tile, o_tile, score_scale);
 
     // ------------------------------------------------------------ P V
     tile_to_operand(p_tile, s_tile);

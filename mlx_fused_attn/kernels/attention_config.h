@@ -14,11 +14,15 @@ struct AttnTiles {
   /// K/V blocks resident in threadgroup memory: with s > 1 the loads of
   /// block i + s - 1 run while block i is computed (asynchronous copies).
   int stages = 1;
+  /// CUDA: blocks a multiprocessor must be able to hold at once, the second
+  /// argument of __launch_bounds__; it caps registers at 64K / (blocks x
+  /// threads). Metal ignores it.
+  int min_blocks = 1;
 };
 
 constexpr bool operator==(AttnTiles a, AttnTiles b) {
   return a.bq == b.bq && a.bk == b.bk && a.warps == b.warps &&
-      a.stages == b.stages;
+      a.stages == b.stages && a.min_blocks == b.min_blocks;
 }
 
 /// Threadgroup memory of one kernel instance: K and V blocks for every
@@ -54,12 +58,22 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// one's softmax overlaps the other's products. Rows per warp and key block
 /// measured on an H200 (benchmarks/cuda_tile_sweep.cu, 2026-11-29, bf16/fp16,
 /// TFLOP/s): D = 128 takes 16 rows a warp and 64 keys (B=4 H=32 L=8192: 272
-/// against 263 for 8 warps or for 32 rows a warp with 32 keys; B=1 L=512: 168
-/// against 120); D = 96 takes 32 rows a warp and 32 keys (268 at L=2048,
-/// against 258 with 64 keys and 216 with 16 rows a warp); D <= 80 takes 32
-/// rows a warp and 64 keys (D=64 L=8192: 290 against 270; D=80 L=2048: 255
-/// against 205).
+/// against 263 for 8 warps; B=1 L=512: 168 against 120 for 32 rows a warp
+/// with 32 keys, which since the kernel's instruction cuts leads at L >= 1024
+/// instead: 287 against 276 at B=4 L=8192, 295 against 264 causal, 35 us
+/// against 26 at B=1 L=512); D = 96 takes 32 rows a warp and 32 keys (268 at
+/// L=2048, against 258 with 64 keys and 216 with 16 rows a warp); D <= 80
+/// takes 32 rows a warp and 64 keys (D=64 L=8192: 290 against 262 for 16
+/// rows; D=80 L=2048: 239 against 197).
 /// Shared memory at D = 128: 2 * 2 * 64 * (128 * 2 + 16) B = 68 KB.
+///
+/// min_blocks stays 1 (registers unbounded: 220-255, 2 blocks of 4 warps a
+/// multiprocessor) until measured otherwise. Nsight Compute (D = 128, same
+/// day): 27% of issue slots busy, 7 cycles a warp between instructions, the
+/// tensor pipe 40% busy, i.e. latency-bound at 2 warps a scheduler. The
+/// 16-row tiles fit min_blocks 3 (168 registers) at every head dim and 4
+/// (128) at D <= 64 without spills; the sweep's quick set measures them.
+///
 /// fp32 (3xTF32 products, registers twice as wide): 4 warps of 16 rows and
 /// 32-key blocks (31 TFLOP/s at D = 128, against 20 for 2 warps).
 /// No choice depends on causal: the sweep's causal runs rank the same.

@@ -28,6 +28,7 @@
 #define FA_BARRIER() \
   metal::threadgroup_barrier(metal::mem_flags::mem_threadgroup)
 #define FA_SHUFFLE_XOR(x, mask) metal::simd_shuffle_xor((x), ushort(mask))
+#define FA_SIMD_ANY(pred) metal::simd_any(pred)
 #define FA_EXP2(x) metal::fast::exp2(x)
 #define FA_MAX(a, b) metal::max((a), (b))
 #define FA_INFINITY INFINITY
@@ -59,6 +60,7 @@ typedef uint lane_t;
 #define FA_UNROLL _Pragma("unroll")
 #define FA_BARRIER() __syncthreads()
 #define FA_SHUFFLE_XOR(x, mask) __shfl_xor_sync(0xffffffffu, (x), (mask))
+#define FA_SIMD_ANY(pred) __any_sync(0xffffffffu, (pred))
 #define FA_EXP2(x) ::fa::exp2_approx(x)
 #define FA_MAX(a, b) fmaxf((a), (b))
 #define FA_INFINITY __int_as_float(0x7f800000)

@@ -1,6 +1,6 @@
 // The online softmax: per-row running max and sum (fp32) over score blocks
 // that arrive one at a time, with the output accumulator rescaled whenever
-// the max grows. Scores are in the exp2 domain (already multiplied by
+// the max grows. Statistics are in the exp2 domain (scores multiplied by
 // log2(e)), so every exponential is one exp2.
 #pragma once
 
@@ -27,13 +27,24 @@ softmax_init(FA_THREAD OnlineSoftmax<kSlots>& st, float max0, float sum0) {
 }
 
 /// Folds one block of scores into the running statistics: s becomes the
-/// block's unnormalised probabilities exp2(s - max) and o, the output
-/// accumulated so far, is rescaled to the new max.
+/// block's unnormalised probabilities exp2(score - max) and o, the output
+/// accumulated so far, is rescaled to the new max. The block's scores are
+/// s * score_scale: a kernel may hand over raw products q.k and the scale
+/// into the exp2 domain (which must be > 0, as max(s * c) = max(s) * c
+/// only then), so that scaling and the max subtraction are one FFMA.
+///
+/// o is rescaled only when some row of the simdgroup has a new max: its
+/// factor is exp2(0) = 1 otherwise. Once the running maxima settle, most
+/// blocks move none (with iid scores a row's max moves in block j with
+/// probability about 1 / (j + 1)), and the skipped multiply is a whole
+/// output tile (64 FMUL a block for 16 rows x 128 on CUDA). The test is a
+/// vote across the simdgroup, so the branch never diverges.
 template <int kSlots, typename FS, int RS, int CS, typename FO, int RO, int CO>
 FA_FUNC void softmax_step(
     FA_THREAD OnlineSoftmax<kSlots>& st,
     FA_THREAD Tile<FS, RS, CS>& s,
-    FA_THREAD Tile<FO, RO, CO>& o) {
+    FA_THREAD Tile<FO, RO, CO>& o,
+    float score_scale) {
   static_assert(
       Tile<FS, RS, CS>::kRowSlots == kSlots &&
           Tile<FO, RO, CO>::kRowSlots == kSlots,
@@ -41,25 +52,39 @@ FA_FUNC void softmax_step(
   float new_max[kSlots];
   FA_UNROLL
   for (int i = 0; i < kSlots; ++i) {
-    new_max[i] = st.row_max[i];
+    new_max[i] = MaxOp::identity();
   }
   row_reduce<MaxOp>(new_max, s);
-  row_bin_op<ExpSubOp>(s, new_max);
-
   float factor[kSlots];
   float block_sum[kSlots];
+  bool moved = false;
   FA_UNROLL
   for (int i = 0; i < kSlots; ++i) {
+    new_max[i] = FA_MAX(st.row_max[i], new_max[i] * score_scale);
+    moved = moved || new_max[i] != st.row_max[i];
     factor[i] = FA_EXP2(st.row_max[i] - new_max[i]);
     st.row_max[i] = new_max[i];
     block_sum[i] = 0.0f;
   }
+  const ExpScaleSubOp exp_sub = {score_scale};
+  row_bin_op(s, new_max, exp_sub);
   row_reduce<SumOp>(block_sum, s);
   FA_UNROLL
   for (int i = 0; i < kSlots; ++i) {
     st.row_sum[i] = st.row_sum[i] * factor[i] + block_sum[i];
   }
-  row_bin_op<MulOp>(o, factor);
+  if (FA_SIMD_ANY(moved)) {
+    row_bin_op<MulOp>(o, factor);
+  }
+}
+
+/// As above for scores already in the exp2 domain.
+template <int kSlots, typename FS, int RS, int CS, typename FO, int RO, int CO>
+FA_FUNC void softmax_step(
+    FA_THREAD OnlineSoftmax<kSlots>& st,
+    FA_THREAD Tile<FS, RS, CS>& s,
+    FA_THREAD Tile<FO, RO, CO>& o) {
+  softmax_step(st, s, o, 1.0f);
 }
 
 /// o /= row sum. A row whose every score was -inf has sum 0 and becomes NaN,

@@ -49,4 +49,14 @@ struct ExpSubOp {
   }
 };
 
+/// exp2(x * scale - y): a score not yet scaled into the exp2 domain, minus
+/// its row max (which is), as one fused multiply-add and the exp2.
+struct ExpScaleSubOp {
+  float scale;
+
+  FA_FUNC float apply(float x, float y) const {
+    return FA_EXP2(x * scale - y);
+  }
+};
+
 } // namespace fa

@@ -58,6 +58,25 @@ FA_FUNC void row_bin_op(
   }
 }
 
+/// As above with an op object, for ops that carry a value of their own.
+template <typename Op, typename F, int R, int C>
+FA_FUNC void row_bin_op(
+    FA_THREAD Tile<F, R, C>& t,
+    const FA_THREAD typename F::elem_type* rows,
+    const FA_THREAD Op& op) {
+  FA_UNROLL
+  for (int i = 0; i < R; ++i) {
+    FA_UNROLL
+    for (int j = 0; j < C; ++j) {
+      FA_UNROLL
+      for (int e = 0; e < F::kElems; ++e) {
+        FA_THREAD typename F::elem_type& x = frag_at(t, i, j).v[e];
+        x = op.apply(x, rows[i * F::kRowsPerLane + F::row_slot(e)]);
+      }
+    }
+  }
+}
+
 /// x = Op(x, y) for every element x of the tile.
 template <typename Op, typename F, int R, int C>
 FA_FUNC void tile_scalar_op(

@@ -180,15 +180,20 @@ def test_block_loader(prog, name, dtype, rows, cols, threads, safe):
 @pytest.mark.parametrize("M,N,D", [(1, 1, 1), (2, 4, 3)])
 @pytest.mark.parametrize("n_blocks", [1, 3])
 @pytest.mark.parametrize("init", ["empty", "sink"])
-def test_online_softmax(prog, M, N, D, n_blocks, init):
-    """Block-by-block softmax(s) v equals the one-shot float64 result; a
-    starting (max, sum) = (m0, 1) acts as one extra logit m0 (a sink) with a
-    zero value row. Scores include a block of -inf and a row of large values."""
+@pytest.mark.parametrize("score_scale", [1.0, 0.375])
+def test_online_softmax(prog, M, N, D, n_blocks, init, score_scale):
+    """Block-by-block softmax(s * score_scale) v equals the one-shot float64
+    result; a starting (max, sum) = (m0, 1) acts as one extra logit m0 (a
+    sink) with a zero value row. Scores include a block of -inf, a row of
+    large values, and a third block below the first in every row (no row max
+    moves there: the output is not rescaled)."""
     rows, bcols, dcols = M * FRAG, N * FRAG, D * FRAG
     rng = np.random.default_rng(M + N + D + n_blocks)
     s = rng.standard_normal((rows, n_blocks * bcols)).astype(np.float32) * 4
     s[0, :bcols] = -np.inf  # a row's first block is all -inf
     s[1] += 200.0  # exp2 of these would overflow without the max shift
+    if n_blocks == 3:
+        s[:, 2 * bcols :] = s[:, :bcols] - 1.0
     v = rng.standard_normal((n_blocks * bcols, dcols)).astype(np.float32)
     m0, s0 = (1.5, 1.0) if init == "sink" else (-np.finfo(np.float32).max, 0.0)
     out = prog.launch(
@@ -199,9 +204,10 @@ def test_online_softmax(prog, M, N, D, n_blocks, init):
             2: nan(rows * dcols),
             3: np.array([n_blocks], np.int32),
             4: np.array([m0, s0], np.float32),
+            5: np.array([score_scale], np.float32),
         },
     )
-    logits = s.astype(np.float64)
+    logits = s.astype(np.float64) * score_scale
     if init == "sink":
         logits = np.concatenate([np.full((rows, 1), m0), logits], axis=1)
         v = np.concatenate([np.zeros((1, dcols), np.float32), v])

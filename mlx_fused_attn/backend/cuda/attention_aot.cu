@@ -23,7 +23,8 @@ const void* instance() {
       D, fa::DTypeOf<T>::value, fa::Backend::Cuda, kCausal);
   return reinterpret_cast<const void*>(
       &fa::attention_kernel<
-          T, D, t.bq, t.bk, t.warps, t.stages, kCausal, kHasMask>);
+          T, D, t.bq, t.bk, t.warps, t.stages, t.min_blocks, kCausal,
+          kHasMask>);
 }
 
 template <typename T>

@@ -13,11 +13,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "mlx/allocator.h"
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/cuda/block_sizes.h"
+#include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/short_attention_cuda.h"
 #include "mlx_fused_attn/backend/gpu.h"
@@ -100,7 +100,7 @@ mx::array contiguous_copy(
     int device,
     int arch) {
   mx::array copy(x.shape(), x.dtype(), nullptr, {});
-  copy.set_data(mx::allocator::malloc(copy.nbytes()));
+  cuda::set_device_data(copy, enc);
   fa::StridedCopyParams params{};
   const int pad = 4 - static_cast<int>(x.ndim());
   for (int i = 0; i < 4; ++i) {
@@ -252,7 +252,7 @@ void eval(
   if (spec.has_sinks && sinks.strides()[0] != 1 && sinks.shape(0) > 1) {
     sinks = contiguous_copy(sinks, dtype, enc, device, arch);
   }
-  out.set_data(mx::allocator::malloc(out.nbytes()));
+  cuda::set_device_data(out, enc);
   if (poison_outputs()) {
     poison(out, enc, device, arch);
   }

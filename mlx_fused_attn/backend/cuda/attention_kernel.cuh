@@ -27,9 +27,10 @@ template <
     int BK,
     int WM,
     int ST,
+    int MB,
     bool kCausal,
     bool kHasMask>
-__global__ void __launch_bounds__(WM * kSimdWidth) attention_kernel(
+__global__ void __launch_bounds__(WM * kSimdWidth, MB) attention_kernel(
     const T* q,
     const T* k,
     const T* v,

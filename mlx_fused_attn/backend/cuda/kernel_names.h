@@ -41,7 +41,8 @@ inline std::string attention_kernel_expression(const AttentionKernelKey& key) {
   return std::string("fa::attention_kernel<") + device_type_name(key.dtype) +
       ", " + std::to_string(key.head_dim) + ", " + std::to_string(t.bq) + ", " +
       std::to_string(t.bk) + ", " + std::to_string(t.warps) + ", " +
-      std::to_string(t.stages) + ", " + (key.causal ? "true" : "false") +
+      std::to_string(t.stages) + ", " + std::to_string(t.min_blocks) + ", " +
+      (key.causal ? "true" : "false") +
       ", " + (key.has_mask ? "true" : "false") + ">";
 }
 

@@ -103,13 +103,17 @@ load_aot(const void* symbol, const std::string& expression, int device) {
 
 /// Loads each kernel once per (device, JIT or AOT): the first call compiles
 /// or looks it up, later calls find it here. `aot_symbol` is the kernel's
-/// nvcc-built host handle (nullptr in a build without them).
+/// nvcc-built host handle (nullptr in a build without them). With
+/// `max_shared`, the kernel prefers all of L1 as shared memory: left to
+/// itself the driver gave the D = 128 attention kernel a split that holds
+/// 2 of its 68 KB blocks where 3 would fit (Nsight Compute's block limit).
 CUfunction cached(
     const std::string& expression,
     int device,
     int arch,
     int smem_bytes,
-    const void* aot_symbol) {
+    const void* aot_symbol,
+    bool max_shared = false) {
   static std::mutex mutex;
   static std::map<std::tuple<std::string, int, bool>, CUfunction> functions;
   const bool jit = use_jit();
@@ -125,6 +129,13 @@ CUfunction cached(
         driver().func_set_attribute(
             f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes),
         "raising the shared memory limit of " + expression);
+  }
+  if (max_shared) {
+    check(
+        driver().func_set_attribute(
+            f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
+        "preferring shared memory for " + expression);
   }
   functions.emplace(key, f);
   return f;
@@ -148,7 +159,8 @@ attention_function(const AttentionKernelKey& key, int device, int arch) {
       device,
       arch,
       fa::attention_smem_bytes(attention_tiles(key), key.head_dim, key.dtype),
-      FA_AOT_SYMBOL(aot_attention_kernel(key)));
+      FA_AOT_SYMBOL(aot_attention_kernel(key)),
+      attention_tiles(key).min_blocks > 2);
 }
 
 CUfunction strided_copy_function(fa::DType dtype, int device, int arch) {

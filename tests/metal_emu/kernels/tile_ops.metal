@@ -214,8 +214,9 @@ template <typename T, int kRows, int kCols, int kThreads, bool kSafe>
 
 // Online softmax over n_blocks score blocks s_b (each M*8 x N*8, stacked
 // along columns in s, row stride n_blocks * N*8) with values v_b (N*8 x
-// D*8, stacked along rows in v): o = softmax(s) v computed block by block,
-// with the running max starting at max0 and the running sum at sum0.
+// D*8, stacked along rows in v): o = softmax(s * score_scale) v computed
+// block by block, with the running max starting at max0 and the running sum
+// at sum0.
 template <int M, int N, int D>
 [[kernel]] void online_softmax(
     const device float* s [[buffer(0)]],
@@ -223,6 +224,7 @@ template <int M, int N, int D>
     device float* o [[buffer(2)]],
     constant int& n_blocks [[buffer(3)]],
     constant float2& init [[buffer(4)]],
+    constant float& score_scale [[buffer(5)]],
     uint lane [[thread_index_in_simdgroup]]) {
   typedef fa::Tile<Frag, M, N> TileS;
   typedef fa::Tile<Frag, N, D> TileV;
@@ -239,7 +241,7 @@ template <int M, int N, int D>
         ts, s + b * TileS::kCols, n_blocks * TileS::kCols, lane);
     fa::tile_load_device(
         tv, v + b * TileV::kRows * TileV::kCols, TileV::kCols, lane);
-    fa::softmax_step(st, ts, to);
+    fa::softmax_step(st, ts, to, score_scale);
     fa::tile_to_operand(tp, ts);
     fa::tile_matmad(to, tp, tv, to);
   }
