@@ -19,12 +19,14 @@ set(MLX_FUSED_ATTN_CUDA_ARCHITECTURES "80;90"
 set(FA_CUDA_DIR ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/cuda)
 file(GLOB FA_KERNEL_HEADERS CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/params.h
+     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/na_*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/tile/*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/*.h
      ${FA_CUDA_DIR}/*.cuh
      ${FA_CUDA_DIR}/block_sizes.h)
 set(FA_CUDA_KERNEL_SOURCES
     ${FA_CUDA_DIR}/attention_kernel.cuh
+    ${FA_CUDA_DIR}/na_kernel.cuh
     ${FA_CUDA_DIR}/short_attention_kernel.cuh
     ${FA_CUDA_DIR}/strided_copy_kernel.cuh
     ${FA_CUDA_DIR}/poison_kernel.cuh)
@@ -55,7 +57,8 @@ find_path(FA_NVRTC_INCLUDE_DIR nvrtc.h
 target_sources(
   mlx_fused_attn
   PRIVATE ${FA_CUDA_DIR}/attention_cuda.cpp ${FA_CUDA_DIR}/device_buffer.cpp
-          ${FA_CUDA_DIR}/kernels.cpp
+          ${FA_CUDA_DIR}/kernels.cpp ${FA_CUDA_DIR}/na_cuda.cpp
+          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/na_launch.cpp
           ${FA_CUDA_DIR}/nvrtc_compiler.cpp ${FA_CUDA_DIR}/short_attention_cuda.cpp
           ${FA_CUDA_JIT_SOURCE})
 target_include_directories(mlx_fused_attn PRIVATE ${CUDAToolkit_INCLUDE_DIRS}
@@ -102,6 +105,17 @@ if(MLX_FUSED_ATTN_CUDA_AOT)
     target_compile_definitions(fa_short_attention_d${head_dim}
                                PRIVATE FA_SHORT_AOT_HEAD_DIM=${head_dim})
     list(APPEND FA_CUDA_OBJECT_LIBS fa_short_attention_d${head_dim})
+  endforeach()
+  # The neighborhood kernels (na_config.h), one object per number of
+  # spatial axes.
+  file(STRINGS ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/na_config.h
+       FA_NA_AXES_LINE REGEX "^#define FA_NA_AXES")
+  string(REGEX MATCHALL "X\\([0-9]+\\)" FA_NA_AXES_ITEMS "${FA_NA_AXES_LINE}")
+  foreach(item ${FA_NA_AXES_ITEMS})
+    string(REGEX REPLACE "X\\(([0-9]+)\\)" "\\1" n_axes "${item}")
+    add_library(fa_na_${n_axes}d OBJECT ${FA_CUDA_DIR}/na_aot.cu)
+    target_compile_definitions(fa_na_${n_axes}d PRIVATE FA_NA_AOT_AXES=${n_axes})
+    list(APPEND FA_CUDA_OBJECT_LIBS fa_na_${n_axes}d)
   endforeach()
   foreach(lib ${FA_CUDA_OBJECT_LIBS})
     target_include_directories(${lib} PRIVATE ${PROJECT_SOURCE_DIR})

@@ -13,10 +13,12 @@ option(MLX_FUSED_ATTN_BUILD_METALLIB
 
 set(FA_METAL_SOURCES
     ${PROJECT_SOURCE_DIR}/metal/attention.metal
+    ${PROJECT_SOURCE_DIR}/metal/neighborhood.metal
     ${PROJECT_SOURCE_DIR}/metal/short_attention.metal
     ${PROJECT_SOURCE_DIR}/metal/strided_copy.metal)
 file(GLOB FA_METAL_HEADERS CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/params.h
+     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/na_*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/tile/*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/*.h)
 
@@ -33,6 +35,8 @@ add_custom_command(
 target_sources(
   mlx_fused_attn
   PRIVATE ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/attention_metal.cpp
+          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/na_metal.cpp
+          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/na_launch.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/short_attention_metal.cpp
           ${FA_JIT_SOURCE})
 

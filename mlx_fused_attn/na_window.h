@@ -37,10 +37,10 @@ FA_HOST_DEVICE int na_group_length(int n, int d, int group) {
   return (n - group + d - 1) / d;
 }
 
-FA_HOST_DEVICE NaWindow na_window(NaAxis a, int pos) {
-  const int group = pos % a.d;
-  const int j = pos / a.d;
-  const int m = na_group_length(a.n, a.d, group);
+/// The window of the query at index j of a dilation group of length m, in
+/// indices of that group (first, first + 1, ...): what the GPU kernels, which
+/// tile within one dilation group, compute per query row.
+FA_HOST_DEVICE NaWindow na_group_window(NaAxis a, int m, int j) {
   int start;
   int count;
   if (a.causal) {
@@ -53,8 +53,16 @@ FA_HOST_DEVICE NaWindow na_window(NaAxis a, int pos) {
     count = a.k;
   }
   NaWindow w;
-  w.first = group + start * a.d;
+  w.first = start;
   w.count = count;
+  return w;
+}
+
+FA_HOST_DEVICE NaWindow na_window(NaAxis a, int pos) {
+  const int group = pos % a.d;
+  NaWindow w =
+      na_group_window(a, na_group_length(a.n, a.d, group), pos / a.d);
+  w.first = group + w.first * a.d;
   return w;
 }
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "mlx/ops.h"
+#include "mlx_fused_attn/backend/gpu_na.h"
 #include "mlx_fused_attn/errors.h"
 #include "mlx_fused_attn/fallback.h"
 #include "mlx_fused_attn/na_call.h"
@@ -123,9 +124,7 @@ Support neighborhood_support(const NaCall& call) {
     return Support::no("an input is empty; empty calls run as plain MLX ops");
   }
   if (call.stream.device != Device::cpu) {
-    return Support::no(
-        "no GPU neighborhood-attention kernel in this build; GPU calls run as "
-        "plain MLX ops with an explicit neighborhood mask");
+    return gpu::na_supports(call.spec, call.inputs);
   }
   if (dt != float16 && dt != bfloat16 && dt != float32) {
     std::ostringstream msg;
@@ -195,13 +194,21 @@ array neighborhood_attention(
   if (!neighborhood_support(call).ok) {
     return neighborhood_fallback(call.spec, call.inputs, call.stream);
   }
-  Shape shape = call.inputs[0].shape();
-  shape.back() = call.inputs[2].shape(-1);
+  std::vector<array> inputs = call.inputs;
+  if (call.stream.device != Device::cpu) {
+    // The GPU kernels read each token's head-dim run as contiguous elements;
+    // MLX copies only inputs that are not row-contiguous already.
+    for (array& x : inputs) {
+      x = contiguous(x, false, call.stream);
+    }
+  }
+  Shape shape = inputs[0].shape();
+  shape.back() = inputs[2].shape(-1);
   return array(
       shape,
-      call.inputs[0].dtype(),
+      inputs[0].dtype(),
       std::make_shared<NeighborhoodAttention>(call.stream, call.spec),
-      call.inputs);
+      inputs);
 }
 
 std::pair<bool, std::string> neighborhood_can_use_fused(

@@ -1,9 +1,8 @@
 #include "mlx_fused_attn/neighborhood_primitive.h"
 
-#include <stdexcept>
-
 #include "mlx/transforms.h"
 #include "mlx_fused_attn/backend/cpu/na_cpu.h"
+#include "mlx_fused_attn/backend/gpu_na.h"
 
 namespace mlx_fused_attn {
 
@@ -16,11 +15,9 @@ void NeighborhoodAttention::eval_cpu(
 }
 
 void NeighborhoodAttention::eval_gpu(
-    const std::vector<array>&,
-    std::vector<array>&) {
-  // neighborhood_support() sends GPU streams to the fallback.
-  throw std::logic_error(
-      "[neighborhood_attention] internal error: no GPU kernel in this build");
+    const std::vector<array>& inputs,
+    std::vector<array>& outputs) {
+  gpu::na_eval(spec_, inputs, outputs[0], stream());
 }
 
 Definition NeighborhoodAttention::definition() {

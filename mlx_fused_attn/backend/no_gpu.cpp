@@ -1,6 +1,8 @@
-// The GPU interface for builds against an MLX without a GPU backend: MLX
-// itself cannot make a GPU stream there, so this only answers the check.
+// The GPU interface (gpu.h, gpu_na.h) for builds against an MLX without a
+// GPU backend: MLX itself cannot make a GPU stream there, so this only
+// answers the checks.
 #include "mlx_fused_attn/backend/gpu.h"
+#include "mlx_fused_attn/backend/gpu_na.h"
 
 #include <stdexcept>
 
@@ -20,6 +22,23 @@ void eval(
   throw std::logic_error(
       "[mlx_fused_attn] internal error: GPU eval in a build without GPU "
       "kernels");
+}
+
+Support na_supports(const NaSpec&, const std::vector<mlx::core::array>&) {
+  return Support::no(
+      "this build of mlx_fused_attn has no GPU kernels (MLX has no Metal or "
+      "CUDA backend here); GPU calls run as plain MLX ops with an explicit "
+      "neighborhood mask");
+}
+
+void na_eval(
+    const NaSpec&,
+    const std::vector<mlx::core::array>&,
+    mlx::core::array&,
+    mlx::core::Stream) {
+  throw std::logic_error(
+      "[neighborhood_attention] internal error: GPU eval in a build without "
+      "GPU kernels");
 }
 
 } // namespace mlx_fused_attn::gpu

@@ -19,6 +19,7 @@
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/metal/jit_source.h"
+#include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/backend/metal/short_attention_metal.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
@@ -116,6 +117,10 @@ mx::array with_contiguous_rows(
 }
 
 } // namespace
+
+MTL::Library* metal_kernel_library(mx::metal::Device& d) {
+  return kernel_library(d);
+}
 
 Support supports(
     const AttentionSpec& /* spec: every mask kind and sinks are covered */,

@@ -1,0 +1,55 @@
+// CUDA entry point of the fused neighborhood-attention kernel. The body is
+// mlx_fused_attn/kernels/na_attention.h, the same one Metal runs; this file
+// makes the shared geometry (na_window.h, na_grid.h) device code, declares
+// the shared memory and maps the grid.
+//
+// Template: element type, head dim, tiles (bq, bk, warps, stages and
+// min_blocks from choose_na_tiles, see na_names.h) and the number of
+// spatial axes.
+//
+// Grid: (grid.blocks, H, B); block: warps * 32 threads; dynamic shared
+// memory: na_smem_bytes(tiles, D, dtype, N).
+#pragma once
+
+#define FA_HOST_DEVICE __host__ __device__ inline
+
+#include "mlx_fused_attn/kernels/na_attention.h"
+#include "mlx_fused_attn/kernels/na_config.h"
+#include "mlx_fused_attn/kernels/na_grid.h"
+#include "mlx_fused_attn/na_params.h"
+#include "mlx_fused_attn/tile/cuda_target.h"
+
+namespace fa {
+
+template <typename T, int D, int BQ, int BK, int WM, int ST, int MB, int N>
+__global__ void __launch_bounds__(WM * kSimdWidth, MB) na_attention_kernel(
+    const T* q,
+    const T* k,
+    const T* v,
+    T* out,
+    const NaParams params,
+    const NaGrid grid) {
+  typedef AttnShape<T, D, BQ, BK, WM, ST> Shape;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* k_smem = reinterpret_cast<T*>(smem);
+  T* v_smem = k_smem + Shape::kSmemElems;
+  int* coords = reinterpret_cast<int*>(v_smem + Shape::kSmemElems);
+
+  na_attention_block<CudaTarget, Shape, N>(
+      q,
+      k,
+      v,
+      out,
+      params,
+      grid,
+      k_smem,
+      v_smem,
+      coords,
+      blockIdx.x,
+      blockIdx.y,
+      blockIdx.z,
+      threadIdx.x / kSimdWidth,
+      threadIdx.x % kSimdWidth);
+}
+
+} // namespace fa

@@ -1,0 +1,64 @@
+// The neighborhood half of the GPU interface (backend/gpu_na.h) on Metal:
+// the kernel of metal/neighborhood.metal, dispatched through MLX's Metal
+// device and command encoder, from the same library as the attention
+// kernels (kernel_library.h).
+#include <stdexcept>
+#include <string>
+
+#include "mlx/allocator.h"
+#include "mlx/backend/metal/device.h"
+#include "mlx_fused_attn/backend/gpu_na.h"
+#include "mlx_fused_attn/backend/metal/kernel_library.h"
+#include "mlx_fused_attn/backend/na_launch.h"
+#include "mlx_fused_attn/kernels/na_kernel_name.h"
+
+namespace mlx_fused_attn::gpu {
+
+namespace mx = mlx::core;
+
+namespace {
+
+constexpr const char* kOp = "[neighborhood_attention] Metal: ";
+
+} // namespace
+
+Support na_supports(const NaSpec&, const std::vector<mx::array>& inputs) {
+  fa::DType dtype;
+  return na_kernel_covers(kOp, inputs, &dtype);
+}
+
+void na_eval(
+    const NaSpec& spec,
+    const std::vector<mx::array>& inputs,
+    mx::array& out,
+    mx::Stream s) {
+  fa::DType dtype;
+  const Support covered = na_kernel_covers(kOp, inputs, &dtype);
+  if (!covered.ok) {
+    throw std::logic_error(
+        std::string(kOp) + "internal error: eval of an uncovered call: " +
+        covered.reason);
+  }
+  auto& d = mx::metal::device(s.device);
+  auto& enc = mx::metal::get_command_encoder(s);
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  const mx::array& q = inputs[0];
+  const NaLaunch l = na_launch(
+      spec, fa::Backend::Metal, dtype, q, inputs[1], inputs[2], out);
+
+  auto* kernel = d.get_kernel(
+      fa::na_kernel_name(l.n_axes, dtype, l.head_dim, l.tiles),
+      metal_kernel_library(d));
+  enc.set_compute_pipeline_state(kernel);
+  enc.set_input_array(q, 0);
+  enc.set_input_array(inputs[1], 1);
+  enc.set_input_array(inputs[2], 2);
+  enc.set_output_array(out, 3);
+  enc.set_bytes(l.params, 4);
+  enc.set_bytes(l.grid, 5);
+  const MTL::Size grid(l.grid.blocks, l.params.H, l.params.B);
+  const MTL::Size group(fa::kSimdWidth, l.tiles.warps, 1);
+  enc.dispatch_threadgroups(grid, group);
+}
+
+} // namespace mlx_fused_attn::gpu

@@ -1,0 +1,45 @@
+// What the Metal and CUDA neighborhood hosts decide alike: the coverage
+// checks that depend only on the kernel (dtype, head dims), and a launch's
+// kernel choice, parameters and grid.
+#pragma once
+
+#include <vector>
+
+#include "mlx/array.h"
+#include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/kernels/na_grid.h"
+#include "mlx_fused_attn/na_call.h"
+#include "mlx_fused_attn/na_params.h"
+#include "mlx_fused_attn/spec.h"
+
+namespace mlx_fused_attn::gpu {
+
+/// The kernel's own limits, each "no" naming `op` (the op and backend, e.g.
+/// "[neighborhood_attention] Metal: "). On yes, `dtype` is the kernel's.
+Support na_kernel_covers(
+    const char* op,
+    const std::vector<mlx::core::array>& inputs,
+    fa::DType* dtype);
+
+/// One launch: which kernel, with which parameters, over which grid.
+struct NaLaunch {
+  fa::DType dtype;
+  int n_axes;
+  int head_dim;
+  fa::AttnTiles tiles; ///< choose_na_tiles for this backend
+  fa::NaParams params;
+  fa::NaGrid grid; ///< threadgroups: (grid.blocks, H, B)
+};
+
+/// The launch for q, k, v and the output as the kernel will read and write
+/// them (their strides go into the parameters).
+NaLaunch na_launch(
+    const NaSpec& spec,
+    fa::Backend backend,
+    fa::DType dtype,
+    const mlx::core::array& q,
+    const mlx::core::array& k,
+    const mlx::core::array& v,
+    const mlx::core::array& out);
+
+} // namespace mlx_fused_attn::gpu

@@ -1,0 +1,24 @@
+// Host-side names of the Metal neighborhood-attention kernels: the one
+// place they are built. metal/neighborhood.metal spells the same names in
+// its instantiation list, and tests/metal_emu/test_na_kernel.py checks that
+// they agree.
+#pragma once
+
+#include <string>
+
+#include "mlx_fused_attn/kernels/attention_kernel_name.h"
+#include "mlx_fused_attn/kernels/na_config.h"
+
+namespace fa {
+
+/// The kernel for (spatial axes, dtype, head dim) with the tiles
+/// choose_na_tiles gave for it.
+inline std::string
+na_kernel_name(int n_axes, DType dtype, int head_dim, AttnTiles tiles) {
+  return std::string("fa_na") + std::to_string(n_axes) + "d_" +
+      dtype_name(dtype) + "_d" + std::to_string(head_dim) + "_bq" +
+      std::to_string(tiles.bq) + "_bk" + std::to_string(tiles.bk) + "_wm" +
+      std::to_string(tiles.warps);
+}
+
+} // namespace fa

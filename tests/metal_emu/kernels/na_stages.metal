@@ -1,0 +1,41 @@
+// The neighborhood kernel body (mlx_fused_attn/kernels/na_attention.h) with
+// CUDA's pipeline: several K/V stages (a ring of blocks in threadgroup
+// memory, with their key coordinates) and 32-key blocks under 8 warps. The
+// Metal entry point runs one stage; this one lets the emulator check the
+// ring's indexing and barriers, which on CUDA only a GPU would exercise.
+// Buffers and grid as metal/neighborhood.metal.
+#include "mlx_fused_attn/kernels/na_attention.h"
+#include "mlx_fused_attn/kernels/na_config.h"
+#include "mlx_fused_attn/tile/metal_target.h"
+
+using namespace metal;
+
+template <typename T, int D, int BQ, int BK, int WM, int ST, int N>
+[[kernel]] void na_stages(
+    const device T* q [[buffer(0)]],
+    const device T* k [[buffer(1)]],
+    const device T* v [[buffer(2)]],
+    device T* out [[buffer(3)]],
+    constant fa::NaParams& params [[buffer(4)]],
+    constant fa::NaGrid& grid [[buffer(5)]],
+    uint3 tgid [[threadgroup_position_in_grid]],
+    uint warp [[simdgroup_index_in_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]]) {
+  typedef fa::AttnShape<T, D, BQ, BK, WM, ST> Shape;
+  constexpr int kCoordInts = fa::na_coord_ints(fa::AttnTiles{BQ, BK, WM, ST}, N);
+  FA_SHARED_ARRAY_DECL T k_smem[Shape::kSmemElems];
+  FA_SHARED_ARRAY_DECL T v_smem[Shape::kSmemElems];
+  FA_SHARED_ARRAY_DECL int coords[kCoordInts > 0 ? kCoordInts : 1];
+  fa::na_attention_block<fa::MetalTarget, Shape, N>(
+      q, k, v, out, params, grid, k_smem, v_smem, coords, tgid.x, tgid.y,
+      tgid.z, warp, lane);
+}
+
+#define NA_STAGES(tname, T, D, ST, N)                                        \
+  template [[host_name("fa_na" #N "d_" #tname "_d" #D "_bq64_bk32_wm8_st" #ST)]] \
+  [[kernel]] decltype(na_stages<T, D, 64, 32, 8, ST, N>)                     \
+      na_stages<T, D, 64, 32, 8, ST, N>;
+
+NA_STAGES(float16, half, 64, 3, 1)
+NA_STAGES(float16, half, 64, 3, 2)
+NA_STAGES(float32, float, 32, 2, 3)

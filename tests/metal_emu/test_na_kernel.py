@@ -1,0 +1,464 @@
+"""metal/neighborhood.metal run in the Metal emulator against a float64
+explicit-mask reference (written here from the NATTEN definition, not from
+the C++ geometry).
+
+Every case binds buffers the way mlx_fused_attn/backend/metal/na_metal.cpp
+does (q 0, k 1, v 2, out 3, NaParams 4, NaGrid 5; grid (blocks, H, B),
+threadgroup (32, warps)), poisons the output with NaN, and checks every
+output element plus the padding between the output's heads, which must stay
+untouched. The NaGrid comes from the C++ chooser (kernels/na_grid.h, through
+a small probe program), or from na_make_grid for a given split of the warps
+over the axes, so that tiles of every shape run.
+"""
+
+import ctypes
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+from . import emu
+from .na_params import NaGrid, NaParams
+
+METAL = "metal/neighborhood.metal"
+DTYPES = ("float16", "bfloat16", "float32")
+HEAD_DIMS = (32, 64, 128)
+
+# |fused - float64 reference| <= ATOL + RTOL * |reference|: the kernel works
+# in fp32, so what remains is the rounding of the output to its dtype plus
+# fp32 accumulation (as test_attention_kernel.py).
+TOL = {"float16": (5e-4, 2e-3), "bfloat16": (4e-3, 1.6e-2), "float32": (2e-5, 1e-4)}
+
+PROBE = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "mlx_fused_attn/kernels/na_config.h"
+#include "mlx_fused_attn/kernels/na_grid.h"
+#include "mlx_fused_attn/kernels/na_kernel_name.h"
+
+// names: every kernel name the Metal host can ask for.
+// grid N n0 k0 d0 c0 n1 k1 d1 c1 n2 k2 d2 c2 WARP_ROWS WARPS KEY_BLOCK [w0 w1 w2]:
+//   na_choose_grid, or na_make_grid with the given warps per axis.
+int main(int argc, char** argv) {
+  if (std::strcmp(argv[1], "names") == 0) {
+    const fa::DType types[] = {
+        fa::DType::Float16, fa::DType::BFloat16, fa::DType::Float32};
+    for (int n = 1; n <= 3; ++n) {
+      for (fa::DType t : types) {
+#define FA_PRINT(d)                                                      \
+  std::printf("%s\n", fa::na_kernel_name(n, t, d,                        \
+      fa::choose_na_tiles(d, t, fa::Backend::Metal)).c_str());
+        FA_NA_HEAD_DIMS(FA_PRINT)
+#undef FA_PRINT
+      }
+    }
+    return 0;
+  }
+  int i = 2;
+  const int n_axes = std::atoi(argv[i++]);
+  fa::NaAxis axes[3];
+  for (int a = 0; a < 3; ++a) {
+    axes[a].n = std::atoi(argv[i++]);
+    axes[a].k = std::atoi(argv[i++]);
+    axes[a].d = std::atoi(argv[i++]);
+    axes[a].causal = std::atoi(argv[i++]);
+  }
+  const int warp_rows = std::atoi(argv[i++]);
+  const int n_warps = std::atoi(argv[i++]);
+  const int key_block = std::atoi(argv[i++]);
+  fa::NaGrid g;
+  if (i < argc) {
+    int warps[3];
+    for (int a = 0; a < 3; ++a) {
+      warps[a] = std::atoi(argv[i++]);
+    }
+    g = fa::na_make_grid(axes, n_axes, warps, warp_rows);
+  } else {
+    g = fa::na_choose_grid(axes, n_axes, n_warps, warp_rows, key_block);
+  }
+  for (int a = 0; a < 3; ++a) {
+    std::printf("%d %d %d\n", g.warps[a], g.extent[a], g.tiles[a]);
+  }
+  std::printf("%d\n", g.blocks);
+}
+"""
+
+LAYOUT_PROBE = r"""
+#include <cstddef>
+#include <cstdio>
+
+#include "mlx_fused_attn/kernels/na_grid.h"
+
+int main() {
+  std::printf("NaParams %zu\n", sizeof(fa::NaParams));
+  std::printf("NaGrid %zu\n", sizeof(fa::NaGrid));
+#define FA_OFF(S, f) std::printf(#S "." #f " %zu\n", offsetof(fa::S, f));
+  FIELDS
+}
+"""
+
+
+def _compile(tmp_path, source, name, defines=()):
+    src = tmp_path / f"{name}.cpp"
+    src.write_text(source)
+    exe = tmp_path / name
+    build = subprocess.run(
+        [emu.CXX, "-std=c++17", *defines, "-I", emu.SHIM_DIR, "-I", emu.REPO_ROOT, str(src),
+         "-o", str(exe)],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, build.stderr
+    return exe
+
+
+@pytest.fixture(scope="module")
+def prog():
+    return emu.load(METAL)
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    return _compile(tmp_path_factory.mktemp("na_probe"), PROBE, "probe")
+
+
+def _run_probe(probe, *args):
+    return subprocess.run(
+        [str(probe), *map(str, args)], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def make_grid(probe, axes, n_axes, warp_rows, n_warps, key_block, warps=None):
+    """The NaGrid of the C++ chooser, or of na_make_grid for `warps`."""
+    flat = [x for a in axes for x in (a["n"], a["k"], a["d"], int(a["causal"]))]
+    extra = list(warps) if warps is not None else []
+    out = _run_probe(probe, "grid", n_axes, *flat, warp_rows, n_warps, key_block, *extra)
+    rows = [list(map(int, line.split())) for line in out.splitlines()]
+    g = NaGrid()
+    for a in range(3):
+        g.warps[a], g.extent[a], g.tiles[a] = rows[a]
+    g.blocks = rows[3][0]
+    return g
+
+
+def kernel_for(prog, n_axes, dtype, head_dim, suffix=""):
+    """(host name, bq, bk, warps) of the kernel the instantiation list has."""
+    pat = re.compile(rf"fa_na{n_axes}d_{dtype}_d{head_dim}_bq(\d+)_bk(\d+)_wm(\d+){suffix}$")
+    found = [(n, *map(int, m.groups())) for n in prog.kernels for m in [pat.match(n)] if m]
+    assert len(found) == 1, f"{n_axes}-D {dtype} d{head_dim}: kernels {found}"
+    return found[0]
+
+
+# ---------------------------------------------------------------------------
+# Inputs in the kernel's dtype: (device array, float64 values it holds).
+
+
+def to_device(x, dtype):
+    x = np.asarray(x, dtype=np.float32)
+    if dtype == "bfloat16":
+        bits = emu.float_to_bfloat16_bits(x)
+        return bits, emu.bfloat16_bits_to_float(bits).astype(np.float64)
+    dev = x.astype(dtype)
+    return dev, dev.astype(np.float64)
+
+
+def from_device(x, dtype):
+    if dtype == "bfloat16":
+        return emu.bfloat16_bits_to_float(x).astype(np.float64)
+    return x.astype(np.float64)
+
+
+def stored(values, layout, fill=0):
+    """values [B, *spatial, H, D] in `layout`: "dense"; "padded" (a spare
+    head slot after each token's heads); "transposed" (spatial axes stored in
+    reverse order). Returns (storage, the view's element strides in NaParams
+    order: batch, axis 0..2 (0 for unused), head)."""
+    n_axes = values.ndim - 3
+    if layout == "transposed":
+        perm = (0, *range(n_axes, 0, -1), n_axes + 1, n_axes + 2)
+        store = np.full(values.transpose(perm).shape, fill, values.dtype)
+        view = store.transpose(perm)
+    elif layout == "padded":
+        shape = list(values.shape)
+        shape[-2] += 1
+        store = np.full(shape, fill, values.dtype)
+        view = store[..., :-1, :]
+    else:
+        store = np.full(values.shape, fill, values.dtype)
+        view = store
+    view[...] = values
+    st = [s // values.itemsize for s in view.strides]
+    strides = [st[0]] + st[1 : 1 + n_axes] + [0] * (3 - n_axes) + [st[-2]]
+    assert st[-1] == 1
+    return store, view, strides
+
+
+# ---------------------------------------------------------------------------
+# Reference
+
+
+def axis_allowed(n, k, d, causal):
+    """allowed[i, j] along one axis, from the NATTEN definition."""
+    allowed = np.zeros((n, n), bool)
+    for i in range(n):
+        g, j = i % d, i // d
+        m = len(range(g, n, d))
+        if causal:
+            idx = range(max(0, j - k + 1), j + 1)
+        else:
+            start = min(max(j - k // 2, 0), m - k)
+            idx = range(start, start + k)
+        for t in idx:
+            allowed[i, g + t * d] = True
+    return allowed
+
+
+def reference(q, k, v, kernel, dilation, causal, scale):
+    spatial = q.shape[1:-2]
+    allowed = np.ones((1, 1), bool)
+    for n, ks, d, c in zip(spatial, kernel, dilation, causal):
+        allowed = np.kron(allowed, axis_allowed(n, ks, d, c))
+    B, H = q.shape[0], q.shape[-2]
+    L = int(np.prod(spatial))
+    qf, kf, vf = (x.reshape(B, L, H, -1) for x in (q, k, v))
+    s = scale * np.einsum("blhd,bmhd->bhlm", qf, kf)
+    s = np.where(allowed, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("bhlm,bmhd->blhd", p, vf).reshape(q.shape)
+
+
+# ---------------------------------------------------------------------------
+# One launch
+
+
+def run_case(
+    prog,
+    probe,
+    spatial,
+    kernel,
+    dilation=None,
+    causal=None,
+    *,
+    dtype="float16",
+    D=32,
+    B=1,
+    H=2,
+    layout="dense",
+    warps=None,
+    seed=0,
+    schedule="fair",
+    race_check=False,
+    suffix="",
+):
+    n_axes = len(spatial)
+    dilation = dilation or (1,) * n_axes
+    causal = causal or (False,) * n_axes
+    rng = np.random.default_rng(seed)
+    shape = (B, *spatial, H, D)
+    q_dev, q64 = to_device(rng.standard_normal(shape), dtype)
+    k_dev, k64 = to_device(rng.standard_normal(shape), dtype)
+    v_dev, v64 = to_device(rng.standard_normal(shape), dtype)
+    q_store, _, q_str = stored(q_dev, layout)
+    k_store, _, k_str = stored(k_dev, layout)
+    v_store, _, v_str = stored(v_dev, layout)
+    nan = to_device(np.full(shape, np.nan), dtype)[0]
+    o_store, o_view, o_str = stored(nan, "padded", fill=nan.flat[0])
+
+    name, bq, bk, n_warps = kernel_for(prog, n_axes, dtype, D, suffix)
+    axes = [dict(n=n, k=ks, d=d, causal=c) for n, ks, d, c in zip(spatial, kernel, dilation, causal)]
+    axes += [dict(n=1, k=1, d=1, causal=False)] * (3 - n_axes)
+    grid = make_grid(probe, axes, n_axes, bq // n_warps, n_warps, bk, warps)
+    scale = D**-0.5
+    params = NaParams(
+        B=B,
+        H=H,
+        D=D,
+        D_v=D,
+        n_axes=n_axes,
+        L=int(np.prod(spatial)),
+        scale_log2=scale * np.log2(np.e),
+        q_strides=tuple(q_str),
+        k_strides=tuple(k_str),
+        v_strides=tuple(v_str),
+        o_strides=tuple(o_str),
+    )
+    for a, ax in enumerate(axes):
+        params.axes[a].n, params.axes[a].k, params.axes[a].d = ax["n"], ax["k"], ax["d"]
+        params.axes[a].causal = int(ax["causal"])
+    res = prog.launch(
+        name,
+        buffers={0: q_store, 1: k_store, 2: v_store, 3: o_store, 4: params, 5: grid},
+        grid=(grid.blocks, H, B),
+        threadgroup=(32, n_warps, 1),
+        schedule=schedule,
+        race_check=race_check,
+    )
+    o_all = from_device(res[3], dtype)
+    assert np.isnan(o_all[..., -1, :]).all(), "the kernel wrote into the padding between heads"
+    fused = o_all[..., :-1, :]
+
+    ref = reference(q64, k64, v64, kernel, dilation, causal, scale)
+    atol, rtol = TOL[dtype]
+    np.testing.assert_allclose(
+        fused,
+        ref,
+        atol=atol,
+        rtol=rtol,
+        err_msg=f"{name} spatial={spatial} kernel={kernel} dilation={dilation} causal={causal} "
+        f"B={B} H={H} layout={layout} warps={list(grid.warps)} seed={seed}",
+    )
+    return grid
+
+
+# ---------------------------------------------------------------------------
+# Bindings and names
+
+
+@pytest.mark.parametrize("defines", [[], emu.METAL_DEFINES], ids=["host", "emulated_metal"])
+def test_struct_layouts_match_the_headers(tmp_path, defines):
+    fields = "".join(
+        f"FA_OFF({cls.__name__}, {f})" for cls in (NaParams, NaGrid) for f, _ in cls._fields_
+    )
+    exe = _compile(tmp_path, LAYOUT_PROBE.replace("FIELDS", fields), "layout", defines)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    got = dict(line.split() for line in out.splitlines())
+    for cls in (NaParams, NaGrid):
+        assert int(got.pop(cls.__name__)) == ctypes.sizeof(cls)
+        for f, _ in cls._fields_:
+            assert int(got[f"{cls.__name__}.{f}"]) == getattr(cls, f).offset, f"{cls.__name__}.{f}"
+
+
+def test_host_names_match_the_instantiation_list(prog, probe):
+    assert sorted(_run_probe(probe, "names").split()) == sorted(prog.kernels)
+
+
+def test_buffers_match_the_structs(prog):
+    for name, params in prog.kernels.items():
+        sizes = {p.index: p.element_size for p in params if p.kind == "buffer"}
+        assert sizes[4] == ctypes.sizeof(NaParams) and sizes[5] == ctypes.sizeof(NaGrid), name
+
+
+# ---------------------------------------------------------------------------
+# The grid chooser
+
+
+def test_chooser_makes_compact_tiles(probe):
+    """On CUDA's tiles (8 warps of 16 rows, 32-key blocks): a long 1-D axis
+    puts every warp on it; 128 x 128 with 7 x 7 takes 8 x 16 query tiles
+    (14 x 22 keys each), and a deep 3-D volume splits its warps over z and
+    y."""
+    unit = dict(n=1, k=1, d=1, causal=False)
+    g = make_grid(probe, [dict(n=16384, k=7, d=1, causal=False), unit, unit], 1, 16, 8, 32)
+    assert list(g.warps) == [8, 1, 1] and list(g.extent) == [128, 1, 1] and g.blocks == 128
+    ax = dict(n=128, k=7, d=1, causal=False)
+    g = make_grid(probe, [ax, ax, unit], 2, 16, 8, 32)
+    assert list(g.extent) == [8, 16, 1] and list(g.tiles) == [16, 8, 1] and g.blocks == 128
+    ax = dict(n=32, k=5, d=1, causal=False)
+    g = make_grid(probe, [ax, ax, ax], 3, 16, 8, 32)
+    assert g.warps[0] * g.warps[1] == 8 and g.warps[2] == 1 and g.warps[0] > 1 and g.warps[1] > 1
+
+
+def test_dilation_multiplies_the_tiles(probe):
+    """Tiles lie inside one dilation group: 3 groups of up to 34 positions,
+    each covered by one 64-row tile."""
+    unit = dict(n=1, k=1, d=1, causal=False)
+    g = make_grid(probe, [dict(n=100, k=5, d=3, causal=False), unit, unit], 1, 8, 8, 32)
+    assert g.tiles[0] == 1 and g.blocks == 3
+
+
+# ---------------------------------------------------------------------------
+# The kernel
+
+CASES = [  # spatial, kernel, dilation, causal, dtype, head dim
+    ((33,), (7,), None, None, "float16", 32),
+    ((150,), (13,), None, None, "float32", 64),  # three tiles
+    ((40,), (40,), None, None, "bfloat16", 128),  # kernel = axis: full attention
+    ((50,), (5,), (3,), None, "float32", 32),  # dilation groups of 17, 17, 16
+    ((129,), (5,), (2,), None, "float16", 64),  # the short group's second tile is empty
+    ((37,), (6,), (2,), (True,), "bfloat16", 32),
+    ((9, 12), (3, 5), (1, 2), None, "float16", 64),
+    ((10, 11), (4, 3), (2, 1), (True, False), "bfloat16", 32),  # causal on one axis
+    ((8, 8), (8, 8), None, None, "float32", 128),
+    ((20, 19), (7, 7), None, None, "float16", 32),  # several tiles on both axes
+    ((5, 6, 7), (3, 3, 3), (1, 1, 2), (False, True, False), "float16", 32),
+    ((4, 6, 5), (2, 5, 5), (2, 1, 1), (False, False, True), "float32", 64),
+    ((6, 3, 10), (3, 3, 4), None, None, "bfloat16", 128),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=lambda i: "x".join(map(str, CASES[i][0])))
+def test_matches_explicit_mask(prog, probe, case):
+    spatial, kernel, dilation, causal, dtype, D = CASES[case]
+    run_case(prog, probe, spatial, kernel, dilation, causal, dtype=dtype, D=D, seed=case)
+
+
+@pytest.mark.parametrize("warps", [(8, 1, 1), (4, 2, 1), (2, 4, 1), (1, 8, 1)])
+def test_every_split_of_the_warps(prog, probe, warps):
+    """The kernel follows whatever tile shape the grid gives: from 8 x 8
+    queries to 1 x 64, ragged on both axes, with dilation on one."""
+    run_case(prog, probe, (13, 21), (5, 3), (1, 2), dtype="float32", warps=warps, seed=sum(warps))
+
+
+def test_3d_split_over_every_axis(prog, probe):
+    run_case(prog, probe, (6, 7, 9), (3, 5, 3), (2, 1, 1), (True, False, False),
+             dtype="float32", warps=(2, 2, 2), seed=11)
+
+
+@pytest.mark.parametrize("layout", ["padded", "transposed"])
+def test_strided_inputs_batches_and_heads(prog, probe, layout):
+    """Strides from NaParams: spare head slots, spatial axes stored in
+    reverse order; several batch entries and heads."""
+    run_case(prog, probe, (7, 9), (3, 5), dtype="bfloat16", D=64, B=2, H=3, layout=layout, seed=5)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_adversarial_schedules(prog, probe, seed):
+    """A simdgroup running far ahead between barriers finds the K/V block
+    and key coordinates of its own iteration, not the next one's."""
+    run_case(prog, probe, (11, 10), (5, 3), dtype="float16", warps=(4, 2, 1), seed=seed,
+             schedule=seed)
+
+
+def test_race_check(prog, probe):
+    """ThreadSanitizer: every threadgroup-memory access (K, V, coordinates)
+    ordered by a barrier."""
+    run_case(prog, probe, (9, 10), (3, 3), dtype="float32", warps=(4, 2, 1), race_check=True)
+
+
+# ---------------------------------------------------------------------------
+# CUDA's pipeline (several stages, 32-key blocks) on the same body
+
+
+@pytest.fixture(scope="module")
+def stages_prog():
+    return emu.load("tests/metal_emu/kernels/na_stages.metal")
+
+
+@pytest.mark.parametrize(
+    "spatial,kernel,dilation,causal,dtype,D,suffix,schedule",
+    [
+        ((300,), (63,), None, None, "float16", 64, "_st3", "fair"),
+        ((200,), (7,), (3,), (True,), "float16", 64, "_st3", 4),
+        ((19, 40), (5, 13), (1, 2), (True, False), "float16", 64, "_st3", 5),
+        ((7, 9, 12), (3, 5, 5), (2, 1, 1), None, "float32", 32, "_st2", 6),
+    ],
+)
+def test_pipelined_stages(stages_prog, probe, spatial, kernel, dilation, causal, dtype, D,
+                          suffix, schedule):
+    """Blocks in flight in a ring of stages, each with its key coordinates;
+    a warp skipping blocks still meets every barrier (adversarial schedules
+    let one warp run ahead)."""
+    run_case(stages_prog, probe, spatial, kernel, dilation, causal, dtype=dtype, D=D,
+             suffix=suffix, schedule=schedule, seed=len(spatial))
+
+
+def test_pipelined_stages_race_check(stages_prog, probe):
+    """ThreadSanitizer on the ring: a stage is refilled only after every
+    warp has left it, and read only after the barrier that follows its
+    copies."""
+    run_case(stages_prog, probe, (9, 21), (3, 7), dtype="float16", D=64, suffix="_st3",
+             race_check=True)
