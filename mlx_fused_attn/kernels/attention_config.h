@@ -67,12 +67,14 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// rows; D=80 L=2048: 239 against 197).
 /// Shared memory at D = 128: 2 * 2 * 64 * (128 * 2 + 16) B = 68 KB.
 ///
-/// min_blocks stays 1 (registers unbounded: 220-255, 2 blocks of 4 warps a
-/// multiprocessor) until measured otherwise. Nsight Compute (D = 128, same
-/// day): 27% of issue slots busy, 7 cycles a warp between instructions, the
-/// tensor pipe 40% busy, i.e. latency-bound at 2 warps a scheduler. The
-/// 16-row tiles fit min_blocks 3 (168 registers) at every head dim and 4
-/// (128) at D <= 64 without spills; the sweep's quick set measures them.
+/// min_blocks: D = 128 asks for 3 blocks a multiprocessor (registers capped
+/// at 168, no spills; 3 x 68 KB of shared memory fits Hopper's 227 KB): 307
+/// TFLOP/s against 275 with registers unbounded (220-255, 2 blocks) at B=4
+/// L=8192 bf16, 296 against 263 causal, 967 us against 1060 at B=1 L=4096
+/// fp16, same at L=512 (sweep of 2026-11-29). Nsight Compute had shown the
+/// unbounded kernel latency-bound at 2 warps a scheduler (27% of issue
+/// slots busy, tensor pipe 40%). The 32-row tiles of D <= 96 lost 4-14%
+/// with 3 or 4 blocks, so they stay at 1.
 ///
 /// fp32 (3xTF32 products, registers twice as wide): 4 warps of 16 rows and
 /// 32-key blocks (31 TFLOP/s at D = 128, against 20 for 2 warps).
@@ -89,7 +91,7 @@ constexpr AttnTiles choose_attention_tiles(
     return AttnTiles{64, 32, 4, 2};
   }
   if (head_dim == 128) {
-    return AttnTiles{64, 64, 4, 2};
+    return AttnTiles{64, 64, 4, 2, 3};
   }
   return head_dim == 96 ? AttnTiles{128, 32, 4, 2} : AttnTiles{128, 64, 4, 2};
 }
