@@ -30,7 +30,8 @@ fa_neighborhood(
   constexpr fa::AttnTiles tiles = {BQ, BK, WM, 1};
   static_assert(
       tiles ==
-          fa::choose_na_tiles(D, fa::DTypeOf<T>::value, fa::Backend::Metal),
+          fa::choose_na_tiles(
+              D, fa::DTypeOf<T>::value, fa::Backend::Metal, N),
       "instantiation list disagrees with choose_na_tiles");
   typedef fa::AttnShape<T, D, BQ, BK, WM, tiles.stages> Shape;
   // 1-D keeps no key coordinates; Metal has no zero-length arrays.

@@ -87,7 +87,7 @@ NaLaunch na_launch(
   l.dtype = dtype;
   l.n_axes = spec.n_axes;
   l.head_dim = q.shape(-1);
-  l.tiles = fa::choose_na_tiles(l.head_dim, dtype, backend);
+  l.tiles = fa::choose_na_tiles(l.head_dim, dtype, backend, spec.n_axes);
 
   fa::NaParams& p = l.params;
   p.B = q.shape(0);

@@ -328,43 +328,63 @@ FA_FUNC void na_attention_block(
   }
   softmax_init(softmax, -FA_FLT_MAX, 0.0f);
   tile_fill(o_tile, 0.0f);
+  // The scores go to the softmax as raw products q.k, which it scales into
+  // the exp2 domain in the FFMA that subtracts the row max; that needs a
+  // positive scale (the mask's -inf then stays -inf). Any other scale is
+  // applied to the scores first.
+  const bool fold_scale = p.scale_log2 > 0.0f;
 
-  // Blocks 0 .. kStages - 2 start before the loop; every iteration commits
-  // one group (empty past the last block), so that at the top of iteration
-  // kb, waiting for all but the newest kStages - 2 groups means: block kb
-  // has landed.
+  // A box of at most kStages blocks (a 1-D tile with a small kernel) is
+  // resident: every block has its own stage, so all its copies start at
+  // once, behind one wait and one barrier, and the warps then run through
+  // their blocks without meeting again. A longer box streams through the
+  // stages as a ring: blocks 0 .. kStages - 2 start before the loop, and
+  // every iteration commits one group (empty past the last block), so that
+  // at the top of iteration kb, waiting for all but the newest kStages - 2
+  // groups means: block kb has landed. `resident` is the same in every
+  // thread of the threadgroup, so the barriers stay uniform.
   const int n_blocks = (box.count + kBK - 1) / kBK;
-  for (int kb = 0; kb < kStages - 1; ++kb) {
-    if (kb < n_blocks) {
-      na_load_kv_block<Target, Shape, kNdim>(
-          k_smem, v_smem, coords, k_box, v_box, box, kb, kb, tid);
+  const bool resident = n_blocks <= kStages;
+  const int n_first = resident ? n_blocks : kStages - 1;
+  for (int kb = 0; kb < n_first; ++kb) {
+    na_load_kv_block<Target, Shape, kNdim>(
+        k_smem, v_smem, coords, k_box, v_box, box, kb, kb, tid);
+    if (!resident) {
+      Loader::commit();
     }
+  }
+  if (resident) {
     Loader::commit();
+    Loader::template wait<0>();
+    FA_BARRIER();
   }
 
   for (int kb = 0; kb < n_blocks; ++kb) {
     const int key0 = kb * kBK;
 
     // ---------------------------------------------------------- load K, V
-    // Block kb + kStages - 1 fills the stage (and coordinates) of block
-    // kb - 1, so every warp must be done with kb - 1 first. With one stage
-    // (Metal) that is kb's own stage: a barrier, the synchronous load, and a
-    // barrier before reading it. With more, this thread's copies of kb are
-    // waited for first, so that one barrier also makes kb visible to all.
-    if (kStages > 1) {
-      Loader::template wait<(kStages > 1 ? kStages - 2 : 0)>();
-    }
-    FA_BARRIER();
-    const int kb_next = kb + kStages - 1;
-    if (kb_next < n_blocks) {
-      na_load_kv_block<Target, Shape, kNdim>(
-          k_smem, v_smem, coords, k_box, v_box, box, kb_next,
-          kb_next % kStages, tid);
-    }
-    Loader::commit();
-    if (kStages == 1) {
-      Loader::template wait<0>();
+    // Ring: block kb + kStages - 1 fills the stage (and coordinates) of
+    // block kb - 1, so every warp must be done with kb - 1 first. With one
+    // stage (Metal) that is kb's own stage: a barrier, the synchronous load,
+    // and a barrier before reading it. With more, this thread's copies of
+    // kb are waited for first, so that one barrier also makes kb visible to
+    // all.
+    if (!resident) {
+      if (kStages > 1) {
+        Loader::template wait<(kStages > 1 ? kStages - 2 : 0)>();
+      }
       FA_BARRIER();
+      const int kb_next = kb + kStages - 1;
+      if (kb_next < n_blocks) {
+        na_load_kv_block<Target, Shape, kNdim>(
+            k_smem, v_smem, coords, k_box, v_box, box, kb_next,
+            kb_next % kStages, tid);
+      }
+      Loader::commit();
+      if (kStages == 1) {
+        Loader::template wait<0>();
+        FA_BARRIER();
+      }
     }
     if (key0 > key_last || key0 + kBK <= key_first) {
       continue;
@@ -378,7 +398,9 @@ FA_FUNC void na_attention_block(
     // K is stored a key per row, so K^T is read with swapped strides.
     tile_fill(s_tile, 0.0f);
     tile_matmad_shared<FragB, 1, kLd>(s_tile, q_tile, k_block, lane);
-    tile_scalar_op<MulOp>(s_tile, p.scale_log2);
+    if (!fold_scale) {
+      tile_scalar_op<MulOp>(s_tile, p.scale_log2);
+    }
 
     // ------------------------------------------------------------ mask
     mask.coords = coords + (kb % kStages) * kNdim * kBK;
@@ -386,7 +408,7 @@ FA_FUNC void na_attention_block(
     tile_map_coords(s_tile, mask, 0, key0, lane);
 
     // --------------------------------------------------------- softmax
-    softmax_step(softmax, s_tile, o_tile);
+    softmax_step(softmax, s_tile, o_tile, fold_scale ? p.scale_log2 : 1.0f);
 
     // ------------------------------------------------------------ P V
     tile_to_operand(p_tile, s_tile);

@@ -43,8 +43,12 @@ constexpr bool na_head_dim_supported(int head_dim) {
 /// needs for k = 63 and 11x for k = 7, against 1.5x and 6.9x with 32 (the
 /// main kernel's sweep found 64-key blocks only 7% faster than 32 on dense
 /// attention). Three stages keep two blocks' copies in flight under the
-/// math: 1-D neighborhoods are memory-bound (2.7 K/V blocks of 32 keys a
-/// warp for k = 63). Two blocks a multiprocessor (min_blocks) for 16-bit
+/// math. 1-D takes six: a 1-D tile visits 128 + k - 1 keys, so up to
+/// k = 65 its whole key box is resident (na_attention.h: every copy starts
+/// at once, behind one barrier), where a ring of three left the tile
+/// waiting on one block after another (benchmarks/cuda_na_sweep.cu, H200,
+/// L = 16384 H = 16 D = 64 fp16: 74.5 -> 61.8 us for k = 7, 85.1 -> 75.8
+/// us for k = 63; eight stages were no faster). Two blocks a multiprocessor (min_blocks) for 16-bit
 /// types up to D = 64, so that one block's barriers and first loads overlap
 /// the other's math: ptxas (sm_90) then fits them in 128 registers with at
 /// most 4 bytes of spill (unconstrained it takes up to 137, one 8-warp block
@@ -55,14 +59,19 @@ constexpr bool na_head_dim_supported(int head_dim) {
 /// Metal: 8 simdgroups of 8 rows (an 8 x 8 query tile in 2-D), 32-key
 /// blocks, 16 at D = 128 (fp32 K and V blocks then take 2 * 16 * 132 * 4 B
 /// = 16.5 KB of the 32 KB of threadgroup memory); plain loads, one stage.
-constexpr AttnTiles choose_na_tiles(int head_dim, DType dtype, Backend backend) {
+constexpr AttnTiles
+choose_na_tiles(int head_dim, DType dtype, Backend backend, int n_axes) {
   if (backend == Backend::Metal) {
     return AttnTiles{64, head_dim < 128 ? 32 : 16, 8, 1};
   }
   if (dtype == DType::Float32) {
     return AttnTiles{64, 32, 4, 2};
   }
-  return AttnTiles{128, 32, 8, 3, head_dim <= 64 ? 2 : 1};
+  const int min_blocks = head_dim <= 64 ? 2 : 1;
+  if (n_axes == 1) {
+    return AttnTiles{128, 32, 8, 6, min_blocks};
+  }
+  return AttnTiles{128, 32, 8, 3, min_blocks};
 }
 
 /// Key coordinates (one int per axis in use and key of a K/V block, every

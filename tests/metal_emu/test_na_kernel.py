@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
       for (fa::DType t : types) {
 #define FA_PRINT(d)                                                      \
   std::printf("%s\n", fa::na_kernel_name(n, t, d,                        \
-      fa::choose_na_tiles(d, t, fa::Backend::Metal)).c_str());
+      fa::choose_na_tiles(d, t, fa::Backend::Metal, n)).c_str());
         FA_NA_HEAD_DIMS(FA_PRINT)
 #undef FA_PRINT
       }
@@ -445,6 +445,12 @@ def stages_prog():
         ((200,), (7,), (3,), (True,), "float16", 64, "_st3", 4),
         ((19, 40), (5, 13), (1, 2), (True, False), "float16", 64, "_st3", 5),
         ((7, 9, 12), (3, 5, 5), (2, 1, 1), None, "float32", 32, "_st2", 6),
+        # Six stages: 1-D boxes of up to 6 blocks (64 + k - 1 keys) resident,
+        # longer ones (k = 191) in the ring; 2-D 5 x 5 boxes (12 x 12) resident.
+        ((300,), (63,), None, None, "float16", 64, "_st6", 7),
+        ((300,), (191,), None, None, "float16", 64, "_st6", "fair"),
+        ((210,), (7,), (4,), (True,), "float16", 64, "_st6", 8),
+        ((19, 40), (5, 5), (1, 2), (False, True), "float16", 64, "_st6", 9),
     ],
 )
 def test_pipelined_stages(stages_prog, probe, spatial, kernel, dilation, causal, dtype, D,
@@ -461,4 +467,11 @@ def test_pipelined_stages_race_check(stages_prog, probe):
     warp has left it, and read only after the barrier that follows its
     copies."""
     run_case(stages_prog, probe, (9, 21), (3, 7), dtype="float16", D=64, suffix="_st3",
+             race_check=True)
+
+
+def test_resident_box_race_check(stages_prog, probe):
+    """ThreadSanitizer on a resident box: every block's copies are ordered
+    before any warp reads them by the one barrier after the loads."""
+    run_case(stages_prog, probe, (150,), (31,), dtype="float16", D=64, suffix="_st6",
              race_check=True)

@@ -20,7 +20,8 @@ namespace {
 template <typename T, int D>
 const void* instance() {
   constexpr fa::AttnTiles t =
-      fa::choose_na_tiles(D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
+      fa::choose_na_tiles(
+      D, fa::DTypeOf<T>::value, fa::Backend::Cuda, FA_NA_AOT_AXES);
   return reinterpret_cast<const void*>(
       &fa::na_attention_kernel<
           T, D, t.bq, t.bk, t.warps, t.stages, t.min_blocks, FA_NA_AOT_AXES>);

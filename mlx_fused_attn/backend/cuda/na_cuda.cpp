@@ -151,7 +151,10 @@ Support na_supports(const NaSpec& spec, const std::vector<mx::array>& inputs) {
   }
   const int D = q.shape(-1);
   const int smem = fa::na_smem_bytes(
-      fa::choose_na_tiles(D, dtype, fa::Backend::Cuda), D, dtype, spec.n_axes);
+      fa::choose_na_tiles(D, dtype, fa::Backend::Cuda, spec.n_axes),
+      D,
+      dtype,
+      spec.n_axes);
   if (smem > max_smem_per_block(d.cuda_device())) {
     std::ostringstream msg;
     msg << kOp << "the kernel for head dim " << D << " and " << q.dtype()

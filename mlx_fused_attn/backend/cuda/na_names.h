@@ -19,7 +19,8 @@ struct NaKernelKey {
 };
 
 inline fa::AttnTiles na_tiles(const NaKernelKey& key) {
-  return fa::choose_na_tiles(key.head_dim, key.dtype, fa::Backend::Cuda);
+  return fa::choose_na_tiles(
+      key.head_dim, key.dtype, fa::Backend::Cuda, key.n_axes);
 }
 
 inline std::string na_kernel_expression(const NaKernelKey& key) {

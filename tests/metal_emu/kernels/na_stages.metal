@@ -1,8 +1,9 @@
 // The neighborhood kernel body (mlx_fused_attn/kernels/na_attention.h) with
 // CUDA's pipeline: several K/V stages (a ring of blocks in threadgroup
-// memory, with their key coordinates) and 32-key blocks under 8 warps. The
-// Metal entry point runs one stage; this one lets the emulator check the
-// ring's indexing and barriers, which on CUDA only a GPU would exercise.
+// memory, with their key coordinates, or a whole key box resident) and
+// 32-key blocks under 8 warps. The Metal entry point runs one stage; this
+// one lets the emulator check the ring's indexing and barriers, and the
+// resident box's single barrier, which on CUDA only a GPU would exercise.
 // Buffers and grid as metal/neighborhood.metal.
 #include "mlx_fused_attn/kernels/na_attention.h"
 #include "mlx_fused_attn/kernels/na_config.h"
@@ -38,4 +39,6 @@ template <typename T, int D, int BQ, int BK, int WM, int ST, int N>
 
 NA_STAGES(float16, half, 64, 3, 1)
 NA_STAGES(float16, half, 64, 3, 2)
+NA_STAGES(float16, half, 64, 6, 1)
+NA_STAGES(float16, half, 64, 6, 2)
 NA_STAGES(float32, float, 32, 2, 3)
