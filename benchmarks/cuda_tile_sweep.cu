@@ -2,7 +2,8 @@
 // under several tile shapes, to choose choose_attention_tiles' CUDA entries
 // from measurements. Standalone: no MLX; nvcc builds it on the GPU machine.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90 -I. benchmarks/cuda_tile_sweep.cu -o sweep
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
+//     benchmarks/cuda_tile_sweep.cu -o sweep
 //   ./sweep                       # table: case, tiles, time, TFLOP/s, error
 //
 // With -DFA_SWEEP_QUICK it builds and runs only the cases that decide the
@@ -93,7 +94,7 @@ double flops(const Problem& p) {
   return 4.0 * p.B * p.H * pairs * p.D;
 }
 
-template <typename T, int D, int BQ, int BK, int WM, int ST, int MB, bool C>
+template <typename T, int D, int BQ, int BK, int WM, int ST, int MB, bool WG, bool C>
 float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
           int reps) {
   fa::AttnParams p{};
@@ -108,9 +109,9 @@ float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
   fa::AttnFeatures f{};
   f.align_q = pr.L % BQ == 0;
   f.align_k = pr.L % BK == 0;
-  constexpr fa::AttnTiles tiles = {BQ, BK, WM, ST, MB};
+  constexpr fa::AttnTiles tiles = {BQ, BK, WM, ST, MB, WG};
   const int smem = fa::attention_smem_bytes(tiles, D, fa::DTypeOf<T>::value);
-  auto kernel = fa::attention_kernel<T, D, BQ, BK, WM, ST, MB, C, false>;
+  auto kernel = fa::attention_kernel<T, D, BQ, BK, WM, ST, MB, WG, C, false>;
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   if (MB > 2) {  // as the library does (kernels.cpp): all of L1 as shared memory
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -182,69 +183,86 @@ struct Case {
   }
   bool has_ref = false;
 
-  template <int BQ, int BK, int WM, int ST, int MB = 1>
+  template <int BQ, int BK, int WM, int ST, int MB = 1, bool WG = false>
   void shape(int reps) {
     CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
-    const float ms = pr.causal ? run<T, D, BQ, BK, WM, ST, MB, true>(pr, q, k, v, o, reps)
-                               : run<T, D, BQ, BK, WM, ST, MB, false>(pr, q, k, v, o, reps);
+    const float ms = pr.causal ? run<T, D, BQ, BK, WM, ST, MB, WG, true>(pr, q, k, v, o, reps)
+                               : run<T, D, BQ, BK, WM, ST, MB, WG, false>(pr, q, k, v, o, reps);
     if (!has_ref) {  // the first shape becomes the reference
       to_float<<<1024, 256>>>(o, ref, n);
       has_ref = true;
     }
     const double err = max_diff(o, ref, n);
-    std::printf("%-5s B=%d H=%d L=%5d D=%3d %-6s bq=%3d bk=%3d warps=%d stages=%d "
+    std::printf("%-5s B=%d H=%d L=%5d D=%3d %-6s %-5s bq=%3d bk=%3d warps=%d stages=%d "
                 "blocks/SM>=%d %9.1f us %6.1f TFLOP/s  err %.2e\n",
-                type, pr.B, pr.H, pr.L, D, pr.causal ? "causal" : "full", BQ, BK,
-                WM, ST, MB, ms * 1e3, flops(pr) / (ms * 1e-3) / 1e12, err);
+                type, pr.B, pr.H, pr.L, D, pr.causal ? "causal" : "full",
+                WG ? "wgmma" : "mma", BQ, BK, WM, ST, MB, ms * 1e3,
+                flops(pr) / (ms * 1e-3) / 1e12, err);
     std::fflush(stdout);
   }
 };
 
 #ifdef FA_SWEEP_QUICK
-// The chosen tiles (min_blocks 1: registers unbounded, 2 blocks a
-// multiprocessor) against 16-row tiles held to 3 or 4 blocks a
-// multiprocessor by min_blocks (168 or 128 registers, no spills) and the
-// nearest rivals. The first shape of each case is its error reference.
+// Warpgroup products (wgmma, sm_90a) against the mma.sync tiles chosen
+// before them: one warpgroup of 64 queries at 2 or 3 blocks a
+// multiprocessor, two warpgroups of 128, and 128-key blocks. The first
+// shape of each case is its error reference (the mma.sync kernel, checked
+// against the fp32 reference kernel on the small cases).
 int main() {
   for (bool causal : {false, true}) {
     Case<fa::bfloat_t, 128> c("bf16", {4, 32, 8192, 128, causal});
-    c.shape<64, 64, 4, 2>(3);
     c.shape<64, 64, 4, 2, 3>(3);
-    c.shape<64, 32, 4, 2, 4>(3);
-    c.shape<128, 32, 4, 2>(3);
+    c.shape<64, 64, 4, 2, 3, true>(3);
+    c.shape<64, 64, 4, 2, 2, true>(3);
+    c.shape<128, 64, 8, 2, 1, true>(3);
+    c.shape<64, 128, 4, 2, 2, true>(3);
+    c.shape<64, 64, 4, 3, 2, true>(3);
   }
-  for (int L : {512, 4096}) {
+  for (int L : {512, 1024, 4096}) {
     Case<fa::half_t, 128> c("f16", {1, 32, L, 128, false});
-    c.shape<64, 64, 4, 2>(L < 1024 ? 50 : 10);
-    c.shape<64, 64, 4, 2, 3>(L < 1024 ? 50 : 10);
-    c.shape<64, 32, 4, 2, 4>(L < 1024 ? 50 : 10);
+    const int reps = L < 2048 ? 50 : 10;
+    c.shape<64, 64, 4, 2, 3>(reps);
+    c.shape<64, 64, 4, 2, 3, true>(reps);
+    c.shape<64, 64, 4, 2, 2, true>(reps);
+    c.shape<128, 64, 8, 2, 1, true>(reps);
   }
   for (bool causal : {false, true}) {
     Case<fa::bfloat_t, 64> c("bf16", {4, 32, 8192, 64, causal});
     c.shape<128, 64, 4, 2>(3);
-    c.shape<64, 64, 4, 2, 4>(3);
-    c.shape<64, 64, 4, 2, 3>(3);
+    c.shape<64, 64, 4, 2, 3, true>(3);
+    c.shape<64, 64, 4, 2, 4, true>(3);
+    c.shape<128, 64, 8, 2, 2, true>(3);
+    c.shape<64, 128, 4, 2, 3, true>(3);
   }
   for (int L : {512, 4096}) {
     Case<fa::half_t, 64> c("f16", {1, 32, L, 64, false});
-    c.shape<128, 64, 4, 2>(L < 1024 ? 50 : 10);
-    c.shape<64, 64, 4, 2, 4>(L < 1024 ? 50 : 10);
+    const int reps = L < 2048 ? 50 : 10;
+    c.shape<128, 64, 4, 2>(reps);
+    c.shape<64, 64, 4, 2, 3, true>(reps);
+    c.shape<64, 64, 4, 2, 4, true>(reps);
   }
-  for (int L : {512, 4096}) {
-    Case<fa::half_t, 80> c("f16", {1, 32, L, 80, false});
-    c.shape<128, 64, 4, 2>(L < 1024 ? 50 : 10);
-    c.shape<64, 64, 4, 2, 3>(L < 1024 ? 50 : 10);
-    c.shape<64, 64, 4, 2, 4>(L < 1024 ? 50 : 10);
+  {
+    Case<fa::half_t, 80> c("f16", {1, 32, 2048, 80, false});
+    c.shape<128, 64, 4, 2>(20);
+    c.shape<64, 64, 4, 2, 3, true>(20);
+    c.shape<64, 64, 4, 2, 4, true>(20);
   }
   {
     Case<fa::half_t, 96> c("f16", {1, 32, 2048, 96, false});
     c.shape<128, 32, 4, 2>(20);
-    c.shape<64, 64, 4, 2, 3>(20);
+    c.shape<64, 64, 4, 2, 3, true>(20);
+    c.shape<64, 64, 4, 2, 2, true>(20);
   }
   {
     Case<fa::half_t, 32> c("f16", {1, 32, 2048, 32, false});
     c.shape<128, 64, 4, 2>(20);
-    c.shape<64, 64, 4, 2, 4>(20);
+    c.shape<64, 64, 4, 2, 3, true>(20);
+    c.shape<64, 64, 4, 2, 4, true>(20);
+  }
+  {  // ragged lengths: the zero-filled last key block and partial query block
+    Case<fa::half_t, 128> c("f16", {2, 4, 1000, 128, true});
+    c.shape<64, 64, 4, 2, 3>(5);
+    c.shape<64, 64, 4, 2, 3, true>(5);
   }
   return 0;
 }

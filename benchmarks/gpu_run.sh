@@ -8,14 +8,15 @@
 #
 # Environment: STEPS (default "build test sanitize sweep bench") picks steps,
 # and "shortsweep" (the short-sequence kernel's tile sweep) is one more;
-# CUDA_ARCHS (default 90, the GPU there) the AOT architectures; PYTEST_K the
+# CUDA_ARCHS (default 90a, the GPU there with its warpgroup products) the AOT
+# architectures; PYTEST_K the
 # tests' -k expression (default "not cpu"); BENCH_ARGS extra arguments for
 # gpu_bench.py (--short: the short-sequence table). Needs
 # .device-cache/mlx-cuda-site.tar.xz.
 set -uo pipefail
 OUT=${1:?usage: gpu_run.sh OUTPUT_DIR}
 STEPS=${STEPS:-"build test sanitize sweep bench"}
-CUDA_ARCHS=${CUDA_ARCHS:-90}
+CUDA_ARCHS=${CUDA_ARCHS:-90a}
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -67,7 +68,7 @@ fi
 
 if has sweep; then
   log "tile sweep"
-  nvcc -std=c++17 -O3 -arch=sm_90 -I. benchmarks/cuda_tile_sweep.cu -o /tmp/fa_sweep \
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. benchmarks/cuda_tile_sweep.cu -o /tmp/fa_sweep \
     > "$OUT/sweep.txt" 2>&1 && /tmp/fa_sweep >> "$OUT/sweep.txt" 2>&1
   cat "$OUT/sweep.txt"
 fi

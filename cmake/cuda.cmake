@@ -13,7 +13,9 @@
 
 option(MLX_FUSED_ATTN_CUDA_AOT
        "Build the CUDA kernels ahead of time with nvcc (else only the JIT)" ON)
-set(MLX_FUSED_ATTN_CUDA_ARCHITECTURES "80;90"
+# 90a, not 90: Hopper's image may then use the warpgroup products (wgmma),
+# which the plain sm_90 target lacks; it runs on sm_90 GPUs alone.
+set(MLX_FUSED_ATTN_CUDA_ARCHITECTURES "80;90a"
     CACHE STRING "GPU architectures of the AOT kernels (sm_80 and later)")
 
 set(FA_CUDA_DIR ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/cuda)
@@ -127,6 +129,9 @@ if(MLX_FUSED_ATTN_CUDA_AOT)
     target_sources(mlx_fused_attn PRIVATE $<TARGET_OBJECTS:${lib}>)
   endforeach()
   target_compile_definitions(mlx_fused_attn PRIVATE MLX_FUSED_ATTN_HAS_CUDA_AOT)
+  if("90a" IN_LIST MLX_FUSED_ATTN_CUDA_ARCHITECTURES)
+    target_compile_definitions(mlx_fused_attn PRIVATE MLX_FUSED_ATTN_AOT_SM90A)
+  endif()
 endif()
 message(STATUS "mlx_fused_attn: CUDA AOT kernels = ${MLX_FUSED_ATTN_CUDA_AOT} "
                "(${MLX_FUSED_ATTN_CUDA_ARCHITECTURES})")

@@ -36,16 +36,17 @@ fa_attention(
   // Metal's loads are plain (synchronous) loads: one K/V stage.
   constexpr fa::AttnTiles tiles = {BQ, BK, WM, 1};
   constexpr fa::DType dtype = fa::DTypeOf<T>::value;
+  constexpr fa::Backend kMetal = fa::Backend::Metal;
   static_assert(
-      tiles ==
-              fa::choose_attention_tiles(D, dtype, fa::Backend::Metal, false) &&
-          tiles ==
-              fa::choose_attention_tiles(D, dtype, fa::Backend::Metal, true),
+      tiles == fa::choose_attention_tiles(D, dtype, kMetal, false, false) &&
+          tiles == fa::choose_attention_tiles(D, dtype, kMetal, true, false),
       "instantiation list disagrees with choose_attention_tiles");
   typedef fa::AttnShape<T, D, BQ, BK, WM, tiles.stages> Shape;
+  constexpr int kSmemElems =
+      Shape::kStages * fa::AttnKVBlock<fa::MetalTarget, Shape>::kElems;
 
-  FA_SHARED_ARRAY_DECL T k_smem[Shape::kSmemElems];
-  FA_SHARED_ARRAY_DECL T v_smem[Shape::kSmemElems];
+  FA_SHARED_ARRAY_DECL T k_smem[kSmemElems];
+  FA_SHARED_ARRAY_DECL T v_smem[kSmemElems];
 
   fa::AttnFeatures features;
 #define FA_READ_FUNCTION_CONSTANT(name, index) features.name = fc_##name;

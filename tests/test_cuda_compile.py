@@ -1,7 +1,7 @@
 """The CUDA kernels compile, on a machine without a GPU.
 
 - Every CUDA source (attention_aot.cu, aot_kernels.cu) builds with nvcc for
-  sm_80 and sm_90, the AOT targets; attention_aot.cu for a subset of head
+  sm_80 and sm_90a (Hopper with its warpgroup products), the AOT targets; attention_aot.cu for a subset of head
   dims (each head dim builds nine kernels).
 - The JIT source is what NVRTC will see: the kernel headers flattened by
   metal/flatten_source.py, self-contained. It builds with nvcc as a
@@ -24,7 +24,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUDA_DIR = os.path.join(REPO, "mlx_fused_attn", "backend", "cuda")
-ARCHS = ["80", "90"]
+ARCHS = ["80", "90a"]
 # The head dims whose AOT object is built here: the smallest and the largest
 # (the most registers); the others differ only in the number.
 AOT_HEAD_DIMS = [32, 128]
@@ -99,8 +99,8 @@ def kernel_expressions(tmp_path):
         " fa::DType::Float32};\n"
         "  for (fa::DType t : types) {\n"
         "#define FA_PRINT(d) \\\n"
-        "    for (int v = 0; v < 3; ++v) std::printf(\"%s\\n\","
-        " attention_kernel_expression({t, d, v == 1, v == 2}).c_str());\n"
+        "    for (int v = 0; v < 6; ++v) std::printf(\"%s\\n\","
+        " attention_kernel_expression({t, d, v % 3 == 1, v % 3 == 2, v >= 3}).c_str());\n"
         "    FA_ATTENTION_HEAD_DIMS(FA_PRINT)\n"
         "    std::printf(\"%s\\n\", strided_copy_kernel_expression(t).c_str());\n"
         "  }\n"
@@ -115,7 +115,7 @@ def kernel_expressions(tmp_path):
 
 def test_jit_source_is_self_contained(tmp_path):
     exprs = kernel_expressions(tmp_path)
-    assert len(exprs) == 3 * 5 * 3 + 3 + 1, exprs
+    assert len(exprs) == 3 * 5 * 6 + 3 + 1, exprs
     # One attention kernel per dtype and variant, spread over the head dims,
     # plus the helpers: what NVRTC compiles, taken by the same expressions.
     attention = [e for e in exprs if e.startswith("fa::attention_kernel<")]
@@ -128,7 +128,7 @@ def test_jit_source_is_self_contained(tmp_path):
     )
     unit = tmp_path / "jit_unit.cu"
     unit.write_text(source + probes)
-    nvcc(*gencode(["90"]), "-c", str(unit), "-o", str(tmp_path / "jit_unit.o"))
+    nvcc(*gencode(["90a"]), "-c", str(unit), "-o", str(tmp_path / "jit_unit.o"))
 
 
 def load_nvrtc():
@@ -169,12 +169,14 @@ def test_nvrtc_compiles_the_jit_source(tmp_path):
     if nvrtc is None:
         pytest.skip("libnvrtc not installed (pip install nvidia-cuda-nvrtc)")
     source = flattened_source().encode()
-    # A causal bf16 attention kernel and a helper, by the host's expressions.
+    # A causal bf16 attention kernel with each kind of product and a helper,
+    # by the host's expressions.
     names = kernel_expressions(tmp_path)
-    causal_bf16 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
-    exprs = [causal_bf16[1], names[-1]]
-    # The options of nvrtc_compiler.cpp.
-    options = [b"--gpu-architecture=sm_90", b"--include-path=" + cuda_include_dir().encode(),
+    bf16 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
+    exprs = [bf16[1], bf16[4], names[-1]]
+    assert ", true, true, false>" in bf16[4], bf16[4]
+    # The options of nvrtc_compiler.cpp on Hopper.
+    options = [b"--gpu-architecture=sm_90a", b"--include-path=" + cuda_include_dir().encode(),
                b"--std=c++17", b"-default-device", b"-DNDEBUG"]
     for expr in exprs:
         prog = ctypes.c_void_p()

@@ -10,10 +10,12 @@
 // of this one. The softmax is online (running max and sum in fp32, exp2
 // domain), and the output is written once at the end.
 //
-// `Target` supplies the fragment types by role (FragA<T>, FragB<T>, FragC)
-// and the device-to-threadgroup Loader; the entry point of each backend picks
-// it and fills the features (function constants or template bools). The
-// mask arrives as bytes: it holds bool or T, as the features say.
+// `Target` supplies the fragment types by role (FragA<T>, FragC) and the K/V
+// block type (KVBlock: its threadgroup-memory layout, its loader and the two
+// products that read it: padded_block.h, swizzled_block.h); the entry point
+// of each backend picks it and fills the features (function constants or
+// template bools). The mask arrives as bytes: it holds bool or T, as the
+// features say.
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_features.h"
@@ -57,9 +59,17 @@ struct AttnShape {
   static_assert(kBQ % kWarps == 0, "query rows must split evenly over warps");
 };
 
+/// The K/V block type of a kernel instance on `Target`.
+template <typename Target, typename Shape>
+using AttnKVBlock = typename Target::template KVBlock<
+    typename Shape::elem_type,
+    Shape::kBK,
+    Shape::kHeadDim,
+    Shape::kThreads>;
+
 /// Starts the copy of key block `kb` (keys kb * kBK onwards) into K and V
 /// stage `stage`; a ragged last block zero-fills its missing keys.
-template <typename Loader, typename Shape>
+template <typename Block, typename Shape>
 FA_FUNC void load_kv_block(
     FA_THREADGROUP typename Shape::elem_type* k_smem,
     FA_THREADGROUP typename Shape::elem_type* v_smem,
@@ -73,14 +83,14 @@ FA_FUNC void load_kv_block(
   const int key0 = kb * Shape::kBK;
   k += key0 * p.k_strides[2];
   v += key0 * p.v_strides[2];
-  k_smem += stage * Shape::kStageElems;
-  v_smem += stage * Shape::kStageElems;
+  k_smem += stage * Block::kElems;
+  v_smem += stage * Block::kElems;
   if (ragged) {
-    Loader::load_safe(k_smem, k, p.k_strides[2], p.L_k - key0, tid);
-    Loader::load_safe(v_smem, v, p.v_strides[2], p.L_k - key0, tid);
+    Block::load_safe(k_smem, k, p.k_strides[2], p.L_k - key0, tid);
+    Block::load_safe(v_smem, v, p.v_strides[2], p.L_k - key0, tid);
   } else {
-    Loader::load(k_smem, k, p.k_strides[2], tid);
-    Loader::load(v_smem, v, p.v_strides[2], tid);
+    Block::load(k_smem, k, p.k_strides[2], tid);
+    Block::load(v_smem, v, p.v_strides[2], tid);
   }
 }
 
@@ -103,16 +113,13 @@ FA_FUNC void attention_block(
     lane_t lane) {
   typedef typename Shape::elem_type T;
   typedef typename Target::template FragA<T> FragA;
-  typedef typename Target::template FragB<T> FragB;
   typedef typename Target::FragC FragC;
+  typedef AttnKVBlock<Target, Shape> Block;
   constexpr int D = Shape::kHeadDim;
   constexpr int kBQ = Shape::kBQ;
   constexpr int kBK = Shape::kBK;
   constexpr int kWarpRows = Shape::kWarpRows;
-  constexpr int kLd = Shape::kSmemLd;
   constexpr int kStages = Shape::kStages;
-  typedef typename Target::template Loader<T, kBK, D, kLd, Shape::kThreads>
-      Loader;
 
   static_assert(
       kWarpRows % FragA::kRows == 0 && kWarpRows % FragC::kRows == 0,
@@ -141,14 +148,6 @@ FA_FUNC void attention_block(
   v += batch * p.v_strides[0] + kv_head * p.v_strides[1];
   out +=
       batch * p.o_strides[0] + head * p.o_strides[1] + q_row0 * p.o_strides[2];
-
-  // ---------------------------------------------------------------- load Q
-  if (q_ragged) {
-    tile_load_device_safe(
-        q_tile, q, p.q_strides[2], q_rows_left, D, 0.0f, lane);
-  } else {
-    tile_load_device(q_tile, q, p.q_strides[2], lane);
-  }
 
   // Sinks are raw logits, not scaled: MLX puts them beside the scaled scores.
   if (f.has_sinks) {
@@ -195,11 +194,22 @@ FA_FUNC void attention_block(
   // has landed.
   for (int kb = 0; kb < kStages - 1; ++kb) {
     if (kb < kb_end) {
-      load_kv_block<Loader, Shape>(
+      load_kv_block<Block, Shape>(
           k_smem, v_smem, k, v, p, kb, kb, !f.align_k && kb == n_full_kblocks,
           tid);
     }
-    Loader::commit();
+    Block::commit();
+  }
+
+  // ---------------------------------------------------------------- load Q
+  // After the first K/V copies have started, so that the two latencies
+  // overlap: a block of a short sequence visits few key blocks, and these
+  // first loads are a visible share of its time.
+  if (q_ragged) {
+    tile_load_device_safe(
+        q_tile, q, p.q_strides[2], q_rows_left, D, 0.0f, lane);
+  } else {
+    tile_load_device(q_tile, q, p.q_strides[2], lane);
   }
 
   for (int kb = 0; kb < kb_end; ++kb) {
@@ -215,28 +225,25 @@ FA_FUNC void attention_block(
     // block's copies start, so after it kb is visible and kb - 1 free.
     const int kb_next = kb + kStages - 1;
     if (kStages > 1) {
-      Loader::template wait<(kStages > 1 ? kStages - 2 : 0)>();
+      Block::template wait<(kStages > 1 ? kStages - 2 : 0)>();
     }
     FA_BARRIER();
     if (kb_next < kb_end) {
-      load_kv_block<Loader, Shape>(
+      load_kv_block<Block, Shape>(
           k_smem, v_smem, k, v, p, kb_next, kb_next % kStages,
           !f.align_k && kb_next == n_full_kblocks, tid);
     }
-    Loader::commit();
+    Block::commit();
     if (kStages == 1) {
-      Loader::template wait<0>();
+      Block::template wait<0>();
       FA_BARRIER();
     }
-    const FA_THREADGROUP T* k_block =
-        k_smem + (kb % kStages) * Shape::kStageElems;
-    const FA_THREADGROUP T* v_block =
-        v_smem + (kb % kStages) * Shape::kStageElems;
+    const FA_THREADGROUP T* k_block = k_smem + (kb % kStages) * Block::kElems;
+    const FA_THREADGROUP T* v_block = v_smem + (kb % kStages) * Block::kElems;
 
     // ------------------------------------------------------- S = Q K^T
-    // K is stored a key per row, so K^T is read with swapped strides.
     tile_fill(s_tile, 0.0f);
-    tile_matmad_shared<FragB, 1, kLd>(s_tile, q_tile, k_block, lane);
+    Block::mma_abt(s_tile, q_tile, k_block, lane);
 
     // ------------------------------------------------------------ mask
     // Masks act on scores in the exp2 domain, so a block with any mask is
@@ -280,7 +287,7 @@ FA_FUNC void attention_block(
 
     // ------------------------------------------------------------ P V
     tile_to_operand(p_tile, s_tile);
-    tile_matmad_shared<FragB, kLd, 1>(o_tile, p_tile, v_block, lane);
+    Block::mma_ab(o_tile, p_tile, v_block, lane);
   }
 
   // ----------------------------------------------------------------- store

@@ -18,18 +18,24 @@ struct AttnTiles {
   /// argument of __launch_bounds__; it caps registers at 64K / (blocks x
   /// threads). Metal ignores it.
   int min_blocks = 1;
+  /// CUDA sm_90a: the products are Hopper's warpgroup products (wgmma) on
+  /// swizzled K/V blocks (tile/swizzled_block.h) instead of each warp's
+  /// mma.sync on padded ones. Needs 16 rows a warp and whole warpgroups.
+  bool wgmma = false;
 };
 
 constexpr bool operator==(AttnTiles a, AttnTiles b) {
   return a.bq == b.bq && a.bk == b.bk && a.warps == b.warps &&
-      a.stages == b.stages && a.min_blocks == b.min_blocks;
+      a.stages == b.stages && a.min_blocks == b.min_blocks &&
+      a.wgmma == b.wgmma;
 }
 
 /// Threadgroup memory of one kernel instance: K and V blocks for every
-/// stage, each row padded by 16 bytes (AttnShape::kSmemLd).
+/// stage; padded blocks add 16 bytes a row (tile/padded_block.h), swizzled
+/// ones none. The CUDA kernels align the start to 1024 bytes.
 constexpr int attention_smem_bytes(AttnTiles tiles, int head_dim, DType dtype) {
   return 2 * tiles.stages * tiles.bk *
-      (head_dim * dtype_size(dtype) + 16);
+      (head_dim * dtype_size(dtype) + (tiles.wgmma ? 0 : 16));
 }
 
 /// The head dims with a kernel (q, k and v share one head dim), as an
@@ -79,16 +85,35 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// fp32 (3xTF32 products, registers twice as wide): 4 warps of 16 rows and
 /// 32-key blocks (31 TFLOP/s at D = 128, against 20 for 2 warps).
 /// No choice depends on causal: the sweep's causal runs rank the same.
+///
+/// `wgmma`: the GPU is Hopper (sm_90) and the kernels were built for sm_90a,
+/// so 16-bit kernels take warpgroup products: one warpgroup (4 warps of 16
+/// rows: 64 queries) a block, K/V blocks in two stages. Measured on an H200
+/// (cuda_tile_sweep.cu -DFA_SWEEP_QUICK, 2026-11-29, TFLOP/s, against the
+/// mma.sync tiles above): D = 128 at 3 blocks a multiprocessor 536 at B=4
+/// L=8192 bf16 (mma.sync 310; 2 blocks 448, two warpgroups of 128 queries
+/// 415, 128-key blocks 337: their S takes 64 registers more), 496 causal
+/// (295), 455 at B=1 L=4096 fp16 (283); D = 64 takes 128-key blocks, 452
+/// against 426 with 64 (mma.sync 297), 416 against 399 causal; D = 96 at 2
+/// blocks 311 at L=2048 (mma.sync 264); D = 32 228 (198). D = 80 stays on
+/// mma.sync (239, against 227 for wgmma): its rows are 160 bytes, whose
+/// widest swizzle is 32 bytes (smem_layout.h).
 constexpr AttnTiles choose_attention_tiles(
     int head_dim,
     DType dtype,
     Backend backend,
-    bool /* causal */) {
+    bool /* causal */,
+    bool wgmma) {
   if (backend == Backend::Metal) {
     return AttnTiles{32, head_dim < 128 ? 32 : 16, 4};
   }
   if (dtype == DType::Float32) {
     return AttnTiles{64, 32, 4, 2};
+  }
+  if (wgmma && head_dim != 80) {
+    const int bk = head_dim == 64 ? 128 : 64;
+    const int min_blocks = head_dim == 96 ? 2 : 3;
+    return AttnTiles{64, bk, 4, 2, min_blocks, true};
   }
   if (head_dim == 128) {
     return AttnTiles{64, 64, 4, 2, 3};

@@ -7,21 +7,23 @@
 // older one (attention.h's stages).
 //
 // Needs 16-byte aligned rows at both ends: the host copies inputs whose rows
-// are not (backend/cuda), and the shared row stride is padded by whole
-// 16-byte units (AttnShape::kSmemLd), which also spreads the rows read by one
-// ldmatrix over all 32 banks.
+// are not (backend/cuda). The shared side is laid out by `Layout`
+// (smem_layout.h): padded rows for the per-warp fragments, swizzled panels
+// for Hopper's warpgroup products; both keep 16-byte runs whole.
 #pragma once
 
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/smem_layout.h"
 
 namespace fa {
 
-template <typename T, int kRows, int kCols, int kDstLd, int kThreads>
+template <typename T, int kRows, int kCols, typename Layout, int kThreads>
 struct CpAsyncLoader {
   FA_CONST int kVec = 16 / sizeof(T);
   static_assert(kCols % kVec == 0, "block rows must be whole 16-byte runs");
-  static_assert(kDstLd % kVec == 0, "shared rows must stay 16-byte aligned");
+  static_assert(
+      Layout::kRowStep % kVec == 0, "shared rows must stay 16-byte aligned");
   FA_CONST int kVecsPerRow = kCols / kVec;
   FA_CONST int kVecs = kRows * kVecsPerRow;
   FA_CONST int kSteps = (kVecs + kThreads - 1) / kThreads;
@@ -29,9 +31,11 @@ struct CpAsyncLoader {
   /// 16-byte column run of rows r0, r0 + kRowsPerStep, ...: one base address
   /// and a constant 64-bit step, instead of a row index, a 64-bit multiply
   /// and an add per copy (that index math was 12 of every 13 instructions
-  /// of a K/V block's copy in the D = 128 kernel's SASS).
-  FA_CONST bool kWholeRowSteps = kThreads % kVecsPerRow == 0;
+  /// of a K/V block's copy in the D = 128 kernel's SASS). The shared side
+  /// then moves by a constant too, if the step is whole layout periods.
   FA_CONST int kRowsPerStep = kThreads / kVecsPerRow;
+  FA_CONST bool kWholeRowSteps = kThreads % kVecsPerRow == 0 &&
+      kRowsPerStep % Layout::kRowPeriod == 0;
 
   static FA_FUNC void load(T* dst, const T* src, stride_t ld, int tid) {
     load_rows<false>(dst, src, ld, kRows, tid);
@@ -64,7 +68,7 @@ struct CpAsyncLoader {
       const int r0 = tid / kVecsPerRow;
       const int c = (tid % kVecsPerRow) * kVec;
       const T* first_row = src + c;
-      dst += r0 * kDstLd + c;
+      dst += Layout::offset(r0, c);
       src = first_row + r0 * ld;
       const stride_t src_step = kRowsPerStep * ld;
       FA_UNROLL
@@ -73,7 +77,7 @@ struct CpAsyncLoader {
         if (kRows % kRowsPerStep == 0 || r < kRows) {
           const bool exists = !kSafe || r < rows;
           copy16(
-              dst + step * kRowsPerStep * kDstLd,
+              dst + step * kRowsPerStep * Layout::kRowStep,
               exists ? src : first_row,
               exists ? 16 : 0);
         }
@@ -88,7 +92,7 @@ struct CpAsyncLoader {
           const int c = (idx % kVecsPerRow) * kVec;
           const bool exists = !kSafe || r < rows;
           copy16(
-              dst + r * kDstLd + c, src + (exists ? r : 0) * ld + c,
+              dst + Layout::offset(r, c), src + (exists ? r : 0) * ld + c,
               exists ? 16 : 0);
         }
       }

@@ -1,10 +1,29 @@
 // What a kernel body runs on when compiled as CUDA: mma.sync fragments per
-// role (mma_frag.h) and the cp.async block loader. The Metal counterpart is
-// metal_target.h.
+// role (mma_frag.h), the cp.async block loader, and the K/V block type of
+// the attention kernel, in two forms:
+//
+// - CudaTarget (sm_80 on): padded blocks read a fragment at a time by each
+//   warp's mma.sync (padded_block.h).
+// - CudaWgmmaTarget (sm_90a, FA_HAS_WGMMA): swizzled blocks read by the
+//   warpgroup products (swizzled_block.h). Same fragments: a warp's share of
+//   a wgmma operand is its mma.sync fragment tile.
+//
+// The Metal counterpart is metal_target.h.
 #pragma once
 
 #include "mlx_fused_attn/tile/cp_async_loader.h"
 #include "mlx_fused_attn/tile/mma_frag.h"
+#include "mlx_fused_attn/tile/padded_block.h"
+#include "mlx_fused_attn/tile/smem_layout.h"
+#include "mlx_fused_attn/tile/swizzled_block.h"
+
+/// Whether this compilation can issue wgmma: the sm_90a target
+/// (-gencode arch=compute_90a,code=sm_90a, or NVRTC's sm_90a).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FA_HAS_WGMMA 1
+#else
+#define FA_HAS_WGMMA 0
+#endif
 
 namespace fa {
 
@@ -15,7 +34,25 @@ struct CudaTarget {
   using FragB = MmaFragB<T>;
   typedef MmaFragC FragC;
   template <typename T, int kRows, int kCols, int kDstLd, int kThreads>
-  using Loader = CpAsyncLoader<T, kRows, kCols, kDstLd, kThreads>;
+  using Loader = CpAsyncLoader<T, kRows, kCols, PaddedRows<kDstLd>, kThreads>;
+  template <typename T, int kRows, int kCols, int kThreads>
+  using KVBlock = PaddedBlock<CudaTarget, T, kRows, kCols, kThreads>;
+};
+
+struct CudaWgmmaTarget : CudaTarget {
+  template <typename T, int kRows, int kCols, int kThreads>
+  using KVBlock = SwizzledBlock<T, kRows, kCols, kThreads>;
+};
+
+/// The target of a kernel instance whose tiles ask for warpgroup products
+/// (AttnTiles::wgmma) or not.
+template <bool kWgmma>
+struct CudaTargetOf {
+  typedef CudaTarget type;
+};
+template <>
+struct CudaTargetOf<true> {
+  typedef CudaWgmmaTarget type;
 };
 
 } // namespace fa

@@ -497,7 +497,7 @@ def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
         "      if (fa::attention_head_dim_supported(d))\n"
         "        for (bool causal : {false, true})\n"
         '          std::printf("%s\\n", fa::attention_kernel_name(t, d,\n'
-        "              fa::choose_attention_tiles(d, t, fa::Backend::Metal, causal)).c_str());\n"
+        "              fa::choose_attention_tiles(d, t, fa::Backend::Metal, causal, false)).c_str());\n"
         "}\n"
     )
     exe = tmp_path / "names"

@@ -10,7 +10,8 @@ const void* aot_attention_kernel(const AttentionKernelKey& key) {
   switch (key.head_dim) {
 #define FA_AOT_CASE(d) \
   case d:              \
-    return aot_attention_kernel_d##d(key.dtype, key.causal, key.has_mask);
+    return aot_attention_kernel_d##d(                                   \
+        key.dtype, key.causal, key.has_mask, key.wgmma);
     FA_ATTENTION_HEAD_DIMS(FA_AOT_CASE)
 #undef FA_AOT_CASE
   }

@@ -16,7 +16,8 @@ const void* aot_poison_kernel();
 /// One per head dim, each in its own object (attention_aot.cu) so that they
 /// build in parallel.
 #define FA_DECLARE_AOT_ATTENTION(d) \
-  const void* aot_attention_kernel_d##d(fa::DType, bool causal, bool mask);
+  const void* aot_attention_kernel_d##d(                            \
+      fa::DType, bool causal, bool mask, bool wgmma);
 FA_ATTENTION_HEAD_DIMS(FA_DECLARE_AOT_ATTENTION)
 #undef FA_DECLARE_AOT_ATTENTION
 

@@ -1,7 +1,9 @@
 // nvcc-built attention kernels for one head dim, FA_AOT_HEAD_DIM (set by
 // cmake/cuda.cmake, which compiles this file once per entry of
 // FA_ATTENTION_HEAD_DIMS): every dtype, and the causal, array-mask and
-// unmasked variants, with the tiles choose_attention_tiles gives them.
+// unmasked variants, with the tiles choose_attention_tiles gives them, for
+// GPUs with and without warpgroup products (the former run only from the
+// sm_90a image; fp32 instances are the same kernel either way).
 #include "mlx_fused_attn/backend/cuda/aot_kernels.h"
 #include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
 #include "mlx_fused_attn/tile/dtype_of.h"
@@ -16,23 +18,30 @@ static_assert(
 
 namespace {
 
-template <typename T, bool kCausal, bool kHasMask>
+template <typename T, bool kWgmma, bool kCausal, bool kHasMask>
 const void* instance() {
   constexpr int D = FA_AOT_HEAD_DIM;
   constexpr fa::AttnTiles t = fa::choose_attention_tiles(
-      D, fa::DTypeOf<T>::value, fa::Backend::Cuda, kCausal);
+      D, fa::DTypeOf<T>::value, fa::Backend::Cuda, kCausal, kWgmma);
   return reinterpret_cast<const void*>(
       &fa::attention_kernel<
-          T, D, t.bq, t.bk, t.warps, t.stages, t.min_blocks, kCausal,
-          kHasMask>);
+          T, D, t.bq, t.bk, t.warps, t.stages, t.min_blocks, t.wgmma,
+          kCausal, kHasMask>);
+}
+
+template <typename T, bool kWgmma>
+const void* instance(bool causal, bool has_mask) {
+  if (causal) {
+    return instance<T, kWgmma, true, false>();
+  }
+  return has_mask ? instance<T, kWgmma, false, true>()
+                  : instance<T, kWgmma, false, false>();
 }
 
 template <typename T>
-const void* instance(bool causal, bool has_mask) {
-  if (causal) {
-    return instance<T, true, false>();
-  }
-  return has_mask ? instance<T, false, true>() : instance<T, false, false>();
+const void* instance(bool causal, bool has_mask, bool wgmma) {
+  return wgmma ? instance<T, true>(causal, has_mask)
+               : instance<T, false>(causal, has_mask);
 }
 
 } // namespace
@@ -45,14 +54,15 @@ namespace mlx_fused_attn::cuda {
 const void* FA_AOT_NAME(FA_AOT_HEAD_DIM)(
     fa::DType dtype,
     bool causal,
-    bool has_mask) {
+    bool has_mask,
+    bool wgmma) {
   switch (dtype) {
     case fa::DType::Float16:
-      return instance<fa::half_t>(causal, has_mask);
+      return instance<fa::half_t>(causal, has_mask, wgmma);
     case fa::DType::BFloat16:
-      return instance<fa::bfloat_t>(causal, has_mask);
+      return instance<fa::bfloat_t>(causal, has_mask, wgmma);
     case fa::DType::Float32:
-      return instance<float>(causal, has_mask);
+      return instance<float>(causal, has_mask, wgmma);
   }
   return nullptr;
 }

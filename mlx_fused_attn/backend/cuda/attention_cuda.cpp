@@ -214,7 +214,11 @@ Support supports(
     return Support::no(msg.str());
   }
   const fa::AttnTiles tiles = fa::choose_attention_tiles(
-      D, dtype, fa::Backend::Cuda, spec.mask == MaskKind::Causal);
+      D,
+      dtype,
+      fa::Backend::Cuda,
+      spec.mask == MaskKind::Causal,
+      cuda::has_wgmma(arch_of(d)));
   const int smem = fa::attention_smem_bytes(tiles, D, dtype);
   if (smem > max_smem_per_block(d.cuda_device())) {
     std::ostringstream msg;
@@ -264,7 +268,11 @@ void eval(
   const int D = q.shape(3);
 
   const cuda::AttentionKernelKey key{
-      dtype, D, spec.mask == MaskKind::Causal, has_mask};
+      dtype,
+      D,
+      spec.mask == MaskKind::Causal,
+      has_mask,
+      cuda::has_wgmma(arch)};
   const fa::AttnTiles tiles = cuda::attention_tiles(key);
   fa::AttnFeatures features{};
   features.has_mask = has_mask;

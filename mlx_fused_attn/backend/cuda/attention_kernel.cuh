@@ -3,8 +3,8 @@
 // only declares the shared memory, fills the features and maps the grid.
 //
 // Template: element type, head dim, tiles (from choose_attention_tiles, see
-// kernel_names.h) and the two features that change the inner loop's code:
-// causal and an array mask. The others (bool or additive mask, sinks,
+// kernel_names.h; WG: warpgroup products, CudaWgmmaTarget) and the two
+// features that change the inner loop's code: causal and an array mask. The others (bool or additive mask, sinks,
 // aligned lengths) arrive at run time in `features`: they decide once per
 // block or per kernel, so specialising them would only multiply the
 // instances that nvcc and NVRTC build.
@@ -28,6 +28,7 @@ template <
     int WM,
     int ST,
     int MB,
+    bool WG,
     bool kCausal,
     bool kHasMask>
 __global__ void __launch_bounds__(WM * kSimdWidth, MB) attention_kernel(
@@ -39,32 +40,40 @@ __global__ void __launch_bounds__(WM * kSimdWidth, MB) attention_kernel(
     const unsigned char* mask,
     const T* sinks,
     AttnFeatures features) {
-  typedef AttnShape<T, D, BQ, BK, WM, ST> Shape;
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* k_smem = reinterpret_cast<T*>(smem);
-  T* v_smem = k_smem + Shape::kSmemElems;
+  // A warpgroup-product instance exists in every architecture's image of a
+  // fat binary, but the host launches it only on sm_90a (kernel_names.h).
+  if constexpr (WG && !FA_HAS_WGMMA) {
+    __trap();
+  } else {
+    typedef AttnShape<T, D, BQ, BK, WM, ST> Shape;
+    typedef typename CudaTargetOf<WG>::type Target;
+    // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
+    extern __shared__ __align__(1024) unsigned char attention_smem[];
+    T* k_smem = reinterpret_cast<T*>(attention_smem);
+    T* v_smem = k_smem + ST * AttnKVBlock<Target, Shape>::kElems;
 
-  features.causal = kCausal;
-  features.has_mask = kHasMask;
-  // Under a causal mask the last query blocks see the most keys: start them
-  // first, so that the short ones fill the tail of the grid.
-  const int q_block = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  attention_block<CudaTarget, Shape>(
-      q,
-      k,
-      v,
-      out,
-      params,
-      mask,
-      sinks,
-      k_smem,
-      v_smem,
-      features,
-      q_block,
-      blockIdx.y,
-      blockIdx.z,
-      threadIdx.x / kSimdWidth,
-      threadIdx.x % kSimdWidth);
+    features.causal = kCausal;
+    features.has_mask = kHasMask;
+    // Under a causal mask the last query blocks see the most keys: start
+    // them first, so that the short ones fill the tail of the grid.
+    const int q_block = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    attention_block<Target, Shape>(
+        q,
+        k,
+        v,
+        out,
+        params,
+        mask,
+        sinks,
+        k_smem,
+        v_smem,
+        features,
+        q_block,
+        blockIdx.y,
+        blockIdx.z,
+        threadIdx.x / kSimdWidth,
+        threadIdx.x % kSimdWidth);
+  }
 }
 
 } // namespace fa

@@ -17,6 +17,7 @@ struct AttentionKernelKey {
   int head_dim;
   bool causal;
   bool has_mask; ///< a bool or additive mask array
+  bool wgmma; ///< the GPU takes warpgroup products (kernels.h, has_wgmma)
 };
 
 inline const char* device_type_name(fa::DType dtype) {
@@ -33,7 +34,7 @@ inline const char* device_type_name(fa::DType dtype) {
 
 inline fa::AttnTiles attention_tiles(const AttentionKernelKey& key) {
   return fa::choose_attention_tiles(
-      key.head_dim, key.dtype, fa::Backend::Cuda, key.causal);
+      key.head_dim, key.dtype, fa::Backend::Cuda, key.causal, key.wgmma);
 }
 
 inline std::string attention_kernel_expression(const AttentionKernelKey& key) {
@@ -42,7 +43,7 @@ inline std::string attention_kernel_expression(const AttentionKernelKey& key) {
       ", " + std::to_string(key.head_dim) + ", " + std::to_string(t.bq) + ", " +
       std::to_string(t.bk) + ", " + std::to_string(t.warps) + ", " +
       std::to_string(t.stages) + ", " + std::to_string(t.min_blocks) + ", " +
-      (key.causal ? "true" : "false") +
+      (t.wgmma ? "true" : "false") + ", " + (key.causal ? "true" : "false") +
       ", " + (key.has_mask ? "true" : "false") + ">";
 }
 

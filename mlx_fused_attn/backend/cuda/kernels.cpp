@@ -152,6 +152,15 @@ bool use_jit() {
 #endif
 }
 
+bool has_wgmma(int arch) {
+#ifdef MLX_FUSED_ATTN_AOT_SM90A
+  const bool aot_sm90a = true;
+#else
+  const bool aot_sm90a = false;
+#endif
+  return arch == 90 && (aot_sm90a || use_jit());
+}
+
 CUfunction
 attention_function(const AttentionKernelKey& key, int device, int arch) {
   return cached(

@@ -14,6 +14,12 @@ namespace mlx_fused_attn::cuda {
 /// that a test can compare both) or when the build has no AOT kernels.
 bool use_jit();
 
+/// Whether the attention kernels on a GPU of compute capability `arch`
+/// (10 * major + minor) take Hopper's warpgroup products: on sm_90, when
+/// the kernels in use were built for sm_90a (NVRTC always is; the AOT
+/// objects when MLX_FUSED_ATTN_CUDA_ARCHITECTURES holds 90a).
+bool has_wgmma(int arch);
+
 /// `arch` is the device's compute capability as 10 * major + minor. The
 /// attention kernel's dynamic shared memory limit is raised to what its
 /// tiles need (attention_smem_bytes).

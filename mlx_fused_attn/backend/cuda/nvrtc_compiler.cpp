@@ -163,6 +163,12 @@ std::string cuda_include_dir() {
       "CUDA toolkit");
 }
 
+/// Hopper compiles for sm_90a, whose code runs only on sm_90 and may use
+/// the warpgroup products (wgmma); other GPUs for their plain sm_XY.
+std::string target_name(int arch) {
+  return "sm_" + std::to_string(arch) + (arch == 90 ? "a" : "");
+}
+
 CompiledKernel compile_uncached(
     const std::string& source,
     const std::string& expression,
@@ -183,7 +189,7 @@ CompiledKernel compile_uncached(
   check(
       api.nvrtcAddNameExpression(prog, expression.c_str()),
       "nvrtcAddNameExpression");
-  const std::string arch_flag = "--gpu-architecture=sm_" + std::to_string(arch);
+  const std::string arch_flag = "--gpu-architecture=" + target_name(arch);
   const std::string include_flag = "--include-path=" + cuda_include_dir();
   // -default-device: the shared headers' constexpr helpers (tile choosers,
   // sizes) carry no __device__, as the host uses them too.
@@ -201,8 +207,8 @@ CompiledKernel compile_uncached(
     std::string log(log_size, '\0');
     api.nvrtcGetProgramLog(prog, log.data());
     throw std::runtime_error(
-        std::string(kOp) + "compiling " + expression + " for sm_" +
-        std::to_string(arch) + " failed:\n" + log);
+        std::string(kOp) + "compiling " + expression + " for " +
+        target_name(arch) + " failed:\n" + log);
   }
   CompiledKernel out;
   const char* lowered = nullptr;
@@ -227,7 +233,7 @@ CompiledKernel compile_kernel(
   uint64_t key = fnv1a(source);
   key = fnv1a(expression, key ^ 0x9e3779b97f4a7c15ull);
   key = fnv1a(
-      "sm_" + std::to_string(arch) + " nvrtc " + std::to_string(api.major) +
+      target_name(arch) + " nvrtc " + std::to_string(api.major) +
           "." + std::to_string(api.minor),
       key);
   char name[32];

@@ -191,7 +191,7 @@ void eval(
   const int D = q.shape(3);
 
   const fa::AttnTiles tiles = fa::choose_attention_tiles(
-      D, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal);
+      D, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
   fa::AttnFeatures features{};
   features.has_mask = has_mask;
   features.bool_mask = spec.mask == MaskKind::Bool;

@@ -1,0 +1,83 @@
+// A block of rows (a K or V block of the attention kernels) in threadgroup
+// memory with padded rows (smem_layout.h's PaddedRows), read one fragment at
+// a time by each simdgroup (warp) on its own: Metal's simdgroup matrices and
+// CUDA's mma.sync. Hopper's warpgroup products read swizzled_block.h's
+// layout instead; a kernel body sees the same interface in both:
+//
+//   kElems                          elements of one block in threadgroup memory
+//   load, load_safe, commit, wait   its device-to-threadgroup copy (the loader)
+//   mma_abt(s, q, block, lane)      S += Q B^T, B the block (a key per row)
+//   mma_ab(o, p, block, lane)       O += P B
+//
+// `Target` supplies the B fragment type and the loader.
+#pragma once
+
+#include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/tile.h"
+#include "mlx_fused_attn/tile/tile_math.h"
+
+namespace fa {
+
+template <typename Target, typename T, int kRows, int kCols, int kThreads>
+struct PaddedBlock {
+  /// 16 bytes of padding per row spread the rows that one fragment load
+  /// reads over the banks (as in MLX's steel kernels).
+  FA_CONST int kLd = kCols + 16 / int(sizeof(T));
+  FA_CONST int kElems = kRows * kLd;
+  typedef typename Target::template FragB<T> FragB;
+  typedef typename Target::template Loader<T, kRows, kCols, kLd, kThreads>
+      Loader;
+
+  static FA_FUNC void load(
+      FA_THREADGROUP T* dst,
+      const FA_DEVICE T* src,
+      stride_t ld,
+      int tid) {
+    Loader::load(dst, src, ld, tid);
+  }
+
+  /// Rows >= `rows` are zero-filled, so that products with them stay finite.
+  static FA_FUNC void load_safe(
+      FA_THREADGROUP T* dst,
+      const FA_DEVICE T* src,
+      stride_t ld,
+      int rows,
+      int tid) {
+    Loader::load_safe(dst, src, ld, rows, tid);
+  }
+
+  static FA_FUNC void commit() {
+    Loader::commit();
+  }
+
+  /// Returns once at most kPending of this thread's copy groups are in
+  /// flight (a barrier then publishes the block to the other threads).
+  template <int kPending>
+  static FA_FUNC void wait() {
+    Loader::template wait<kPending>();
+  }
+
+  /// S += Q B^T: a key per row of the block, so B^T is read with swapped
+  /// strides.
+  template <typename FragC, typename FragA, int M, int N, int K>
+  static FA_FUNC void mma_abt(
+      FA_THREAD Tile<FragC, M, N>& s,
+      const FA_THREAD Tile<FragA, M, K>& q,
+      const FA_THREADGROUP T* block,
+      lane_t lane) {
+    tile_matmad_shared<FragB, 1, kLd>(s, q, block, lane);
+  }
+
+  /// O += P B.
+  template <typename FragC, typename FragA, int M, int N, int K>
+  static FA_FUNC void mma_ab(
+      FA_THREAD Tile<FragC, M, N>& o,
+      const FA_THREAD Tile<FragA, M, K>& p,
+      const FA_THREADGROUP T* block,
+      lane_t lane) {
+    tile_matmad_shared<FragB, kLd, 1>(o, p, block, lane);
+  }
+};
+
+} // namespace fa

@@ -1,0 +1,133 @@
+// Hopper's warpgroup matrix products (wgmma, sm_90a): the instructions, the
+// shared-memory matrix descriptor, and the fences around them. Only the
+// CUDA target of sm_90a includes this (FA_HAS_WGMMA); swizzled_block.h puts
+// them behind the tile ops.
+//
+// A wgmma is issued by the 4 warps of a warpgroup together: D (m64 x N,
+// fp32) += A (m64 x k16) B (k16 x N). Warp w of the group holds rows
+// 16 w .. 16 w + 15 of A and D in exactly the per-warp layouts of
+// mma.sync's m16n8k16 A operand and N / 8 m16n8 accumulators side by side,
+// which are MmaFragA's and MmaFragC's (mma_frag.h): a warp's tile of those
+// fragments is, register for register, its share of a wgmma operand. A
+// comes from registers here; B is read from shared memory by the tensor
+// cores through a descriptor of its layout (smem_layout.h's SwizzledRows).
+//
+// The products run asynchronously: commit() closes the ones issued so far
+// into a group and wait<N>() returns when at most N groups are pending. The
+// registers of D and A belong to the tensor cores meanwhile, so the
+// compiler must not move their reads or writes across fence() and wait():
+// fence_operands() ties them there.
+#pragma once
+
+#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/mma_frag.h"
+
+namespace fa {
+
+/// The descriptor of a B operand in shared memory (PTX ISA, "Matrix
+/// Descriptor Format"): the start address, the byte offsets between core
+/// matrices along the leading and the strided dimension, and the swizzle
+/// (1: 128 B, 2: 64 B, 3: 32 B), all addresses in 16-byte units.
+typedef unsigned long long wgmma_desc_t;
+
+FA_FUNC wgmma_desc_t wgmma_descriptor(
+    const void* start,
+    int lead_bytes,
+    int stride_bytes,
+    int swizzle_bytes) {
+  const wgmma_desc_t layout =
+      swizzle_bytes == 128 ? 1 : swizzle_bytes == 64 ? 2 : 3;
+  return wgmma_desc_t((smem_address(start) & 0x3ffff) >> 4) |
+      wgmma_desc_t((lead_bytes >> 4) & 0x3fff) << 16 |
+      wgmma_desc_t((stride_bytes >> 4) & 0x3fff) << 32 | layout << 62;
+}
+
+/// Orders this thread's earlier register writes before the products that
+/// follow (A operands, accumulators being rescaled).
+FA_FUNC void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+FA_FUNC void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int kPending>
+FA_FUNC void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+/// Pins n registers in place across the fences: an empty asm that reads
+/// and writes each one.
+template <int n>
+FA_FUNC void wgmma_fence_operands(float* r) {
+  FA_UNROLL
+  for (int i = 0; i < n; ++i) {
+    asm volatile("" : "+f"(r[i])::"memory");
+  }
+}
+
+/// Shared memory written by the generic proxy (cp.async, st.shared) becomes
+/// visible to the tensor cores' async proxy only through this fence, which
+/// each writing thread issues before the barrier that publishes the block.
+FA_FUNC void fence_shared_for_async_proxy() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// One wgmma m64nNk16 with A from registers, fp32 accumulation, per 16-bit
+// input type and N. kTransB = 0: B is K-major (each of its columns, a row of
+// the stored block, contiguous: K for Q K^T); 1: MN-major (each row
+// contiguous: V for P V).
+#define FA_WGMMA_ACC8(i)                                                  \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]),            \
+      "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define FA_WGMMA_INPUTS                                           \
+  "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB)
+
+template <typename T, int N, int kTransB>
+struct Wgmma;
+
+#define FA_DEFINE_WGMMA(CType, ptx_type)                                       \
+  template <int kTransB>                                                       \
+  struct Wgmma<CType, 16, kTransB> {                                           \
+    static FA_FUNC void mma(float* d, const unsigned* a, wgmma_desc_t desc_b) {    \
+      asm volatile(                                                            \
+          "wgmma.mma_async.sync.aligned.m64n16k16.f32." ptx_type "." ptx_type \
+          " {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, 1, 1, 1, %13;\n" \
+          : FA_WGMMA_ACC8(0)                                                   \
+          : FA_WGMMA_INPUTS);                                               \
+    }                                                                          \
+  };                                                                           \
+  template <int kTransB>                                                       \
+  struct Wgmma<CType, 32, kTransB> {                                           \
+    static FA_FUNC void mma(float* d, const unsigned* a, wgmma_desc_t desc_b) {    \
+      asm volatile(                                                            \
+          "wgmma.mma_async.sync.aligned.m64n32k16.f32." ptx_type "." ptx_type \
+          " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"          \
+          " {%16,%17,%18,%19}, %20, 1, 1, 1, %21;\n"                           \
+          : FA_WGMMA_ACC8(0), FA_WGMMA_ACC8(8)                                 \
+          : FA_WGMMA_INPUTS);                                              \
+    }                                                                          \
+  };                                                                           \
+  template <int kTransB>                                                       \
+  struct Wgmma<CType, 64, kTransB> {                                           \
+    static FA_FUNC void mma(float* d, const unsigned* a, wgmma_desc_t desc_b) {    \
+      asm volatile(                                                            \
+          "wgmma.mma_async.sync.aligned.m64n64k16.f32." ptx_type "." ptx_type \
+          " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"           \
+          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"  \
+          " {%32,%33,%34,%35}, %36, 1, 1, 1, %37;\n"                           \
+          : FA_WGMMA_ACC8(0), FA_WGMMA_ACC8(8), FA_WGMMA_ACC8(16),             \
+            FA_WGMMA_ACC8(24)                                                  \
+          : FA_WGMMA_INPUTS);                                              \
+    }                                                                          \
+  };
+
+FA_DEFINE_WGMMA(half_t, "f16")
+FA_DEFINE_WGMMA(bfloat_t, "bf16")
+
+#undef FA_DEFINE_WGMMA
+#undef FA_WGMMA_INPUTS
+#undef FA_WGMMA_ACC8
+
+} // namespace fa
