@@ -259,23 +259,32 @@ struct Case {
   }
 };
 
-/// The 1-D candidates, on one case.
+/// The 1-D candidates, on one case: 2 to 8 warps (8 to 2 threadgroups a
+/// multiprocessor), 32- and 64-key blocks, with stages enough for the key
+/// box (bq + k - 1 keys) to be resident up to k = 63, and the ring of three
+/// stages that 1-D had before.
 void sweep_1d(Case<1>& c) {
   c.shape<128, 32, 8, 3, 2>(20);
   c.shape<128, 32, 8, 6, 2>(20);
-  c.shape<128, 32, 8, 8, 2>(20);
   c.shape<128, 32, 8, 6, 3>(20);
   c.shape<128, 64, 8, 3, 2>(20);
   c.shape<64, 32, 4, 4, 4>(20);
+  c.shape<64, 32, 4, 6, 4>(20);
+  c.shape<64, 64, 4, 2, 4>(20);
+  c.shape<32, 32, 2, 3, 8>(20);
   c.shape<256, 32, 16, 10, 1>(20);
 }
 
-/// The 2-D candidates, on one case.
+/// The 2-D candidates, on one case: 4 and 8 warps, 32- and 64-key blocks,
+/// two to six stages.
 void sweep_2d(Case<2>& c) {
   c.shape<128, 32, 8, 3, 2>(20);
-  c.shape<128, 32, 8, 4, 2>(20);
   c.shape<128, 32, 8, 6, 2>(20);
+  c.shape<128, 64, 8, 2, 2>(20);
   c.shape<128, 64, 8, 3, 2>(20);
+  c.shape<128, 64, 8, 4, 2>(20);
+  c.shape<64, 32, 4, 4, 4>(20);
+  c.shape<64, 64, 4, 3, 4>(20);
 }
 
 int main() {

@@ -27,34 +27,42 @@ constexpr bool na_head_dim_supported(int head_dim) {
 }
 
 /// The one tile chooser of the neighborhood kernel (AttnTiles: bq query rows
-/// per threadgroup, bk keys per K/V block, warps, stages).
+/// per threadgroup, bk keys per K/V block, warps, stages), per head dim,
+/// dtype, backend and number of spatial axes.
 ///
 /// A warp's query rows run along the fastest spatial axis and its warps
 /// spread over the others, so more warps make a 2-D or 3-D query tile more
 /// compact, and a compact tile shares more of its keys: the keys a tile
 /// visits are the union of its queries' windows, (e_y + k - 1)(e_x + k - 1)
-/// for a tile of e_y x e_x queries and a k x k kernel.
+/// for a tile of e_y x e_x queries and a k x k kernel. A key box of at most
+/// `stages` blocks is resident (na_attention.h: all its copies start at
+/// once, behind one barrier); a longer one streams through a ring.
 ///
-/// CUDA: 8 warps of 16 rows (one m16n8k16 fragment): a 2-D tile of 8 x 16
-/// queries visits 14 x 22 keys for 7 x 7 (2.4 keys a query), where 4 warps
-/// of 32 rows (4 x 32) would visit 10 x 38 (3.0). 32-key blocks: a warp
-/// computes only the blocks its own windows reach, and in 1-D (16 rows, so
-/// 16 + k - 1 keys) 64-key blocks would make it compute 2.0x the keys it
-/// needs for k = 63 and 11x for k = 7, against 1.5x and 6.9x with 32 (the
-/// main kernel's sweep found 64-key blocks only 7% faster than 32 on dense
-/// attention). Three stages keep two blocks' copies in flight under the
-/// math. 1-D takes six: a 1-D tile visits 128 + k - 1 keys, so up to
-/// k = 65 its whole key box is resident (na_attention.h: every copy starts
-/// at once, behind one barrier), where a ring of three left the tile
-/// waiting on one block after another (benchmarks/cuda_na_sweep.cu, H200,
-/// L = 16384 H = 16 D = 64 fp16: 74.5 -> 61.8 us for k = 7, 85.1 -> 75.8
-/// us for k = 63; eight stages were no faster). Two blocks a multiprocessor (min_blocks) for 16-bit
-/// types up to D = 64, so that one block's barriers and first loads overlap
-/// the other's math: ptxas (sm_90) then fits them in 128 registers with at
-/// most 4 bytes of spill (unconstrained it takes up to 137, one 8-warp block
-/// a multiprocessor); D = 128 would spill 128 bytes a thread. fp32 (3xTF32
-/// products, registers twice as wide): 4 warps and 32-key blocks in two
-/// stages, as the main kernel, two blocks a multiprocessor without a cap.
+/// CUDA, 16-bit, D <= 64, from benchmarks/cuda_na_sweep.cu on an H200 (H =
+/// 16, D = 64, fp16; benchmarks/RESULTS.md): the kernel waits on each
+/// tile's loads (about half the copy bandwidth with all of a tile's loads
+/// in flight), so small threadgroups, four a multiprocessor, win: one's
+/// loads overlap another's math, though each key is then read by more
+/// tiles (through L2).
+/// - 1-D: 4 warps of 16 rows (one m16n8k16 fragment), 32-key blocks, four
+///   stages: the 64 + k - 1 keys of a tile are resident up to k = 65. L =
+///   16384: 58 us at k = 7 and 72 us at k = 63, against 62 and 76 for 8
+///   warps with a resident box, 75 and 85 for 8 warps in a ring of three
+///   (the tiles before); 64-key blocks (65, 75) and 2 warps (55, 72) were
+///   not better on both.
+/// - 2-D: 4 warps, 64-key blocks (per-block costs, the barrier, row
+///   reductions and O rescale, over twice the products), three stages. 128
+///   x 128: 120 us for 7 x 7 and 193 us for 13 x 13, against 127 and 201
+///   for 8 warps and 64-key blocks, 140 and 227 for 8 warps and 32-key
+///   blocks (the tiles before).
+/// - 3-D: 8 warps of 16 rows, 32-key blocks, three stages, two
+///   threadgroups a multiprocessor (the tiles before; not swept).
+/// At D = 128, 8 warps and 32-key blocks, one threadgroup a multiprocessor
+/// (two would spill 128 bytes a thread under the 128-register cap), with six
+/// stages in 1-D (resident boxes up to k = 65, as at D = 64; not swept) and
+/// three otherwise. fp32 (3xTF32 products, registers twice as wide): 4
+/// warps and 32-key blocks in two stages, as the main kernel, two blocks a
+/// multiprocessor without a cap.
 ///
 /// Metal: 8 simdgroups of 8 rows (an 8 x 8 query tile in 2-D), 32-key
 /// blocks, 16 at D = 128 (fp32 K and V blocks then take 2 * 16 * 132 * 4 B
@@ -67,11 +75,16 @@ choose_na_tiles(int head_dim, DType dtype, Backend backend, int n_axes) {
   if (dtype == DType::Float32) {
     return AttnTiles{64, 32, 4, 2};
   }
-  const int min_blocks = head_dim <= 64 ? 2 : 1;
-  if (n_axes == 1) {
-    return AttnTiles{128, 32, 8, 6, min_blocks};
+  if (head_dim > 64) {
+    return AttnTiles{128, 32, 8, n_axes == 1 ? 6 : 3, 1};
   }
-  return AttnTiles{128, 32, 8, 3, min_blocks};
+  if (n_axes == 1) {
+    return AttnTiles{64, 32, 4, 4, 4};
+  }
+  if (n_axes == 2) {
+    return AttnTiles{64, 64, 4, 3, 4};
+  }
+  return AttnTiles{128, 32, 8, 3, 2};
 }
 
 /// Key coordinates (one int per axis in use and key of a K/V block, every
