@@ -89,15 +89,18 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// `wgmma`: the GPU is Hopper (sm_90) and the kernels were built for sm_90a,
 /// so 16-bit kernels take warpgroup products: one warpgroup (4 warps of 16
 /// rows: 64 queries) a block, K/V blocks in two stages. Measured on an H200
-/// (cuda_tile_sweep.cu -DFA_SWEEP_QUICK, 2026-11-29, TFLOP/s, against the
-/// mma.sync tiles above): D = 128 at 3 blocks a multiprocessor 536 at B=4
-/// L=8192 bf16 (mma.sync 310; 2 blocks 448, two warpgroups of 128 queries
-/// 415, 128-key blocks 337: their S takes 64 registers more), 496 causal
-/// (295), 455 at B=1 L=4096 fp16 (283); D = 64 takes 128-key blocks, 452
-/// against 426 with 64 (mma.sync 297), 416 against 399 causal; D = 96 at 2
-/// blocks 311 at L=2048 (mma.sync 264); D = 32 228 (198). D = 80 stays on
-/// mma.sync (239, against 227 for wgmma): its rows are 160 bytes, whose
-/// widest swizzle is 32 bytes (smem_layout.h).
+/// (cuda_tile_sweep.cu -DFA_SWEEP_QUICK, 2026-11-29, TFLOP/s; see
+/// benchmarks/RESULTS.md): D = 128 at 3 blocks a multiprocessor 536 at B=4
+/// L=8192 bf16 (mma.sync 310; 2 blocks 448; 3 stages at 2 blocks 454; two
+/// warpgroups of 128 queries 415, three of 192 492: more queries a block
+/// read K and V from L2 less often, but lose the overlap of independent
+/// blocks), 496 causal (295), 455 at B=1 L=4096 fp16 (283). Head dims up to
+/// 64 take 128-key blocks: D = 64 452 against 426 with 64 keys at B=4
+/// L=8192, 11.5 against 13.0 us at B=1 L=512. D = 96 at 2 blocks 311 at
+/// L=2048 (mma.sync 264). A software-pipelined loop (the softmax under the
+/// previous block's P V, as FlashAttention-3 does) needs P twice in
+/// registers: at 3 blocks the products serialise (ptxas C7512), at 2 it
+/// reached 474 at B=4 L=8192; it was not kept.
 constexpr AttnTiles choose_attention_tiles(
     int head_dim,
     DType dtype,
@@ -110,8 +113,8 @@ constexpr AttnTiles choose_attention_tiles(
   if (dtype == DType::Float32) {
     return AttnTiles{64, 32, 4, 2};
   }
-  if (wgmma && head_dim != 80) {
-    const int bk = head_dim == 64 ? 128 : 64;
+  if (wgmma) {
+    const int bk = head_dim <= 64 ? 128 : 64;
     const int min_blocks = head_dim == 96 ? 2 : 3;
     return AttnTiles{64, bk, 4, 2, min_blocks, true};
   }

@@ -22,8 +22,6 @@ template <typename T, int kRows, int kCols, typename Layout, int kThreads>
 struct CpAsyncLoader {
   FA_CONST int kVec = 16 / sizeof(T);
   static_assert(kCols % kVec == 0, "block rows must be whole 16-byte runs");
-  static_assert(
-      Layout::kRowStep % kVec == 0, "shared rows must stay 16-byte aligned");
   FA_CONST int kVecsPerRow = kCols / kVec;
   FA_CONST int kVecs = kRows * kVecsPerRow;
   FA_CONST int kSteps = (kVecs + kThreads - 1) / kThreads;
@@ -77,7 +75,7 @@ struct CpAsyncLoader {
         if (kRows % kRowsPerStep == 0 || r < kRows) {
           const bool exists = !kSafe || r < rows;
           copy16(
-              dst + step * kRowsPerStep * Layout::kRowStep,
+              dst + step * kRowsPerStep * Layout::row_step(c),
               exists ? src : first_row,
               exists ? 16 : 0);
         }

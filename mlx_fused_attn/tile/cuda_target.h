@@ -34,7 +34,8 @@ struct CudaTarget {
   using FragB = MmaFragB<T>;
   typedef MmaFragC FragC;
   template <typename T, int kRows, int kCols, int kDstLd, int kThreads>
-  using Loader = CpAsyncLoader<T, kRows, kCols, PaddedRows<kDstLd>, kThreads>;
+  using Loader =
+      CpAsyncLoader<T, kRows, kCols, PaddedRows<T, kDstLd>, kThreads>;
   template <typename T, int kRows, int kCols, int kThreads>
   using KVBlock = PaddedBlock<CudaTarget, T, kRows, kCols, kThreads>;
 };

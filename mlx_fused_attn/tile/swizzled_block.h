@@ -31,9 +31,9 @@ struct SwizzledBlock {
   typedef SwizzledRows<T, kRows, kCols> Layout;
   typedef CpAsyncLoader<T, kRows, kCols, Layout, kThreads> Loader;
   FA_CONST int kElems = kRows * kCols;
-  /// wgmma's widest N here: 64 columns keep one product's accumulators at
-  /// 32 registers a thread, and every head dim splits into 64, 32 and 16.
-  FA_CONST int kMaxN = 64;
+  /// The widest product here: one 128-byte panel (64 columns), whose
+  /// accumulators are 32 registers a thread.
+  FA_CONST int kMaxN = Layout::kWideCols;
   static_assert(kThreads % 128 == 0, "warps must form whole warpgroups");
   static_assert(sizeof(T) == 2, "wgmma takes 16-bit inputs here");
 
@@ -62,7 +62,8 @@ struct SwizzledBlock {
   /// contiguous). Step kk of the head dim starts 2 * 16 kk bytes into the
   /// rows of its panel (the hardware applies the swizzle to the address it
   /// forms, so a start inside a swizzle row is allowed); the keys' 8-row
-  /// groups are 8 * kSwizzleBytes apart.
+  /// groups are 8 rows of the panel apart, and every 64 keys are one
+  /// product.
   template <int N, int K>
   static FA_FUNC void mma_abt(
       Tile<MmaFragC, 1, N>& s,
@@ -76,16 +77,17 @@ struct SwizzledBlock {
     FA_UNROLL
     for (int kk = 0; kk < K; ++kk) {
       const int col = kk * 16;
-      const T* start = block + (col / Layout::kPanelCols) * Layout::kPanelElems +
-          col % Layout::kPanelCols;
-      issue<0, 0>(d, q.frags[kk], start, 16, 8 * Layout::kSwizzleBytes);
+      const int width = Layout::panel_bytes(col);
+      const T* start =
+          block + Layout::panel_start(col) + col % Layout::kWideCols;
+      issue_keys<0>(d, q.frags[kk], start, width);
     }
     end<kRows / 2>(d, q);
   }
 
   /// O += P B, B the block (keys x head dim): MN-major, the head dim
-  /// contiguous. Step kk covers keys 16 kk.., two 8-row groups
-  /// 8 * kSwizzleBytes apart; N spans panels kPanelElems apart.
+  /// contiguous. Step kk covers keys 16 kk.., two 8-row groups 8 rows of a
+  /// panel apart; each panel of the head dim is one product.
   template <int N, int K>
   static FA_FUNC void mma_ab(
       Tile<MmaFragC, 1, N>& o,
@@ -98,12 +100,7 @@ struct SwizzledBlock {
     begin<kCols / 2>(d);
     FA_UNROLL
     for (int kk = 0; kk < K; ++kk) {
-      issue<1, 0>(
-          d,
-          p.frags[kk],
-          block + kk * 16 * Layout::kPanelCols,
-          Layout::kPanelElems * int(sizeof(T)),
-          8 * Layout::kSwizzleBytes);
+      issue_panels<0>(d, p.frags[kk], block, kk * 16);
     }
     end<kCols / 2>(d, p);
   }
@@ -132,29 +129,41 @@ struct SwizzledBlock {
     }
   }
 
-  /// The products of one k16 step for output columns kN0 onwards, in
-  /// pieces of at most kMaxN: columns n of B start n / kPanelCols panels
-  /// on (MN-major, kTransB = 1) or n rows on (K-major, whose rows are the
-  /// output columns).
-  template <int kTransB, int kN0>
-  static FA_FUNC void issue(
-      float* d,
-      const MmaFragA<T>& a,
-      const T* start,
-      int lead_bytes,
-      int stride_bytes) {
-    constexpr int kN = kTransB ? kCols : kRows;
-    if constexpr (kN0 < kN) {
-      constexpr int n = kN - kN0 < kMaxN ? kN - kN0 : kMaxN;
-      const T* piece = kTransB
-          ? start + (kN0 / Layout::kPanelCols) * Layout::kPanelElems
-          : start + kN0 * Layout::kPanelCols;
-      Wgmma<T, n, kTransB>::mma(
+  /// Q K^T's products of one k16 step for keys kN0 onwards, kMaxN at a
+  /// time: keys are rows of the panel that `start` points into, which is
+  /// `width` bytes wide.
+  template <int kN0>
+  static FA_FUNC void
+  issue_keys(float* d, const MmaFragA<T>& a, const T* start, int width) {
+    if constexpr (kN0 < kRows) {
+      constexpr int n = kRows - kN0 < kMaxN ? kRows - kN0 : kMaxN;
+      Wgmma<T, n, 0>::mma(
           d + kN0 / 2,
           reinterpret_cast<const unsigned*>(a.v),
           wgmma_descriptor(
-              piece, lead_bytes, stride_bytes, Layout::kSwizzleBytes));
-      issue<kTransB, kN0 + kMaxN>(d, a, start, lead_bytes, stride_bytes);
+              start + kN0 * (width / int(sizeof(T))), 16, 8 * width, width));
+      issue_keys<kN0 + kMaxN>(d, a, start, width);
+    }
+  }
+
+  /// P V's products of the k16 step at key `key0`, one a panel of the head
+  /// dim from column kN0 on (a wide panel's kMaxN columns, or the tail).
+  template <int kN0>
+  static FA_FUNC void
+  issue_panels(float* d, const MmaFragA<T>& a, const T* block, int key0) {
+    if constexpr (kN0 < kCols) {
+      constexpr int n = kCols - kN0 < kMaxN ? kCols - kN0 : kMaxN;
+      static_assert(
+          n == Layout::kWideCols || n == Layout::kTailCols,
+          "a product covers one panel");
+      const int width = Layout::panel_bytes(kN0);
+      const T* start =
+          block + Layout::panel_start(kN0) + key0 * (width / int(sizeof(T)));
+      Wgmma<T, n, 1>::mma(
+          d + kN0 / 2,
+          reinterpret_cast<const unsigned*>(a.v),
+          wgmma_descriptor(start, 16, 8 * width, width));
+      issue_panels<kN0 + kMaxN>(d, a, block, key0);
     }
   }
 };
