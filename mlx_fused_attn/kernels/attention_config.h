@@ -96,8 +96,12 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// read K and V from L2 less often, but lose the overlap of independent
 /// blocks), 496 causal (295), 455 at B=1 L=4096 fp16 (283). Head dims up to
 /// 64 take 128-key blocks: D = 64 452 against 426 with 64 keys at B=4
-/// L=8192, 11.5 against 13.0 us at B=1 L=512. D = 96 at 2 blocks 311 at
-/// L=2048 (mma.sync 264). A software-pipelined loop (the softmax under the
+/// L=8192, 11.5 against 13.0 us at B=1 L=512. D = 80 fits 4 blocks a
+/// multiprocessor (128 registers, 20 bytes of spill): 41.1 against 56.3 us
+/// at B=1 L=1024 (512 query blocks: one wave of 4 x 132, 1.3 of 3 x 132),
+/// 513 against 578 us at L=4096; D = 128 at 4 blocks (32-key blocks, to fit
+/// shared memory) spills 144 bytes and serialises its products (992 against
+/// 606 us at L=4096). D = 96 at 2 blocks 311 at L=2048 (mma.sync 264). A software-pipelined loop (the softmax under the
 /// previous block's P V, as FlashAttention-3 does) needs P twice in
 /// registers: at 3 blocks the products serialise (ptxas C7512), at 2 it
 /// reached 474 at B=4 L=8192; it was not kept.
@@ -115,7 +119,7 @@ constexpr AttnTiles choose_attention_tiles(
   }
   if (wgmma) {
     const int bk = head_dim <= 64 ? 128 : 64;
-    const int min_blocks = head_dim == 96 ? 2 : 3;
+    const int min_blocks = head_dim == 80 ? 4 : head_dim == 96 ? 2 : 3;
     return AttnTiles{64, bk, 4, 2, min_blocks, true};
   }
   if (head_dim == 128) {
