@@ -15,33 +15,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "benchmarks/cuda_sweep_util.cuh"
 #include "mlx_fused_attn/backend/cuda/short_attention_kernel.cuh"
 #include "mlx_fused_attn/kernels/short_attention_config.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 
-#define CHECK(x)                                                    \
-  do {                                                              \
-    cudaError_t e = (x);                                            \
-    if (e != cudaSuccess) {                                         \
-      std::fprintf(                                                 \
-          stderr, "%s:%d %s\n", __FILE__, __LINE__,                 \
-          cudaGetErrorString(e));                                   \
-      std::exit(1);                                                 \
-    }                                                               \
-  } while (0)
-
-/// Uniform values in [-1, 1) from a hash of the index: no zeros to flatter.
-template <typename T>
-__global__ void fill_random(T* x, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    unsigned h = unsigned(i) * 2654435761u ^ (seed * 0x9e3779b9u);
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    x[i] = T(float(h & 0xffff) / 32768.0f - 1.0f);
-  }
-}
 
 /// softmax(scale q k^T) v per query row in fp32, for contiguous
 /// [sequences, L, D] inputs: the reference.
@@ -74,44 +52,6 @@ __global__ void reference(
     for (int c = 0; c < D; ++c) out[c] += p * float(vs[j * D + c]);
   }
   for (int c = 0; c < D; ++c) out[c] /= sum;
-}
-
-/// *err = max |x - ref| as float bits (non-negative floats order as their
-/// bits); a NaN anywhere gives the largest value.
-template <typename T>
-__global__ void max_error(const T* x, const float* ref, size_t n, unsigned* err) {
-  unsigned local = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    const float d = fabsf(float(x[i]) - ref[i]);
-    const unsigned bits = d == d ? __float_as_uint(d) : 0x7f800000u;
-    local = bits > local ? bits : local;
-  }
-  atomicMax(err, local);
-}
-
-/// Device-to-device copy bandwidth (bytes read plus written per second).
-double copy_tbps() {
-  const size_t bytes = size_t(2) << 30;
-  void *a, *b;
-  CHECK(cudaMalloc(&a, bytes));
-  CHECK(cudaMalloc(&b, bytes));
-  CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  const int reps = 10;
-  CHECK(cudaEventRecord(e0));
-  for (int i = 0; i < reps; ++i) {
-    CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-  }
-  CHECK(cudaEventRecord(e1));
-  CHECK(cudaEventSynchronize(e1));
-  float ms;
-  CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  CHECK(cudaFree(a));
-  CHECK(cudaFree(b));
-  return 2.0 * bytes * reps / (ms * 1e-3) / 1e12;
 }
 
 template <typename T, int D>

@@ -20,31 +20,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "benchmarks/cuda_sweep_util.cuh"
 #include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 
-#define CHECK(x)                                                         \
-  do {                                                                   \
-    cudaError_t e = (x);                                                 \
-    if (e != cudaSuccess) {                                              \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__,             \
-                   cudaGetErrorString(e));                               \
-      std::exit(1);                                                      \
-    }                                                                    \
-  } while (0)
-
-template <typename T>
-__global__ void fill_random(T* x, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    unsigned h = unsigned(i) * 2654435761u ^ seed * 2246822519u;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    x[i] = T((h & 0xffff) / 32768.0f - 1.0f);
-  }
-}
 
 template <typename T>
 __global__ void to_float(const T* x, float* y, size_t n) {

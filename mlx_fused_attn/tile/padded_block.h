@@ -19,44 +19,21 @@
 
 namespace fa {
 
-template <typename Target, typename T, int kRows, int kCols, int kThreads>
-struct PaddedBlock {
-  /// 16 bytes of padding per row spread the rows that one fragment load
-  /// reads over the banks (as in MLX's steel kernels).
-  FA_CONST int kLd = kCols + 16 / int(sizeof(T));
+/// 16 bytes of padding per row (kLd) spread the rows that one fragment load
+/// reads over the banks (as in MLX's steel kernels). The copy is the
+/// target's loader, whose load, load_safe, commit and wait the block
+/// inherits.
+template <
+    typename Target,
+    typename T,
+    int kRows,
+    int kCols,
+    int kThreads,
+    int kLd = kCols + 16 / int(sizeof(T))>
+struct PaddedBlock
+    : Target::template Loader<T, kRows, kCols, kLd, kThreads> {
   FA_CONST int kElems = kRows * kLd;
   typedef typename Target::template FragB<T> FragB;
-  typedef typename Target::template Loader<T, kRows, kCols, kLd, kThreads>
-      Loader;
-
-  static FA_FUNC void load(
-      FA_THREADGROUP T* dst,
-      const FA_DEVICE T* src,
-      stride_t ld,
-      int tid) {
-    Loader::load(dst, src, ld, tid);
-  }
-
-  /// Rows >= `rows` are zero-filled, so that products with them stay finite.
-  static FA_FUNC void load_safe(
-      FA_THREADGROUP T* dst,
-      const FA_DEVICE T* src,
-      stride_t ld,
-      int rows,
-      int tid) {
-    Loader::load_safe(dst, src, ld, rows, tid);
-  }
-
-  static FA_FUNC void commit() {
-    Loader::commit();
-  }
-
-  /// Returns once at most kPending of this thread's copy groups are in
-  /// flight (a barrier then publishes the block to the other threads).
-  template <int kPending>
-  static FA_FUNC void wait() {
-    Loader::template wait<kPending>();
-  }
 
   /// S += Q B^T: a key per row of the block, so B^T is read with swapped
   /// strides.

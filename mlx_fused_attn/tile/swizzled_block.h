@@ -26,8 +26,15 @@
 
 namespace fa {
 
+/// The copy is cp.async into the swizzled layout: load, load_safe and commit
+/// come from the loader; wait adds the fence the tensor cores need.
 template <typename T, int kRows, int kCols, int kThreads>
-struct SwizzledBlock {
+struct SwizzledBlock : CpAsyncLoader<
+                           T,
+                           kRows,
+                           kCols,
+                           SwizzledRows<T, kRows, kCols>,
+                           kThreads> {
   typedef SwizzledRows<T, kRows, kCols> Layout;
   typedef CpAsyncLoader<T, kRows, kCols, Layout, kThreads> Loader;
   FA_CONST int kElems = kRows * kCols;
@@ -36,19 +43,6 @@ struct SwizzledBlock {
   FA_CONST int kMaxN = Layout::kWideCols;
   static_assert(kThreads % 128 == 0, "warps must form whole warpgroups");
   static_assert(sizeof(T) == 2, "wgmma takes 16-bit inputs here");
-
-  static FA_FUNC void load(T* dst, const T* src, stride_t ld, int tid) {
-    Loader::load(dst, src, ld, tid);
-  }
-
-  static FA_FUNC void
-  load_safe(T* dst, const T* src, stride_t ld, int rows, int tid) {
-    Loader::load_safe(dst, src, ld, rows, tid);
-  }
-
-  static FA_FUNC void commit() {
-    Loader::commit();
-  }
 
   /// As the loader's wait, and then this thread's copies are made visible
   /// to the tensor cores (the barrier after it makes them everyone's).
