@@ -1,6 +1,6 @@
 """The CUDA neighborhood kernels compile, on a machine without a GPU.
 
-- na_aot.cu builds with nvcc for sm_80 and sm_90 (the AOT targets) once per
+- na_aot.cu builds with nvcc for sm_80 and sm_90a (the AOT targets) once per
   number of spatial axes, as cmake/cuda.cmake builds it; each object holds
   every dtype and head dim.
 - The JIT source that cmake/cuda.cmake embeds (its FA_CUDA_KERNEL_SOURCES,
@@ -22,6 +22,7 @@ import sys
 import pytest
 
 from test_cuda_compile import (
+    ARCHS,
     CUDA_DIR,
     NVCC,
     REPO,
@@ -43,7 +44,7 @@ def na_axes():
 @pytest.mark.parametrize("n_axes", na_axes())
 def test_na_aot_object(tmp_path, n_axes):
     nvcc(
-        *gencode(["80", "90"]),
+        *gencode(ARCHS),
         "--threads=2",
         f"-DFA_NA_AOT_AXES={n_axes}",
         "-c",
@@ -114,7 +115,7 @@ def test_jit_source_instantiates_every_na_kernel(tmp_path):
     )
     unit = tmp_path / "jit_unit.cu"
     unit.write_text(source + probes)
-    nvcc(*gencode(["90"]), "--threads=2", "-c", str(unit), "-o", str(tmp_path / "jit_unit.o"))
+    nvcc(*gencode(["90a"]), "--threads=2", "-c", str(unit), "-o", str(tmp_path / "jit_unit.o"))
 
 
 def test_nvrtc_compiles_a_na_kernel(tmp_path):
@@ -124,7 +125,7 @@ def test_nvrtc_compiles_a_na_kernel(tmp_path):
     source = embedded_text().encode()
     expr = [e for e in na_expressions(tmp_path) if e.startswith("fa::na_attention_kernel<fa::half_t, 64,")][1]
     # The options of nvrtc_compiler.cpp.
-    options = [b"--gpu-architecture=sm_90", b"--include-path=" + cuda_include_dir().encode(),
+    options = [b"--gpu-architecture=sm_90a", b"--include-path=" + cuda_include_dir().encode(),
                b"--std=c++17", b"-default-device", b"-DNDEBUG"]
     prog = ctypes.c_void_p()
     assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source, b"jit.cu", 0, None, None) == 0

@@ -1,6 +1,6 @@
 """The CUDA short-sequence kernels compile, on a machine without a GPU.
 
-- short_attention_aot.cu builds with nvcc for sm_80 and sm_90 (the AOT
+- short_attention_aot.cu builds with nvcc for sm_80 and sm_90a (the AOT
   targets) at every head dim of FA_SHORT_ATTENTION_HEAD_DIMS, each object
   holding every dtype and capacity with the tiles the chooser gives.
 - The JIT source, flattened from the kernel sources cmake/cuda.cmake embeds
@@ -22,7 +22,16 @@ import sys
 
 import pytest
 
-from test_cuda_compile import CUDA_DIR, NVCC, REPO, cuda_include_dir, gencode, load_nvrtc, nvcc
+from test_cuda_compile import (
+    ARCHS,
+    CUDA_DIR,
+    NVCC,
+    REPO,
+    cuda_include_dir,
+    gencode,
+    load_nvrtc,
+    nvcc,
+)
 
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found (no CUDA toolkit)")
 
@@ -39,7 +48,7 @@ def listed(macro):
 @pytest.mark.parametrize("head_dim", listed("FA_SHORT_ATTENTION_HEAD_DIMS"))
 def test_short_attention_aot_object(tmp_path, head_dim):
     nvcc(
-        *gencode(["80", "90"]),
+        *gencode(ARCHS),
         "--threads=2",
         f"-DFA_SHORT_AOT_HEAD_DIM={head_dim}",
         "-c",
@@ -107,7 +116,7 @@ def test_jit_source_holds_the_short_kernels(tmp_path):
     )
     unit = tmp_path / "jit_unit.cu"
     unit.write_text(jit_source() + probes)
-    nvcc(*gencode(["90"]), "--threads=2", "-c", str(unit), "-o", str(tmp_path / "jit_unit.o"))
+    nvcc(*gencode(["90a"]), "--threads=2", "-c", str(unit), "-o", str(tmp_path / "jit_unit.o"))
 
 
 def test_nvrtc_compiles_a_short_kernel(tmp_path):
@@ -116,7 +125,7 @@ def test_nvrtc_compiles_a_short_kernel(tmp_path):
         pytest.skip("libnvrtc not installed (pip install nvidia-cuda-nvrtc)")
     expr = [e for e in short_expressions(tmp_path) if e.startswith("fa::short_attention_kernel<fa::bfloat_t, 64, 32,")][0]
     # The options of nvrtc_compiler.cpp.
-    options = [b"--gpu-architecture=sm_90", b"--include-path=" + cuda_include_dir().encode(),
+    options = [b"--gpu-architecture=sm_90a", b"--include-path=" + cuda_include_dir().encode(),
                b"--std=c++17", b"-default-device", b"-DNDEBUG"]
     prog = ctypes.c_void_p()
     assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), jit_source().encode(), b"jit.cu", 0, None, None) == 0
