@@ -14,6 +14,12 @@
 // The products are issued, committed and waited for inside mma_abt and
 // mma_ab, so they return with their accumulators ready, as the per-warp
 // products do; the other threadgroups on the multiprocessor fill the wait.
+// Leaving them in flight across the softmax (FlashAttention-3's overlap) was
+// measured slower here (benchmarks/RESULTS.md); two things ptxas (CUDA 13.0)
+// then reports: with too few registers for two score tiles it serialises
+// every wgmma of the kernel (C7512), and so it does when a product is
+// started under a branch that ptxas cannot resolve (C7514), so a pipelined
+// loop must peel its first and last iterations.
 #pragma once
 
 #include "mlx_fused_attn/params.h"
