@@ -82,6 +82,36 @@ def test_matches_explicit_mask(device, dtype, case):
     check(out, q, k, v, kernel, dilation, causal, D**-0.5, f"case {CASES[case]} {dtype}")
 
 
+# The CPU kernel tiles the fastest axis by 64 queries of one dilation group
+# and picks its score tile by kernel size (<= 5, <= 7, wider); these cross
+# tile boundaries, leave ragged last tiles, give dilation groups of unequal
+# length and windows wider than one score tile, and use head dims that leave
+# tails in the products.
+TILE_CASES = [  # spatial, kernel, dilation, causal, head dim
+    ((200,), (13,), (1,), (False,), 64),  # tiles of 64, 64, 64, 8
+    ((200,), (13,), (3,), (False,), 32),  # groups of 67, 67, 66: two tiles each
+    ((150,), (9,), (1,), (True,), 80),  # causal windows across tile edges
+    ((130,), (130,), (1,), (False,), 16),  # kernel = axis, wider than a tile
+    ((3, 140), (3, 33), (1, 2), (False, True), 24),
+    ((4, 5, 70), (3, 5, 5), (1, 1, 1), (True, False, False), 40),
+    ((6, 67), (5, 7), (1, 1), (False, False), 96),
+    ((66,), (6,), (1,), (False,), 13),  # odd head dim
+]
+
+
+@device_params()
+@pytest.mark.parametrize("dtype", [mx.float16, mx.float32])
+@pytest.mark.parametrize("case", range(len(TILE_CASES)))
+def test_tiles_match_explicit_mask(device, dtype, case):
+    spatial, kernel, dilation, causal, D = TILE_CASES[case]
+    shape = (1,) + spatial + (2, D)
+    q, k, v = (rand(shape, dtype, 100 + 10 * case + i) for i in range(3))
+    out = fa.neighborhood_attention(
+        q, k, v, kernel, dilation=dilation, is_causal=causal, stream=device
+    )
+    check(out, q, k, v, kernel, dilation, causal, D**-0.5, f"tile case {TILE_CASES[case]} {dtype}")
+
+
 @device_params()
 def test_scalar_arguments_apply_to_every_axis(device):
     q, k, v = (rand((1, 9, 10, 2, 32), mx.float32, i) for i in range(3))

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX__)
 #include <immintrin.h>
 #endif
 
@@ -77,6 +77,82 @@ inline void convert_row(const T* src, int n, float mul, float* dst) {
 #endif
   for (; c < n; ++c) {
     dst[c] = to_float(src[c]) * mul;
+  }
+}
+
+// dst[c] = src[c] * mul converted to T, for n contiguous elements.
+template <typename T>
+inline void store_row(const float* src, int n, float mul, T* dst) {
+  int c = 0;
+#if defined(__F16C__)
+  // As in convert_row: F16C rounds 8 at once (to nearest even, as the scalar
+  // conversion does).
+  if (std::is_same<T, mlx::core::float16_t>::value) {
+    const __m256 m = _mm256_set1_ps(mul);
+    for (; c + 8 <= n; c += 8) {
+      const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(src + c), m);
+      _mm_storeu_si128(
+          reinterpret_cast<__m128i*>(dst + c),
+          _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    }
+  }
+#endif
+  for (; c < n; ++c) {
+    dst[c] = from_float<T>(src[c] * mul);
+  }
+}
+
+// dst[c * dst_stride + r] = src[r * cols + c]: a row-major rows x cols block
+// transposed. With AVX, 8 x 8 blocks go through registers (scalar, it is a
+// load and a store per element, and the neighborhood kernel transposes every
+// key it converts).
+inline void transpose(
+    const float* src,
+    int rows,
+    int cols,
+    float* dst,
+    int dst_stride) {
+  int r0 = 0;
+#if defined(__AVX__)
+  for (; r0 + 8 <= rows; r0 += 8) {
+    int c0 = 0;
+    for (; c0 + 8 <= cols; c0 += 8) {
+      __m256 x[8], y[8];
+      for (int i = 0; i < 8; ++i) {
+        x[i] = _mm256_loadu_ps(src + (r0 + i) * cols + c0);
+      }
+      for (int i = 0; i < 8; i += 2) {
+        y[i] = _mm256_unpacklo_ps(x[i], x[i + 1]);
+        y[i + 1] = _mm256_unpackhi_ps(x[i], x[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        x[i] = _mm256_shuffle_ps(y[i], y[i + 2], 0x44);
+        x[i + 1] = _mm256_shuffle_ps(y[i], y[i + 2], 0xee);
+        x[i + 2] = _mm256_shuffle_ps(y[i + 1], y[i + 3], 0x44);
+        x[i + 3] = _mm256_shuffle_ps(y[i + 1], y[i + 3], 0xee);
+      }
+      // x[0..3] hold columns 0, 1, 2, 3 of rows 0-3 (low lane) and 4-7 of
+      // the same rows (high lane); x[4..7] likewise for rows 4-7.
+      for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(
+            dst + (c0 + i) * dst_stride + r0,
+            _mm256_permute2f128_ps(x[i], x[i + 4], 0x20));
+        _mm256_storeu_ps(
+            dst + (c0 + i + 4) * dst_stride + r0,
+            _mm256_permute2f128_ps(x[i], x[i + 4], 0x31));
+      }
+    }
+    for (; c0 < cols; ++c0) {
+      for (int i = 0; i < 8; ++i) {
+        dst[c0 * dst_stride + r0 + i] = src[(r0 + i) * cols + c0];
+      }
+    }
+  }
+#endif
+  for (; r0 < rows; ++r0) {
+    for (int c = 0; c < cols; ++c) {
+      dst[c * dst_stride + r0] = src[r0 * cols + c];
+    }
   }
 }
 
