@@ -74,7 +74,8 @@ double flops(const Problem& p) {
   return 4.0 * p.B * p.H * pairs * p.D;
 }
 
-template <typename T, int D, int BQ, int BK, int WM, int ST, int MB, bool WG, bool C>
+template <typename T, int D, int BQ, int BK, int WM, int ST, int MB, bool WG, bool QS,
+          bool C>
 float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
           int reps) {
   fa::AttnParams p{};
@@ -89,9 +90,9 @@ float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
   fa::AttnFeatures f{};
   f.align_q = pr.L % BQ == 0;
   f.align_k = pr.L % BK == 0;
-  constexpr fa::AttnTiles tiles = {BQ, BK, WM, ST, MB, WG};
+  constexpr fa::AttnTiles tiles = {BQ, BK, WM, ST, MB, WG, QS};
   const int smem = fa::attention_smem_bytes(tiles, D, fa::DTypeOf<T>::value);
-  auto kernel = fa::attention_kernel<T, D, BQ, BK, WM, ST, MB, WG, C, false>;
+  auto kernel = fa::attention_kernel<T, D, BQ, BK, WM, ST, MB, WG, QS, C, false>;
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   if (MB > 2) {  // as the library does (kernels.cpp): all of L1 as shared memory
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -163,11 +164,13 @@ struct Case {
   }
   bool has_ref = false;
 
-  template <int BQ, int BK, int WM, int ST, int MB = 1, bool WG = false>
+  template <int BQ, int BK, int WM, int ST, int MB = 1, bool WG = false,
+            bool QS = false>
   void shape(int reps) {
     CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
-    const float ms = pr.causal ? run<T, D, BQ, BK, WM, ST, MB, WG, true>(pr, q, k, v, o, reps)
-                               : run<T, D, BQ, BK, WM, ST, MB, WG, false>(pr, q, k, v, o, reps);
+    const float ms =
+        pr.causal ? run<T, D, BQ, BK, WM, ST, MB, WG, QS, true>(pr, q, k, v, o, reps)
+                  : run<T, D, BQ, BK, WM, ST, MB, WG, QS, false>(pr, q, k, v, o, reps);
     if (!has_ref) {  // the first shape becomes the reference
       to_float<<<1024, 256>>>(o, ref, n);
       has_ref = true;
@@ -176,50 +179,64 @@ struct Case {
     std::printf("%-5s B=%d H=%d L=%5d D=%3d %-6s %-5s bq=%3d bk=%3d warps=%d stages=%d "
                 "blocks/SM>=%d %9.1f us %6.1f TFLOP/s  err %.2e\n",
                 type, pr.B, pr.H, pr.L, D, pr.causal ? "causal" : "full",
-                WG ? "wgmma" : "mma", BQ, BK, WM, ST, MB, ms * 1e3,
+                WG ? (QS ? "wg-sq" : "wg-rq") : "mma", BQ, BK, WM, ST, MB, ms * 1e3,
                 flops(pr) / (ms * 1e-3) / 1e12, err);
     std::fflush(stdout);
   }
 };
 
 #ifdef FA_SWEEP_QUICK
-// Warpgroup-product tiles (wgmma, sm_90a) at 4 blocks a multiprocessor
-// (registers capped at 128; 32-key blocks at D = 128 to fit 4 x 32 KB of
-// shared memory) against the chosen 3: B=1 H=32 L=1024 is 512 query blocks,
-// 1.3 waves of 3 x 132 but one of 4 x 132. The first shape of each case is
-// its error reference (checked against the fp32 reference kernel on the
-// small cases).
+// Warpgroup-product tiles with Q in shared memory (wg-sq) at D = 128: 64
+// queries a block in one K/V stage at 4 blocks a multiprocessor (the
+// candidate), against two warpgroups (128 queries) sharing each K/V block
+// at 2 blocks, two stages at 2 blocks, and the current choice (wg-rq: Q in
+// registers, two stages, 3 blocks); the other head dims with Q in shared
+// memory and one stage against their current tiles. The first shape of each
+// case is its error reference (checked against the fp32 reference kernel
+// on the small cases).
 int main() {
   for (int L : {512, 1024, 2048, 4096}) {
     Case<fa::half_t, 128> c("f16", {1, 32, L, 128, false});
     const int reps = L < 2048 ? 50 : 10;
+    c.shape<64, 64, 4, 1, 4, true, true>(reps);
+    c.shape<128, 64, 8, 1, 2, true, true>(reps);
+    c.shape<64, 64, 4, 2, 2, true, true>(reps);
     c.shape<64, 64, 4, 2, 3, true>(reps);
-    c.shape<64, 32, 4, 2, 4, true>(reps);
-    c.shape<64, 32, 4, 3, 4, true>(reps);
   }
-  for (int L : {512, 1024, 2048, 4096}) {
+  for (bool causal : {false, true}) {
+    Case<fa::bfloat_t, 128> c("bf16", {4, 32, 8192, 128, causal});
+    c.shape<64, 64, 4, 1, 4, true, true>(3);
+    c.shape<128, 64, 8, 1, 2, true, true>(3);
+    c.shape<64, 64, 4, 2, 3, true>(3);
+  }
+  for (int L : {512, 1024, 4096}) {
     Case<fa::half_t, 80> c("f16", {1, 32, L, 80, false});
     const int reps = L < 2048 ? 50 : 10;
-    c.shape<64, 64, 4, 2, 3, true>(reps);
     c.shape<64, 64, 4, 2, 4, true>(reps);
-    c.shape<64, 32, 4, 2, 4, true>(reps);
+    c.shape<64, 64, 4, 1, 4, true, true>(reps);
+    c.shape<128, 64, 8, 1, 2, true, true>(reps);
   }
   for (int L : {512, 1024, 2048}) {
     Case<fa::half_t, 96> c("f16", {1, 32, L, 96, false});
     const int reps = L < 2048 ? 50 : 10;
     c.shape<64, 64, 4, 2, 2, true>(reps);
-    c.shape<64, 64, 4, 2, 3, true>(reps);
-    c.shape<64, 32, 4, 2, 4, true>(reps);
+    c.shape<64, 64, 4, 1, 4, true, true>(reps);
+    c.shape<128, 64, 8, 1, 2, true, true>(reps);
   }
-  for (int L : {1024}) {
+  for (int L : {512, 1024, 4096}) {
     Case<fa::half_t, 64> c("f16", {1, 32, L, 64, false});
-    c.shape<64, 128, 4, 2, 3, true>(50);
-    c.shape<64, 64, 4, 2, 4, true>(50);
+    const int reps = L < 2048 ? 50 : 10;
+    c.shape<64, 128, 4, 2, 3, true>(reps);
+    c.shape<64, 64, 4, 2, 4, true, true>(reps);
+    c.shape<64, 64, 4, 1, 4, true, true>(reps);
+    c.shape<64, 128, 4, 1, 4, true, true>(reps);
+    c.shape<128, 64, 8, 1, 2, true, true>(reps);
   }
   {
-    Case<fa::bfloat_t, 128> c("bf16", {4, 32, 8192, 128, false});
-    c.shape<64, 64, 4, 2, 3, true>(3);
-    c.shape<64, 32, 4, 2, 4, true>(3);
+    Case<fa::bfloat_t, 64> c("bf16", {4, 32, 8192, 64, false});
+    c.shape<64, 128, 4, 2, 3, true>(3);
+    c.shape<64, 64, 4, 2, 4, true, true>(3);
+    c.shape<64, 64, 4, 1, 4, true, true>(3);
   }
   return 0;
 }

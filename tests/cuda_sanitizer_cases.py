@@ -5,8 +5,9 @@ finds out-of-bounds and misaligned accesses, racecheck shared-memory races):
     compute-sanitizer --tool racecheck python tests/cuda_sanitizer_cases.py
 
 Covers each dtype, each kernel variant (unmasked, causal, bool and additive
-masks), sinks, GQA, ragged query and key blocks, a misaligned (copied) input
-and a poisoned output; each result is checked against mx.fast on the CPU.
+masks), sinks, GQA, ragged query and key blocks, a misaligned (copied) input,
+grids past one wave (the large-grid tiles) and a poisoned output; each result
+is checked against mx.fast on the CPU.
 Not collected by pytest: under the sanitizers a run takes minutes.
 """
 
@@ -22,13 +23,13 @@ import mlx_fused_attn as fa  # noqa: E402
 TOL = {mx.float16: 2e-2, mx.bfloat16: 6e-2, mx.float32: 1e-4}
 
 
-def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False):
+def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1):
     key = mx.random.key(seed)
     kq, kk, kv, km, ks = mx.random.split(key, 5)
     width = D + 2 if misaligned else D
-    q = mx.random.normal((1, 4, Lq, width), key=kq).astype(dtype)[..., width - D :]
-    k = mx.random.normal((1, 2, Lk, D), key=kk).astype(dtype)
-    v = mx.random.normal((1, 2, Lk, D), key=kv).astype(dtype)
+    q = mx.random.normal((batch, 4, Lq, width), key=kq).astype(dtype)[..., width - D :]
+    k = mx.random.normal((batch, 2, Lk, D), key=kk).astype(dtype)
+    v = mx.random.normal((batch, 2, Lk, D), key=kv).astype(dtype)
     mask = {
         None: None,
         "causal": "causal",
@@ -58,6 +59,10 @@ def main():
         case(mx.float32, 32, 65, 77, "causal", False, 5),
         case(mx.float32, 128, 20, 40, None, True, 6),
         case(mx.float16, 64, 100, 100, None, False, 7, misaligned=True),
+        # Past one wave of query blocks: the large-grid tiles (Q in shared
+        # memory on Hopper), with a ragged last query block.
+        case(mx.float16, 128, 1000, 200, "causal", True, 8, batch=7),
+        case(mx.bfloat16, 96, 1000, 150, "bool", False, 9, batch=5),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)

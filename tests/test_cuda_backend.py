@@ -47,3 +47,37 @@ def test_large_and_misaligned_inputs():
     q, k, v = base[..., 2:66], base[..., 4:68], base[..., 6:70]
     out = fa.scaled_dot_product_attention(q, k, v, scale=0.125, mask="causal", stream=mx.gpu)
     assert_close(out, q, k, v, 0.125, "causal", what="misaligned")
+
+
+@pytest.mark.parametrize(
+    "D, dtype, mask, sinks",
+    [
+        (128, mx.float16, None, True),
+        (128, mx.bfloat16, "causal", False),
+        (128, mx.float16, "bool", False),
+        (128, mx.bfloat16, "additive", True),
+        (96, mx.float16, "causal", True),
+        (96, mx.bfloat16, None, False),
+    ],
+)
+def test_large_grid_tiles(D, dtype, mask, sinks):
+    # 16 query blocks x 16 heads x 4 = 1024 blocks: past one wave of the
+    # default tiles on any GPU of up to 341 multiprocessors, so Hopper runs
+    # the large-grid tiles (Q in shared memory, one K/V stage); ragged query
+    # and key blocks, GQA.
+    B, H_q, H_kv, L_q, L_k = 4, 16, 4, 1000, 1037
+    q = rand((B, H_q, L_q, D), dtype, 11)
+    k = rand((B, H_kv, L_k, D), dtype, 12)
+    v = rand((B, H_kv, L_k, D), dtype, 13)
+    m = {
+        None: None,
+        "causal": "causal",
+        "bool": rand((L_q, L_k), mx.float32, 14) > -0.5,
+        "additive": rand((1, H_q, L_q, L_k), dtype, 15),
+    }[mask]
+    s = rand((H_q,), dtype, 16) if sinks else None
+    scale = D**-0.5
+    out = fa.scaled_dot_product_attention(
+        q, k, v, scale=scale, mask=m, sinks=s, force_fused=True, stream=mx.gpu
+    )
+    assert_close(out, q, k, v, scale, m, s, what=f"large grid D={D} {dtype} {mask}")

@@ -99,8 +99,9 @@ def kernel_expressions(tmp_path):
         " fa::DType::Float32};\n"
         "  for (fa::DType t : types) {\n"
         "#define FA_PRINT(d) \\\n"
-        "    for (int v = 0; v < 6; ++v) std::printf(\"%s\\n\","
-        " attention_kernel_expression({t, d, v % 3 == 1, v % 3 == 2, v >= 3}).c_str());\n"
+        "    for (int v = 0; v < 12; ++v) std::printf(\"%s\\n\","
+        " attention_kernel_expression({t, d, v % 3 == 1, v % 3 == 2, v % 6 >= 3,"
+        " v >= 6}).c_str());\n"
         "    FA_ATTENTION_HEAD_DIMS(FA_PRINT)\n"
         "    std::printf(\"%s\\n\", strided_copy_kernel_expression(t).c_str());\n"
         "  }\n"
@@ -115,7 +116,7 @@ def kernel_expressions(tmp_path):
 
 def test_jit_source_is_self_contained(tmp_path):
     exprs = kernel_expressions(tmp_path)
-    assert len(exprs) == 3 * 5 * 6 + 3 + 1, exprs
+    assert len(exprs) == 3 * 5 * 12 + 3 + 1, exprs
     # One attention kernel per dtype and variant, spread over the head dims,
     # plus the helpers: what NVRTC compiles, taken by the same expressions.
     attention = [e for e in exprs if e.startswith("fa::attention_kernel<")]
@@ -169,12 +170,14 @@ def test_nvrtc_compiles_the_jit_source(tmp_path):
     if nvrtc is None:
         pytest.skip("libnvrtc not installed (pip install nvidia-cuda-nvrtc)")
     source = flattened_source().encode()
-    # A causal bf16 attention kernel with each kind of product and a helper,
-    # by the host's expressions.
+    # A causal bf16 attention kernel with each kind of product (mma.sync,
+    # wgmma with Q in registers, wgmma with Q in shared memory for a large
+    # grid) and a helper, by the host's expressions.
     names = kernel_expressions(tmp_path)
     bf16 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
-    exprs = [bf16[1], bf16[4], names[-1]]
-    assert ", true, true, false>" in bf16[4], bf16[4]
+    exprs = [bf16[1], bf16[4], bf16[10], names[-1]]
+    assert ", true, false, true, false>" in bf16[4], bf16[4]
+    assert ", true, true, true, false>" in bf16[10], bf16[10]
     # The options of nvrtc_compiler.cpp on Hopper.
     options = [b"--gpu-architecture=sm_90a", b"--include-path=" + cuda_include_dir().encode(),
                b"--std=c++17", b"-default-device", b"-DNDEBUG"]

@@ -3,16 +3,18 @@
 //   O = softmax(scale * Q K^T + mask) V        per (batch, head, query block)
 //
 // One threadgroup owns kBQ query rows of one head; each of its simdgroups
-// (warps) owns kWarpRows of them, with its Q rows in registers for the whole
-// run. K and V stream through threadgroup memory kBK keys at a time, through
+// (warps) owns kWarpRows of them. Q stays put for the whole run (in each
+// warp's registers, or in threadgroup memory where the target's products
+// read it from there). K and V stream through threadgroup memory kBK keys at a time, through
 // a ring of kStages blocks: one on Metal, whose loads are synchronous; more
 // on CUDA, where the cp.async copies of the next blocks run under the math
 // of this one. The softmax is online (running max and sum in fp32, exp2
 // domain), and the output is written once at the end.
 //
-// `Target` supplies the fragment types by role (FragA<T>, FragC) and the K/V
+// `Target` supplies the fragment types by role (FragA<T>, FragC), the K/V
 // block type (KVBlock: its threadgroup-memory layout, its loader and the two
-// products that read it: padded_block.h, swizzled_block.h); the entry point
+// products that read it: padded_block.h, swizzled_block.h) and where Q is
+// kept (QOperand: q_in_registers.h, q_in_shared.h); the entry point
 // of each backend picks it and fills the features (function constants or
 // template bools). The mask arrives as bytes: it holds bool or T, as the
 // features say.
@@ -67,6 +69,15 @@ using AttnKVBlock = typename Target::template KVBlock<
     Shape::kHeadDim,
     Shape::kThreads>;
 
+/// Where a kernel instance keeps Q on `Target`.
+template <typename Target, typename Shape>
+using AttnQOperand = typename Target::template QOperand<
+    typename Shape::elem_type,
+    Shape::kBQ,
+    Shape::kHeadDim,
+    Shape::kWarpRows,
+    Shape::kThreads>;
+
 /// Starts the copy of key block `kb` (keys kb * kBK onwards) into K and V
 /// stage `stage`; a ragged last block zero-fills its missing keys.
 template <typename Block, typename Shape>
@@ -115,6 +126,7 @@ FA_FUNC void attention_block(
   typedef typename Target::template FragA<T> FragA;
   typedef typename Target::FragC FragC;
   typedef AttnKVBlock<Target, Shape> Block;
+  typedef AttnQOperand<Target, Shape> QOperand;
   constexpr int D = Shape::kHeadDim;
   constexpr int kBQ = Shape::kBQ;
   constexpr int kBK = Shape::kBK;
@@ -131,7 +143,7 @@ FA_FUNC void attention_block(
       kBK % FragA::kCols == 0 && kBK % FragC::kCols == 0,
       "the key block must be whole fragments");
 
-  Tile<FragA, kWarpRows / FragA::kRows, D / FragA::kCols> q_tile;
+  QOperand q_op;
   Tile<FragC, kWarpRows / FragC::kRows, kBK / FragC::kCols> s_tile;
   Tile<FragA, kWarpRows / FragA::kRows, kBK / FragA::kCols> p_tile;
   Tile<FragC, kWarpRows / FragC::kRows, D / FragC::kCols> o_tile;
@@ -143,7 +155,8 @@ FA_FUNC void attention_block(
   const bool q_ragged = !f.align_q && q_block == p.L_q / kBQ;
   const int kv_head = head / p.gqa_factor;
 
-  q += batch * p.q_strides[0] + head * p.q_strides[1] + q_row0 * p.q_strides[2];
+  q += batch * p.q_strides[0] + head * p.q_strides[1] +
+      q_block * kBQ * p.q_strides[2];
   k += batch * p.k_strides[0] + kv_head * p.k_strides[1];
   v += batch * p.v_strides[0] + kv_head * p.v_strides[1];
   out +=
@@ -188,6 +201,16 @@ FA_FUNC void attention_block(
   const CausalMaskOp causal_mask = {p.causal_offset};
   const KeyLimitOp key_limit = {p.L_k};
 
+  // ---------------------------------------------------------------- load Q
+  // First, and with no commit of its own: a Q copied into threadgroup memory
+  // (asynchronously) joins the copy group of key block 0, so the wait and
+  // barrier before block 0's products cover it; that memory follows the V
+  // stages. Register loads do not block until the first product, so their
+  // latency overlaps the first K/V copies either way.
+  q_load(
+      q_op, q, p.q_strides[2], p.L_q - q_block * kBQ, q_ragged,
+      v_smem + kStages * Block::kElems, warp, lane);
+
   // Blocks 0 .. kStages - 2 start before the loop; every iteration commits
   // one group (empty past the last block), so that at the top of iteration
   // kb, waiting for all but the newest kStages - 2 groups means: block kb
@@ -199,17 +222,6 @@ FA_FUNC void attention_block(
           tid);
     }
     Block::commit();
-  }
-
-  // ---------------------------------------------------------------- load Q
-  // After the first K/V copies have started, so that the two latencies
-  // overlap: a block of a short sequence visits few key blocks, and these
-  // first loads are a visible share of its time.
-  if (q_ragged) {
-    tile_load_device_safe(
-        q_tile, q, p.q_strides[2], q_rows_left, D, 0.0f, lane);
-  } else {
-    tile_load_device(q_tile, q, p.q_strides[2], lane);
   }
 
   for (int kb = 0; kb < kb_end; ++kb) {
@@ -243,7 +255,7 @@ FA_FUNC void attention_block(
 
     // ------------------------------------------------------- S = Q K^T
     tile_fill(s_tile, 0.0f);
-    Block::mma_abt(s_tile, q_tile, k_block, lane);
+    Block::mma_abt(s_tile, q_op, k_block, lane);
 
     // ------------------------------------------------------------ mask
     // Masks act on scores in the exp2 domain, so a block with any mask is

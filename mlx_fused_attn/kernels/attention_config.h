@@ -22,20 +22,26 @@ struct AttnTiles {
   /// swizzled K/V blocks (tile/swizzled_block.h) instead of each warp's
   /// mma.sync on padded ones. Needs 16 rows a warp and whole warpgroups.
   bool wgmma = false;
+  /// With wgmma: Q is read by the products from shared memory
+  /// (tile/q_in_shared.h) instead of registers, which frees Q's registers
+  /// (32 a thread at D = 128) for more blocks a multiprocessor.
+  bool q_shared = false;
 };
 
 constexpr bool operator==(AttnTiles a, AttnTiles b) {
   return a.bq == b.bq && a.bk == b.bk && a.warps == b.warps &&
       a.stages == b.stages && a.min_blocks == b.min_blocks &&
-      a.wgmma == b.wgmma;
+      a.wgmma == b.wgmma && a.q_shared == b.q_shared;
 }
 
 /// Threadgroup memory of one kernel instance: K and V blocks for every
-/// stage; padded blocks add 16 bytes a row (tile/padded_block.h), swizzled
-/// ones none. The CUDA kernels align the start to 1024 bytes.
+/// stage, then Q where it is kept there; padded blocks add 16 bytes a row
+/// (tile/padded_block.h), swizzled ones none. The CUDA kernels align the
+/// start to 1024 bytes.
 constexpr int attention_smem_bytes(AttnTiles tiles, int head_dim, DType dtype) {
   return 2 * tiles.stages * tiles.bk *
-      (head_dim * dtype_size(dtype) + (tiles.wgmma ? 0 : 16));
+      (head_dim * dtype_size(dtype) + (tiles.wgmma ? 0 : 16)) +
+      (tiles.q_shared ? tiles.bq * head_dim * dtype_size(dtype) : 0);
 }
 
 /// The head dims with a kernel (q, k and v share one head dim), as an
@@ -105,17 +111,40 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// previous block's P V, as FlashAttention-3 does) needs P twice in
 /// registers: at 3 blocks the products serialise (ptxas C7512), at 2 it
 /// reached 474 at B=4 L=8192; it was not kept.
+///
+/// `large_grid`: the grid holds more query blocks than one wave of the
+/// tiles chosen without it (min_blocks x the multiprocessors; the host
+/// decides, attention_cuda.cpp). With wgmma at D = 96 and 128 such a grid
+/// takes Q in shared memory (q_shared) and one K/V stage, 64 + 2 x 64 keys
+/// x D x 2 B = 48 KB at D = 128, so that 4 blocks (128 registers, no spills)
+/// share a multiprocessor: with 4 a block's load waits are covered by the
+/// other three. H200, fp16 B=1 H=32 D=128 (cuda_tile_sweep.cu, 2026-11-29,
+/// two runs): L = 1024 46.0-47.2 us against 60.1 (512 blocks: one wave of
+/// 4 x 132, 1.3 of 3 x 132), L = 2048 155-159 against 170-176, L = 4096
+/// 561-576 against 612; bf16 B=4 L=8192 521-540 against 522-525 TFLOP/s,
+/// causal 489-493 against 492-493 (a tie); two stages at 2 blocks (80 KB)
+/// lost everywhere, as did two warpgroups of 128 queries sharing a block
+/// at 2 a multiprocessor (48.2, 168.5, 608 us). A grid of one wave keeps
+/// the smaller tiles: at L = 512 (256 blocks) 20.2 us against 19.0. D = 96
+/// likewise: 43.8 against 56.0 us at L = 1024, 154 against 160 at 2048,
+/// 18.5 against 17.4 at 512. D <= 80 gain nothing from it (D = 64:
+/// 30.8-33.1 against 31.6 at L = 1024, 378-419 against 338 at 4096; D = 80:
+/// 40.2 against 40.9, 524 against 512).
 constexpr AttnTiles choose_attention_tiles(
     int head_dim,
     DType dtype,
     Backend backend,
     bool /* causal */,
-    bool wgmma) {
+    bool wgmma,
+    bool large_grid = false) {
   if (backend == Backend::Metal) {
     return AttnTiles{32, head_dim < 128 ? 32 : 16, 4};
   }
   if (dtype == DType::Float32) {
     return AttnTiles{64, 32, 4, 2};
+  }
+  if (wgmma && large_grid && (head_dim == 96 || head_dim == 128)) {
+    return AttnTiles{64, 64, 4, 1, 4, true, true};
   }
   if (wgmma) {
     const int bk = head_dim <= 64 ? 128 : 64;

@@ -7,6 +7,8 @@
 // - CudaWgmmaTarget (sm_90a, FA_HAS_WGMMA): swizzled blocks read by the
 //   warpgroup products (swizzled_block.h). Same fragments: a warp's share of
 //   a wgmma operand is its mma.sync fragment tile.
+// - CudaWgmmaSharedQTarget: as CudaWgmmaTarget, with Q kept in shared
+//   memory for the products to read (q_in_shared.h) instead of registers.
 //
 // The Metal counterpart is metal_target.h.
 #pragma once
@@ -14,6 +16,8 @@
 #include "mlx_fused_attn/tile/cp_async_loader.h"
 #include "mlx_fused_attn/tile/mma_frag.h"
 #include "mlx_fused_attn/tile/padded_block.h"
+#include "mlx_fused_attn/tile/q_in_registers.h"
+#include "mlx_fused_attn/tile/q_in_shared.h"
 #include "mlx_fused_attn/tile/smem_layout.h"
 #include "mlx_fused_attn/tile/swizzled_block.h"
 
@@ -38,6 +42,8 @@ struct CudaTarget {
       CpAsyncLoader<T, kRows, kCols, PaddedRows<T, kDstLd>, kThreads>;
   template <typename T, int kRows, int kCols, int kThreads>
   using KVBlock = PaddedBlock<CudaTarget, T, kRows, kCols, kThreads>;
+  template <typename T, int kRows, int kCols, int kWarpRows, int kThreads>
+  using QOperand = QInRegisters<MmaFragA<T>, kWarpRows, kCols>;
 };
 
 struct CudaWgmmaTarget : CudaTarget {
@@ -45,15 +51,25 @@ struct CudaWgmmaTarget : CudaTarget {
   using KVBlock = SwizzledBlock<T, kRows, kCols, kThreads>;
 };
 
+struct CudaWgmmaSharedQTarget : CudaWgmmaTarget {
+  template <typename T, int kRows, int kCols, int kWarpRows, int kThreads>
+  using QOperand = QInShared<T, kRows, kCols, kThreads>;
+};
+
 /// The target of a kernel instance whose tiles ask for warpgroup products
-/// (AttnTiles::wgmma) or not.
-template <bool kWgmma>
+/// (AttnTiles::wgmma), with Q in shared memory (AttnTiles::q_shared), or
+/// neither.
+template <bool kWgmma, bool kSharedQ>
 struct CudaTargetOf {
   typedef CudaTarget type;
 };
 template <>
-struct CudaTargetOf<true> {
+struct CudaTargetOf<true, false> {
   typedef CudaWgmmaTarget type;
+};
+template <>
+struct CudaTargetOf<true, true> {
+  typedef CudaWgmmaSharedQTarget type;
 };
 
 } // namespace fa

@@ -1,12 +1,13 @@
 // What a kernel body runs on when compiled as Metal: simdgroup-matrix
-// fragments in every role, the plain-load block loader, and padded K/V
-// blocks read a fragment at a time (padded_block.h). A CUDA target names
-// its mma.sync fragments per role, its cp.async loader and, on Hopper,
-// swizzled blocks for warpgroup products instead (cuda_target.h).
+// fragments in every role, the plain-load block loader, padded K/V blocks
+// read a fragment at a time (padded_block.h) and Q in registers. A CUDA
+// target names its mma.sync fragments per role, its cp.async loader and, on
+// Hopper, swizzled blocks for warpgroup products instead (cuda_target.h).
 #pragma once
 
 #include "mlx_fused_attn/tile/block_loader.h"
 #include "mlx_fused_attn/tile/padded_block.h"
+#include "mlx_fused_attn/tile/q_in_registers.h"
 #include "mlx_fused_attn/tile/simdgroup_frag.h"
 
 namespace fa {
@@ -21,6 +22,8 @@ struct MetalTarget {
   using Loader = BlockLoader<T, kRows, kCols, kDstLd, kThreads>;
   template <typename T, int kRows, int kCols, int kThreads>
   using KVBlock = PaddedBlock<MetalTarget, T, kRows, kCols, kThreads>;
+  template <typename T, int kRows, int kCols, int kWarpRows, int kThreads>
+  using QOperand = QInRegisters<SimdgroupFrag, kWarpRows, kCols>;
 };
 
 } // namespace fa

@@ -6,7 +6,8 @@
 //
 //   kElems                          elements of one block in threadgroup memory
 //   load, load_safe, commit, wait   its device-to-threadgroup copy (the loader)
-//   mma_abt(s, q, block, lane)      S += Q B^T, B the block (a key per row)
+//   mma_abt(s, q, block, lane)      S += Q B^T, B the block (a key per row),
+//                                   Q a q_in_registers.h or q_in_shared.h
 //   mma_ab(o, p, block, lane)       O += P B
 //
 // `Target` supplies the B fragment type and the loader.
@@ -14,6 +15,7 @@
 
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/q_in_registers.h"
 #include "mlx_fused_attn/tile/tile.h"
 #include "mlx_fused_attn/tile/tile_math.h"
 
@@ -37,13 +39,13 @@ struct PaddedBlock
 
   /// S += Q B^T: a key per row of the block, so B^T is read with swapped
   /// strides.
-  template <typename FragC, typename FragA, int M, int N, int K>
+  template <typename FragC, typename FragA, int M, int N, int kWarpRows>
   static FA_FUNC void mma_abt(
       FA_THREAD Tile<FragC, M, N>& s,
-      const FA_THREAD Tile<FragA, M, K>& q,
+      const FA_THREAD QInRegisters<FragA, kWarpRows, kCols>& q,
       const FA_THREADGROUP T* block,
       lane_t lane) {
-    tile_matmad_shared<FragB, 1, kLd>(s, q, block, lane);
+    tile_matmad_shared<FragB, 1, kLd>(s, q.tile, block, lane);
   }
 
   /// O += P B.

@@ -26,6 +26,8 @@
 #include "mlx_fused_attn/tile/backend.h"
 #include "mlx_fused_attn/tile/cp_async_loader.h"
 #include "mlx_fused_attn/tile/mma_frag.h"
+#include "mlx_fused_attn/tile/q_in_registers.h"
+#include "mlx_fused_attn/tile/q_in_shared.h"
 #include "mlx_fused_attn/tile/smem_layout.h"
 #include "mlx_fused_attn/tile/tile.h"
 #include "mlx_fused_attn/tile/wgmma.h"
@@ -63,26 +65,47 @@ struct SwizzledBlock : CpAsyncLoader<
   /// rows of its panel (the hardware applies the swizzle to the address it
   /// forms, so a start inside a swizzle row is allowed); the keys' 8-row
   /// groups are 8 rows of the panel apart, and every 64 keys are one
-  /// product.
-  template <int N, int K>
+  /// product. Q is the warp's A fragments in registers, or Q's swizzled
+  /// panels in shared memory, addressed as B's.
+  template <int N>
   static FA_FUNC void mma_abt(
       Tile<MmaFragC, 1, N>& s,
-      const Tile<MmaFragA<T>, 1, K>& q,
+      const QInRegisters<MmaFragA<T>, 16, kCols>& q,
       const T* block,
       lane_t) {
     static_assert(N * MmaFragC::kCols == kRows, "S covers the block's keys");
-    static_assert(K * MmaFragA<T>::kCols == kCols, "Q covers the head dim");
     float* d = s.frags[0].v;
     begin<kRows / 2>(d);
     FA_UNROLL
-    for (int kk = 0; kk < K; ++kk) {
-      const int col = kk * 16;
-      const int width = Layout::panel_bytes(col);
-      const T* start =
-          block + Layout::panel_start(col) + col % Layout::kWideCols;
-      issue_keys<0>(d, q.frags[kk], start, width);
+    for (int kk = 0; kk < kCols / 16; ++kk) {
+      issue_keys<0>(d, a_registers(q.tile.frags[kk]), block, kk * 16);
     }
-    end<kRows / 2>(d, q);
+    end<kRows / 2>(d);
+    keep_until_done(q.tile);
+  }
+
+  template <int N, int kQRows, int kQThreads>
+  static FA_FUNC void mma_abt(
+      Tile<MmaFragC, 1, N>& s,
+      const QInShared<T, kQRows, kCols, kQThreads>& q,
+      const T* block,
+      lane_t) {
+    typedef typename QInShared<T, kQRows, kCols, kQThreads>::Layout QLayout;
+    static_assert(N * MmaFragC::kCols == kRows, "S covers the block's keys");
+    float* d = s.frags[0].v;
+    begin<kRows / 2>(d);
+    FA_UNROLL
+    for (int kk = 0; kk < kCols / 16; ++kk) {
+      const int col = kk * 16;
+      const int width = QLayout::panel_bytes(col);
+      const wgmma_desc_t a = wgmma_descriptor(
+          q.smem + QLayout::panel_start(col) + col % QLayout::kWideCols,
+          16,
+          8 * width,
+          width);
+      issue_keys<0>(d, a, block, col);
+    }
+    end<kRows / 2>(d);
   }
 
   /// O += P B, B the block (keys x head dim): MN-major, the head dim
@@ -100,57 +123,63 @@ struct SwizzledBlock : CpAsyncLoader<
     begin<kCols / 2>(d);
     FA_UNROLL
     for (int kk = 0; kk < K; ++kk) {
-      issue_panels<0>(d, p.frags[kk], block, kk * 16);
+      issue_panels<0>(d, a_registers(p.frags[kk]), block, kk * 16);
     }
-    end<kCols / 2>(d, p);
+    end<kCols / 2>(d);
+    keep_until_done(p);
   }
 
  private:
+  static FA_FUNC const unsigned* a_registers(const MmaFragA<T>& a) {
+    return reinterpret_cast<const unsigned*>(a.v);
+  }
+
   template <int kAcc>
   static FA_FUNC void begin(float* d) {
     wgmma_fence_operands<kAcc>(d);
     wgmma_fence();
   }
 
-  /// The A registers are read asynchronously too: they stay live (an empty
-  /// asm reads them) until the products are done.
-  template <int kAcc, int K>
-  static FA_FUNC void end(float* d, const Tile<MmaFragA<T>, 1, K>& a) {
+  template <int kAcc>
+  static FA_FUNC void end(float* d) {
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operands<kAcc>(d);
+  }
+
+  /// A operands in registers are read asynchronously too: they stay live
+  /// (an empty asm reads them) until the products are done.
+  template <int K>
+  static FA_FUNC void keep_until_done(const Tile<MmaFragA<T>, 1, K>& a) {
     FA_UNROLL
     for (int f = 0; f < K; ++f) {
-      const unsigned* r = reinterpret_cast<const unsigned*>(a.frags[f].v);
       FA_UNROLL
       for (int i = 0; i < MmaFragA<T>::kElems / 2; ++i) {
-        asm volatile("" ::"r"(r[i]) : "memory");
+        asm volatile("" ::"r"(a_registers(a.frags[f])[i]) : "memory");
       }
     }
   }
 
-  /// Q K^T's products of one k16 step for keys kN0 onwards, kMaxN at a
-  /// time: keys are rows of the panel that `start` points into, which is
-  /// `width` bytes wide.
-  template <int kN0>
-  static FA_FUNC void
-  issue_keys(float* d, const MmaFragA<T>& a, const T* start, int width) {
+  /// Q K^T's products of the k16 step at head-dim column `col` for keys kN0
+  /// onwards, kMaxN at a time; `a` is Q's step (registers or a descriptor).
+  template <int kN0, typename A>
+  static FA_FUNC void issue_keys(float* d, A a, const T* block, int col) {
     if constexpr (kN0 < kRows) {
       constexpr int n = kRows - kN0 < kMaxN ? kRows - kN0 : kMaxN;
+      const int width = Layout::panel_bytes(col);
+      const T* start = block + Layout::panel_start(col) +
+          col % Layout::kWideCols + kN0 * (width / int(sizeof(T)));
       Wgmma<T, n, 0>::mma(
-          d + kN0 / 2,
-          reinterpret_cast<const unsigned*>(a.v),
-          wgmma_descriptor(
-              start + kN0 * (width / int(sizeof(T))), 16, 8 * width, width));
-      issue_keys<kN0 + kMaxN>(d, a, start, width);
+          d + kN0 / 2, a, wgmma_descriptor(start, 16, 8 * width, width));
+      issue_keys<kN0 + kMaxN>(d, a, block, col);
     }
   }
 
   /// P V's products of the k16 step at key `key0`, one a panel of the head
   /// dim from column kN0 on (a wide panel's kMaxN columns, or the tail).
-  template <int kN0>
+  template <int kN0, typename A>
   static FA_FUNC void
-  issue_panels(float* d, const MmaFragA<T>& a, const T* block, int key0) {
+  issue_panels(float* d, A a, const T* block, int key0) {
     if constexpr (kN0 < kCols) {
       constexpr int n = kCols - kN0 < kMaxN ? kCols - kN0 : kMaxN;
       static_assert(
@@ -160,9 +189,7 @@ struct SwizzledBlock : CpAsyncLoader<
       const T* start =
           block + Layout::panel_start(kN0) + key0 * (width / int(sizeof(T)));
       Wgmma<T, n, 1>::mma(
-          d + kN0 / 2,
-          reinterpret_cast<const unsigned*>(a.v),
-          wgmma_descriptor(start, 16, 8 * width, width));
+          d + kN0 / 2, a, wgmma_descriptor(start, 16, 8 * width, width));
       issue_panels<kN0 + kMaxN>(d, a, block, key0);
     }
   }

@@ -9,8 +9,9 @@
 // mma.sync's m16n8k16 A operand and N / 8 m16n8 accumulators side by side,
 // which are MmaFragA's and MmaFragC's (mma_frag.h): a warp's tile of those
 // fragments is, register for register, its share of a wgmma operand. A
-// comes from registers here; B is read from shared memory by the tensor
-// cores through a descriptor of its layout (smem_layout.h's SwizzledRows).
+// comes from registers or, like B always, from shared memory, read by the
+// tensor cores through a descriptor of its layout (smem_layout.h's
+// SwizzledRows).
 //
 // The products run asynchronously: commit() closes the ones issued so far
 // into a group and wait<N>() returns when at most N groups are pending. The
@@ -24,7 +25,7 @@
 
 namespace fa {
 
-/// The descriptor of a B operand in shared memory (PTX ISA, "Matrix
+/// The descriptor of an operand in shared memory (PTX ISA, "Matrix
 /// Descriptor Format"): the start address, the byte offsets between core
 /// matrices along the leading and the strided dimension, and the swizzle
 /// (1: 128 B, 2: 64 B, 3: 32 B), all addresses in 16-byte units.
@@ -74,60 +75,80 @@ FA_FUNC void fence_shared_for_async_proxy() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// One wgmma m64nNk16 with A from registers, fp32 accumulation, per 16-bit
-// input type and N. kTransB = 0: B is K-major (each of its columns, a row of
-// the stored block, contiguous: K for Q K^T); 1: MN-major (each row
-// contiguous: V for P V).
+// One wgmma m64nNk16 with fp32 accumulation, per 16-bit input type and N,
+// with A from registers (four 32-bit registers: the warp's MmaFragA) or from
+// shared memory (a descriptor, K-major like B's for Q K^T). kTransB = 0: B is
+// K-major (each of its columns, a row of the stored block, contiguous: K for
+// Q K^T); 1: MN-major (each row contiguous: V for P V). Accumulator operands
+// come first, %0 .. %(N / 2 - 1); A and B follow.
 #define FA_WGMMA_ACC8(i)                                                  \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]),            \
       "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define FA_WGMMA_INPUTS                                           \
-  "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB)
+#define FA_WGMMA_ACC16 "{%0,%1,%2,%3,%4,%5,%6,%7}"
+#define FA_WGMMA_ACC32 \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+#define FA_WGMMA_ACC64                                                    \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"  \
+  "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define FA_WGMMA_ACC_OPERANDS16 FA_WGMMA_ACC8(0)
+#define FA_WGMMA_ACC_OPERANDS32 FA_WGMMA_ACC8(0), FA_WGMMA_ACC8(8)
+#define FA_WGMMA_ACC_OPERANDS64 \
+  FA_WGMMA_ACC8(0), FA_WGMMA_ACC8(8), FA_WGMMA_ACC8(16), FA_WGMMA_ACC8(24)
+// The operand numbers after N / 2 accumulators: RS takes A's four
+// registers, B's descriptor and kTransB; SS A's descriptor, B's and kTransB.
+#define FA_WGMMA_RS16 " {%8,%9,%10,%11}, %12, 1, 1, 1, %13;\n"
+#define FA_WGMMA_RS32 " {%16,%17,%18,%19}, %20, 1, 1, 1, %21;\n"
+#define FA_WGMMA_RS64 " {%32,%33,%34,%35}, %36, 1, 1, 1, %37;\n"
+#define FA_WGMMA_SS16 " %8, %9, 1, 1, 1, 0, %10;\n"
+#define FA_WGMMA_SS32 " %16, %17, 1, 1, 1, 0, %18;\n"
+#define FA_WGMMA_SS64 " %32, %33, 1, 1, 1, 0, %34;\n"
 
 template <typename T, int N, int kTransB>
 struct Wgmma;
 
-#define FA_DEFINE_WGMMA(CType, ptx_type)                                       \
-  template <int kTransB>                                                       \
-  struct Wgmma<CType, 16, kTransB> {                                           \
-    static FA_FUNC void mma(float* d, const unsigned* a, wgmma_desc_t desc_b) {    \
-      asm volatile(                                                            \
-          "wgmma.mma_async.sync.aligned.m64n16k16.f32." ptx_type "." ptx_type \
-          " {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, 1, 1, 1, %13;\n" \
-          : FA_WGMMA_ACC8(0)                                                   \
-          : FA_WGMMA_INPUTS);                                               \
-    }                                                                          \
-  };                                                                           \
-  template <int kTransB>                                                       \
-  struct Wgmma<CType, 32, kTransB> {                                           \
-    static FA_FUNC void mma(float* d, const unsigned* a, wgmma_desc_t desc_b) {    \
-      asm volatile(                                                            \
-          "wgmma.mma_async.sync.aligned.m64n32k16.f32." ptx_type "." ptx_type \
-          " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"          \
-          " {%16,%17,%18,%19}, %20, 1, 1, 1, %21;\n"                           \
-          : FA_WGMMA_ACC8(0), FA_WGMMA_ACC8(8)                                 \
-          : FA_WGMMA_INPUTS);                                              \
-    }                                                                          \
-  };                                                                           \
-  template <int kTransB>                                                       \
-  struct Wgmma<CType, 64, kTransB> {                                           \
-    static FA_FUNC void mma(float* d, const unsigned* a, wgmma_desc_t desc_b) {    \
-      asm volatile(                                                            \
-          "wgmma.mma_async.sync.aligned.m64n64k16.f32." ptx_type "." ptx_type \
-          " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"           \
-          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"  \
-          " {%32,%33,%34,%35}, %36, 1, 1, 1, %37;\n"                           \
-          : FA_WGMMA_ACC8(0), FA_WGMMA_ACC8(8), FA_WGMMA_ACC8(16),             \
-            FA_WGMMA_ACC8(24)                                                  \
-          : FA_WGMMA_INPUTS);                                              \
-    }                                                                          \
+#define FA_DEFINE_WGMMA_N(CType, ptx_type, N)                              \
+  template <int kTransB>                                                   \
+  struct Wgmma<CType, N, kTransB> {                                        \
+    static FA_FUNC void                                                    \
+    mma(float* d, const unsigned* a, wgmma_desc_t desc_b) {                \
+      asm volatile(                                                        \
+          "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." ptx_type       \
+          "." ptx_type " " FA_WGMMA_ACC##N "," FA_WGMMA_RS##N              \
+          : FA_WGMMA_ACC_OPERANDS##N                                       \
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),      \
+            "n"(kTransB));                                                 \
+    }                                                                      \
+    static FA_FUNC void                                                    \
+    mma(float* d, wgmma_desc_t desc_a, wgmma_desc_t desc_b) {              \
+      asm volatile(                                                        \
+          "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." ptx_type       \
+          "." ptx_type " " FA_WGMMA_ACC##N "," FA_WGMMA_SS##N              \
+          : FA_WGMMA_ACC_OPERANDS##N                                       \
+          : "l"(desc_a), "l"(desc_b), "n"(kTransB));                       \
+    }                                                                      \
   };
+#define FA_DEFINE_WGMMA(CType, ptx_type)   \
+  FA_DEFINE_WGMMA_N(CType, ptx_type, 16)   \
+  FA_DEFINE_WGMMA_N(CType, ptx_type, 32)   \
+  FA_DEFINE_WGMMA_N(CType, ptx_type, 64)
 
 FA_DEFINE_WGMMA(half_t, "f16")
 FA_DEFINE_WGMMA(bfloat_t, "bf16")
 
 #undef FA_DEFINE_WGMMA
-#undef FA_WGMMA_INPUTS
+#undef FA_DEFINE_WGMMA_N
+#undef FA_WGMMA_SS64
+#undef FA_WGMMA_SS32
+#undef FA_WGMMA_SS16
+#undef FA_WGMMA_RS64
+#undef FA_WGMMA_RS32
+#undef FA_WGMMA_RS16
+#undef FA_WGMMA_ACC_OPERANDS64
+#undef FA_WGMMA_ACC_OPERANDS32
+#undef FA_WGMMA_ACC_OPERANDS16
+#undef FA_WGMMA_ACC64
+#undef FA_WGMMA_ACC32
+#undef FA_WGMMA_ACC16
 #undef FA_WGMMA_ACC8
 
 } // namespace fa

@@ -11,7 +11,7 @@ const void* aot_attention_kernel(const AttentionKernelKey& key) {
 #define FA_AOT_CASE(d) \
   case d:              \
     return aot_attention_kernel_d##d(                                   \
-        key.dtype, key.causal, key.has_mask, key.wgmma);
+        key.dtype, key.causal, key.has_mask, key.wgmma, key.large_grid);
     FA_ATTENTION_HEAD_DIMS(FA_AOT_CASE)
 #undef FA_AOT_CASE
   }

@@ -17,7 +17,7 @@ const void* aot_poison_kernel();
 /// build in parallel.
 #define FA_DECLARE_AOT_ATTENTION(d) \
   const void* aot_attention_kernel_d##d(                            \
-      fa::DType, bool causal, bool mask, bool wgmma);
+      fa::DType, bool causal, bool mask, bool wgmma, bool large_grid);
 FA_ATTENTION_HEAD_DIMS(FA_DECLARE_AOT_ATTENTION)
 #undef FA_DECLARE_AOT_ATTENTION
 

@@ -3,7 +3,8 @@
 // FA_ATTENTION_HEAD_DIMS): every dtype, and the causal, array-mask and
 // unmasked variants, with the tiles choose_attention_tiles gives them, for
 // GPUs with and without warpgroup products (the former run only from the
-// sm_90a image; fp32 instances are the same kernel either way).
+// sm_90a image; fp32 instances are the same kernel either way) and for
+// grids of one wave or more (the same kernel where the tiles agree).
 #include "mlx_fused_attn/backend/cuda/aot_kernels.h"
 #include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
 #include "mlx_fused_attn/tile/dtype_of.h"
@@ -18,30 +19,35 @@ static_assert(
 
 namespace {
 
-template <typename T, bool kWgmma, bool kCausal, bool kHasMask>
+template <typename T, bool kWgmma, bool kLarge, bool kCausal, bool kHasMask>
 const void* instance() {
   constexpr int D = FA_AOT_HEAD_DIM;
   constexpr fa::AttnTiles t = fa::choose_attention_tiles(
-      D, fa::DTypeOf<T>::value, fa::Backend::Cuda, kCausal, kWgmma);
+      D, fa::DTypeOf<T>::value, fa::Backend::Cuda, kCausal, kWgmma, kLarge);
   return reinterpret_cast<const void*>(
       &fa::attention_kernel<
           T, D, t.bq, t.bk, t.warps, t.stages, t.min_blocks, t.wgmma,
-          kCausal, kHasMask>);
+          t.q_shared, kCausal, kHasMask>);
 }
 
-template <typename T, bool kWgmma>
+template <typename T, bool kWgmma, bool kLarge>
 const void* instance(bool causal, bool has_mask) {
   if (causal) {
-    return instance<T, kWgmma, true, false>();
+    return instance<T, kWgmma, kLarge, true, false>();
   }
-  return has_mask ? instance<T, kWgmma, false, true>()
-                  : instance<T, kWgmma, false, false>();
+  return has_mask ? instance<T, kWgmma, kLarge, false, true>()
+                  : instance<T, kWgmma, kLarge, false, false>();
 }
 
 template <typename T>
-const void* instance(bool causal, bool has_mask, bool wgmma) {
-  return wgmma ? instance<T, true>(causal, has_mask)
-               : instance<T, false>(causal, has_mask);
+const void*
+instance(bool causal, bool has_mask, bool wgmma, bool large_grid) {
+  if (!wgmma) {
+    return large_grid ? instance<T, false, true>(causal, has_mask)
+                      : instance<T, false, false>(causal, has_mask);
+  }
+  return large_grid ? instance<T, true, true>(causal, has_mask)
+                    : instance<T, true, false>(causal, has_mask);
 }
 
 } // namespace
@@ -55,14 +61,15 @@ const void* FA_AOT_NAME(FA_AOT_HEAD_DIM)(
     fa::DType dtype,
     bool causal,
     bool has_mask,
-    bool wgmma) {
+    bool wgmma,
+    bool large_grid) {
   switch (dtype) {
     case fa::DType::Float16:
-      return instance<fa::half_t>(causal, has_mask, wgmma);
+      return instance<fa::half_t>(causal, has_mask, wgmma, large_grid);
     case fa::DType::BFloat16:
-      return instance<fa::bfloat_t>(causal, has_mask, wgmma);
+      return instance<fa::bfloat_t>(causal, has_mask, wgmma, large_grid);
     case fa::DType::Float32:
-      return instance<float>(causal, has_mask, wgmma);
+      return instance<float>(causal, has_mask, wgmma, large_grid);
   }
   return nullptr;
 }

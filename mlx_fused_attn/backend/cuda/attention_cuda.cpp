@@ -71,6 +71,38 @@ int max_smem_per_block(int device) {
   return bytes;
 }
 
+/// The kernel for a problem on `device`: its tiles come from the kernel's
+/// dtype, head dim, mask, the GPU's products and the grid's size. A grid
+/// with more query blocks than one wave of the default tiles (their blocks
+/// a multiprocessor times the multiprocessors) takes the large-grid tiles
+/// (choose_attention_tiles says why).
+cuda::AttentionKernelKey attention_key(
+    const AttentionSpec& spec,
+    fa::DType dtype,
+    const mx::array& q,
+    int device,
+    int arch) {
+  cuda::AttentionKernelKey key{
+      dtype,
+      static_cast<int>(q.shape(3)),
+      spec.mask == MaskKind::Causal,
+      spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive,
+      cuda::has_wgmma(arch),
+      false};
+  const fa::AttnTiles tiles = cuda::attention_tiles(key);
+  int sms = 0;
+  if (cudaDeviceGetAttribute(
+          &sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    throw std::runtime_error(
+        std::string(kOp) + "cannot read the multiprocessor count of device " +
+        std::to_string(device));
+  }
+  const long long q_blocks =
+      (q.shape(2) + tiles.bq - 1) / tiles.bq * q.shape(1) * q.shape(0);
+  key.large_grid = q_blocks > static_cast<long long>(tiles.min_blocks) * sms;
+  return key;
+}
+
 /// Whether the kernel can read `x` in place: unit stride along the head dim
 /// and every row (and every batch and head start) 16-byte aligned.
 bool rows_readable(const mx::array& x) {
@@ -213,12 +245,8 @@ Support supports(
         << " over the grid limit of " << kMaxGridYZ;
     return Support::no(msg.str());
   }
-  const fa::AttnTiles tiles = fa::choose_attention_tiles(
-      D,
-      dtype,
-      fa::Backend::Cuda,
-      spec.mask == MaskKind::Causal,
-      cuda::has_wgmma(arch_of(d)));
+  const fa::AttnTiles tiles = cuda::attention_tiles(
+      attention_key(spec, dtype, q, d.cuda_device(), arch_of(d)));
   const int smem = fa::attention_smem_bytes(tiles, D, dtype);
   if (smem > max_smem_per_block(d.cuda_device())) {
     std::ostringstream msg;
@@ -267,12 +295,8 @@ void eval(
   const int L_k = k.shape(2);
   const int D = q.shape(3);
 
-  const cuda::AttentionKernelKey key{
-      dtype,
-      D,
-      spec.mask == MaskKind::Causal,
-      has_mask,
-      cuda::has_wgmma(arch)};
+  const cuda::AttentionKernelKey key =
+      attention_key(spec, dtype, q, device, arch);
   const fa::AttnTiles tiles = cuda::attention_tiles(key);
   fa::AttnFeatures features{};
   features.has_mask = has_mask;

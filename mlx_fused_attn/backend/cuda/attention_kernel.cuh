@@ -3,7 +3,8 @@
 // only declares the shared memory, fills the features and maps the grid.
 //
 // Template: element type, head dim, tiles (from choose_attention_tiles, see
-// kernel_names.h; WG: warpgroup products, CudaWgmmaTarget) and the two
+// kernel_names.h; WG: warpgroup products, CudaWgmmaTarget; QS: with Q in
+// shared memory, CudaWgmmaSharedQTarget) and the two
 // features that change the inner loop's code: causal and an array mask. The others (bool or additive mask, sinks,
 // aligned lengths) arrive at run time in `features`: they decide once per
 // block or per kernel, so specialising them would only multiply the
@@ -29,6 +30,7 @@ template <
     int ST,
     int MB,
     bool WG,
+    bool QS,
     bool kCausal,
     bool kHasMask>
 __global__ void __launch_bounds__(WM * kSimdWidth, MB) attention_kernel(
@@ -46,8 +48,9 @@ __global__ void __launch_bounds__(WM * kSimdWidth, MB) attention_kernel(
     __trap();
   } else {
     typedef AttnShape<T, D, BQ, BK, WM, ST> Shape;
-    typedef typename CudaTargetOf<WG>::type Target;
+    typedef typename CudaTargetOf<WG, QS>::type Target;
     // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
+    // K's stages, V's, then Q where it is kept there (attention_smem_bytes).
     extern __shared__ __align__(1024) unsigned char attention_smem[];
     T* k_smem = reinterpret_cast<T*>(attention_smem);
     T* v_smem = k_smem + ST * AttnKVBlock<Target, Shape>::kElems;

@@ -18,6 +18,9 @@ struct AttentionKernelKey {
   bool causal;
   bool has_mask; ///< a bool or additive mask array
   bool wgmma; ///< the GPU takes warpgroup products (kernels.h, has_wgmma)
+  /// More query blocks than one wave of the default tiles
+  /// (choose_attention_tiles; attention_cuda.cpp decides).
+  bool large_grid;
 };
 
 inline const char* device_type_name(fa::DType dtype) {
@@ -34,7 +37,12 @@ inline const char* device_type_name(fa::DType dtype) {
 
 inline fa::AttnTiles attention_tiles(const AttentionKernelKey& key) {
   return fa::choose_attention_tiles(
-      key.head_dim, key.dtype, fa::Backend::Cuda, key.causal, key.wgmma);
+      key.head_dim,
+      key.dtype,
+      fa::Backend::Cuda,
+      key.causal,
+      key.wgmma,
+      key.large_grid);
 }
 
 inline std::string attention_kernel_expression(const AttentionKernelKey& key) {
@@ -43,7 +51,8 @@ inline std::string attention_kernel_expression(const AttentionKernelKey& key) {
       ", " + std::to_string(key.head_dim) + ", " + std::to_string(t.bq) + ", " +
       std::to_string(t.bk) + ", " + std::to_string(t.warps) + ", " +
       std::to_string(t.stages) + ", " + std::to_string(t.min_blocks) + ", " +
-      (t.wgmma ? "true" : "false") + ", " + (key.causal ? "true" : "false") +
+      (t.wgmma ? "true" : "false") + ", " + (t.q_shared ? "true" : "false") +
+      ", " + (key.causal ? "true" : "false") +
       ", " + (key.has_mask ? "true" : "false") + ">";
 }
 

@@ -1,0 +1,46 @@
+// Q of the attention kernel held in registers for the whole run: each warp's
+// rows as a tile of A fragments, loaded straight from device memory. The
+// per-warp products (padded_block.h) and the warpgroup products that take A
+// from registers (swizzled_block.h) read it; q_in_shared.h keeps Q in
+// threadgroup memory instead. A kernel body sees the same interface in both:
+//
+//   kSmemElems                       threadgroup memory it needs (here none)
+//   q_load(q, src, ld, rows, ragged, smem, warp, lane)
+//                                    starts loading the threadgroup's rows
+#pragma once
+
+#include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/tile.h"
+
+namespace fa {
+
+template <typename FragA, int kWarpRows, int kCols>
+struct QInRegisters {
+  FA_CONST int kSmemElems = 0;
+  Tile<FragA, kWarpRows / FragA::kRows, kCols / FragA::kCols> tile;
+};
+
+/// `src` is the threadgroup's first query row, of which `rows` exist when
+/// `ragged` (the others read as zero, so that products with them stay
+/// finite); warp `warp` loads its kWarpRows of them. `smem` is unused.
+template <typename FragA, int kWarpRows, int kCols, typename T>
+FA_FUNC void q_load(
+    FA_THREAD QInRegisters<FragA, kWarpRows, kCols>& q,
+    const FA_DEVICE T* src,
+    stride_t ld,
+    int rows,
+    bool ragged,
+    FA_THREADGROUP T*,
+    int warp,
+    lane_t lane) {
+  src += warp * kWarpRows * ld;
+  if (ragged) {
+    tile_load_device_safe(
+        q.tile, src, ld, rows - warp * kWarpRows, kCols, 0.0f, lane);
+  } else {
+    tile_load_device(q.tile, src, ld, lane);
+  }
+}
+
+} // namespace fa
