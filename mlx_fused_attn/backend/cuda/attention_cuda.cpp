@@ -18,6 +18,7 @@
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
+#include "mlx_fused_attn/backend/cuda/device_limits.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/short_attention_cuda.h"
 #include "mlx_fused_attn/backend/gpu.h"
@@ -58,19 +59,6 @@ int arch_of(cu::Device& d) {
   return d.compute_capability_major() * 10 + d.compute_capability_minor();
 }
 
-/// The most dynamic shared memory one block of the device may ask for.
-int max_smem_per_block(int device) {
-  int bytes = 0;
-  if (cudaDeviceGetAttribute(
-          &bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-      cudaSuccess) {
-    throw std::runtime_error(
-        std::string(kOp) + "cannot read the shared memory limit of device " +
-        std::to_string(device));
-  }
-  return bytes;
-}
-
 /// The kernel for a problem on `device`: its tiles come from the kernel's
 /// dtype, head dim, mask, the GPU's products and the grid's size. A grid
 /// with more query blocks than one wave of the default tiles (their blocks
@@ -90,16 +78,11 @@ cuda::AttentionKernelKey attention_key(
       cuda::has_wgmma(arch),
       false};
   const fa::AttnTiles tiles = cuda::attention_tiles(key);
-  int sms = 0;
-  if (cudaDeviceGetAttribute(
-          &sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    throw std::runtime_error(
-        std::string(kOp) + "cannot read the multiprocessor count of device " +
-        std::to_string(device));
-  }
   const long long q_blocks =
       (q.shape(2) + tiles.bq - 1) / tiles.bq * q.shape(1) * q.shape(0);
-  key.large_grid = q_blocks > static_cast<long long>(tiles.min_blocks) * sms;
+  key.large_grid = q_blocks >
+      static_cast<long long>(tiles.min_blocks) *
+          cuda::multiprocessor_count(device);
   return key;
 }
 
@@ -248,11 +231,11 @@ Support supports(
   const fa::AttnTiles tiles = cuda::attention_tiles(
       attention_key(spec, dtype, q, d.cuda_device(), arch_of(d)));
   const int smem = fa::attention_smem_bytes(tiles, D, dtype);
-  if (smem > max_smem_per_block(d.cuda_device())) {
+  if (smem > cuda::max_smem_per_block(d.cuda_device())) {
     std::ostringstream msg;
     msg << kOp << "the kernel for head dim " << D << " and " << q.dtype()
         << " needs " << smem << " bytes of shared memory a block; this GPU "
-        << "allows " << max_smem_per_block(d.cuda_device());
+        << "allows " << cuda::max_smem_per_block(d.cuda_device());
     return Support::no(msg.str());
   }
   return Support::yes();

@@ -4,9 +4,8 @@
 
 #include <cstdint>
 #include <limits>
-#include <stdexcept>
-#include <string>
 
+#include "mlx_fused_attn/backend/cuda/device_limits.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/short_attention_names.h"
 #include "mlx_fused_attn/backend/short_attention_switch.h"
@@ -20,20 +19,6 @@ namespace mlx_fused_attn::cuda {
 namespace mx = mlx::core;
 
 namespace {
-
-/// The most dynamic shared memory one block of the device may ask for.
-int max_smem_per_block(int device) {
-  int bytes = 0;
-  if (cudaDeviceGetAttribute(
-          &bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-      cudaSuccess) {
-    throw std::runtime_error(
-        "[scaled_dot_product_attention] CUDA: cannot read the shared memory "
-        "limit of device " +
-        std::to_string(device));
-  }
-  return bytes;
-}
 
 /// The nvcc-built kernel for `key`, nullptr in a build without them.
 const void* aot_short_attention_kernel(const ShortAttentionKernelKey& key) {
