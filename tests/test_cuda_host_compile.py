@@ -1,6 +1,6 @@
 """The host side of the CUDA backend compiles, on a machine without a GPU.
 
-backend/cuda/*.cpp and backend/na_launch.cpp launch the kernels through
+backend/cuda/*.cpp and backend/*.cpp launch the kernels through
 MLX's CUDA backend. MLX's wheel ships that backend's headers on every
 platform, so the host code can be checked against them here (g++
 -fsyntax-only, as CMake builds it: MLX's headers, the CUDA toolkit's, NVRTC's
@@ -24,9 +24,10 @@ from test_cuda_compile import cuda_include_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BACKEND = os.path.join(REPO, "mlx_fused_attn", "backend")
-SOURCES = sorted(glob.glob(os.path.join(BACKEND, "cuda", "*.cpp"))) + [
-    os.path.join(BACKEND, "na_launch.cpp")
-]
+# The CUDA host sources and the backend-independent ones beside them.
+SOURCES = sorted(glob.glob(os.path.join(BACKEND, "cuda", "*.cpp"))) + sorted(
+    glob.glob(os.path.join(BACKEND, "*.cpp"))
+)
 CXX = shutil.which("g++") or shutil.which("clang++")
 
 

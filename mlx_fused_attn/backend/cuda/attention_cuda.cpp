@@ -21,6 +21,7 @@
 #include "mlx_fused_attn/backend/cuda/device_limits.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/short_attention_cuda.h"
+#include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/poison.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
@@ -41,19 +42,6 @@ constexpr const char* kOp = "[scaled_dot_product_attention] CUDA: ";
 constexpr int kMaxGridYZ = 65535;
 /// cp.async copies and ldmatrix read 16-byte units.
 constexpr int kRowAlignment = 16;
-
-bool kernel_dtype(mx::Dtype dtype, fa::DType* out) {
-  if (dtype == mx::float16) {
-    *out = fa::DType::Float16;
-  } else if (dtype == mx::bfloat16) {
-    *out = fa::DType::BFloat16;
-  } else if (dtype == mx::float32) {
-    *out = fa::DType::Float32;
-  } else {
-    return false;
-  }
-  return true;
-}
 
 int arch_of(cu::Device& d) {
   return d.compute_capability_major() * 10 + d.compute_capability_minor();
@@ -181,30 +169,11 @@ Support supports(
     const AttentionSpec& spec,
     const std::vector<mx::array>& inputs) {
   const mx::array& q = inputs[0];
-  const mx::array& k = inputs[1];
-  const mx::array& v = inputs[2];
-  fa::DType dtype;
-  if (!kernel_dtype(q.dtype(), &dtype)) {
-    std::ostringstream msg;
-    msg << kOp << "no kernel for dtype " << q.dtype()
-        << " (float16, bfloat16 and float32 have one)";
-    return Support::no(msg.str());
-  }
   const int D = q.shape(3);
-  if (D != v.shape(3)) {
-    std::ostringstream msg;
-    msg << kOp << "the kernel needs one head dim for q, k and v; got " << D
-        << " for q and k and " << v.shape(3) << " for v";
-    return Support::no(msg.str());
-  }
-  if (!fa::attention_head_dim_supported(D)) {
-    std::ostringstream msg;
-    msg << kOp << "no kernel for head dim " << D
-        << " (32, 64, 80, 96 and 128 have one)";
-    return Support::no(msg.str());
-  }
-  if (q.shape(2) == 0 || k.shape(2) == 0) {
-    return Support::no(std::string(kOp) + "empty query or key sequence");
+  fa::DType dtype;
+  if (Support covered = attention_kernel_covers(kOp, inputs, &dtype);
+      !covered.ok) {
+    return covered;
   }
   // The kernel runs on the stream's device; support is answered for the
   // default GPU (MLX's CUDA backend uses one).

@@ -17,6 +17,7 @@
 #include "mlx/allocator.h"
 #include "mlx/backend/metal/device.h"
 #include "mlx/utils.h"
+#include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/metal/jit_source.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
@@ -35,19 +36,6 @@ namespace mx = mlx::core;
 namespace {
 
 constexpr const char* kOp = "[scaled_dot_product_attention] Metal: ";
-
-bool kernel_dtype(mx::Dtype dtype, fa::DType* out) {
-  if (dtype == mx::float16) {
-    *out = fa::DType::Float16;
-  } else if (dtype == mx::bfloat16) {
-    *out = fa::DType::BFloat16;
-  } else if (dtype == mx::float32) {
-    *out = fa::DType::Float32;
-  } else {
-    return false;
-  }
-  return true;
-}
 
 /// Directory of the shared library holding this code: the metallib is
 /// installed beside it.
@@ -125,32 +113,10 @@ MTL::Library* metal_kernel_library(mx::metal::Device& d) {
 Support supports(
     const AttentionSpec& /* spec: every mask kind and sinks are covered */,
     const std::vector<mx::array>& inputs) {
-  const mx::array& q = inputs[0];
-  const mx::array& k = inputs[1];
-  const mx::array& v = inputs[2];
   fa::DType dtype;
-  if (!kernel_dtype(q.dtype(), &dtype)) {
-    std::ostringstream msg;
-    msg << kOp << "no kernel for dtype " << q.dtype()
-        << " (float16, bfloat16 and float32 have one)";
-    return Support::no(msg.str());
-  }
-  const int D = q.shape(3);
-  const int D_v = v.shape(3);
-  if (D != D_v) {
-    std::ostringstream msg;
-    msg << kOp << "the kernel needs one head dim for q, k and v; got " << D
-        << " for q and k and " << D_v << " for v";
-    return Support::no(msg.str());
-  }
-  if (!fa::attention_head_dim_supported(D)) {
-    std::ostringstream msg;
-    msg << kOp << "no kernel for head dim " << D
-        << " (32, 64, 80, 96 and 128 have one)";
-    return Support::no(msg.str());
-  }
-  if (q.size() == 0 || k.size() == 0) {
-    return Support::no(std::string(kOp) + "empty q or k (nothing to launch)");
+  if (Support covered = attention_kernel_covers(kOp, inputs, &dtype);
+      !covered.ok) {
+    return covered;
   }
   // Short sequences run the short kernel (short_attention_covers); the
   // reason names it.
