@@ -5,11 +5,14 @@
 // One threadgroup owns kBQ query rows of one head; each of its simdgroups
 // (warps) owns kWarpRows of them. Q stays put for the whole run (in each
 // warp's registers, or in threadgroup memory where the target's products
-// read it from there). K and V stream through threadgroup memory kBK keys at a time, through
-// a ring of kStages blocks: one on Metal, whose loads are synchronous; more
-// on CUDA, where the cp.async copies of the next blocks run under the math
-// of this one. The softmax is online (running max and sum in fp32, exp2
-// domain), and the output is written once at the end.
+// read it from there). K and V stream through threadgroup memory kBK keys
+// at a time: on CUDA through a ring of kStages blocks, the copies of the
+// next blocks under the math of this one, or (CUDA's large-grid tiles) a
+// buffer each, their copies staggered so that each runs under the other's
+// products; on Metal, whose loads return before a thread goes on, through
+// one buffer each, loaded together.
+// The softmax is online (running max and sum in fp32, exp2 domain), and the
+// output is written once at the end.
 //
 // `Target` supplies the fragment types by role (FragA<T>, FragC), the K/V
 // block type (KVBlock: its threadgroup-memory layout, its loader and the two
@@ -78,30 +81,24 @@ using AttnQOperand = typename Target::template QOperand<
     Shape::kWarpRows,
     Shape::kThreads>;
 
-/// Starts the copy of key block `kb` (keys kb * kBK onwards) into K and V
-/// stage `stage`; a ragged last block zero-fills its missing keys.
+/// Starts the copy of key block `kb` (keys kb * kBK onwards) of K or V,
+/// whose keys are `stride` apart, into `smem`; a ragged last block
+/// zero-fills its missing keys.
 template <typename Block, typename Shape>
-FA_FUNC void load_kv_block(
-    FA_THREADGROUP typename Shape::elem_type* k_smem,
-    FA_THREADGROUP typename Shape::elem_type* v_smem,
-    const FA_DEVICE typename Shape::elem_type* k,
-    const FA_DEVICE typename Shape::elem_type* v,
-    const FA_CONSTANT AttnParams& p,
+FA_FUNC void load_key_block(
+    FA_THREADGROUP typename Shape::elem_type* smem,
+    const FA_DEVICE typename Shape::elem_type* src,
+    stride_t stride,
+    int L_k,
     int kb,
-    int stage,
     bool ragged,
     int tid) {
   const int key0 = kb * Shape::kBK;
-  k += key0 * p.k_strides[2];
-  v += key0 * p.v_strides[2];
-  k_smem += stage * Block::kElems;
-  v_smem += stage * Block::kElems;
+  src += key0 * stride;
   if (ragged) {
-    Block::load_safe(k_smem, k, p.k_strides[2], p.L_k - key0, tid);
-    Block::load_safe(v_smem, v, p.v_strides[2], p.L_k - key0, tid);
+    Block::load_safe(smem, src, stride, L_k - key0, tid);
   } else {
-    Block::load(k_smem, k, p.k_strides[2], tid);
-    Block::load(v_smem, v, p.v_strides[2], tid);
+    Block::load(smem, src, stride, tid);
   }
 }
 
@@ -211,14 +208,32 @@ FA_FUNC void attention_block(
       q_op, q, p.q_strides[2], p.L_q - q_block * kBQ, q_ragged,
       v_smem + kStages * Block::kElems, warp, lane);
 
-  // Blocks 0 .. kStages - 2 start before the loop; every iteration commits
-  // one group (empty past the last block), so that at the top of iteration
-  // kb, waiting for all but the newest kStages - 2 groups means: block kb
-  // has landed.
+  // Three schedules of the K/V copies. Ring (kStages > 1, CUDA): K and V
+  // blocks share a ring of kStages; blocks 0 .. kStages - 2 start before the
+  // loop, and every iteration commits one group (empty past the last block),
+  // so that at the top of iteration kb, waiting for all but the newest
+  // kStages - 2 groups means: block kb has landed. Staggered (one stage,
+  // asynchronous copies: CUDA's large-grid tiles): K and V have a buffer
+  // each, and their copies alternate half an iteration apart, V's block kb
+  // under S_kb and the softmax, K's block kb + 1 under P V_kb; still two
+  // barriers an iteration. Plain (one stage, loads that return before the
+  // thread goes on: Metal): both blocks loaded together between two
+  // barriers, so that their latencies overlap each other.
+  constexpr bool kStaggered = kStages == 1 && Block::kAsync;
+  if (kStaggered) {
+    load_key_block<Block, Shape>(
+        k_smem, k, p.k_strides[2], p.L_k, 0, !f.align_k && n_full_kblocks == 0,
+        tid);
+    Block::commit();
+  }
   for (int kb = 0; kb < kStages - 1; ++kb) {
     if (kb < kb_end) {
-      load_kv_block<Block, Shape>(
-          k_smem, v_smem, k, v, p, kb, kb, !f.align_k && kb == n_full_kblocks,
+      const bool ragged = !f.align_k && kb == n_full_kblocks;
+      load_key_block<Block, Shape>(
+          k_smem + kb * Block::kElems, k, p.k_strides[2], p.L_k, kb, ragged,
+          tid);
+      load_key_block<Block, Shape>(
+          v_smem + kb * Block::kElems, v, p.v_strides[2], p.L_k, kb, ragged,
           tid);
     }
     Block::commit();
@@ -229,24 +244,32 @@ FA_FUNC void attention_block(
     const bool k_ragged = !f.align_k && kb == n_full_kblocks;
 
     // ---------------------------------------------------------- load K, V
-    // Block kb + kStages - 1 fills the stage of block kb - 1, so every warp
-    // must be done with kb - 1 first. With one stage (Metal) that stage is
-    // kb's own: a barrier, the (synchronous) load, and a barrier before
-    // reading it. With more, a single barrier serves both purposes: it comes
-    // after this thread's copies of kb have landed and before the next
-    // block's copies start, so after it kb is visible and kb - 1 free.
-    const int kb_next = kb + kStages - 1;
-    if (kStages > 1) {
-      Block::template wait<(kStages > 1 ? kStages - 2 : 0)>();
-    }
+    // Ring: block kb + kStages - 1 fills the stage of block kb - 1; the one
+    // barrier comes after this thread's copies of kb have landed and before
+    // the next block's copies start, so after it kb is visible and kb - 1
+    // free. Plain: that stage is kb's own: a barrier, the load, and a
+    // barrier before reading it. Staggered: after this thread's copy of K's
+    // block kb has landed, the barrier makes it everyone's and tells that
+    // every warp is done with V's block kb - 1, whose buffer V's block kb
+    // then takes.
+    Block::template wait<(kStages > 1 ? kStages - 2 : 0)>();
     FA_BARRIER();
-    if (kb_next < kb_end) {
-      load_kv_block<Block, Shape>(
-          k_smem, v_smem, k, v, p, kb_next, kb_next % kStages,
-          !f.align_k && kb_next == n_full_kblocks, tid);
+    if (kStaggered) {
+      load_key_block<Block, Shape>(
+          v_smem, v, p.v_strides[2], p.L_k, kb, k_ragged, tid);
+    } else if (kb + kStages - 1 < kb_end) {
+      const int kb_next = kb + kStages - 1;
+      const int stage = kb_next % kStages;
+      const bool ragged = !f.align_k && kb_next == n_full_kblocks;
+      load_key_block<Block, Shape>(
+          k_smem + stage * Block::kElems, k, p.k_strides[2], p.L_k, kb_next,
+          ragged, tid);
+      load_key_block<Block, Shape>(
+          v_smem + stage * Block::kElems, v, p.v_strides[2], p.L_k, kb_next,
+          ragged, tid);
     }
     Block::commit();
-    if (kStages == 1) {
+    if (kStages == 1 && !kStaggered) {
       Block::template wait<0>();
       FA_BARRIER();
     }
@@ -296,9 +319,22 @@ FA_FUNC void attention_block(
 
     // --------------------------------------------------------- softmax
     softmax_step(softmax, s_tile, o_tile, score_scale);
+    tile_to_operand(p_tile, s_tile);
 
     // ------------------------------------------------------------ P V
-    tile_to_operand(p_tile, s_tile);
+    // Staggered: after this thread's copy of V's block kb has landed, the
+    // barrier makes it everyone's and tells that every warp is done with
+    // K's block kb, whose buffer K's block kb + 1 then takes.
+    if (kStaggered) {
+      Block::template wait<0>();
+      FA_BARRIER();
+      if (kb + 1 < kb_end) {
+        load_key_block<Block, Shape>(
+            k_smem, k, p.k_strides[2], p.L_k, kb + 1,
+            !f.align_k && kb + 1 == n_full_kblocks, tid);
+      }
+      Block::commit();
+    }
     Block::mma_ab(o_tile, p_tile, v_block, lane);
   }
 

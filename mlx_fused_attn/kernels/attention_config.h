@@ -115,21 +115,24 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// `large_grid`: the grid holds more query blocks than one wave of the
 /// tiles chosen without it (min_blocks x the multiprocessors; the host
 /// decides, attention_cuda.cpp). With wgmma at D = 96 and 128 such a grid
-/// takes Q in shared memory (q_shared) and one K/V stage, 64 + 2 x 64 keys
-/// x D x 2 B = 48 KB at D = 128, so that 4 blocks (128 registers, no spills)
-/// share a multiprocessor: with 4 a block's load waits are covered by the
-/// other three. H200, fp16 B=1 H=32 D=128 (cuda_tile_sweep.cu, 2026-11-29,
-/// two runs): L = 1024 46.0-47.2 us against 60.1 (512 blocks: one wave of
-/// 4 x 132, 1.3 of 3 x 132), L = 2048 155-159 against 170-176, L = 4096
-/// 561-576 against 612; bf16 B=4 L=8192 521-540 against 522-525 TFLOP/s,
-/// causal 489-493 against 492-493 (a tie); two stages at 2 blocks (80 KB)
-/// lost everywhere, as did two warpgroups of 128 queries sharing a block
-/// at 2 a multiprocessor (48.2, 168.5, 608 us). A grid of one wave keeps
-/// the smaller tiles: at L = 512 (256 blocks) 20.2 us against 19.0. D = 96
-/// likewise: 43.8 against 56.0 us at L = 1024, 154 against 160 at 2048,
-/// 18.5 against 17.4 at 512. D <= 80 gain nothing from it (D = 64:
-/// 30.8-33.1 against 31.6 at L = 1024, 378-419 against 338 at 4096; D = 80:
-/// 40.2 against 40.9, 524 against 512).
+/// takes Q in shared memory (q_shared) and one buffer each for K and V,
+/// their copies staggered (attention.h): 64 + 2 x 64 keys x D x 2 B = 48 KB
+/// at D = 128, so that 4 blocks (128 registers) share a multiprocessor and
+/// cover one another's waits. H200, fp16 B=1 H=32 D=128, cuda_tile_sweep.cu,
+/// 2026-11-29, the staggered copies against the same tiles loading K and V
+/// together and against the default tiles, one run: L = 1024 45.0 us
+/// against 46.4 and 58.8 (512 blocks: one wave of 4 x 132, 1.3 of 3 x 132),
+/// L = 2048 151.9 against 157.8 and 177.0, L = 4096 552 against 573 and
+/// 609; bf16 B=4 L=8192 552 TFLOP/s against 522 and 526, causal 512 against
+/// 485 and 492. Two stages at 2 blocks (80 KB) lost everywhere (53.2 us at
+/// L = 1024), as did two warpgroups (128 queries) sharing each K/V block at
+/// 2 a multiprocessor (46.4). A grid of one wave keeps the default tiles:
+/// at L = 512 (256 blocks) 19.0 us either way. D = 96 takes the two
+/// warpgroups: 40.7 us at L = 1024 and 140.5 at 2048, against 42.0 and
+/// 147.5 with one and 54.7 and 154.7 for the default tiles (17.3 at L = 512
+/// all three). D <= 80 gain nothing from Q in shared memory (loading K and V
+/// together: D = 64 30.8-33.1 against 31.6 us at L = 1024, 378-419 against
+/// 338 at 4096; D = 80 40.2 against 40.9, 524 against 512).
 constexpr AttnTiles choose_attention_tiles(
     int head_dim,
     DType dtype,
@@ -143,8 +146,11 @@ constexpr AttnTiles choose_attention_tiles(
   if (dtype == DType::Float32) {
     return AttnTiles{64, 32, 4, 2};
   }
-  if (wgmma && large_grid && (head_dim == 96 || head_dim == 128)) {
+  if (wgmma && large_grid && head_dim == 128) {
     return AttnTiles{64, 64, 4, 1, 4, true, true};
+  }
+  if (wgmma && large_grid && head_dim == 96) {
+    return AttnTiles{128, 64, 8, 1, 2, true, true};
   }
   if (wgmma) {
     const int bk = head_dim <= 64 ? 128 : 64;

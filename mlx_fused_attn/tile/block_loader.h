@@ -22,6 +22,8 @@ struct BlockLoader {
   FA_CONST int kVecsPerRow = kCols / kVec;
   FA_CONST int kVecs = kRows * kVecsPerRow;
   FA_CONST int kSteps = (kVecs + kThreads - 1) / kThreads;
+  /// A thread's loads return before it goes on (cp_async_loader.h's do not).
+  FA_CONST bool kAsync = false;
 
   static FA_FUNC void
   load(FA_THREADGROUP T* dst, const FA_DEVICE T* src, stride_t ld, int tid) {

@@ -25,6 +25,8 @@ struct CpAsyncLoader {
   FA_CONST int kVecsPerRow = kCols / kVec;
   FA_CONST int kVecs = kRows * kVecsPerRow;
   FA_CONST int kSteps = (kVecs + kThreads - 1) / kThreads;
+  /// The copies run on while the thread goes on (block_loader.h's do not).
+  FA_CONST bool kAsync = true;
   /// When the threads cover whole rows per step, a thread copies the same
   /// 16-byte column run of rows r0, r0 + kRowsPerStep, ...: one base address
   /// and a constant 64-bit step, instead of a row index, a 64-bit multiply
