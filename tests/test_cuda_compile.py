@@ -170,14 +170,17 @@ def test_nvrtc_compiles_the_jit_source(tmp_path):
     if nvrtc is None:
         pytest.skip("libnvrtc not installed (pip install nvidia-cuda-nvrtc)")
     source = flattened_source().encode()
-    # A causal bf16 attention kernel with each kind of product (mma.sync,
-    # wgmma with Q in registers, wgmma with Q in shared memory for a large
-    # grid) and a helper, by the host's expressions.
+    # A causal bf16 attention kernel with each kind of product (mma.sync;
+    # wgmma with Q in registers at D = 64; wgmma with Q in shared memory at
+    # D = 128, for a grid of one wave and past it) and a helper, by the
+    # host's expressions.
     names = kernel_expressions(tmp_path)
-    bf16 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
-    exprs = [bf16[1], bf16[4], bf16[10], names[-1]]
-    assert ", true, false, true, false>" in bf16[4], bf16[4]
-    assert ", true, true, true, false>" in bf16[10], bf16[10]
+    d128 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
+    d64 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 64,")]
+    exprs = [d128[1], d64[4], d128[4], d128[10], names[-1]]
+    assert ", false, false, true, false>" in d128[1], d128[1]
+    assert ", true, false, true, false>" in d64[4], d64[4]
+    assert ", true, true, true, false>" in d128[4] and d128[4] != d128[10], d128
     # The options of nvrtc_compiler.cpp on Hopper.
     options = [b"--gpu-architecture=sm_90a", b"--include-path=" + cuda_include_dir().encode(),
                b"--std=c++17", b"-default-device", b"-DNDEBUG"]

@@ -126,8 +126,12 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// 609; bf16 B=4 L=8192 552 TFLOP/s against 522 and 526, causal 512 against
 /// 485 and 492. Two stages at 2 blocks (80 KB) lost everywhere (53.2 us at
 /// L = 1024), as did two warpgroups (128 queries) sharing each K/V block at
-/// 2 a multiprocessor (46.4). A grid of one wave keeps the default tiles:
-/// at L = 512 (256 blocks) 19.0 us either way. D = 96 takes the two
+/// 2 a multiprocessor (46.4). A grid of at most one wave at D = 128 takes
+/// the same copies with 128-key blocks at 2 a multiprocessor (16 + 2 x 32
+/// KB), whose block has half the iterations to wait through: L = 512 (256
+/// blocks) 17.9-18.0 us against 19.1-19.2 for the tiles above it (Q in
+/// registers, two stages, 3 blocks; 19.0 for the large-grid tiles; two
+/// stages of 128 keys 24.4-24.7). D = 96 takes the two
 /// warpgroups: 40.7 us at L = 1024 and 140.5 at 2048, against 42.0 and
 /// 147.5 with one and 54.7 and 154.7 for the default tiles (17.3 at L = 512
 /// all three). D <= 80 gain nothing from Q in shared memory (loading K and V
@@ -146,8 +150,9 @@ constexpr AttnTiles choose_attention_tiles(
   if (dtype == DType::Float32) {
     return AttnTiles{64, 32, 4, 2};
   }
-  if (wgmma && large_grid && head_dim == 128) {
-    return AttnTiles{64, 64, 4, 1, 4, true, true};
+  if (wgmma && head_dim == 128) {
+    return large_grid ? AttnTiles{64, 64, 4, 1, 4, true, true}
+                      : AttnTiles{64, 128, 4, 1, 2, true, true};
   }
   if (wgmma && large_grid && head_dim == 96) {
     return AttnTiles{128, 64, 8, 1, 2, true, true};
