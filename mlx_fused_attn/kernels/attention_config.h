@@ -94,7 +94,8 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 ///
 /// `wgmma`: the GPU is Hopper (sm_90) and the kernels were built for sm_90a,
 /// so 16-bit kernels take warpgroup products: one warpgroup (4 warps of 16
-/// rows: 64 queries) a block, K/V blocks in two stages. Measured on an H200
+/// rows: 64 queries) a block, K/V blocks in two stages, Q in registers
+/// (D = 128 has since moved on: see large_grid below). Measured on an H200
 /// (cuda_tile_sweep.cu -DFA_SWEEP_QUICK, 2026-11-29, TFLOP/s; see
 /// benchmarks/RESULTS.md): D = 128 at 3 blocks a multiprocessor 536 at B=4
 /// L=8192 bf16 (mma.sync 310; 2 blocks 448; 3 stages at 2 blocks 454; two
@@ -107,8 +108,9 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// at B=1 L=1024 (512 query blocks: one wave of 4 x 132, 1.3 of 3 x 132),
 /// 513 against 578 us at L=4096; D = 128 at 4 blocks (32-key blocks, to fit
 /// shared memory) spills 144 bytes and serialises its products (992 against
-/// 606 us at L=4096). D = 96 at 2 blocks 311 at L=2048 (mma.sync 264). A software-pipelined loop (the softmax under the
-/// previous block's P V, as FlashAttention-3 does) needs P twice in
+/// 606 us at L=4096). D = 96 at 2 blocks 311 at L=2048 (mma.sync 264). A
+/// software-pipelined loop (the softmax under the previous block's P V, as
+/// FlashAttention-3 does) needs P twice in
 /// registers: at 3 blocks the products serialise (ptxas C7512), at 2 it
 /// reached 474 at B=4 L=8192; it was not kept.
 ///
