@@ -79,7 +79,7 @@ choose_na_tiles(int head_dim, DType dtype, Backend backend, int n_axes) {
     return AttnTiles{128, 32, 8, n_axes == 1 ? 6 : 3, 1};
   }
   if (n_axes == 1) {
-    return AttnTiles{64, 32, 4, 4, 4};
+    return AttnTiles{64, 32, 4, 6, 4};
   }
   if (n_axes == 2) {
     return AttnTiles{64, 64, 4, 3, 4};
