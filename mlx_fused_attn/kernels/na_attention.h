@@ -171,6 +171,24 @@ FA_FUNC void na_load_kv_block(
   }
 }
 
+/// o /= row sum, as one reciprocal a row slot and a multiply an element. A
+/// division an element is an IEEE division on CUDA (about 15 instructions
+/// with its slow-path check): with the 32 output elements of a lane it cost
+/// a 1-D tile about as many instructions as a key block's whole step
+/// (ncu, benchmarks/RESULTS.md). A row whose every score was -inf has sum 0
+/// and becomes NaN, as with the division (no neighborhood row is empty).
+template <typename OTile, int kSlots>
+FA_FUNC void na_finalize(
+    FA_THREAD OTile& o,
+    const FA_THREAD OnlineSoftmax<kSlots>& st) {
+  float inv[kSlots];
+  FA_UNROLL
+  for (int i = 0; i < kSlots; ++i) {
+    inv[i] = 1.0f / st.row_sum[i];
+  }
+  row_bin_op<MulOp>(o, inv);
+}
+
 /// One key block for a warp: S = Q K^T, the neighborhood mask, the online
 /// softmax step, O += P V. `k_block` and `v_block` hold box keys key0
 /// onwards, a key per row.
@@ -196,6 +214,7 @@ FA_FUNC void na_block_step(
     int key0,
     float scale_log2,
     bool fold_scale,
+    bool needs_mask,
     lane_t lane) {
   // ------------------------------------------------------- S = Q K^T
   // K is stored a key per row, so K^T is read with swapped strides.
@@ -206,8 +225,11 @@ FA_FUNC void na_block_step(
   }
 
   // ------------------------------------------------------------ mask
-  mask.key0 = key0;
-  tile_map_coords(s_tile, mask, 0, key0, lane);
+  // (none for a block inside every one of the warp's windows)
+  if (needs_mask) {
+    mask.key0 = key0;
+    tile_map_coords(s_tile, mask, 0, key0, lane);
+  }
 
   // --------------------------------------------------------- softmax
   softmax_step(softmax, s_tile, o_tile, fold_scale ? scale_log2 : 1.0f);
@@ -396,13 +418,21 @@ FA_FUNC void na_attention_run_1d(
     // ------------------------------------------------------ the warp
     const int wq = cur.q0 + warp * kWarpRows;
     const int q_rows = wq < m ? na_min(kWarpRows, m - wq) : 0;
-    // Ring keys this warp's windows reach: key_first .. key_last.
+    // Ring keys this warp's windows reach: key_first .. key_last; those in
+    // all of them (windows move right with the query: from the last row's
+    // window start to the first row's window end): inner_first ..
+    // inner_last. Rows past the group take the last query's window.
     int key_first = 0;
     int key_last = -1;
+    int inner_first = 0;
+    int inner_last = -1;
     if (q_rows > 0) {
-      const NaWindow u = na_union_window(axis, m, wq, wq + q_rows - 1);
-      key_first = u.first - base;
-      key_last = u.first + u.count - 1 - base;
+      const NaWindow w0 = na_group_window(axis, m, wq);
+      const NaWindow w1 = na_group_window(axis, m, wq + q_rows - 1);
+      key_first = w0.first - base;
+      key_last = w1.first + w1.count - 1 - base;
+      inner_first = w1.first - base;
+      inner_last = w0.first + w0.count - 1 - base;
     }
     mask.row0 = wq;
 
@@ -418,11 +448,12 @@ FA_FUNC void na_attention_run_1d(
           q_tile, s_tile, p_tile, o_tile, softmax, mask,
           k_smem + (b % kStages) * Shape::kStageElems,
           v_smem + (b % kStages) * Shape::kStageElems, key0, p.scale_log2,
-          fold_scale, lane);
+          fold_scale, key0 < inner_first || key0 + kBK - 1 > inner_last,
+          lane);
     }
 
     // ----------------------------------------------------------- store
-    softmax_finalize(o_tile, softmax);
+    na_finalize(o_tile, softmax);
     if (q_rows >= kWarpRows) {
       tile_store_device(o_group + wq * o_ld, o_tile, o_ld, lane);
     } else if (q_rows > 0) {
@@ -712,11 +743,11 @@ FA_FUNC void na_attention_block(
     mask.coords = coords + (kb % kStages) * kNdim * kBK;
     na_block_step<FragB, kLd>(
         q_tile, s_tile, p_tile, o_tile, softmax, mask, k_block, v_block,
-        key0, p.scale_log2, fold_scale, lane);
+        key0, p.scale_log2, fold_scale, true, lane);
   }
 
   // ----------------------------------------------------------------- store
-  softmax_finalize(o_tile, softmax);
+  na_finalize(o_tile, softmax);
   if (q_rows >= kWarpRows) {
     tile_store_device(o_warp, o_tile, o_ld, lane);
   } else if (q_rows > 0) {

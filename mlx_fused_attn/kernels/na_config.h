@@ -87,6 +87,17 @@ choose_na_tiles(int head_dim, DType dtype, Backend backend, int n_axes) {
   return AttnTiles{128, 32, 8, 3, 2};
 }
 
+/// Whether the CUDA host gives 1-D threadgroups runs of tiles where the
+/// input is large enough (NaGrid::run, na_run_for): where measured, 16-bit
+/// at D <= 64 (benchmarks/RESULTS.md). Elsewhere (D = 128: one 8-warp
+/// threadgroup a multiprocessor; fp32: two stages) runs stay off unless
+/// MLX_FUSED_ATTN_NA_RUN forces them (tests).
+constexpr bool
+na_use_runs(int head_dim, DType dtype, Backend backend, int n_axes) {
+  return backend == Backend::Cuda && n_axes == 1 &&
+      dtype != DType::Float32 && head_dim <= 64;
+}
+
 /// Key coordinates (one int per axis in use and key of a K/V block, every
 /// stage) that the key gather leaves for the mask; 1-D needs none, its key
 /// index is its coordinate.

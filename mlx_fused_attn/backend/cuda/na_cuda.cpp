@@ -217,8 +217,13 @@ void na_eval(
   // Not const: the encoder takes its kernel arguments by non-const address.
   // 1-D runs of tiles: one round of threadgroups, min_blocks a
   // multiprocessor (choose_na_tiles sizes them to fit).
+  const int head_dim = qkv[0].shape(-1);
   const fa::AttnTiles tiles =
-      fa::choose_na_tiles(qkv[0].shape(-1), dtype, fa::Backend::Cuda, spec.n_axes);
+      fa::choose_na_tiles(head_dim, dtype, fa::Backend::Cuda, spec.n_axes);
+  const long long resident =
+      fa::na_use_runs(head_dim, dtype, fa::Backend::Cuda, spec.n_axes)
+      ? static_cast<long long>(multiprocessors(device)) * tiles.min_blocks
+      : 0;
   NaLaunch l = na_launch(
       spec,
       fa::Backend::Cuda,
@@ -227,7 +232,7 @@ void na_eval(
       qkv[1],
       qkv[2],
       out,
-      static_cast<long long>(multiprocessors(device)) * tiles.min_blocks,
+      resident,
       run_override());
   const cuda::NaKernelKey key{dtype, l.head_dim, l.n_axes};
   const int smem = fa::na_smem_bytes(l.tiles, l.head_dim, dtype, l.n_axes);
