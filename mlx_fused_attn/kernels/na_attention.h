@@ -15,7 +15,9 @@
 // box keys are not one strided run); each score gets the neighborhood mask
 // (-inf outside the query's window on some axis); the softmax is online, as
 // in the main kernel; the output is written once. A warp skips the blocks
-// that hold no key of its own queries' windows.
+// that hold no key of its own queries' windows. In 1-D a threadgroup may
+// instead take a run of consecutive tiles (na_attention_run_1d), streaming
+// their keys through a ring of blocks one tile ahead of the math.
 //
 // `Target` supplies the fragment types by role and the device-to-threadgroup
 // loader; kNdim is the number of spatial axes (NaParams::n_axes).
@@ -175,7 +177,7 @@ FA_FUNC void na_load_kv_block(
 /// division an element is an IEEE division on CUDA (about 15 instructions
 /// with its slow-path check): with the 32 output elements of a lane it cost
 /// a 1-D tile about as many instructions as a key block's whole step
-/// (ncu, benchmarks/RESULTS.md). A row whose every score was -inf has sum 0
+/// (the SASS, benchmarks/RESULTS.md). A row whose every score was -inf has sum 0
 /// and becomes NaN, as with the division (no neighborhood row is empty).
 template <typename OTile, int kSlots>
 FA_FUNC void na_finalize(
@@ -289,7 +291,7 @@ na_ring_tile(NaAxis axis, int m, int extent, int base, int kBK, int tile) {
 /// with the previous tile, whose stages the next copies refill), then the
 /// copies of the next tile's blocks that fit beside the current box (a
 /// block that does not, at a border where boxes shift unevenly, is copied
-/// after that barrier of its own tile, behind one more barrier). The host
+/// at the top of its own tile, behind one more barrier). The host
 /// (na_run_for) makes a box at most kStages - 1 blocks. Metal's loads are
 /// synchronous: the same phases run in turn, into stages no warp reads.
 template <typename Target, typename Shape>
