@@ -169,7 +169,11 @@ def main():
     ap.add_argument("--out", help="also write the markdown table here")
     ap.add_argument("--iters", type=int, default=50, help="calls per measurement")
     ap.add_argument("--budget-s", type=float, default=240, help="start no case after this long")
+    ap.add_argument("--only", action="append", help="run the cases whose name holds this "
+                    "(repeatable; default: all)")
+    ap.add_argument("--repeat", type=int, default=1, help="measure each case this many times")
     args = ap.parse_args()
+    cases = [c for c in CASES if not args.only or any(o in c[0] for o in args.only)]
 
     start = time.perf_counter()
     ceilings = measure_ceilings()
@@ -188,7 +192,7 @@ def main():
         "|---|---|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     print("\n".join(lines), flush=True)
-    for case in CASES:
+    for case in [c for c in cases for _ in range(args.repeat)]:
         if time.perf_counter() - start > args.budget_s:
             print(f"budget spent: {case[0]} and later cases not run", file=sys.stderr)
             break

@@ -7,7 +7,8 @@ races, of the key coordinates too):
 
 Covers 1-D, 2-D and 3-D kernels, each dtype and head dim, dilation with
 unequal groups (an empty tile), causal axes, ragged tiles and key blocks,
-an input at an odd offset (copied by the host) and a poisoned output; each
+an input at an odd offset (copied by the host), 1-D runs of tiles (the
+ring of key blocks) and a poisoned output; each
 result is checked against the fused CPU kernel. Exits 1 on a wrong result.
 Not collected by pytest: under the sanitizers a run takes minutes.
 """
@@ -25,7 +26,9 @@ import mlx_fused_attn as fa  # noqa: E402
 TOL = {mx.float16: 4e-3, mx.bfloat16: 3e-2, mx.float32: 1e-4}
 
 
-def case(dtype, D, spatial, kernel, dilation, causal, seed, misaligned=False):
+def case(dtype, D, spatial, kernel, dilation, causal, seed, misaligned=False, run=0):
+    # run > 0: 1-D threadgroups take runs of that many tiles (the ring path).
+    os.environ["MLX_FUSED_ATTN_NA_RUN"] = str(run)
     keys = mx.random.split(mx.random.key(seed), 3)
     shape = (2, *spatial, 3, D)
     q, k, v = (mx.random.normal(shape, key=key).astype(dtype) for key in keys)
@@ -54,6 +57,8 @@ def main():
         case(mx.bfloat16, 128, (6, 9, 21), (3, 3, 5), (1, 1, 2), (True, False, False), 6),
         case(mx.float16, 32, (5, 7, 40), (5, 3, 9), (1, 2, 1), (False, False, True), 7),
         case(mx.float16, 64, (100,), (13,), (1,), (False,), 8, misaligned=True),
+        case(mx.float16, 64, (700,), (63,), (1,), (False,), 9, run=3),
+        case(mx.bfloat16, 64, (555,), (9,), (2,), (True,), 10, run=2),
     ]
     sys.exit(0 if all(results) else 1)
 

@@ -80,3 +80,28 @@ def test_gpu_gradients_through_the_definition():
 
     for g, want in zip(loss(mx.gpu), loss(mx.cpu)):
         assert mx.allclose(g, want, rtol=1e-4, atol=1e-5).item()
+
+
+RUN_CASES = [  # spatial, kernel, dilation, causal, dtype, head dim, tiles a run
+    ((1000,), (63,), (1,), (False,), mx.float16, 64, 3),
+    ((2000,), (7,), (1,), (False,), mx.bfloat16, 64, 5),
+    ((1500,), (31,), (2,), (True,), mx.float16, 64, 4),
+    ((700,), (9,), (3,), (False,), mx.bfloat16, 32, 2),
+    ((900,), (21,), (1,), (False,), mx.float16, 128, 3),
+]
+
+
+@pytest.mark.skipif(len(DEVICES) == 1, reason="no GPU")
+@pytest.mark.parametrize("case", range(len(RUN_CASES)), ids=lambda i: f"run{i}")
+def test_gpu_runs_of_tiles(monkeypatch, case):
+    """1-D threadgroups taking runs of tiles (the ring of key blocks the
+    CUDA host chooses for big inputs), forced on small ones: ragged last
+    runs, dilation groups of unequal length, causal boxes."""
+    spatial, kernel, dilation, causal, dtype, D, run = RUN_CASES[case]
+    monkeypatch.setenv("MLX_FUSED_ATTN_NA_RUN", str(run))
+    shape = (2,) + spatial + (3, D)
+    q, k, v = (rand(shape, dtype, 700 + 10 * case + i) for i in range(3))
+    out = fa.neighborhood_attention(q, k, v, kernel, dilation=dilation, is_causal=causal,
+                                    stream=mx.gpu)
+    mx.eval(out)
+    check(out, q, k, v, kernel, dilation, causal, D**-0.5, f"runs {RUN_CASES[case]}")

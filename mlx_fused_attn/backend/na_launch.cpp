@@ -82,7 +82,9 @@ NaLaunch na_launch(
     const mx::array& q,
     const mx::array& k,
     const mx::array& v,
-    const mx::array& out) {
+    const mx::array& out,
+    long long resident,
+    int run_override) {
   NaLaunch l{};
   l.dtype = dtype;
   l.n_axes = spec.n_axes;
@@ -112,6 +114,15 @@ NaLaunch na_launch(
       l.tiles.warps,
       l.tiles.bq / l.tiles.warps,
       l.tiles.bk);
+  l.grid = fa::na_run_for(
+      l.grid,
+      spec.axes,
+      spec.n_axes,
+      l.tiles.bk,
+      l.tiles.stages,
+      static_cast<long long>(p.B) * p.H,
+      resident,
+      run_override);
   return l;
 }
 

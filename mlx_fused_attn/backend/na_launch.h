@@ -32,7 +32,9 @@ struct NaLaunch {
 };
 
 /// The launch for q, k, v and the output as the kernel will read and write
-/// them (their strides go into the parameters).
+/// them (their strides go into the parameters). `resident`: threadgroups
+/// the device holds at once, for 1-D runs of tiles (fa::na_run_for; 0: a
+/// tile a threadgroup); `run_override` > 0 forces the run length (tests).
 NaLaunch na_launch(
     const NaSpec& spec,
     fa::Backend backend,
@@ -40,6 +42,8 @@ NaLaunch na_launch(
     const mlx::core::array& q,
     const mlx::core::array& k,
     const mlx::core::array& v,
-    const mlx::core::array& out);
+    const mlx::core::array& out,
+    long long resident = 0,
+    int run_override = 0);
 
 } // namespace mlx_fused_attn::gpu

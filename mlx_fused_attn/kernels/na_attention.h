@@ -15,7 +15,9 @@
 // box keys are not one strided run); each score gets the neighborhood mask
 // (-inf outside the query's window on some axis); the softmax is online, as
 // in the main kernel; the output is written once. A warp skips the blocks
-// that hold no key of its own queries' windows.
+// that hold no key of its own queries' windows. In 1-D a threadgroup may
+// instead take a run of consecutive tiles (na_attention_run_1d), streaming
+// their keys through a ring of blocks one tile ahead of the math.
 //
 // `Target` supplies the fragment types by role and the device-to-threadgroup
 // loader; kNdim is the number of spatial axes (NaParams::n_axes).
@@ -171,6 +173,345 @@ FA_FUNC void na_load_kv_block(
   }
 }
 
+/// o /= row sum, as one reciprocal a row slot and a multiply an element. A
+/// division an element is an IEEE division on CUDA (about 15 instructions
+/// with its slow-path check): with the 32 output elements of a lane it cost
+/// a 1-D tile about as many instructions as a key block's whole step
+/// (the SASS, benchmarks/RESULTS.md). A row whose every score was -inf has sum 0
+/// and becomes NaN, as with the division (no neighborhood row is empty).
+template <typename OTile, int kSlots>
+FA_FUNC void na_finalize(
+    FA_THREAD OTile& o,
+    const FA_THREAD OnlineSoftmax<kSlots>& st) {
+  float inv[kSlots];
+  FA_UNROLL
+  for (int i = 0; i < kSlots; ++i) {
+    inv[i] = 1.0f / st.row_sum[i];
+  }
+  row_bin_op<MulOp>(o, inv);
+}
+
+/// One key block for a warp: S = Q K^T, the neighborhood mask, the online
+/// softmax step, O += P V. `k_block` and `v_block` hold box keys key0
+/// onwards, a key per row.
+template <
+    typename FragB,
+    int kLd,
+    typename QTile,
+    typename STile,
+    typename PTile,
+    typename OTile,
+    typename Softmax,
+    typename Mask,
+    typename T>
+FA_FUNC void na_block_step(
+    const FA_THREAD QTile& q_tile,
+    FA_THREAD STile& s_tile,
+    FA_THREAD PTile& p_tile,
+    FA_THREAD OTile& o_tile,
+    FA_THREAD Softmax& softmax,
+    FA_THREAD Mask& mask,
+    const FA_THREADGROUP T* k_block,
+    const FA_THREADGROUP T* v_block,
+    int key0,
+    float scale_log2,
+    bool fold_scale,
+    bool needs_mask,
+    lane_t lane) {
+  // ------------------------------------------------------- S = Q K^T
+  // K is stored a key per row, so K^T is read with swapped strides.
+  tile_fill(s_tile, 0.0f);
+  tile_matmad_shared<FragB, 1, kLd>(s_tile, q_tile, k_block, lane);
+  if (!fold_scale) {
+    tile_scalar_op<MulOp>(s_tile, scale_log2);
+  }
+
+  // ------------------------------------------------------------ mask
+  // (none for a block inside every one of the warp's windows)
+  if (needs_mask) {
+    mask.key0 = key0;
+    tile_map_coords(s_tile, mask, 0, key0, lane);
+  }
+
+  // --------------------------------------------------------- softmax
+  softmax_step(softmax, s_tile, o_tile, fold_scale ? scale_log2 : 1.0f);
+
+  // ------------------------------------------------------------ P V
+  tile_to_operand(p_tile, s_tile);
+  tile_matmad_shared<FragB, kLd, 1>(o_tile, p_tile, v_block, lane);
+}
+
+/// Loads a warp's kWarpRows query rows from `first` (an index of the
+/// dilation group of length m) into `t`, zero rows past the group.
+template <int kWarpRows, int D, typename QTile, typename T>
+FA_FUNC void na_load_q(
+    FA_THREAD QTile& t,
+    const FA_DEVICE T* q_group,
+    stride_t q_ld,
+    int first,
+    int m,
+    lane_t lane) {
+  const int rows = m - first;
+  if (rows >= kWarpRows) {
+    tile_load_device(t, q_group + first * q_ld, q_ld, lane);
+  } else {
+    tile_load_device_safe(
+        t, q_group + na_min(first, m - 1) * q_ld, q_ld, rows > 0 ? rows : 0, D,
+        0.0f, lane);
+  }
+}
+
+/// The key blocks of a 1-D query tile in a run: blocks lo .. hi of the
+/// run's key ring (na_attention_run_1d).
+struct NaRingTile {
+  int q0; ///< the tile's first query, in indices of its dilation group
+  int lo; ///< ring block of its box's first key
+  int hi; ///< ring block of its box's last key
+};
+
+FA_FUNC NaRingTile
+na_ring_tile(NaAxis axis, int m, int extent, int base, int kBK, int tile) {
+  NaRingTile t;
+  t.q0 = tile * extent;
+  const NaWindow u =
+      na_union_window(axis, m, t.q0, na_min(t.q0 + extent, m) - 1);
+  t.lo = (u.first - base) / kBK;
+  t.hi = (u.first + u.count - 1 - base) / kBK;
+  return t;
+}
+
+/// 1-D, a run of consecutive query tiles of one dilation group
+/// (grid.run > 1): the threadgroup streams the group's keys from the run's
+/// first box on through a ring of kStages key blocks (ring block b: keys
+/// base + b * kBK onwards, in stage b % kStages), and starts the copies of
+/// the next tile's new blocks, and its Q, before it computes the current
+/// tile, so that loads stay in flight through the math. Consecutive boxes
+/// overlap by k - 1 keys; their shared blocks are loaded once. Per tile: a
+/// wait and a barrier (the tile's blocks have landed; every warp is done
+/// with the previous tile, whose stages the next copies refill), then the
+/// copies of the next tile's blocks that fit beside the current box (a
+/// block that does not, at a border where boxes shift unevenly, is copied
+/// at the top of its own tile, behind one more barrier). The host
+/// (na_run_for) makes a box at most kStages - 1 blocks. Metal's loads are
+/// synchronous: the same phases run in turn, into stages no warp reads.
+template <typename Target, typename Shape>
+FA_FUNC void na_attention_run_1d(
+    const FA_DEVICE typename Shape::elem_type* q,
+    const FA_DEVICE typename Shape::elem_type* k,
+    const FA_DEVICE typename Shape::elem_type* v,
+    FA_DEVICE typename Shape::elem_type* out,
+    const FA_CONSTANT NaParams& p,
+    const FA_CONSTANT NaGrid& grid,
+    FA_THREADGROUP typename Shape::elem_type* k_smem,
+    FA_THREADGROUP typename Shape::elem_type* v_smem,
+    FA_THREADGROUP int* coords,
+    int block,
+    int head,
+    int batch,
+    int warp,
+    lane_t lane) {
+  typedef typename Shape::elem_type T;
+  typedef typename Target::template FragA<T> FragA;
+  typedef typename Target::template FragB<T> FragB;
+  typedef typename Target::FragC FragC;
+  constexpr int D = Shape::kHeadDim;
+  constexpr int kBK = Shape::kBK;
+  constexpr int kWarpRows = Shape::kWarpRows;
+  constexpr int kLd = Shape::kSmemLd;
+  constexpr int kStages = Shape::kStages;
+  typedef typename Target::template Loader<T, kBK, D, kLd, Shape::kThreads>
+      Loader;
+
+  Tile<FragA, kWarpRows / FragA::kRows, D / FragA::kCols> q_tile;
+  Tile<FragA, kWarpRows / FragA::kRows, D / FragA::kCols> q_next;
+  Tile<FragC, kWarpRows / FragC::kRows, kBK / FragC::kCols> s_tile;
+  Tile<FragA, kWarpRows / FragA::kRows, kBK / FragA::kCols> p_tile;
+  Tile<FragC, kWarpRows / FragC::kRows, D / FragC::kCols> o_tile;
+  OnlineSoftmax<decltype(s_tile)::kRowSlots> softmax;
+  const int tid = warp * kSimdWidth + lane;
+
+  // ------------------------------------------------------------ the run
+  const NaAxis axis = na_axis(p, 0);
+  const int extent = grid.extent[0];
+  const int runs = (grid.tiles[0] + grid.run - 1) / grid.run;
+  const int group = block / runs;
+  const int m = na_group_length(axis.n, axis.d, group);
+  const int tile_first = (block % runs) * grid.run;
+  const int tile_end =
+      na_min(tile_first + grid.run, (m + extent - 1) / extent);
+  if (tile_first >= tile_end) {
+    return;
+  }
+  const stride_t q_ld = axis.d * p.q_strides[1];
+  const stride_t o_ld = axis.d * p.o_strides[1];
+  const FA_DEVICE T* q_group =
+      q + batch * p.q_strides[0] + head * p.q_strides[4] + group * p.q_strides[1];
+  FA_DEVICE T* o_group = out + batch * p.o_strides[0] +
+      head * p.o_strides[4] + group * p.o_strides[1];
+
+  // The ring's keys: the group's, from the first box's first key to the
+  // group's end (keys past it are zero-filled and in no window).
+  const int base =
+      na_union_window(axis, m, tile_first * extent,
+                      na_min(tile_first * extent + extent, m) - 1)
+          .first;
+  NaKeyBox<1> keys;
+  keys.first[0] = base;
+  keys.side[0] = m - base;
+  keys.count = m - base;
+  keys.k_step[0] = axis.d * p.k_strides[1];
+  keys.v_step[0] = axis.d * p.v_strides[1];
+  const FA_DEVICE T* k_keys = k + batch * p.k_strides[0] +
+      head * p.k_strides[4] + (group + base * axis.d) * p.k_strides[1];
+  const FA_DEVICE T* v_keys = v + batch * p.v_strides[0] +
+      head * p.v_strides[4] + (group + base * axis.d) * p.v_strides[1];
+
+  NaMaskOp<1, kBK> mask;
+  mask.axis = axis;
+  mask.m = m;
+  mask.box0 = base;
+  mask.coords = coords;
+  const bool fold_scale = p.scale_log2 > 0.0f;
+
+  // ------------------------------------------- the first tile's K, V and Q
+  NaRingTile cur = na_ring_tile(axis, m, extent, base, kBK, tile_first);
+  for (int b = cur.lo; b <= cur.hi; ++b) {
+    na_load_kv_block<Target, Shape, 1>(
+        k_smem, v_smem, coords, k_keys, v_keys, keys, b, b % kStages, tid);
+  }
+  Loader::commit();
+  int next = cur.hi + 1; // the first ring block not yet copied
+  na_load_q<kWarpRows, D>(
+      q_tile, q_group, q_ld, cur.q0 + warp * kWarpRows, m, lane);
+
+  for (int t = tile_first; t < tile_end; ++t) {
+    // ----------------------------------------- this tile's blocks, landed
+    if (next <= cur.hi) {
+      // Copies that did not fit beside the previous box: their stages are
+      // free once every warp is done with it.
+      FA_BARRIER();
+      for (int b = next; b <= cur.hi; ++b) {
+        na_load_kv_block<Target, Shape, 1>(
+            k_smem, v_smem, coords, k_keys, v_keys, keys, b, b % kStages,
+            tid);
+      }
+      Loader::commit();
+      next = cur.hi + 1;
+    }
+    Loader::template wait<0>();
+    FA_BARRIER();
+
+    // ------------------------- the next tile's new blocks and Q, in flight
+    NaRingTile nxt = cur;
+    if (t + 1 < tile_end) {
+      nxt = na_ring_tile(axis, m, extent, base, kBK, t + 1);
+      const int stop = na_min(nxt.hi, cur.lo + kStages - 1);
+      for (int b = next; b <= stop; ++b) {
+        na_load_kv_block<Target, Shape, 1>(
+            k_smem, v_smem, coords, k_keys, v_keys, keys, b, b % kStages,
+            tid);
+      }
+      next = stop + 1 > next ? stop + 1 : next;
+      Loader::commit();
+      na_load_q<kWarpRows, D>(
+          q_next, q_group, q_ld, nxt.q0 + warp * kWarpRows, m, lane);
+    }
+
+    // ------------------------------------------------------ the warp
+    const int wq = cur.q0 + warp * kWarpRows;
+    const int q_rows = wq < m ? na_min(kWarpRows, m - wq) : 0;
+    // Ring keys this warp's windows reach: key_first .. key_last; those in
+    // all of them (windows move right with the query: from the last row's
+    // window start to the first row's window end): inner_first ..
+    // inner_last. Rows past the group take the last query's window.
+    int key_first = 0;
+    int key_last = -1;
+    int inner_first = 0;
+    int inner_last = -1;
+    if (q_rows > 0) {
+      const NaWindow w0 = na_group_window(axis, m, wq);
+      const NaWindow w1 = na_group_window(axis, m, wq + q_rows - 1);
+      key_first = w0.first - base;
+      key_last = w1.first + w1.count - 1 - base;
+      inner_first = w1.first - base;
+      inner_last = w0.first + w0.count - 1 - base;
+    }
+    mask.row0 = wq;
+
+    // --------------------------------------------------- the tile's math
+    softmax_init(softmax, -FA_FLT_MAX, 0.0f);
+    tile_fill(o_tile, 0.0f);
+    for (int b = cur.lo; b <= cur.hi; ++b) {
+      const int key0 = b * kBK;
+      if (key0 > key_last || key0 + kBK <= key_first) {
+        continue;
+      }
+      na_block_step<FragB, kLd>(
+          q_tile, s_tile, p_tile, o_tile, softmax, mask,
+          k_smem + (b % kStages) * Shape::kStageElems,
+          v_smem + (b % kStages) * Shape::kStageElems, key0, p.scale_log2,
+          fold_scale, key0 < inner_first || key0 + kBK - 1 > inner_last,
+          lane);
+    }
+
+    // ----------------------------------------------------------- store
+    na_finalize(o_tile, softmax);
+    if (q_rows >= kWarpRows) {
+      tile_store_device(o_group + wq * o_ld, o_tile, o_ld, lane);
+    } else if (q_rows > 0) {
+      tile_store_device_safe(o_group + wq * o_ld, o_tile, o_ld, q_rows, D, lane);
+    }
+    q_tile = q_next;
+    cur = nxt;
+  }
+}
+
+/// The run path exists for 1-D only (other axis counts compile nothing of
+/// it, so that it costs their kernels no registers).
+template <bool kOneAxis>
+struct NaRunPath {
+  template <typename Target, typename Shape, typename T>
+  FA_FUNC static void run(
+      const FA_DEVICE T*,
+      const FA_DEVICE T*,
+      const FA_DEVICE T*,
+      FA_DEVICE T*,
+      const FA_CONSTANT NaParams&,
+      const FA_CONSTANT NaGrid&,
+      FA_THREADGROUP T*,
+      FA_THREADGROUP T*,
+      FA_THREADGROUP int*,
+      int,
+      int,
+      int,
+      int,
+      lane_t) {}
+};
+
+template <>
+struct NaRunPath<true> {
+  template <typename Target, typename Shape, typename T>
+  FA_FUNC static void run(
+      const FA_DEVICE T* q,
+      const FA_DEVICE T* k,
+      const FA_DEVICE T* v,
+      FA_DEVICE T* out,
+      const FA_CONSTANT NaParams& p,
+      const FA_CONSTANT NaGrid& grid,
+      FA_THREADGROUP T* k_smem,
+      FA_THREADGROUP T* v_smem,
+      FA_THREADGROUP int* coords,
+      int block,
+      int head,
+      int batch,
+      int warp,
+      lane_t lane) {
+    na_attention_run_1d<Target, Shape>(
+        q, k, v, out, p, grid, k_smem, v_smem, coords, block, head, batch,
+        warp, lane);
+  }
+};
+
 template <typename Target, typename Shape, int kNdim>
 FA_FUNC void na_attention_block(
     const FA_DEVICE typename Shape::elem_type* q,
@@ -219,6 +560,13 @@ FA_FUNC void na_attention_block(
   Tile<FragC, kWarpRows / FragC::kRows, D / FragC::kCols> o_tile;
   OnlineSoftmax<decltype(s_tile)::kRowSlots> softmax;
   const int tid = warp * kSimdWidth + lane;
+
+  if (kNdim == 1 && grid.run > 1) {
+    NaRunPath<kNdim == 1>::template run<Target, Shape>(
+        q, k, v, out, p, grid, k_smem, v_smem, coords, block, head, batch,
+        warp, lane);
+    return;
+  }
 
   // ---------------------------------------------------------- the tile
   // Its dilation group and first query along each axis, fastest axis first
@@ -394,29 +742,14 @@ FA_FUNC void na_attention_block(
     const FA_THREADGROUP T* v_block =
         v_smem + (kb % kStages) * Shape::kStageElems;
 
-    // ------------------------------------------------------- S = Q K^T
-    // K is stored a key per row, so K^T is read with swapped strides.
-    tile_fill(s_tile, 0.0f);
-    tile_matmad_shared<FragB, 1, kLd>(s_tile, q_tile, k_block, lane);
-    if (!fold_scale) {
-      tile_scalar_op<MulOp>(s_tile, p.scale_log2);
-    }
-
-    // ------------------------------------------------------------ mask
     mask.coords = coords + (kb % kStages) * kNdim * kBK;
-    mask.key0 = key0;
-    tile_map_coords(s_tile, mask, 0, key0, lane);
-
-    // --------------------------------------------------------- softmax
-    softmax_step(softmax, s_tile, o_tile, fold_scale ? p.scale_log2 : 1.0f);
-
-    // ------------------------------------------------------------ P V
-    tile_to_operand(p_tile, s_tile);
-    tile_matmad_shared<FragB, kLd, 1>(o_tile, p_tile, v_block, lane);
+    na_block_step<FragB, kLd>(
+        q_tile, s_tile, p_tile, o_tile, softmax, mask, k_block, v_block,
+        key0, p.scale_log2, fold_scale, true, lane);
   }
 
   // ----------------------------------------------------------------- store
-  softmax_finalize(o_tile, softmax);
+  na_finalize(o_tile, softmax);
   if (q_rows >= kWarpRows) {
     tile_store_device(o_warp, o_tile, o_ld, lane);
   } else if (q_rows > 0) {

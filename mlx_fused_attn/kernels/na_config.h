@@ -39,28 +39,37 @@ constexpr bool na_head_dim_supported(int head_dim) {
 /// once, behind one barrier); a longer one streams through a ring.
 ///
 /// CUDA, 16-bit, D <= 64, from benchmarks/cuda_na_sweep.cu on an H200 (H =
-/// 16, D = 64, fp16; benchmarks/RESULTS.md): the kernel waits on each
-/// tile's loads (about half the copy bandwidth with all of a tile's loads
-/// in flight), so small threadgroups, four a multiprocessor, win: one's
-/// loads overlap another's math, though each key is then read by more
-/// tiles (through L2).
-/// - 1-D: 4 warps of 16 rows (one m16n8k16 fragment), 32-key blocks, four
-///   stages: the 64 + k - 1 keys of a tile are resident up to k = 65. L =
-///   16384: 58 us at k = 7 and 72 us at k = 63, against 62 and 76 for 8
-///   warps with a resident box, 75 and 85 for 8 warps in a ring of three
-///   (the tiles before); 64-key blocks (65, 75) and 2 warps (55, 72) were
-///   not better on both.
+/// 16, D = 64, fp16; benchmarks/RESULTS.md). The kernel is bound by
+/// instruction latency at 4 warps a scheduler (ncu: about half the issue
+/// slots and 45% of DRAM bandwidth used), so small threadgroups, four a
+/// multiprocessor (the register and shared-memory limits), win: one's loads
+/// and barriers overlap another's math, though each key is then read by
+/// more tiles (through L2).
+/// - 1-D: 4 warps of 16 rows (one m16n8k16 fragment), 32-key blocks, six
+///   stages: with runs of tiles (NaGrid::run, na_use_runs; one round of
+///   threadgroups, eight tiles each at L = 16384, H = 16) the keys stream
+///   through a ring of six blocks, a box of up to five (64 + k - 1 keys at
+///   worst alignment: k <= 65) beside the next tile's copies; shorter
+///   inputs get a tile a threadgroup with the box resident. L = 16384,
+///   kernel alone (CUDA events, 20 launches): 51.7 us at k = 7 and 60.2 at
+///   k = 63 with runs, 50.0 and 63.3 a tile a threadgroup, 55.0 and 64.5
+///   with runs for two rounds, 49.8 and 61.6 three threadgroups a
+///   multiprocessor, 50.0 and 66.1 for 2 warps, 57.8 and 67.8 for 8 warps
+///   (through the op, CUPTI: 48.2 and 59.0 us). Before the runs and the
+///   reciprocal in na_finalize: 57.7 and 71.8 us for these tiles with four
+///   stages.
 /// - 2-D: 4 warps, 64-key blocks (per-block costs, the barrier, row
 ///   reductions and O rescale, over twice the products), three stages. 128
 ///   x 128: 120 us for 7 x 7 and 193 us for 13 x 13, against 127 and 201
 ///   for 8 warps and 64-key blocks, 140 and 227 for 8 warps and 32-key
-///   blocks (the tiles before).
+///   blocks (the tiles before); 112.8 and 184.9 us with na_finalize's
+///   reciprocal (8 warps: 123.8 and 196.8).
 /// - 3-D: 8 warps of 16 rows, 32-key blocks, three stages, two
 ///   threadgroups a multiprocessor (the tiles before; not swept).
 /// At D = 128, 8 warps and 32-key blocks, one threadgroup a multiprocessor
 /// (two would spill 128 bytes a thread under the 128-register cap), with six
-/// stages in 1-D (resident boxes up to k = 65, as at D = 64; not swept) and
-/// three otherwise. fp32 (3xTF32 products, registers twice as wide): 4
+/// stages in 1-D (resident boxes up to k = 65, as at D = 64; not swept; no
+/// runs of tiles, which are not measured there) and three otherwise. fp32 (3xTF32 products, registers twice as wide): 4
 /// warps and 32-key blocks in two stages, as the main kernel, two blocks a
 /// multiprocessor without a cap.
 ///
@@ -79,12 +88,23 @@ choose_na_tiles(int head_dim, DType dtype, Backend backend, int n_axes) {
     return AttnTiles{128, 32, 8, n_axes == 1 ? 6 : 3, 1};
   }
   if (n_axes == 1) {
-    return AttnTiles{64, 32, 4, 4, 4};
+    return AttnTiles{64, 32, 4, 6, 4};
   }
   if (n_axes == 2) {
     return AttnTiles{64, 64, 4, 3, 4};
   }
   return AttnTiles{128, 32, 8, 3, 2};
+}
+
+/// Whether the CUDA host gives 1-D threadgroups runs of tiles where the
+/// input is large enough (NaGrid::run, na_run_for): where measured, 16-bit
+/// at D <= 64 (benchmarks/RESULTS.md). Elsewhere (D = 128: one 8-warp
+/// threadgroup a multiprocessor; fp32: two stages) runs stay off unless
+/// MLX_FUSED_ATTN_NA_RUN forces them (tests).
+constexpr bool
+na_use_runs(int head_dim, DType dtype, Backend backend, int n_axes) {
+  return backend == Backend::Cuda && n_axes == 1 &&
+      dtype != DType::Float32 && head_dim <= 64;
 }
 
 /// Key coordinates (one int per axis in use and key of a K/V block, every

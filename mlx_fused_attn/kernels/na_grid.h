@@ -31,6 +31,10 @@ struct NaGrid {
   /// index fastest within a group, so neighbouring tiles (which share keys)
   /// run together.
   int blocks;
+  /// 1-D: consecutive query tiles of a dilation group that one threadgroup
+  /// takes in turn, streaming their keys through a ring of key blocks
+  /// (na_attention_run_1d); 1: a tile a threadgroup. na_run_for chooses it.
+  int run;
 };
 
 /// The union of the windows of queries j_first .. j_last of a dilation group
@@ -63,6 +67,7 @@ FA_HOST_DEVICE NaGrid na_make_grid(
     g.tiles[a] = (longest + g.extent[a] - 1) / g.extent[a];
     g.blocks *= axes[a].d * g.tiles[a];
   }
+  g.run = 1;
   return g;
 }
 
@@ -117,6 +122,49 @@ FA_HOST_DEVICE NaGrid na_choose_grid(
     }
   }
   return best;
+}
+
+
+/// 1-D: the key blocks of `key_block` keys that a tile's key box (at most
+/// extent + k - 1 keys: windows start at most one key apart from query to
+/// query) can touch, at any alignment.
+FA_HOST_DEVICE int na_box_blocks_1d(int extent, NaAxis a, int key_block) {
+  return (extent + a.k - 2 + key_block - 1) / key_block + 1;
+}
+
+/// `g` with runs of consecutive 1-D tiles (NaGrid::run), so that about
+/// `resident` threadgroups (as many as the device holds at once) cover the
+/// `batch_heads` (batch x heads) grids; `run_override` > 0 forces the run
+/// length (tests). Runs need a box of at most stages - 1 blocks (the ring
+/// keeps one stage for the next tile's copies); otherwise, for more than one
+/// axis, or where a run would be one tile, `g` stays as it is.
+FA_HOST_DEVICE NaGrid na_run_for(
+    NaGrid g,
+    const NaAxis* axes,
+    int n_axes,
+    int key_block,
+    int stages,
+    long long batch_heads,
+    long long resident,
+    int run_override) {
+  if (n_axes != 1 ||
+      na_box_blocks_1d(g.extent[0], axes[0], key_block) > stages - 1) {
+    return g;
+  }
+  long long run = run_override;
+  if (run <= 0) {
+    const long long tiles = batch_heads * g.blocks;
+    run = resident > 0 ? (tiles + resident - 1) / resident : 1;
+  }
+  if (run <= 1) {
+    return g;
+  }
+  if (run > g.tiles[0]) {
+    run = g.tiles[0];
+  }
+  g.run = static_cast<int>(run);
+  g.blocks = axes[0].d * ((g.tiles[0] + g.run - 1) / g.run);
+  return g;
 }
 
 } // namespace fa

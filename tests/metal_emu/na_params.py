@@ -38,4 +38,5 @@ class NaGrid(ctypes.Structure):
         ("extent", ctypes.c_int * 3),
         ("tiles", ctypes.c_int * 3),
         ("blocks", ctypes.c_int),
+        ("run", ctypes.c_int),
     ]

@@ -12,6 +12,7 @@ over the axes, so that tiles of every shape run.
 """
 
 import ctypes
+import os
 import re
 import subprocess
 
@@ -79,10 +80,15 @@ int main(int argc, char** argv) {
   } else {
     g = fa::na_choose_grid(axes, n_axes, n_warps, warp_rows, key_block);
   }
+  // NA_RUN=r NA_STAGES=s: runs of r tiles (na_run_for), where s stages allow.
+  if (const char* run = std::getenv("NA_RUN")) {
+    g = fa::na_run_for(g, axes, n_axes, key_block,
+                       std::atoi(std::getenv("NA_STAGES")), 1, 0, std::atoi(run));
+  }
   for (int a = 0; a < 3; ++a) {
     std::printf("%d %d %d\n", g.warps[a], g.extent[a], g.tiles[a]);
   }
-  std::printf("%d\n", g.blocks);
+  std::printf("%d %d\n", g.blocks, g.run);
 }
 """
 
@@ -125,22 +131,27 @@ def probe(tmp_path_factory):
     return _compile(tmp_path_factory.mktemp("na_probe"), PROBE, "probe")
 
 
-def _run_probe(probe, *args):
+def _run_probe(probe, *args, env=None):
     return subprocess.run(
-        [str(probe), *map(str, args)], check=True, capture_output=True, text=True
+        [str(probe), *map(str, args)], check=True, capture_output=True, text=True, env=env
     ).stdout
 
 
-def make_grid(probe, axes, n_axes, warp_rows, n_warps, key_block, warps=None):
-    """The NaGrid of the C++ chooser, or of na_make_grid for `warps`."""
+def make_grid(probe, axes, n_axes, warp_rows, n_warps, key_block, warps=None, run=None):
+    """The NaGrid of the C++ chooser, or of na_make_grid for `warps`; `run`
+    = (tiles, stages): 1-D runs of tiles through na_run_for."""
     flat = [x for a in axes for x in (a["n"], a["k"], a["d"], int(a["causal"]))]
     extra = list(warps) if warps is not None else []
-    out = _run_probe(probe, "grid", n_axes, *flat, warp_rows, n_warps, key_block, *extra)
+    env = None
+    if run is not None:
+        env = dict(os.environ, NA_RUN=str(run[0]), NA_STAGES=str(run[1]))
+    out = _run_probe(probe, "grid", n_axes, *flat, warp_rows, n_warps, key_block, *extra,
+                     env=env)
     rows = [list(map(int, line.split())) for line in out.splitlines()]
     g = NaGrid()
     for a in range(3):
         g.warps[a], g.extent[a], g.tiles[a] = rows[a]
-    g.blocks = rows[3][0]
+    g.blocks, g.run = rows[3]
     return g
 
 
@@ -253,6 +264,7 @@ def run_case(
     schedule="fair",
     race_check=False,
     suffix="",
+    run=None,
 ):
     n_axes = len(spatial)
     dilation = dilation or (1,) * n_axes
@@ -271,7 +283,14 @@ def run_case(
     name, bq, bk, n_warps = kernel_for(prog, n_axes, dtype, D, suffix)
     axes = [dict(n=n, k=ks, d=d, causal=c) for n, ks, d, c in zip(spatial, kernel, dilation, causal)]
     axes += [dict(n=1, k=1, d=1, causal=False)] * (3 - n_axes)
-    grid = make_grid(probe, axes, n_axes, bq // n_warps, n_warps, bk, warps)
+    grid = make_grid(probe, axes, n_axes, bq // n_warps, n_warps, bk, warps, run)
+    if run is not None and len(run) == 3:
+        # Runs where every actual box fits the stages, which na_run_for's
+        # worst-case bound would not allow.
+        grid.run = run[0]
+        grid.blocks = dilation[0] * -(-grid.tiles[0] // run[0])
+    if run is not None:
+        assert grid.run > 1, f"no runs of tiles for {spatial} {kernel}: {list(grid.tiles)}"
     scale = D**-0.5
     params = NaParams(
         B=B,
@@ -475,3 +494,68 @@ def test_resident_box_race_check(stages_prog, probe):
     before any warp reads them by the one barrier after the loads."""
     run_case(stages_prog, probe, (150,), (31,), dtype="float16", D=64, suffix="_st6",
              race_check=True)
+
+
+# ---------------------------------------------------------------------------
+# 1-D runs of tiles (NaGrid::run): a threadgroup streams the keys of
+# consecutive tiles through a ring of key blocks, copying the next tile's
+# blocks while it computes the current one (CUDA's 1-D path on big inputs)
+
+
+@pytest.mark.parametrize(
+    "spatial,kernel,dilation,causal,run,schedule",
+    [
+        ((1000,), (63,), None, None, 4, "fair"),  # boxes of 5 blocks; a ragged last run
+        ((1000,), (65,), None, None, 3, 10),  # the widest kernel a ring of 6 takes
+        ((700,), (7,), None, None, 5, 11),
+        ((515,), (31,), (2,), None, 3, 12),  # dilation groups of 258 and 257
+        ((600,), (20,), (3,), (True,), 2, "fair"),  # causal: boxes grow at the start
+        ((333,), (9,), None, (True,), 6, 13),
+    ],
+)
+def test_runs_of_tiles(stages_prog, probe, spatial, kernel, dilation, causal, run, schedule):
+    """Each tile's blocks landed before its warps read them, a stage refilled
+    only after every warp has left it, blocks that did not fit beside the
+    previous box (at the borders, where boxes shift unevenly) copied late,
+    Q of the next tile loaded early; every output element checked."""
+    run_case(stages_prog, probe, spatial, kernel, dilation, causal, dtype="float16", D=64,
+             suffix="_st6", schedule=schedule, run=(run, 6), seed=run)
+
+
+def test_runs_of_tiles_race_check(stages_prog, probe):
+    """ThreadSanitizer on the ring: copies into a stage ordered after the
+    last reads of its previous block, reads after the barrier that follows
+    the copies."""
+    run_case(stages_prog, probe, (400,), (41,), dtype="float16", D=64, suffix="_st6",
+             run=(3, 6), race_check=True)
+
+
+def test_run_needs_a_stage_beside_the_box(probe):
+    """A box that could take every stage (k = 67 with 64-query tiles and
+    32-key blocks: 5 blocks at best, 6 at worst alignment) keeps a tile a
+    threadgroup; so do 2-D grids."""
+    axes = [dict(n=1000, k=67, d=1, causal=False)] + [dict(n=1, k=1, d=1, causal=False)] * 2
+    assert make_grid(probe, axes, 1, 8, 8, 32, run=(4, 6)).run == 1
+    axes[0]["k"] = 65
+    assert make_grid(probe, axes, 1, 8, 8, 32, run=(4, 6)).run == 4
+    axes2 = [dict(n=40, k=5, d=1, causal=False)] * 2 + [dict(n=1, k=1, d=1, causal=False)]
+    assert make_grid(probe, axes2, 2, 8, 8, 32, run=(4, 6)).run == 1
+
+
+@pytest.mark.parametrize(
+    "spatial,kernel,dilation,causal,run",
+    [
+        ((1000,), (33,), None, None, 4),
+        ((515,), (31,), (2,), None, 3),
+        ((333,), (9,), None, (True,), 6),
+    ],
+)
+def test_runs_with_late_copies(stages_prog, probe, spatial, kernel, dilation, causal, run):
+    """A ring of four stages beside boxes of up to four blocks: the next
+    tile's last blocks often do not fit beside the current box and are
+    copied at the top of their own tile, after one more barrier (cases
+    picked by simulating the ring's block indices)."""
+    run_case(stages_prog, probe, spatial, kernel, dilation, causal, dtype="float16", D=64,
+             suffix="_st4", schedule=run, run=(run, 4, "forced"), seed=run)
+    run_case(stages_prog, probe, spatial, kernel, dilation, causal, dtype="float16", D=64,
+             suffix="_st4", run=(run, 4, "forced"), race_check=True, seed=run + 1)

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -124,6 +125,25 @@ int max_smem_per_block(int device) {
   return bytes;
 }
 
+int multiprocessors(int device) {
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) !=
+      cudaSuccess) {
+    throw std::runtime_error(
+        std::string(kOp) + "cannot read the multiprocessor count of device " +
+        std::to_string(device));
+  }
+  return n;
+}
+
+/// MLX_FUSED_ATTN_NA_RUN=n: 1-D threadgroups take runs of n tiles where the
+/// kernel can (1: a tile each), whatever the device holds; read at every
+/// call, so that tests can set it.
+int run_override() {
+  const char* env = std::getenv("MLX_FUSED_ATTN_NA_RUN");
+  return env != nullptr ? std::atoi(env) : 0;
+}
+
 } // namespace
 
 Support na_supports(const NaSpec& spec, const std::vector<mx::array>& inputs) {
@@ -195,8 +215,25 @@ void na_eval(
     poison(out, enc, device, arch);
   }
   // Not const: the encoder takes its kernel arguments by non-const address.
-  NaLaunch l =
-      na_launch(spec, fa::Backend::Cuda, dtype, qkv[0], qkv[1], qkv[2], out);
+  // 1-D runs of tiles: one round of threadgroups, min_blocks a
+  // multiprocessor (choose_na_tiles sizes them to fit).
+  const int head_dim = qkv[0].shape(-1);
+  const fa::AttnTiles tiles =
+      fa::choose_na_tiles(head_dim, dtype, fa::Backend::Cuda, spec.n_axes);
+  const long long resident =
+      fa::na_use_runs(head_dim, dtype, fa::Backend::Cuda, spec.n_axes)
+      ? static_cast<long long>(multiprocessors(device)) * tiles.min_blocks
+      : 0;
+  NaLaunch l = na_launch(
+      spec,
+      fa::Backend::Cuda,
+      dtype,
+      qkv[0],
+      qkv[1],
+      qkv[2],
+      out,
+      resident,
+      run_override());
   const cuda::NaKernelKey key{dtype, l.head_dim, l.n_axes};
   const int smem = fa::na_smem_bytes(l.tiles, l.head_dim, dtype, l.n_axes);
 

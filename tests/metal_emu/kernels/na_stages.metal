@@ -3,7 +3,8 @@
 // memory, with their key coordinates, or a whole key box resident) and
 // 32-key blocks under 8 warps. The Metal entry point runs one stage; this
 // one lets the emulator check the ring's indexing and barriers, and the
-// resident box's single barrier, which on CUDA only a GPU would exercise.
+// resident box's single barrier, and 1-D runs of tiles through a ring of
+// stages, which on CUDA only a GPU would exercise.
 // Buffers and grid as metal/neighborhood.metal.
 #include "mlx_fused_attn/kernels/na_attention.h"
 #include "mlx_fused_attn/kernels/na_config.h"
@@ -38,6 +39,7 @@ template <typename T, int D, int BQ, int BK, int WM, int ST, int N>
       na_stages<T, D, 64, 32, 8, ST, N>;
 
 NA_STAGES(float16, half, 64, 3, 1)
+NA_STAGES(float16, half, 64, 4, 1)
 NA_STAGES(float16, half, 64, 3, 2)
 NA_STAGES(float16, half, 64, 6, 1)
 NA_STAGES(float16, half, 64, 6, 2)
