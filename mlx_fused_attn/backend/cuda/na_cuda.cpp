@@ -15,6 +15,7 @@
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
+#include "mlx_fused_attn/backend/cuda/device_limits.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/na_names.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
@@ -113,29 +114,6 @@ void poison(mx::array& out, cu::CommandEncoder& enc, int device, int arch) {
       n);
 }
 
-int max_smem_per_block(int device) {
-  int bytes = 0;
-  if (cudaDeviceGetAttribute(
-          &bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-      cudaSuccess) {
-    throw std::runtime_error(
-        std::string(kOp) + "cannot read the shared memory limit of device " +
-        std::to_string(device));
-  }
-  return bytes;
-}
-
-int multiprocessors(int device) {
-  int n = 0;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) !=
-      cudaSuccess) {
-    throw std::runtime_error(
-        std::string(kOp) + "cannot read the multiprocessor count of device " +
-        std::to_string(device));
-  }
-  return n;
-}
-
 /// MLX_FUSED_ATTN_NA_RUN=n: 1-D threadgroups take runs of n tiles where the
 /// kernel can (1: a tile each), whatever the device holds; read at every
 /// call, so that tests can set it.
@@ -175,11 +153,11 @@ Support na_supports(const NaSpec& spec, const std::vector<mx::array>& inputs) {
       D,
       dtype,
       spec.n_axes);
-  if (smem > max_smem_per_block(d.cuda_device())) {
+  if (smem > cuda::max_smem_per_block(d.cuda_device())) {
     std::ostringstream msg;
     msg << kOp << "the kernel for head dim " << D << " and " << q.dtype()
         << " needs " << smem << " bytes of shared memory a block; this GPU "
-        << "allows " << max_smem_per_block(d.cuda_device());
+        << "allows " << cuda::max_smem_per_block(d.cuda_device());
     return Support::no(msg.str());
   }
   return Support::yes();
@@ -222,7 +200,8 @@ void na_eval(
       fa::choose_na_tiles(head_dim, dtype, fa::Backend::Cuda, spec.n_axes);
   const long long resident =
       fa::na_use_runs(head_dim, dtype, fa::Backend::Cuda, spec.n_axes)
-      ? static_cast<long long>(multiprocessors(device)) * tiles.min_blocks
+      ? static_cast<long long>(cuda::multiprocessor_count(device)) *
+          tiles.min_blocks
       : 0;
   NaLaunch l = na_launch(
       spec,
