@@ -186,18 +186,20 @@ struct Case {
 };
 
 #ifdef FA_SWEEP_QUICK
-// The choices at D = 96 and 128 on Hopper (wgmma): past one wave of query
-// blocks, Q in shared memory (wg-sq) with one K/V stage at 4 blocks a
-// multiprocessor, against the default tiles (wg-rq: Q in registers, two
-// stages, 3 blocks at D = 128, 2 at D = 96), two stages at 2 blocks, and
-// two warpgroups (128 queries) sharing each K/V block. The first shape of
-// each case is its error reference (checked against the fp32 reference
-// kernel on the small cases).
+// The choices at D = 96 and 128 on Hopper (wgmma), with Q in shared memory
+// (wg-sq) and one buffer each for K and V (stages = 1: staggered copies):
+// past one wave of query blocks 64 queries at 4 blocks a multiprocessor
+// (D = 128) or 128 at 2 (D = 96); within one wave at D = 128, 128-key
+// blocks at 2. Against them: Q in registers with two stages (wg-rq, the
+// tiles before), two stages at 2 blocks, and two warpgroups at D = 128.
+// The first shape of each case is its error reference (checked against
+// the fp32 reference kernel on the small cases).
 int main() {
   for (int L : {512, 1024, 2048, 4096}) {
     Case<fa::half_t, 128> c("f16", {1, 32, L, 128, false});
     const int reps = L < 2048 ? 50 : 10;
     c.shape<64, 64, 4, 1, 4, true, true>(reps);
+    c.shape<64, 128, 4, 1, 2, true, true>(reps);
     c.shape<64, 64, 4, 2, 3, true>(reps);
     c.shape<64, 64, 4, 2, 2, true, true>(reps);
     c.shape<128, 64, 8, 1, 2, true, true>(reps);
