@@ -41,8 +41,12 @@ add_custom_command(
           -I ${PROJECT_SOURCE_DIR} --cpp ${FA_CUDA_JIT_SOURCE}
           --namespace mlx_fused_attn::cuda
           --header mlx_fused_attn/backend/cuda/jit_source.h
-          ${FA_CUDA_KERNEL_SOURCES}
+          attention=${FA_CUDA_DIR}/attention_kernel.cuh
+          neighborhood=${FA_CUDA_DIR}/na_kernel.cuh
+          short_attention=${FA_CUDA_DIR}/short_attention_kernel.cuh
+          strided_copy=${FA_CUDA_DIR}/strided_copy_kernel.cuh,${FA_CUDA_DIR}/poison_kernel.cuh
   DEPENDS ${PROJECT_SOURCE_DIR}/metal/flatten_source.py ${FA_KERNEL_HEADERS}
+          ${FA_CUDA_KERNEL_SOURCES}
   COMMENT "Embedding the CUDA kernel sources for NVRTC"
   VERBATIM)
 

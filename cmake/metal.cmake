@@ -2,8 +2,9 @@
 # CMakeLists.txt only when MLX was built with Metal (FA_GPU_BACKEND = metal).
 #
 # - Host code: mlx_fused_attn/backend/metal/*.cpp.
-# - JIT: metal/flatten_source.py flattens the kernel sources into one ASCII
-#   text and embeds it in a generated C++ file, compiled into the library.
+# - JIT: metal/flatten_source.py flattens each kernel family's .metal file
+#   into one ASCII text and embeds them in a generated C++ file, compiled
+#   into the library (a library a family at run time).
 # - AOT: with `xcrun metal` (and MLX_FUSED_ATTN_BUILD_METALLIB=ON), MLX's
 #   mlx_build_metallib builds mlx_fused_attn.metallib, installed beside the
 #   library, where the host code loads it from.
@@ -36,6 +37,7 @@ target_sources(
   mlx_fused_attn
   PRIVATE ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/attention_metal.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/na_metal.cpp
+          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/kernel_library.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/attention_covers.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/na_launch.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/short_attention_metal.cpp

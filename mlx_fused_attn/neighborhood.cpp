@@ -5,6 +5,7 @@
 
 #include "mlx/ops.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
+#include "mlx_fused_attn/backend/kernel_family.h"
 #include "mlx_fused_attn/errors.h"
 #include "mlx_fused_attn/fallback.h"
 #include "mlx_fused_attn/na_call.h"
@@ -132,7 +133,7 @@ Support neighborhood_support(const NaCall& call) {
         << "; this call runs as plain MLX ops";
     return Support::no(msg.str());
   }
-  return Support::yes();
+  return cpu_kernel_available(KernelFamily::Neighborhood);
 }
 
 array neighborhood_fallback(

@@ -4,6 +4,7 @@
 
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/gpu.h"
+#include "mlx_fused_attn/backend/kernel_family.h"
 
 namespace mlx_fused_attn {
 
@@ -19,7 +20,7 @@ Support cpu_support(const AttentionCall& call) {
         << dt << "; this call runs as plain MLX ops";
     return Support::no(msg.str());
   }
-  return Support::yes();
+  return cpu_kernel_available(KernelFamily::Attention);
 }
 
 } // namespace

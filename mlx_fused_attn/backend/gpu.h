@@ -3,6 +3,7 @@
 // backend the package is built against.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "mlx/array.h"
@@ -25,5 +26,13 @@ void eval(
     const std::vector<mlx::core::array>& inputs,
     mlx::core::array& out,
     mlx::core::Stream s);
+
+/// This build's GPU backend, for build_info and the selftest.
+struct BackendInfo {
+  std::string name; ///< "metal", "cuda" or "none"
+  bool aot; ///< kernels built ahead of time (metallibs, nvcc objects)
+  bool jit; ///< kernels compiled at run time now (MLX_FUSED_ATTN_JIT=1, or no AOT)
+};
+BackendInfo backend_info();
 
 } // namespace mlx_fused_attn::gpu

@@ -41,4 +41,8 @@ void na_eval(
       "GPU kernels");
 }
 
+BackendInfo backend_info() {
+  return {"none", false, false};
+}
+
 } // namespace mlx_fused_attn::gpu

@@ -9,6 +9,8 @@ ops, and ``can_use_fused`` says which and why.
 
 from __future__ import annotations
 
+import warnings
+
 import mlx.core as mx  # must be imported before the extension (shared types)
 
 from . import _ext
@@ -18,8 +20,37 @@ __all__ = [
     "can_use_fused",
     "neighborhood_attention",
     "neighborhood_can_use_fused",
+    "build_info",
+    "kernel_status",
 ]
 __version__ = "0.1.0"
+
+
+def _warn_kernel_failures():
+    """A kernel family that cannot be built or loaded makes its calls fall
+    back; say so once, where the user can see it."""
+    for message in _ext.take_kernel_warnings():
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def build_info() -> dict:
+    """The GPU backend of this build (``"metal"``, ``"cuda"`` or
+    ``"none"``), whether its kernels were built ahead of time (``aot``), and
+    whether they are compiled at run time now (``jit``:
+    ``MLX_FUSED_ATTN_JIT=1``, or a build without AOT kernels)."""
+    info = dict(_ext.build_info())
+    info["mlx_version"] = mx.__version__
+    return info
+
+
+def kernel_status() -> list[dict]:
+    """Every kernel library or pipeline checked so far in this process:
+    ``family``, ``device``, ``what`` and ``reason`` (empty where it loaded,
+    else why its calls fall back)."""
+    return [
+        {"family": f, "device": d, "what": w, "reason": r}
+        for f, d, w, r in _ext.kernel_outcomes()
+    ]
 
 
 def _check_types(q, k, v, scale, mask, sinks):
@@ -79,10 +110,13 @@ def scaled_dot_product_attention(
         statistics and accumulation are float32 whatever the input dtype.
     """
     _check_types(q, k, v, scale, mask, sinks)
-    return _ext.scaled_dot_product_attention(
-        q, k, v, scale=float(scale), mask=mask, sinks=sinks,
-        force_fused=bool(force_fused), stream=stream,
-    )
+    try:
+        return _ext.scaled_dot_product_attention(
+            q, k, v, scale=float(scale), mask=mask, sinks=sinks,
+            force_fused=bool(force_fused), stream=stream,
+        )
+    finally:
+        _warn_kernel_failures()
 
 
 def can_use_fused(
@@ -101,9 +135,12 @@ def can_use_fused(
     Invalid arguments raise exactly as ``scaled_dot_product_attention`` does.
     """
     _check_types(q, k, v, scale, mask, sinks)
-    return _ext.can_use_fused(
-        q, k, v, scale=float(scale), mask=mask, sinks=sinks, stream=stream
-    )
+    try:
+        return _ext.can_use_fused(
+            q, k, v, scale=float(scale), mask=mask, sinks=sinks, stream=stream
+        )
+    finally:
+        _warn_kernel_failures()
 
 
 def _per_axis(value, name, kind):
@@ -172,9 +209,12 @@ def neighborhood_attention(
         ``neighborhood_can_use_fused``).
     """
     ks, ds, cs, sc = _na_args(q, k, v, kernel_size, dilation, is_causal, scale)
-    return _ext.neighborhood_attention(
-        q, k, v, ks, dilation=ds, is_causal=cs, scale=sc, stream=stream
-    )
+    try:
+        return _ext.neighborhood_attention(
+            q, k, v, ks, dilation=ds, is_causal=cs, scale=sc, stream=stream
+        )
+    finally:
+        _warn_kernel_failures()
 
 
 def neighborhood_can_use_fused(
@@ -191,6 +231,9 @@ def neighborhood_can_use_fused(
     """Whether ``neighborhood_attention`` with these arguments runs a fused
     kernel, and if not, why. Invalid arguments raise as the op does."""
     ks, ds, cs, sc = _na_args(q, k, v, kernel_size, dilation, is_causal, scale)
-    return _ext.neighborhood_can_use_fused(
-        q, k, v, ks, dilation=ds, is_causal=cs, scale=sc, stream=stream
-    )
+    try:
+        return _ext.neighborhood_can_use_fused(
+            q, k, v, ks, dilation=ds, is_causal=cs, scale=sc, stream=stream
+        )
+    finally:
+        _warn_kernel_failures()

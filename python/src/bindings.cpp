@@ -4,10 +4,13 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include "mlx_fused_attn/attention.h"
+#include "mlx_fused_attn/backend/gpu.h"
+#include "mlx_fused_attn/backend/kernel_family.h"
 #include "mlx_fused_attn/neighborhood.h"
 
 namespace nb = nanobind;
@@ -108,4 +111,35 @@ NB_MODULE(_ext, m) {
       },
       "q"_a, "k"_a, "v"_a, "kernel_size"_a, nb::kw_only(), "dilation"_a,
       "is_causal"_a, "scale"_a = nb::none(), "stream"_a = nb::none());
+
+  m.def(
+      "take_kernel_warnings",
+      &mlx_fused_attn::take_kernel_warnings,
+      "Kernel build failures not yet reported (each once a process).");
+
+  m.def(
+      "kernel_outcomes",
+      [] {
+        std::vector<std::tuple<std::string, std::string, std::string, std::string>>
+            out;
+        for (const auto& o : mlx_fused_attn::kernel_outcomes()) {
+          out.emplace_back(o.family, o.device, o.what, o.reason);
+        }
+        return out;
+      },
+      "(family, device, what, reason) of every kernel checked so far; "
+      "reason is empty where it loaded.");
+
+  m.def(
+      "build_info",
+      [] {
+        const auto info = mlx_fused_attn::gpu::backend_info();
+        nb::dict d;
+        d["gpu_backend"] = info.name;
+        d["aot"] = info.aot;
+        d["jit"] = info.jit;
+        return d;
+      },
+      "The GPU backend this build has, whether its kernels were built ahead "
+      "of time, and whether they are compiled at run time now.");
 }

@@ -185,10 +185,20 @@ Support supports(
         << d.compute_capability_minor();
     return Support::no(msg.str());
   }
+  const int device = d.cuda_device();
+  const int arch = arch_of(d);
+  if (Support copy = cuda::copy_kernels_ready(dtype, device, arch); !copy.ok) {
+    return {false, kOp + copy.reason};
+  }
   // Short sequences run the short kernel (short_attention_covers), whose
   // grid is one axis of sequences; the reason names it.
   if (auto short_tiles =
-          cuda::short_attention_tiles_cuda(inputs, dtype, d.cuda_device())) {
+          cuda::short_attention_tiles_cuda(inputs, dtype, device)) {
+    const Support ready =
+        cuda::short_attention_ready(dtype, *short_tiles, D, device, arch);
+    if (!ready.ok) {
+      return {false, kOp + ready.reason};
+    }
     return {true, fa::short_attention_note(*short_tiles)};
   }
   if (q.shape(0) > kMaxGridYZ || q.shape(1) > kMaxGridYZ) {
@@ -197,17 +207,33 @@ Support supports(
         << " over the grid limit of " << kMaxGridYZ;
     return Support::no(msg.str());
   }
-  const fa::AttnTiles tiles = cuda::attention_tiles(
-      attention_key(spec, dtype, q, d.cuda_device(), arch_of(d)));
+  const cuda::AttentionKernelKey key =
+      attention_key(spec, dtype, q, device, arch);
+  const fa::AttnTiles tiles = cuda::attention_tiles(key);
   const int smem = fa::attention_smem_bytes(tiles, D, dtype);
-  if (smem > cuda::max_smem_per_block(d.cuda_device())) {
+  if (smem > cuda::max_smem_per_block(device)) {
     std::ostringstream msg;
     msg << kOp << "the kernel for head dim " << D << " and " << q.dtype()
         << " needs " << smem << " bytes of shared memory a block; this GPU "
-        << "allows " << cuda::max_smem_per_block(d.cuda_device());
+        << "allows " << cuda::max_smem_per_block(device);
     return Support::no(msg.str());
   }
-  return Support::yes();
+  const Support ready = cuda::kernel_ready(
+      KernelFamily::Attention,
+      cuda::attention_kernel_expression(key),
+      device,
+      tiles.warps * fa::kSimdWidth,
+      [&] { return cuda::attention_function(key, device, arch); });
+  return ready.ok ? ready : Support::no(kOp + ready.reason);
+}
+
+BackendInfo backend_info() {
+#ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
+  const bool aot = true;
+#else
+  const bool aot = false;
+#endif
+  return {"cuda", aot, cuda::use_jit()};
 }
 
 void eval(

@@ -1,11 +1,15 @@
-// The CUDA kernel sources (attention_kernel.cuh, strided_copy_kernel.cuh,
-// poison_kernel.cuh and every header they include), flattened to one text
-// at build time (metal/flatten_source.py, run by cmake/cuda.cmake) and
-// compiled by NVRTC when the JIT is chosen.
+// The CUDA kernel sources, one text a kernel family (its .cuh entry points
+// and every header they include), flattened at build time
+// (metal/flatten_source.py, run by cmake/cuda.cmake) and compiled by NVRTC
+// when the JIT is chosen.
 #pragma once
+
+#include <string>
 
 namespace mlx_fused_attn::cuda {
 
-const char* jit_source();
+/// The family's text (family_name: "attention", "short_attention",
+/// "neighborhood", "strided_copy"), or nullptr for another name.
+const char* jit_source(const std::string& family);
 
 } // namespace mlx_fused_attn::cuda

@@ -9,6 +9,7 @@
 #include <string>
 #include <tuple>
 
+#include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/jit_source.h"
 #include "mlx_fused_attn/backend/cuda/nvrtc_compiler.h"
 #ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
@@ -30,6 +31,7 @@ struct Driver {
   decltype(&::cuModuleLoadData) module_load_data;
   decltype(&::cuModuleGetFunction) module_get_function;
   decltype(&::cuFuncSetAttribute) func_set_attribute;
+  decltype(&::cuFuncGetAttribute) func_get_attribute;
   decltype(&::cuGetErrorString) get_error_string;
 };
 
@@ -52,6 +54,7 @@ const Driver& driver() {
     entry_point("cuModuleLoadData", &d.module_load_data);
     entry_point("cuModuleGetFunction", &d.module_get_function);
     entry_point("cuFuncSetAttribute", &d.func_set_attribute);
+    entry_point("cuFuncGetAttribute", &d.func_get_attribute);
     entry_point("cuGetErrorString", &d.get_error_string);
     return d;
   }();
@@ -73,8 +76,19 @@ void check(cudaError_t r, const std::string& what) {
   }
 }
 
-CUfunction load_jit(const std::string& expression, int arch) {
-  const CompiledKernel k = compile_kernel(jit_source(), expression, arch);
+CUfunction
+load_jit(KernelFamily family, const std::string& expression, int arch) {
+  const char* text = jit_source(family_name(family));
+  if (text == nullptr) {
+    throw std::logic_error(
+        std::string(kOp) + "internal error: no JIT source for " +
+        family_name(family));
+  }
+  std::string source = text;
+  if (family_broken_by_test(family)) {
+    source += injected_compile_error();
+  }
+  const CompiledKernel k = compile_kernel(source, expression, arch);
   CUmodule module;
   check(
       driver().module_load_data(&module, k.cubin.data()),
@@ -108,6 +122,7 @@ load_aot(const void* symbol, const std::string& expression, int device) {
 /// itself the driver gave the D = 128 attention kernel a split that holds
 /// 2 of its 68 KB blocks where 3 would fit (Nsight Compute's block limit).
 CUfunction cached(
+    KernelFamily family,
     const std::string& expression,
     int device,
     int arch,
@@ -115,14 +130,16 @@ CUfunction cached(
     const void* aot_symbol,
     bool max_shared = false) {
   static std::mutex mutex;
-  static std::map<std::tuple<std::string, int, bool>, CUfunction> functions;
-  const bool jit = use_jit();
+  static std::map<std::tuple<std::string, int, bool, bool>, CUfunction>
+      functions;
+  const bool broken = family_broken_by_test(family);
+  const bool jit = use_jit() || broken;
   std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(expression, device, jit);
+  const auto key = std::make_tuple(expression, device, jit, broken);
   if (auto it = functions.find(key); it != functions.end()) {
     return it->second;
   }
-  const CUfunction f = jit ? load_jit(expression, arch)
+  const CUfunction f = jit ? load_jit(family, expression, arch)
                            : load_aot(aot_symbol, expression, device);
   if (smem_bytes > 0) {
     check(
@@ -164,6 +181,7 @@ bool has_wgmma(int arch) {
 CUfunction
 attention_function(const AttentionKernelKey& key, int device, int arch) {
   return cached(
+      KernelFamily::Attention,
       attention_kernel_expression(key),
       device,
       arch,
@@ -174,6 +192,7 @@ attention_function(const AttentionKernelKey& key, int device, int arch) {
 
 CUfunction strided_copy_function(fa::DType dtype, int device, int arch) {
   return cached(
+      KernelFamily::Copy,
       strided_copy_kernel_expression(dtype),
       device,
       arch,
@@ -182,21 +201,66 @@ CUfunction strided_copy_function(fa::DType dtype, int device, int arch) {
 }
 
 CUfunction kernel_function(
+    KernelFamily family,
     const std::string& expression,
     int device,
     int arch,
     int smem_bytes,
     const void* aot_symbol) {
-  return cached(expression, device, arch, smem_bytes, aot_symbol);
+  return cached(family, expression, device, arch, smem_bytes, aot_symbol);
 }
 
 CUfunction poison_function(int device, int arch) {
   return cached(
+      KernelFamily::Copy,
       poison_kernel_expression(),
       device,
       arch,
       0,
       FA_AOT_SYMBOL(aot_poison_kernel()));
+}
+
+Support kernel_ready(
+    KernelFamily family,
+    const std::string& expression,
+    int device,
+    int threads,
+    const std::function<CUfunction()>& load) {
+  return kernel_available(
+      family,
+      "CUDA GPU " + std::to_string(device),
+      std::string(use_jit() ? "JIT " : "AOT ") + expression,
+      [&] {
+        const CUfunction f = load();
+        int max_threads = 0;
+        check(
+            driver().func_get_attribute(
+                &max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f),
+            "reading the thread limit of " + expression);
+        if (max_threads < threads) {
+          throw std::runtime_error(
+              expression + " takes at most " + std::to_string(max_threads) +
+              " threads a block; the launch needs " + std::to_string(threads));
+        }
+      });
+}
+
+Support copy_kernels_ready(fa::DType dtype, int device, int arch) {
+  const Support copy = kernel_ready(
+      KernelFamily::Copy,
+      strided_copy_kernel_expression(dtype),
+      device,
+      fa::kStridedCopyThreads,
+      [&] { return strided_copy_function(dtype, device, arch); });
+  if (!copy.ok) {
+    return copy;
+  }
+  return kernel_ready(
+      KernelFamily::Copy,
+      poison_kernel_expression(),
+      device,
+      fa::kPoisonThreads,
+      [&] { return poison_function(device, arch); });
 }
 
 } // namespace mlx_fused_attn::cuda

@@ -114,6 +114,17 @@ void poison(mx::array& out, cu::CommandEncoder& enc, int device, int arch) {
       n);
 }
 
+CUfunction na_function(const cuda::NaKernelKey& key, int device, int arch) {
+  return cuda::kernel_function(
+      KernelFamily::Neighborhood,
+      cuda::na_kernel_expression(key),
+      device,
+      arch,
+      fa::na_smem_bytes(
+          cuda::na_tiles(key), key.head_dim, key.dtype, key.n_axes),
+      aot_na_kernel(key));
+}
+
 /// MLX_FUSED_ATTN_NA_RUN=n: 1-D threadgroups take runs of n tiles where the
 /// kernel can (1: a tile each), whatever the device holds; read at every
 /// call, so that tests can set it.
@@ -160,7 +171,20 @@ Support na_supports(const NaSpec& spec, const std::vector<mx::array>& inputs) {
         << "allows " << cuda::max_smem_per_block(d.cuda_device());
     return Support::no(msg.str());
   }
-  return Support::yes();
+  const int device = d.cuda_device();
+  const int arch =
+      d.compute_capability_major() * 10 + d.compute_capability_minor();
+  if (Support copy = cuda::copy_kernels_ready(dtype, device, arch); !copy.ok) {
+    return {false, kOp + copy.reason};
+  }
+  const cuda::NaKernelKey key{dtype, D, spec.n_axes};
+  const Support ready = cuda::kernel_ready(
+      KernelFamily::Neighborhood,
+      cuda::na_kernel_expression(key),
+      device,
+      cuda::na_tiles(key).warps * fa::kSimdWidth,
+      [&] { return na_function(key, device, arch); });
+  return ready.ok ? ready : Support::no(kOp + ready.reason);
 }
 
 void na_eval(
@@ -221,12 +245,7 @@ void na_eval(
   }
   enc.set_output_array(out);
   enc.add_kernel_node_ex(
-      cuda::kernel_function(
-          cuda::na_kernel_expression(key),
-          device,
-          arch,
-          smem,
-          aot_na_kernel(key)),
+      na_function(key, device, arch),
       dim3(l.grid.blocks, l.params.H, l.params.B),
       dim3(l.tiles.warps * fa::kSimdWidth),
       {},

@@ -35,7 +35,39 @@ const void* aot_short_attention_kernel(const ShortAttentionKernelKey& key) {
   return nullptr;
 }
 
+CUfunction short_attention_function(
+    fa::DType dtype,
+    fa::ShortAttnTiles tiles,
+    int head_dim,
+    int device,
+    int arch) {
+  const ShortAttentionKernelKey key{dtype, head_dim, tiles.seq};
+  return kernel_function(
+      KernelFamily::ShortAttention,
+      short_attention_kernel_expression(key),
+      device,
+      arch,
+      fa::short_attention_smem_bytes(tiles, head_dim, dtype),
+      aot_short_attention_kernel(key));
+}
+
 } // namespace
+
+Support short_attention_ready(
+    fa::DType dtype,
+    fa::ShortAttnTiles tiles,
+    int head_dim,
+    int device,
+    int arch) {
+  return kernel_ready(
+      KernelFamily::ShortAttention,
+      short_attention_kernel_expression({dtype, head_dim, tiles.seq}),
+      device,
+      tiles.warps * fa::kSimdWidth,
+      [&] {
+        return short_attention_function(dtype, tiles, head_dim, device, arch);
+      });
+}
 
 std::optional<fa::ShortAttnTiles> short_attention_tiles_cuda(
     const std::vector<mx::array>& inputs,
@@ -83,14 +115,9 @@ void launch_short_attention(
   features.causal = spec.mask == MaskKind::Causal;
   features.has_sinks = spec.has_sinks;
 
-  const ShortAttentionKernelKey key{dtype, params.D, tiles.seq};
   const int smem = fa::short_attention_smem_bytes(tiles, params.D, dtype);
-  const CUfunction function = kernel_function(
-      short_attention_kernel_expression(key),
-      device,
-      arch,
-      smem,
-      aot_short_attention_kernel(key));
+  const CUfunction function =
+      short_attention_function(dtype, tiles, params.D, device, arch);
   const int64_t sequences = int64_t(params.B) * params.H_q;
   const dim3 grid(
       static_cast<unsigned>((sequences + tiles.problems - 1) / tiles.problems));

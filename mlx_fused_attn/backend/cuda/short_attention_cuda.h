@@ -27,6 +27,14 @@ std::optional<fa::ShortAttnTiles> short_attention_tiles_cuda(
 /// Adds the short kernel to the encoder's graph. The caller has registered
 /// every array with the encoder; q, k, v have 16-byte aligned rows, as
 /// cp.async needs, and `params` describes them and `out`.
+/// Whether the short kernel for these tiles loads and takes its launch.
+Support short_attention_ready(
+    fa::DType dtype,
+    fa::ShortAttnTiles tiles,
+    int head_dim,
+    int device,
+    int arch);
+
 void launch_short_attention(
     mlx::core::cu::CommandEncoder& enc,
     const AttentionSpec& spec,

@@ -1,16 +1,11 @@
 // The GPU interface (backend/gpu.h) on Metal: what the fused kernel covers,
 // and its dispatch through MLX's Metal device and command encoder.
 //
-// Kernels come from the .metallib built next to this library (AOT), or from
-// the embedded source compiled at run time (JIT) when MLX_FUSED_ATTN_JIT=1 or
-// when the build has no metallib. Both hold the same kernels under the same
-// names; MLX's Device caches the libraries and the specialised pipelines.
-#include <dlfcn.h>
-
+// Kernels come from their family's library (kernel_library.h). supports()
+// builds the pipeline a call will use and checks it against the dispatch,
+// so that a kernel that cannot run makes the call fall back before its
+// graph exists; MLX's Device caches the libraries and pipelines for eval.
 #include <algorithm>
-#include <cstdlib>
-#include <filesystem>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -19,7 +14,6 @@
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
-#include "mlx_fused_attn/backend/metal/jit_source.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/backend/metal/short_attention_metal.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
@@ -37,36 +31,16 @@ namespace {
 
 constexpr const char* kOp = "[scaled_dot_product_attention] Metal: ";
 
-/// Directory of the shared library holding this code: the metallib is
-/// installed beside it.
-std::string library_dir() {
-  Dl_info info;
-  if (!dladdr(reinterpret_cast<void*>(&library_dir), &info)) {
-    throw std::runtime_error(
-        std::string(kOp) + "cannot locate the mlx_fused_attn library");
-  }
-  return std::filesystem::path(info.dli_fname).parent_path().string();
-}
+/// Threads a threadgroup of the strided copy (at most).
+constexpr size_t kCopyThreads = 256;
 
-bool use_jit() {
-#ifdef MLX_FUSED_ATTN_HAS_METALLIB
-  const char* env = std::getenv("MLX_FUSED_ATTN_JIT");
-  return env != nullptr && std::string(env) == "1";
-#else
-  return true;
-#endif
-}
-
-MTL::Library* kernel_library(mx::metal::Device& d) {
-  if (use_jit()) {
-    return d.get_library(
-        "mlx_fused_attn_jit", [] { return std::string(metal::jit_source()); });
-  }
-  return d.get_library("mlx_fused_attn", library_dir());
-}
-
-std::string strided_copy_kernel_name(fa::DType dtype) {
-  return std::string("fa_strided_copy_") + fa::dtype_name(dtype);
+MetalPipeline strided_copy_pipeline(fa::DType dtype) {
+  MetalPipeline p;
+  p.family = KernelFamily::Copy;
+  p.kernel_name = std::string("fa_strided_copy_") + fa::dtype_name(dtype);
+  p.hash_name = p.kernel_name;
+  p.threads = kCopyThreads;
+  return p;
 }
 
 /// `x` with a unit stride along its last axis: `x` itself, or a contiguous
@@ -90,33 +64,82 @@ mx::array with_contiguous_rows(
     params.strides[i] = i < pad ? 0 : x.strides()[i - pad];
   }
 
-  auto* kernel =
-      d.get_kernel(strided_copy_kernel_name(dtype), kernel_library(d));
-  enc.set_compute_pipeline_state(kernel);
+  enc.set_compute_pipeline_state(get_pipeline(d, strided_copy_pipeline(dtype)));
   enc.set_input_array(x, 0);
   enc.set_output_array(copy, 1);
   enc.set_bytes(params, 2);
   const size_t inner = size_t(params.shape[2]) * params.shape[3];
   MTL::Size grid(inner, params.shape[1], params.shape[0]);
-  MTL::Size group(std::min<size_t>(inner, 256), 1, 1);
+  MTL::Size group(std::min(inner, kCopyThreads), 1, 1);
   enc.dispatch_threads(grid, group);
   enc.add_temporary(copy);
   return copy;
 }
 
-} // namespace
+/// The general kernel's pipeline for a call.
+MetalPipeline general_pipeline(
+    const AttentionSpec& spec,
+    fa::DType dtype,
+    int L_q,
+    int L_k,
+    int D) {
+  const fa::AttnTiles tiles = fa::choose_attention_tiles(
+      D, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
+  fa::AttnFeatures features{};
+  features.has_mask =
+      spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive;
+  features.bool_mask = spec.mask == MaskKind::Bool;
+  features.causal = spec.mask == MaskKind::Causal;
+  features.has_sinks = spec.has_sinks;
+  features.align_q = L_q % tiles.bq == 0;
+  features.align_k = L_k % tiles.bk == 0;
 
-MTL::Library* metal_kernel_library(mx::metal::Device& d) {
-  return kernel_library(d);
+  MetalPipeline p;
+  p.family = KernelFamily::Attention;
+  p.kernel_name = fa::attention_kernel_name(dtype, D, tiles);
+  p.hash_name = fa::attention_pipeline_name(p.kernel_name, features);
+#define FA_FUNCTION_CONSTANT(name, index) \
+  p.constants.push_back({index, features.name});
+  FA_ATTENTION_FEATURES(FA_FUNCTION_CONSTANT)
+#undef FA_FUNCTION_CONSTANT
+  p.threads = size_t(fa::kSimdWidth) * tiles.warps;
+  return p;
 }
 
+/// The pipeline that runs a covered call: the short kernel's or the
+/// general one's.
+MetalPipeline call_pipeline(
+    const AttentionSpec& spec,
+    const std::vector<mx::array>& inputs,
+    fa::DType dtype) {
+  const int D = inputs[0].shape(3);
+  if (auto tiles = short_attention_tiles_metal(inputs, dtype)) {
+    return short_attention_pipeline(spec, dtype, *tiles, D);
+  }
+  return general_pipeline(
+      spec, dtype, inputs[0].shape(2), inputs[1].shape(2), D);
+}
+
+} // namespace
+
 Support supports(
-    const AttentionSpec& /* spec: every mask kind and sinks are covered */,
+    const AttentionSpec& spec,
     const std::vector<mx::array>& inputs) {
   fa::DType dtype;
   if (Support covered = attention_kernel_covers(kOp, inputs, &dtype);
       !covered.ok) {
     return covered;
+  }
+  auto& d = mx::metal::device(mx::Device::gpu);
+  // Strided q, k, v and sinks are copied first (with_contiguous_rows), and
+  // whether they are is known only at eval.
+  if (Support copy = pipeline_ready(d, strided_copy_pipeline(dtype));
+      !copy.ok) {
+    return {false, kOp + copy.reason};
+  }
+  if (Support ready = pipeline_ready(d, call_pipeline(spec, inputs, dtype));
+      !ready.ok) {
+    return {false, kOp + ready.reason};
   }
   // Short sequences run the short kernel (short_attention_covers); the
   // reason names it.
@@ -156,23 +179,6 @@ void eval(
   const int L_k = k.shape(2);
   const int D = q.shape(3);
 
-  const fa::AttnTiles tiles = fa::choose_attention_tiles(
-      D, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
-  fa::AttnFeatures features{};
-  features.has_mask = has_mask;
-  features.bool_mask = spec.mask == MaskKind::Bool;
-  features.causal = spec.mask == MaskKind::Causal;
-  features.has_sinks = spec.has_sinks;
-  features.align_q = L_q % tiles.bq == 0;
-  features.align_k = L_k % tiles.bk == 0;
-
-  mx::metal::MTLFCList function_constants = {
-#define FA_FUNCTION_CONSTANT(name, index) \
-  {&features.name, MTL::DataType::DataTypeBool, index},
-      FA_ATTENTION_FEATURES(FA_FUNCTION_CONSTANT)
-#undef FA_FUNCTION_CONSTANT
-  };
-
   fa::AttnParams params{};
   params.B = B;
   params.H_q = H_q;
@@ -196,19 +202,13 @@ void eval(
     }
   }
 
+  const MetalPipeline pipeline = call_pipeline(spec, inputs, dtype);
+  auto* kernel = get_pipeline(d, pipeline);
   if (auto short_tiles = short_attention_tiles_metal(inputs, dtype)) {
     encode_short_attention(
-        d, enc, kernel_library(d), spec, dtype, *short_tiles, params, inputs,
-        q, k, v, sinks, out);
+        enc, kernel, spec, *short_tiles, params, inputs, q, k, v, sinks, out);
     return;
   }
-
-  const std::string kernel_name = fa::attention_kernel_name(dtype, D, tiles);
-  auto* kernel = d.get_kernel(
-      /* base_name = */ kernel_name,
-      /* mtl_lib = */ kernel_library(d),
-      /* hash_name = */ fa::attention_pipeline_name(kernel_name, features),
-      /* func_consts = */ function_constants);
 
   enc.set_compute_pipeline_state(kernel);
   enc.set_input_array(q, 0);
@@ -223,6 +223,8 @@ void eval(
     enc.set_input_array(sinks, 6);
   }
 
+  const fa::AttnTiles tiles = fa::choose_attention_tiles(
+      D, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
   const MTL::Size grid((L_q + tiles.bq - 1) / tiles.bq, H_q, B);
   const MTL::Size group(fa::kSimdWidth, tiles.warps, 1);
   enc.dispatch_threadgroups(grid, group);

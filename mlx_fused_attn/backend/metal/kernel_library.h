@@ -1,13 +1,51 @@
-// The Metal library holding this package's kernels, for the host code of
-// each kernel family: the metallib installed beside the library (AOT), or
-// the embedded source compiled at run time (JIT) when MLX_FUSED_ATTN_JIT=1
-// or the build has no metallib. Defined in attention_metal.cpp.
+// The Metal libraries of the kernel families, and the checks that decide,
+// before a graph is built, whether a family's kernel can run: its library
+// builds or loads, and the specialised pipeline fits the dispatch.
+//
+// A family's library is its metallib installed beside this library (AOT,
+// mlx_fused_attn_<family>.metallib) or its embedded source compiled at run
+// time (JIT) when MLX_FUSED_ATTN_JIT=1 or the build has no metallibs. One
+// library a family: one family's compile error leaves the others running.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "mlx/backend/metal/device.h"
+#include "mlx_fused_attn/backend/kernel_family.h"
 
 namespace mlx_fused_attn::gpu {
 
-MTL::Library* metal_kernel_library(mlx::core::metal::Device& d);
+/// The family's library; throws (with MLX's or the compiler's message) when
+/// it cannot be built or loaded.
+MTL::Library* family_library(mlx::core::metal::Device& d, KernelFamily family);
+
+/// Whether the family's library builds or loads on `d` (decided once).
+Support family_ready(mlx::core::metal::Device& d, KernelFamily family);
+
+/// A boolean [[function_constant(index)]] value.
+struct BoolConstant {
+  int index;
+  bool value;
+};
+
+/// One specialised pipeline of a family, as eval will ask MLX for it.
+struct MetalPipeline {
+  KernelFamily family;
+  std::string kernel_name; ///< [[host_name]] in the family's library
+  std::string hash_name; ///< MLX's cache key: the name and the constants
+  std::vector<BoolConstant> constants;
+  size_t threads; ///< threads per threadgroup of the dispatch
+};
+
+/// Whether the pipeline builds and takes the dispatch: at least `threads`
+/// threads a threadgroup, and static threadgroup memory within the device's
+/// limit (decided once per pipeline).
+Support pipeline_ready(mlx::core::metal::Device& d, const MetalPipeline& p);
+
+/// The pipeline, built (or found in MLX's cache) for eval.
+MTL::ComputePipelineState* get_pipeline(
+    mlx::core::metal::Device& d,
+    const MetalPipeline& p);
 
 } // namespace mlx_fused_attn::gpu

@@ -1,7 +1,6 @@
 // The neighborhood half of the GPU interface (backend/gpu_na.h) on Metal:
 // the kernel of metal/neighborhood.metal, dispatched through MLX's Metal
-// device and command encoder, from the same library as the attention
-// kernels (kernel_library.h).
+// device and command encoder, from its family's library (kernel_library.h).
 #include <stdexcept>
 #include <string>
 
@@ -10,6 +9,7 @@
 #include "mlx_fused_attn/backend/gpu_na.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/backend/na_launch.h"
+#include "mlx_fused_attn/kernels/na_config.h"
 #include "mlx_fused_attn/kernels/na_kernel_name.h"
 
 namespace mlx_fused_attn::gpu {
@@ -20,11 +20,28 @@ namespace {
 
 constexpr const char* kOp = "[neighborhood_attention] Metal: ";
 
+MetalPipeline na_pipeline(int n_axes, fa::DType dtype, int head_dim) {
+  const fa::AttnTiles tiles =
+      fa::choose_na_tiles(head_dim, dtype, fa::Backend::Metal, n_axes);
+  MetalPipeline p;
+  p.family = KernelFamily::Neighborhood;
+  p.kernel_name = fa::na_kernel_name(n_axes, dtype, head_dim, tiles);
+  p.hash_name = p.kernel_name;
+  p.threads = size_t(fa::kSimdWidth) * tiles.warps;
+  return p;
+}
+
 } // namespace
 
-Support na_supports(const NaSpec&, const std::vector<mx::array>& inputs) {
+Support na_supports(const NaSpec& spec, const std::vector<mx::array>& inputs) {
   fa::DType dtype;
-  return na_kernel_covers(kOp, inputs, &dtype);
+  if (Support covered = na_kernel_covers(kOp, inputs, &dtype); !covered.ok) {
+    return covered;
+  }
+  auto& d = mx::metal::device(mx::Device::gpu);
+  const Support ready = pipeline_ready(
+      d, na_pipeline(spec.n_axes, dtype, inputs[0].shape(-1)));
+  return ready.ok ? ready : Support::no(kOp + ready.reason);
 }
 
 void na_eval(
@@ -46,10 +63,8 @@ void na_eval(
   const NaLaunch l = na_launch(
       spec, fa::Backend::Metal, dtype, q, inputs[1], inputs[2], out);
 
-  auto* kernel = d.get_kernel(
-      fa::na_kernel_name(l.n_axes, dtype, l.head_dim, l.tiles),
-      metal_kernel_library(d));
-  enc.set_compute_pipeline_state(kernel);
+  enc.set_compute_pipeline_state(
+      get_pipeline(d, na_pipeline(l.n_axes, dtype, l.head_dim)));
   enc.set_input_array(q, 0);
   enc.set_input_array(inputs[1], 1);
   enc.set_input_array(inputs[2], 2);

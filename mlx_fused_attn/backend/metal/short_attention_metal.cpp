@@ -30,12 +30,34 @@ std::optional<fa::ShortAttnTiles> short_attention_tiles_metal(
       D, dtype, fa::Backend::Metal, fa::short_attention_seq(L_q, L_k));
 }
 
-void encode_short_attention(
-    mx::metal::Device& d,
-    mx::metal::CommandEncoder& enc,
-    MTL::Library* library,
+MetalPipeline short_attention_pipeline(
     const AttentionSpec& spec,
     fa::DType dtype,
+    fa::ShortAttnTiles tiles,
+    int D) {
+  fa::ShortAttnFeatures features{};
+  features.has_mask =
+      spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive;
+  features.bool_mask = spec.mask == MaskKind::Bool;
+  features.causal = spec.mask == MaskKind::Causal;
+  features.has_sinks = spec.has_sinks;
+
+  MetalPipeline p;
+  p.family = KernelFamily::ShortAttention;
+  p.kernel_name = fa::short_attention_kernel_name(dtype, D, tiles);
+  p.hash_name = fa::short_attention_pipeline_name(p.kernel_name, features);
+#define FA_SHORT_FUNCTION_CONSTANT(name, index) \
+  p.constants.push_back({index, features.name});
+  FA_SHORT_ATTENTION_FEATURES(FA_SHORT_FUNCTION_CONSTANT)
+#undef FA_SHORT_FUNCTION_CONSTANT
+  p.threads = size_t(fa::kSimdWidth) * tiles.warps;
+  return p;
+}
+
+void encode_short_attention(
+    mx::metal::CommandEncoder& enc,
+    MTL::ComputePipelineState* pipeline,
+    const AttentionSpec& spec,
     fa::ShortAttnTiles tiles,
     const fa::AttnParams& params,
     const std::vector<mx::array>& inputs,
@@ -44,39 +66,18 @@ void encode_short_attention(
     const mx::array& v,
     const mx::array& sinks,
     mx::array& out) {
-  fa::ShortAttnFeatures features{};
-  features.has_mask =
+  const bool has_mask =
       spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive;
-  features.bool_mask = spec.mask == MaskKind::Bool;
-  features.causal = spec.mask == MaskKind::Causal;
-  features.has_sinks = spec.has_sinks;
-
-  mx::metal::MTLFCList function_constants = {
-#define FA_SHORT_FUNCTION_CONSTANT(name, index) \
-  {&features.name, MTL::DataType::DataTypeBool, index},
-      FA_SHORT_ATTENTION_FEATURES(FA_SHORT_FUNCTION_CONSTANT)
-#undef FA_SHORT_FUNCTION_CONSTANT
-  };
-
-  const std::string kernel_name =
-      fa::short_attention_kernel_name(dtype, params.D, tiles);
-  auto* kernel = d.get_kernel(
-      /* base_name = */ kernel_name,
-      /* mtl_lib = */ library,
-      /* hash_name = */
-      fa::short_attention_pipeline_name(kernel_name, features),
-      /* func_consts = */ function_constants);
-
-  enc.set_compute_pipeline_state(kernel);
+  enc.set_compute_pipeline_state(pipeline);
   enc.set_input_array(q, 0);
   enc.set_input_array(k, 1);
   enc.set_input_array(v, 2);
   enc.set_output_array(out, 3);
   enc.set_bytes(params, 4);
-  if (features.has_mask) {
+  if (has_mask) {
     enc.set_input_array(inputs[3], 5);
   }
-  if (features.has_sinks) {
+  if (spec.has_sinks) {
     enc.set_input_array(sinks, 6);
   }
 

@@ -9,6 +9,7 @@
 
 #include "mlx/array.h"
 #include "mlx/backend/metal/device.h"
+#include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/kernels/short_attention_config.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/spec.h"
@@ -22,14 +23,20 @@ std::optional<fa::ShortAttnTiles> short_attention_tiles_metal(
     const std::vector<mlx::core::array>& inputs,
     fa::DType dtype);
 
-/// Encodes the short kernel. q, k, v and sinks have unit-stride rows;
-/// `params` describes them and `out`; the mask, if any, is inputs[3].
-void encode_short_attention(
-    mlx::core::metal::Device& d,
-    mlx::core::metal::CommandEncoder& enc,
-    MTL::Library* library,
+/// The short kernel's pipeline for a call of head dim `D`.
+MetalPipeline short_attention_pipeline(
     const AttentionSpec& spec,
     fa::DType dtype,
+    fa::ShortAttnTiles tiles,
+    int D);
+
+/// Encodes the short kernel with `pipeline` (short_attention_pipeline's).
+/// q, k, v and sinks have unit-stride rows; `params` describes them and
+/// `out`; the mask, if any, is inputs[3].
+void encode_short_attention(
+    mlx::core::metal::CommandEncoder& enc,
+    MTL::ComputePipelineState* pipeline,
+    const AttentionSpec& spec,
     fa::ShortAttnTiles tiles,
     const fa::AttnParams& params,
     const std::vector<mlx::core::array>& inputs,

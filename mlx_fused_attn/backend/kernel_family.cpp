@@ -1,0 +1,130 @@
+#include "mlx_fused_attn/backend/kernel_family.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+namespace mlx_fused_attn {
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  /// (device, what) -> (family, reason); reason empty: loaded.
+  std::map<std::pair<std::string, std::string>, std::pair<KernelFamily, std::string>>
+      outcomes;
+  std::vector<std::string> pending_warnings;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+} // namespace
+
+const char* family_name(KernelFamily family) {
+  switch (family) {
+    case KernelFamily::Attention:
+      return "attention";
+    case KernelFamily::ShortAttention:
+      return "short_attention";
+    case KernelFamily::Neighborhood:
+      return "neighborhood";
+    case KernelFamily::Copy:
+      return "strided_copy";
+  }
+  return "unknown";
+}
+
+bool family_broken_by_test(KernelFamily family) {
+  const char* env = std::getenv("MLX_FUSED_ATTN_BREAK_FAMILY");
+  if (env == nullptr) {
+    return false;
+  }
+  std::stringstream list(env);
+  std::string name;
+  while (std::getline(list, name, ',')) {
+    if (name == family_name(family)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* injected_compile_error() {
+  return "\n#error \"injected by MLX_FUSED_ATTN_BREAK_FAMILY (a test hook)\"\n";
+}
+
+Support kernel_available(
+    KernelFamily family,
+    const std::string& device,
+    const std::string& what,
+    const std::function<void()>& load) {
+  Registry& r = registry();
+  // Held across load(): MLX builds libraries and pipelines under its own
+  // locks, and a second caller should wait for the first outcome, not race
+  // it into a second compile.
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const auto key = std::make_pair(device, what);
+  auto it = r.outcomes.find(key);
+  if (it == r.outcomes.end()) {
+    std::string reason;
+    try {
+      load();
+    } catch (const std::exception& e) {
+      reason = e.what();
+      if (reason.empty()) {
+        reason = "unknown error";
+      }
+    }
+    it = r.outcomes.emplace(key, std::make_pair(family, reason)).first;
+    if (!reason.empty()) {
+      r.pending_warnings.push_back(
+          "mlx_fused_attn: the " + std::string(family_name(family)) +
+          " kernels cannot run on " + device + " (" + what +
+          "), so calls that need them run unfused: " + reason);
+    }
+  }
+  const std::string& reason = it->second.second;
+  if (reason.empty()) {
+    return Support::yes();
+  }
+  return Support::no(
+      "the " + std::string(family_name(family)) + " kernel family is "
+      "unavailable on " + device + " (" + what + "): " + reason);
+}
+
+Support cpu_kernel_available(KernelFamily family) {
+  const bool broken = family_broken_by_test(family);
+  return kernel_available(
+      family, "CPU", broken ? "CPU kernel (broken)" : "CPU kernel", [&] {
+        if (broken) {
+          throw std::runtime_error(
+              "disabled by MLX_FUSED_ATTN_BREAK_FAMILY (a test hook)");
+        }
+      });
+}
+
+std::vector<std::string> take_kernel_warnings() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::string> out;
+  out.swap(r.pending_warnings);
+  return out;
+}
+
+std::vector<KernelOutcome> kernel_outcomes() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<KernelOutcome> out;
+  for (const auto& [key, value] : r.outcomes) {
+    out.push_back({family_name(value.first), key.first, key.second, value.second});
+  }
+  return out;
+}
+
+} // namespace mlx_fused_attn

@@ -1,0 +1,126 @@
+"""A kernel family that cannot be built falls back safely: the test hook
+MLX_FUSED_ATTN_BREAK_FAMILY puts a compile error into one family's source
+(GPU: the real compiler fails on it; CPU: the kernel refuses), and then
+
+- the calls that need that family run as plain MLX ops, with right results;
+- can_use_fused says (False, reason), the reason naming the family and the
+  compiler's message; force_fused=True raises it;
+- one RuntimeWarning says so, once a process;
+- the other families stay fused.
+
+Each case runs in a fresh process: outcomes are kept for the process."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import mlx.core as mx
+import pytest
+
+DEVICES = ["cpu"] + (["gpu"] if mx.is_available(mx.gpu) else [])
+
+CHILD = textwrap.dedent(
+    r"""
+    import json, sys, warnings
+    import mlx.core as mx
+    import numpy as np
+    import mlx_fused_attn as fa
+
+    device = mx.cpu if sys.argv[1] == "cpu" else mx.gpu
+    mx.set_default_device(device)
+    result = {}
+    q = mx.random.normal((2, 4, 40, 64), key=mx.random.key(0)).astype(mx.float16)
+    k = mx.random.normal((2, 2, 70, 64), key=mx.random.key(1)).astype(mx.float16)
+    v = mx.random.normal((2, 2, 70, 64), key=mx.random.key(2)).astype(mx.float16)
+    x = mx.random.normal((1, 50, 4, 32), key=mx.random.key(3)).astype(mx.float16)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result["attention"] = fa.can_use_fused(q, k, v, scale=0.125, mask="causal")
+        outs = [fa.scaled_dot_product_attention(q, k, v, scale=0.125, mask="causal")
+                for _ in range(3)]
+        ref = mx.fast.scaled_dot_product_attention(
+            q.astype(mx.float32), k.astype(mx.float32), v.astype(mx.float32),
+            scale=0.125, mask="causal", stream=mx.cpu)
+        result["attention_err"] = max(
+            float(mx.abs(o.astype(mx.float32) - ref).max()) for o in outs)
+        result["neighborhood"] = fa.neighborhood_can_use_fused(x, x, x, 7)
+        na = fa.neighborhood_attention(x, x, x, 7)
+        na_ref = fa.neighborhood_attention(
+            x.astype(mx.float32), x.astype(mx.float32), x.astype(mx.float32), 7,
+            stream=mx.cpu)
+        result["neighborhood_err"] = float(mx.abs(na.astype(mx.float32) - na_ref).max())
+        try:
+            fa.scaled_dot_product_attention(q, k, v, scale=0.125, force_fused=True)
+            result["forced"] = ""
+        except ValueError as e:
+            result["forced"] = str(e)
+    result["warnings"] = [str(w.message) for w in caught if w.category is RuntimeWarning]
+    result["status"] = fa.kernel_status()
+    print(json.dumps(result))
+    """
+)
+
+
+def run_child(device, broken):
+    env = dict(os.environ)
+    env.pop("MLX_FUSED_ATTN_BREAK_FAMILY", None)
+    if broken:
+        env["MLX_FUSED_ATTN_BREAK_FAMILY"] = broken
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, device], env=env, capture_output=True,
+        text=True, timeout=900,
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_unbroken_families_run_fused(device):
+    r = run_child(device, None)
+    assert r["attention"][0], r["attention"]
+    assert r["neighborhood"][0], r["neighborhood"]
+    assert r["warnings"] == []
+    assert all(s["reason"] == "" for s in r["status"]), r["status"]
+    assert r["attention_err"] < 1e-2 and r["neighborhood_err"] < 1e-2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_broken_attention_falls_back_and_neighborhood_stays_fused(device):
+    r = run_child(device, "attention")
+    ok, reason = r["attention"]
+    assert not ok
+    assert "attention kernel family is unavailable" in reason, reason
+    assert "MLX_FUSED_ATTN_BREAK_FAMILY" in reason, reason
+    # The fallback's answer is right.
+    assert r["attention_err"] < 1e-2
+    assert reason in r["forced"], r["forced"]
+    # Said once, however many calls.
+    assert len(r["warnings"]) == 1, r["warnings"]
+    assert "attention kernels cannot run" in r["warnings"][0]
+    assert r["neighborhood"][0], r["neighborhood"]
+    assert r["neighborhood_err"] < 1e-2
+    failed = [s for s in r["status"] if s["reason"]]
+    assert [s["family"] for s in failed] == ["attention"], r["status"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_broken_neighborhood_falls_back_and_attention_stays_fused(device):
+    r = run_child(device, "neighborhood")
+    ok, reason = r["neighborhood"]
+    assert not ok
+    assert "neighborhood kernel family is unavailable" in reason, reason
+    assert r["neighborhood_err"] < 1e-2
+    assert len(r["warnings"]) == 1, r["warnings"]
+    assert r["attention"][0], r["attention"]
+    assert r["attention_err"] < 1e-2
+
+
+@pytest.mark.skipif("gpu" not in DEVICES, reason="needs a GPU: the copy family is GPU-only")
+def test_broken_copy_family_takes_its_users_down_safely():
+    r = run_child("gpu", "strided_copy")
+    ok, reason = r["attention"]
+    assert not ok and "strided_copy kernel family is unavailable" in reason, reason
+    assert r["attention_err"] < 1e-2 and r["neighborhood_err"] < 1e-2
