@@ -209,7 +209,9 @@ class _Checker:
         self.previous = {}  # redeclaration id -> earlier declaration id
         self.calls = set()  # (caller id, callee id)
         self.typedefs = {}  # name -> aliased type, to read template arguments
-        self.specializations = []  # (template name, [args], function id)
+        # (name, [template arguments], id) of every function template
+        # specialization and function definition outside templates.
+        self.specializations = []
         self.shared = {}  # function id -> [(array name, type)]
 
     def report(self, offset, rule, message):
@@ -248,6 +250,8 @@ class _Checker:
             if kernel and offset is not None:
                 self.visit(node, kind, offset, instance, function, callee)
             children = node.get("inner", [])
+            if kind in _FUNCTIONS and not instance and any(c.get("kind") == "CompoundStmt" for c in children):
+                self.specializations.append((node.get("name"), [], node["id"]))
             if kind in _TEMPLATES:
                 templated = [c for c in children if c.get("kind") not in _TEMPLATE_PARAMS]
                 for c in templated[1:]:
@@ -317,6 +321,7 @@ class _Checker:
             self.report(offset, "double", f"{what} has type '{written[0]}': {RULES['double']}")
         if any(_FUNCTION_POINTER.search(t) for t in written):
             self.report(offset, "function-pointer", f"{what} has type '{written[0]}': {RULES['function-pointer']}")
+            return  # a function has no address space
         if instance or not written:
             return
         unqualified = _unqualified_declarators(written[0])
@@ -366,7 +371,7 @@ class _Checker:
         for host, name, args in self.instances:
             key = (name, tuple(self.resolve(a) for a in args))
             if key not in by_args:
-                self.report(0, "compile", f"kernel '{host}': no instantiation of {name}<{', '.join(args)}> in the AST")
+                self.report(0, "threadgroup-memory", f"kernel '{host}': cannot find {name}<{', '.join(args)}> in the AST")
                 continue
             fid = by_args[key]
             total, parts = 0, []
