@@ -115,7 +115,9 @@ class Finding:
     message: str
 
     def __str__(self):
-        path = os.path.relpath(self.path, REPO_ROOT) if self.path.startswith(REPO_ROOT) else self.path
+        path = self.path
+        if path.startswith(REPO_ROOT + os.sep):
+            path = os.path.relpath(path, REPO_ROOT)
         return f"{path}:{self.line}:{self.col}: [{self.rule}] {self.message}"
 
 
@@ -199,6 +201,15 @@ def _unqualified_declarators(type_text):
     return count
 
 
+def _args(function):
+    """The template arguments of a function template specialization."""
+    return [
+        a["type"]["qualType"] if "type" in a else str(a.get("value"))
+        for a in function.get("inner", [])
+        if a.get("kind") == "TemplateArgument"
+    ]
+
+
 class _Checker:
     def __init__(self, unit, source_map, kernel_instances):
         self.unit = unit.encode()
@@ -212,11 +223,11 @@ class _Checker:
         # (name, [template arguments], id) of every function template
         # specialization and function definition outside templates.
         self.specializations = []
-        self.shared = {}  # function id -> [(array name, type)]
+        self.shared = {}  # function id -> [(name, type)] of its static variables
 
-    def report(self, offset, rule, message):
+    def report(self, offset, rule, detail):
         path, line, col, _ = self.map.locate(offset)
-        self.findings.add(Finding(path, line, col, rule, message))
+        self.findings.add(Finding(path, line, col, rule, f"{detail}: {RULES[rule]}"))
 
     def marks(self, begin, end):
         """The `thread` marks in [begin, end), and those just before begin: a
@@ -250,42 +261,43 @@ class _Checker:
             if kernel and offset is not None:
                 self.visit(node, kind, offset, instance, function, callee)
             children = node.get("inner", [])
-            if kind in _FUNCTIONS and not instance and any(c.get("kind") == "CompoundStmt" for c in children):
+            defines = any(c.get("kind") == "CompoundStmt" for c in children)
+            if kind in _FUNCTIONS and not instance and defines:
                 self.specializations.append((node.get("name"), [], node["id"]))
             if kind in _TEMPLATES:
                 templated = [c for c in children if c.get("kind") not in _TEMPLATE_PARAMS]
                 for c in templated[1:]:
                     if c.get("kind") in _FUNCTIONS:
-                        self.specializations.append((node.get("name"), self._args(c), c["id"]))
+                        self.specializations.append((node.get("name"), _args(c), c["id"]))
                 pattern = templated[0]["id"] if templated else None
-                entries = [(c, kernel, instance or c["id"] != pattern, function, False) for c in children]
+                entries = [
+                    (c, kernel, instance or c["id"] != pattern, function, False)
+                    for c in children
+                ]
             else:
-                entries = [(c, kernel, instance, function, kind in _CALLS and i == 0)
-                           for i, c in enumerate(children)]
+                entries = [
+                    (c, kernel, instance, function, kind in _CALLS and i == 0)
+                    for i, c in enumerate(children)
+                ]
             stack.extend(reversed(entries))
-
-    @staticmethod
-    def _args(function):
-        return [
-            a["type"]["qualType"] if "type" in a else str(a.get("value"))
-            for a in function.get("inner", [])
-            if a.get("kind") == "TemplateArgument"
-        ]
 
     def visit(self, node, kind, offset, instance, function, callee):
         if kind in _FORBIDDEN_NODES:
             rule, what = _FORBIDDEN_NODES[kind]
-            self.report(offset, rule, f"{what}: {RULES[rule]}")
+            self.report(offset, rule, what)
         if kind == "CXXMethodDecl" and node.get("virtual"):
-            self.report(offset, "virtual", f"virtual function '{node['name']}': {RULES['virtual']}")
+            self.report(offset, "virtual", f"virtual function '{node['name']}'")
         for base in node.get("bases", []):
             if base.get("isVirtual"):
-                self.report(offset, "virtual", f"virtual base '{base['type']['qualType']}': {RULES['virtual']}")
+                self.report(offset, "virtual", f"virtual base '{base['type']['qualType']}'")
         if kind == "VarDecl" and node.get("tls"):
-            self.report(offset, "thread-local", f"'{node['name']}': {RULES['thread-local']}")
+            self.report(offset, "thread-local", f"'{node['name']}'")
         if kind in ("DeclRefExpr", "MemberExpr") and function is not None:
             ref = node.get("referencedDecl", {})
-            target = ref.get("id") if ref.get("kind") in _FUNCTIONS else node.get("referencedMemberDecl")
+            if ref.get("kind") in _FUNCTIONS:
+                target = ref["id"]
+            else:
+                target = node.get("referencedMemberDecl")
             if target:
                 self.calls.add((function, target))
         if kind == "UnaryOperator" and node.get("opcode") == "&":
@@ -294,45 +306,48 @@ class _Checker:
                 operand = operand["inner"][0]
             if operand.get("referencedDecl", {}).get("kind") in _FUNCTIONS:
                 name = operand["referencedDecl"].get("name")
-                self.report(offset, "function-pointer", f"address of function '{name}': {RULES['function-pointer']}")
-        if kind == "ImplicitCastExpr" and node.get("castKind") == "FunctionToPointerDecay" and not callee:
-            self.report(offset, "function-pointer", f"function used as a pointer: {RULES['function-pointer']}")
+                self.report(offset, "function-pointer", f"address of function '{name}'")
+        decays = node.get("castKind") == "FunctionToPointerDecay"
+        if kind == "ImplicitCastExpr" and decays and not callee:
+            self.report(offset, "function-pointer", "function used as a pointer")
         if kind == "FloatingLiteral" and "long double" in _types(node):
-            self.report(offset, "double", f"`long double` literal: {RULES['double']}")
+            self.report(offset, "double", "`long double` literal")
         if kind == "IntegerLiteral" and any(_LONG_LONG.search(t) for t in _types(node)):
-            self.report(offset, "long-long", f"`long long` literal: {RULES['long-long']}")
+            self.report(offset, "long-long", "`long long` literal")
         if kind in _TYPED_DECLS or kind in _FUNCTIONS or kind in _CASTS:
             self.visit_typed(node, kind, offset, instance)
         if kind == "VarDecl" and node.get("storageClass") == "static" and function is not None:
-            self.shared.setdefault(function, []).append((node["name"], node["type"]["qualType"], offset))
+            self.shared.setdefault(function, []).append((node["name"], node["type"]["qualType"]))
 
     def visit_typed(self, node, kind, offset, instance):
         types = _types(node)
         if kind in _FUNCTIONS:
             types = [_return_type(t) for t in types]
+        if not types:
+            return
+        written = types[0]
         what = f"'{node['name']}'" if node.get("name") else "cast"
-        written = types[:1]
+        what = f"{what} has type '{written}'"
         if any(_LONG_LONG.search(t) for t in types):
-            self.report(offset, "long-long", f"{what} has type '{written[0]}': {RULES['long-long']}")
+            self.report(offset, "long-long", what)
         # A deduced type (auto, a template argument) prints the same sugared
         # and desugared; an unsuffixed literal is float in Metal, double here.
         deduced = len(types) == 2 and types[0] == types[1]
         if not instance and not deduced and any(_DOUBLE.search(t) for t in types):
-            self.report(offset, "double", f"{what} has type '{written[0]}': {RULES['double']}")
-        if any(_FUNCTION_POINTER.search(t) for t in written):
-            self.report(offset, "function-pointer", f"{what} has type '{written[0]}': {RULES['function-pointer']}")
+            self.report(offset, "double", what)
+        if _FUNCTION_POINTER.search(written):
+            self.report(offset, "function-pointer", what)
             return  # a function has no address space
-        if instance or not written:
+        unqualified = _unqualified_declarators(written)
+        if instance or not unqualified:
             return
-        unqualified = _unqualified_declarators(written[0])
-        if unqualified:
-            if kind in _CASTS or kind in ("TypedefDecl", "TypeAliasDecl") or not node.get("name"):
-                end = _end_offset(node)
-            else:
-                end = _offset(node)
-            begin = node.get("range", {}).get("begin", {}).get("offset", offset)
-            if self.marks(begin, end) < unqualified:
-                self.report(offset, "address-space", f"{what} has type '{written[0]}': {RULES['address-space']}")
+        # The `thread`s count up to the name, or over the whole of a
+        # declaration without one (a cast, a typedef, an unnamed parameter).
+        named = kind not in _CASTS and kind not in ("TypedefDecl", "TypeAliasDecl")
+        end = offset if named and node.get("name") else _end_offset(node)
+        begin = node.get("range", {}).get("begin", {}).get("offset", offset)
+        if self.marks(begin, end) < unqualified:
+            self.report(offset, "address-space", what)
 
     def canonical(self, fid):
         while fid in self.previous:
@@ -355,7 +370,7 @@ class _Checker:
             if located:
                 names = [name for _, name, _ in located]
                 cycle = " -> ".join(names + names[:1])
-                self.report(located[0][0], "recursion", f"{cycle}: {RULES['recursion']}")
+                self.report(located[0][0], "recursion", cycle)
 
     def resolve(self, type_name):
         seen = set()
@@ -371,29 +386,31 @@ class _Checker:
         for host, name, args in self.instances:
             key = (name, tuple(self.resolve(a) for a in args))
             if key not in by_args:
-                self.report(0, "threadgroup-memory", f"kernel '{host}': cannot find {name}<{', '.join(args)}> in the AST")
+                template = f"{name}<{', '.join(args)}>"
+                self.report(0, "threadgroup-memory", f"kernel '{host}': no {template} in the AST")
                 continue
             fid = by_args[key]
+            where = self.functions[fid][1]
             total, parts = 0, []
-            for array, type_text, _ in self.shared.get(fid, []):
+            for array, type_text in self.shared.get(fid, []):
                 if "address_space(3)" not in type_text:
                     continue
                 size = self.array_bytes(type_text)
                 if size is None:
-                    self.report(self.functions[fid][1], "threadgroup-memory",
-                                f"kernel '{host}': cannot size threadgroup array '{array}' of type '{type_text}'")
+                    self.report(where, "threadgroup-memory",
+                                f"kernel '{host}': cannot size '{array}' of type '{type_text}'")
                     continue
                 total += size
                 parts.append(f"{array} {size}")
             report.threadgroup_bytes[host] = total
             if total > MAX_THREADGROUP_BYTES:
-                self.report(self.functions[fid][1], "threadgroup-memory",
+                self.report(where, "threadgroup-memory",
                             f"kernel '{host}' declares {total} bytes of threadgroup memory "
-                            f"({', '.join(parts)}): {RULES['threadgroup-memory']}")
+                            f"({', '.join(parts)})")
 
     def array_bytes(self, type_text):
         text = _ATTRIBUTE.sub("", type_text).replace("const ", "").strip()
-        element = self.resolve(text[: text.index("[")].strip()) if "[" in text else self.resolve(text)
+        element = self.resolve(text.split("[")[0].strip())
         count = 1
         for n in re.findall(r"\[(\d+)\]", text):
             count *= int(n)
@@ -459,7 +476,8 @@ def _include_findings(source_map):
             continue
         kernel = "3" not in extra and not any(path.startswith(d) for d in strict_check.INTERNAL)
         if "1" in extra:
-            if stack and stack[-1][1] and not kernel and not os.path.basename(path).startswith("metal_"):
+            metal_header = os.path.basename(path).startswith("metal_")
+            if stack and stack[-1][1] and not kernel and not metal_header:
                 includer = stack[-1]
                 findings.append(Finding(
                     includer[0], includer[2], 1, "std-header",
@@ -486,7 +504,8 @@ def check(path, clang=None, include_dirs=()):
     ok, pre = strict_check.preprocess(path, clang, include_dirs)
     if not ok:
         missing = [
-            Finding(p, int(line), int(col), "std-header", f"includes <{name}>: {RULES['std-header']}")
+            Finding(p, int(line), int(col), "std-header",
+                    f"includes <{name}>: {RULES['std-header']}")
             for p, line, col, name in _NOT_FOUND.findall(pre)
             if not any(p.startswith(d) for d in strict_check.INTERNAL)
         ]
@@ -498,7 +517,8 @@ def check(path, clang=None, include_dirs=()):
     for inst in program.instances:
         ref = gen_trampoline.tokenize(inst.ref)
         args = ref[ref.index("<") + 1 : -1]
-        instances.append((inst.host_name, inst.base, [gen_trampoline.join(a) for a in gen_trampoline.split_top_level(args)]))
+        args = [gen_trampoline.join(a) for a in gen_trampoline.split_top_level(args)]
+        instances.append((inst.host_name, inst.base, args))
 
     with tempfile.TemporaryDirectory(prefix="fa_conformance_") as tmp:
         ii = os.path.join(tmp, os.path.basename(path) + ".ii")
