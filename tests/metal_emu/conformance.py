@@ -97,6 +97,7 @@ _DOUBLE = re.compile(r"\bdouble\b")
 # `void (A::*)()`, `void (&)(int)`; `T (&)[4]` (an array) does not match.
 _FUNCTION_POINTER = re.compile(r"\((?:[\w:<>, ]*::)?[*&]+\s*(?:const\s*)?\)\s*\(")
 _ATTRIBUTE = re.compile(r"__attribute__\(\((?:[^()]|\([^()]*\))*\)\)")
+_NAMED_PARENS = re.compile(r"(\w)\([^()]*\)")
 _SCALAR_BYTES = {
     "bool": 1, "char": 1, "signed char": 1, "unsigned char": 1,
     "short": 2, "unsigned short": 2, "_Float16": 2, "__fp16": 2,
@@ -182,6 +183,13 @@ def _unqualified_declarators(type_text):
     """How many pointer and reference declarators of a printed type have a
     pointee with no address-space attribute (template arguments aside)."""
     text = _ATTRIBUTE.sub(lambda m: "@AS" if "address_space" in m.group() else "", type_text)
+    # Parentheses after a name (decltype(a * b), sizeof(T *)) hold
+    # expressions and other types, not declarators of this one.
+    while True:
+        shorter = _NAMED_PARENS.sub(r"\1_", text)
+        if shorter == text:
+            break
+        text = shorter
     count, depth, qualified, i = 0, 0, False, 0
     while i < len(text):
         c = text[i]
