@@ -7,9 +7,11 @@ by name, and that function looks up ``mx.fast.scaled_dot_product_attention``
 at each call; replacing the attribute on ``mx.fast`` is therefore the one
 place that reaches every model. What it cannot reach:
 
-- a function ``mx.compile`` has already traced: calls with the shapes it
-  traced before patching replay the op it recorded (mx.fast); patch before
-  the first call (new shapes trace again and do see the patch);
+- a function ``mx.compile`` has already traced: MLX keeps one trace per
+  Python function and input shapes while a compiled version of it lives,
+  so calls with shapes traced before patching replay the op recorded then
+  (mx.fast), even through a new ``mx.compile`` of the same function. Patch
+  before the first compiled call (new shapes trace again and are routed);
 - mlx-lm's ``QuantizedKVCache``: its attention is plain quantized matmuls
   (``quantized_scaled_dot_product_attention``) and never calls mx.fast;
 - code that saved ``mx.fast.scaled_dot_product_attention`` in a variable of
