@@ -107,7 +107,7 @@ def device_name():
 def git_commit():
     try:
         return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+            ["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
             cwd=os.path.dirname(os.path.abspath(__file__)), check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
@@ -118,7 +118,8 @@ def print_table(result, file=sys.stdout):
     c = result["config"]
     print(
         f"# model_bench: Llama-8B-shaped x {c['layers']} layers, vocab {c['vocab']}, "
-        f"{c['dtype']}, batch {c['batch']}, prompt {c['prompt']}, {c['gen']} tokens; "
+        f"{c['dtype']}, batch {c['batch']}, prompt {c['prompt']}, {c['gen']} tokens, "
+        f"policy {c['policy']}; "
         f"{result['device']}; mlx {result['mlx']}, mlx-lm {result['mlx_lm']}, "
         f"mlx_fused_attn {result['mlx_fused_attn']}; {result['date']}; commit {result['commit']}",
         file=file,
@@ -152,14 +153,14 @@ def plot(result, path):
     for ax, key, label in zip(axes, ("prefill_tok_s", "decode_tok_s"), ("prefill", "decode")):
         values = [result["runs"][n][key] for n in names]
         bars = ax.bar(names, values, color=["tab:gray", "tab:blue"])
-        ax.bar_label(bars, fmt="%.1f")
+        ax.bar_label(bars, fmt="%.3g")
         ax.set_ylabel("tokens / s (higher is better)")
         ax.set_xlabel("attention")
         ax.set_title(label)
     c = result["config"]
     fig.suptitle(
         f"Llama-8B-shaped x {c['layers']} layers, {c['dtype']}, batch {c['batch']}, "
-        f"prompt {c['prompt']}, {c['gen']} tokens\n{result['device']}; mlx {result['mlx']}, "
+        f"prompt {c['prompt']}, {c['gen']} tokens, policy {c['policy']}\n{result['device']}; mlx {result['mlx']}, "
         f"mlx-lm {result['mlx_lm']}, mlx_fused_attn {result['mlx_fused_attn']}; "
         f"{result['date']}; commit {result['commit']}",
         fontsize=9,

@@ -237,20 +237,21 @@ CUDA = mx.is_available(mx.gpu) and fa.build_info()["gpu_backend"] == "cuda"
 
 @pytest.mark.skipif(not CUDA, reason="needs MLX's CUDA backend and this package's CUDA kernels")
 @pytest.mark.parametrize(
-    "shape_q, shape_kv, dtype, choice",
+    "shape_q, shape_kv, dtype, auto, fused",
     [
-        ((64, 8, 32, 64), (64, 8, 32, 64), mx.float16, routing.FUSED),  # short-sequence kernel
-        ((1, 32, 1, 128), (1, 8, 4096, 128), mx.float16, routing.PASSTHROUGH),  # decoding
-        ((1, 32, 1024, 128), (1, 32, 1024, 128), mx.bfloat16, routing.PASSTHROUGH),  # cuDNN
-        ((1, 32, 1024, 64), (1, 32, 1024, 64), mx.float32, routing.PASSTHROUGH),
-        ((1, 8, 256, 256), (1, 8, 256, 256), mx.float16, routing.FALLBACK),  # no D=256 kernel
+        ((64, 8, 32, 64), (64, 8, 32, 64), mx.float16, routing.FUSED, routing.FUSED),  # short kernel
+        ((64, 8, 32, 80), (64, 8, 32, 80), mx.float16, routing.PASSTHROUGH, routing.FUSED),  # general
+        ((1, 32, 1, 128), (1, 8, 4096, 128), mx.float16, routing.PASSTHROUGH, routing.FUSED),  # decoding
+        ((1, 32, 1024, 128), (1, 32, 1024, 128), mx.bfloat16, routing.PASSTHROUGH, routing.FUSED),
+        ((1, 32, 1024, 64), (1, 32, 1024, 64), mx.float32, routing.PASSTHROUGH, routing.FUSED),
+        ((1, 8, 256, 256), (1, 8, 256, 256), mx.float16, routing.PASSTHROUGH, routing.FALLBACK),
+        ((1, 8, 32, 256), (1, 8, 32, 256), mx.float16, routing.FALLBACK, routing.FALLBACK),  # no D=256 kernel
     ],
 )
-def test_route_on_cuda(shape_q, shape_kv, dtype, choice):
+def test_route_on_cuda(shape_q, shape_kv, dtype, auto, fused):
     q = mx.zeros(shape_q, dtype)
     kv = mx.zeros(shape_kv, dtype)
     got, reason = fa.route(q, kv, kv, scale=1.0, stream=mx.gpu)
-    assert got == choice, reason
-    assert fa.route(q, kv, kv, scale=1.0, stream=mx.gpu, policy="fused")[0] == (
-        routing.FALLBACK if choice == routing.FALLBACK else routing.FUSED
-    )
+    assert got == auto, reason
+    got, reason = fa.route(q, kv, kv, scale=1.0, stream=mx.gpu, policy="fused")
+    assert got == fused, reason

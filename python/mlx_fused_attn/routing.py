@@ -6,8 +6,9 @@ package's fused kernel or MLX's own, decided per device from measurements.
 - ``"fused"``: this package's fused kernel runs the call;
 - ``"fallback"``: no fused kernel of this package covers the call (or the
   package does not accept its arguments), so ``mx.fast`` runs it;
-- ``"passthrough"``: a fused kernel covers the call, but on this device
-  ``mx.fast`` is faster for it, so ``mx.fast`` runs it.
+- ``"passthrough"``: on this device ``mx.fast`` is the faster choice for
+  the call, so ``mx.fast`` runs it (where the shapes alone decide that,
+  whether a kernel of this package covers the call is not checked).
 
 The rules, one per device, rest on the numbers in ``MEASUREMENTS`` (and in
 ``benchmarks/RESULTS.md``):
@@ -54,6 +55,8 @@ METAL_MIN_QUERIES = 32
 # CUDA: calls with at most this many queries are decoding steps; mx.fast's
 # kernel for them splits the keys over blocks, ours does not.
 CUDA_DECODE_MAX_QUERIES = 8
+# The short-sequence kernel's longest L_q and L_k (README, "Short sequences").
+SHORT_MAX_LENGTH = 64
 # can_use_fused's reason for calls the short-sequence kernel takes (README,
 # "Short sequences").
 SHORT_KERNEL_REASON = "short-sequence kernel"
@@ -119,6 +122,7 @@ MEASUREMENTS = (
     Measurement("cuda", "B=1 H=32 L=256 D=128 float16", 13.1, 8.0, _H200_OLD_RUN),
     Measurement("cuda", "B=1 H=32 L=1024 D=64 float32", 237.6, 197.1, _H200_OLD_RUN),
     Measurement("cuda", "B=1 H=32 L=1024 D=128 float32", 576.9, 217.8, _H200_OLD_RUN),
+    Measurement("cuda", "B=1 H=32 L=32 D=64 float16", 8.3, 4.7, _H200_OLD_RUN),
     Measurement("cuda", "decode B=1 L_q=1 L_k=32768", 466.0, 44.0, _H200_DECODE_RUN),
 )
 
@@ -136,12 +140,11 @@ def _device(stream) -> mx.Device:
     return mx.default_device()
 
 
-def _cuda_rule(q: mx.array, fused_reason: str) -> tuple[str, str]:
-    if fused_reason.startswith(SHORT_KERNEL_REASON):
-        return FUSED, (
-            "CUDA: the short-sequence kernel takes it (1.12x-6.5x mx.fast on "
-            "an H200: B=1000 H=80 L=32 D=64 fp16 339 us against 1277 us)"
-        )
+def _cuda_by_shape(q: mx.array, k: mx.array) -> tuple[str, str] | None:
+    """mx.fast's verdict for calls past the short-sequence kernel's lengths,
+    from the shapes alone; None where the kernel decides."""
+    if max(q.shape[2], k.shape[2]) <= SHORT_MAX_LENGTH:
+        return None
     if q.shape[2] <= CUDA_DECODE_MAX_QUERIES:
         return PASSTHROUGH, (
             f"CUDA: decoding (L_q <= {CUDA_DECODE_MAX_QUERIES}) is faster in "
@@ -149,27 +152,53 @@ def _cuda_rule(q: mx.array, fused_reason: str) -> tuple[str, str]:
         )
     if q.dtype == mx.float32:
         return PASSTHROUGH, (
-            "CUDA: float32 past 64 tokens was faster in mx.fast's unfused TF32 "
-            "path (B=1 H=32 L=1024 D=128: 218 us against 577 us, older kernel); "
-            'policy="fused" keeps float32 accuracy and memory'
+            f"CUDA: float32 past {SHORT_MAX_LENGTH} tokens was faster in mx.fast's "
+            "unfused TF32 path (B=1 H=32 L=1024 D=128: 218 us against 577 us, "
+            'older kernel); policy="fused" keeps float32 accuracy and memory'
         )
     return PASSTHROUGH, (
-        "CUDA: cuDNN (mx.fast) is faster for float16/bfloat16 past 64 tokens "
-        "(ours 0.66x-0.91x its speed on an H200: B=1 H=32 L=4096 D=128 fp16 "
-        "563 us against 433 us)"
+        f"CUDA: cuDNN (mx.fast) is faster for float16/bfloat16 past "
+        f"{SHORT_MAX_LENGTH} tokens (ours 0.66x-0.91x its speed on an H200: "
+        "B=1 H=32 L=4096 D=128 fp16 563 us against 433 us)"
     )
 
 
-def _metal_rule(q: mx.array) -> tuple[str, str]:
-    if q.shape[2] >= METAL_MIN_QUERIES:
+def _cuda_by_kernel(fused_reason: str) -> tuple[str, str]:
+    if fused_reason.startswith(SHORT_KERNEL_REASON):
         return FUSED, (
-            f"Metal: L_q >= {METAL_MIN_QUERIES} fills a query block "
-            "(unmeasured on Apple hardware)"
+            "CUDA: the short-sequence kernel takes it (1.12x-6.5x mx.fast on "
+            "an H200: B=1000 H=80 L=32 D=64 fp16 339 us against 1277 us)"
         )
+    return PASSTHROUGH, (
+        "CUDA: short sequences the short-sequence kernel does not take went "
+        "faster in mx.fast (general kernel, B=1 H=32 L=32 D=64 fp16: 4.7 us "
+        "against 8.3 us, older kernel)"
+    )
+
+
+def _metal_by_shape(q: mx.array) -> tuple[str, str] | None:
+    if q.shape[2] >= METAL_MIN_QUERIES:
+        return None
     return PASSTHROUGH, (
         f"Metal: L_q < {METAL_MIN_QUERIES} stays with mx.fast, whose vector "
         "kernel serves decoding (unmeasured on Apple hardware)"
     )
+
+
+def _by_shape(q, k, stream) -> tuple[str, str] | None:
+    """The device rule's verdict where the shapes alone decide for mx.fast:
+    such calls skip the coverage check (a validation of every argument),
+    which matters for decoding, one call a layer a token."""
+    if not (isinstance(q, mx.array) and isinstance(k, mx.array) and q.ndim == k.ndim == 4):
+        return None
+    if _device(stream).type == mx.DeviceType.cpu:
+        return None
+    backend = _gpu_backend()
+    if backend == "cuda":
+        return _cuda_by_shape(q, k)
+    if backend == "metal":
+        return _metal_by_shape(q)
+    return None
 
 
 def route(
@@ -188,8 +217,8 @@ def route(
     Returns ``(choice, reason)``: ``"fused"`` (this package's kernel),
     ``"fallback"`` (no fused kernel of this package covers the call, or the
     package does not accept its arguments: mx.fast runs it, and raises if it
-    rejects it too) or ``"passthrough"`` (a kernel covers it, but mx.fast is
-    faster on this device). ``policy="fused"`` routes every call a kernel
+    rejects it too) or ``"passthrough"`` (mx.fast is the faster choice for
+    it on this device). ``policy="fused"`` routes every call a kernel
     covers to this package. The rules and the measurements behind them are
     in this module's docstring and ``MEASUREMENTS``.
     """
@@ -198,6 +227,10 @@ def route(
             f"[route] policy must be one of {', '.join(map(repr, POLICIES))}; "
             f"got {policy!r}"
         )
+    if policy == "auto":
+        verdict = _by_shape(q, k, stream)
+        if verdict:
+            return verdict
     try:
         ok, reason = _package.can_use_fused(
             q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream
@@ -213,9 +246,10 @@ def route(
             "CPU: MLX's CPU attention is unfused (B=1 H=32 L=1024 D=64 fp16: "
             "111 ms against 3927 ms on 2 cores)"
         )
-    backend = _gpu_backend()
-    if backend == "cuda":
-        return _cuda_rule(q, reason)
-    if backend == "metal":
-        return _metal_rule(q)
-    return FALLBACK, f"no GPU kernels in this build (gpu_backend {backend!r})"
+    if _gpu_backend() == "cuda":
+        return _cuda_by_kernel(reason)
+    # Only Metal is left: a GPU build without kernels covers nothing.
+    return FUSED, (
+        f"Metal: L_q >= {METAL_MIN_QUERIES} fills a query block "
+        "(unmeasured on Apple hardware)"
+    )
