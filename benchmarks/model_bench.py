@@ -40,16 +40,24 @@ except ImportError:
 DTYPES = {"float16": mx.float16, "bfloat16": mx.bfloat16, "float32": mx.float32}
 # Llama 3 8B's layer shape (config.json of meta-llama/Meta-Llama-3-8B).
 SHAPE_8B = dict(
-    hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
-    intermediate_size=14336, rms_norm_eps=1e-5, rope_theta=500000.0,
+    hidden_size=4096,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=128,
+    intermediate_size=14336,
+    rms_norm_eps=1e-5,
+    rope_theta=500000.0,
 )
 
 
 def build_model(layers, vocab, dtype, seed=0):
     mx.random.seed(seed)
     args = llama.ModelArgs(
-        model_type="llama", num_hidden_layers=layers, vocab_size=vocab,
-        tie_word_embeddings=False, **SHAPE_8B,
+        model_type="llama",
+        num_hidden_layers=layers,
+        vocab_size=vocab,
+        tie_word_embeddings=False,
+        **SHAPE_8B,
     )
     model = llama.Model(args)
     # Cast before evaluating, so the float32 initial weights never all exist at once.
@@ -107,8 +115,11 @@ def device_name():
 def git_commit():
     try:
         return subprocess.run(
-            ["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-            cwd=os.path.dirname(os.path.abspath(__file__)), check=True,
+            ["git", "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return os.environ.get("GIT_COMMIT", "?")
@@ -124,7 +135,10 @@ def print_table(result, file=sys.stdout):
         f"mlx_fused_attn {result['mlx_fused_attn']}; {result['date']}; commit {result['commit']}",
         file=file,
     )
-    print("| attention | prefill tok/s | decode tok/s | prefill s | decode s | calls fused / fallback / passthrough |", file=file)
+    print(
+        "| attention | prefill tok/s | decode tok/s | prefill s | decode s | calls fused / fallback / passthrough |",
+        file=file,
+    )
     print("|---|---:|---:|---:|---:|---|", file=file)
     for name, r in result["runs"].items():
         print(
@@ -170,7 +184,9 @@ def plot(result, path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--layers", type=int, default=2, help="decoder layers (Llama 3 8B has 32)")
     ap.add_argument("--prompt", type=int, default=512, help="prompt tokens")
     ap.add_argument("--gen", type=int, default=32, help="greedy decode steps")
@@ -178,7 +194,9 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=list(DTYPES), default="float16")
     ap.add_argument("--vocab", type=int, default=32000, help="vocabulary (Llama 3: 128256)")
     ap.add_argument("--repeats", type=int, default=1, help="runs of each; the median is reported")
-    ap.add_argument("--policy", choices=["auto", "fused"], default="auto", help="patch_mx_fast's policy")
+    ap.add_argument(
+        "--policy", choices=["auto", "fused"], default="auto", help="patch_mx_fast's policy"
+    )
     ap.add_argument("--device", choices=["cpu", "gpu"], help="default: MLX's default device")
     ap.add_argument("--json", help="write the results as JSON")
     ap.add_argument("--plot", help="write a bar chart (PNG)")
@@ -207,7 +225,8 @@ def main(argv=None):
         decode = statistics.median(t[1] for t in ts)
         tokens[name] = ts[0][2]
         runs[name] = {
-            "prefill_s": prefill, "decode_s": decode,
+            "prefill_s": prefill,
+            "decode_s": decode,
             "prefill_tok_s": args.batch * (args.prompt - 1) / prefill,
             "decode_tok_s": args.batch * args.gen / decode,
         }

@@ -29,26 +29,55 @@ POLICIES = ["auto"] if ON_CPU else ["auto", "fused"]
 
 MODELS = {
     # Llama with grouped-query attention (4 query heads on 2 key/value heads), D = 32.
-    "llama-gqa": (llama, dict(
-        model_type="llama", hidden_size=128, num_hidden_layers=2, intermediate_size=256,
-        num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
-        vocab_size=VOCAB, tie_word_embeddings=False,
-    )),
+    "llama-gqa": (
+        llama,
+        dict(
+            model_type="llama",
+            hidden_size=128,
+            num_hidden_layers=2,
+            intermediate_size=256,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rms_norm_eps=1e-5,
+            vocab_size=VOCAB,
+            tie_word_embeddings=False,
+        ),
+    ),
     # Mistral-style: a sliding-window layer (RotatingKVCache, array masks) and a
     # full one, D = 64.
-    "llama-sliding": (llama, dict(
-        model_type="llama", hidden_size=128, num_hidden_layers=2, intermediate_size=256,
-        num_attention_heads=2, num_key_value_heads=1, rms_norm_eps=1e-5,
-        vocab_size=VOCAB, tie_word_embeddings=False,
-        layer_types=["sliding_attention", "full_attention"], sliding_window=WINDOW,
-    )),
+    "llama-sliding": (
+        llama,
+        dict(
+            model_type="llama",
+            hidden_size=128,
+            num_hidden_layers=2,
+            intermediate_size=256,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            rms_norm_eps=1e-5,
+            vocab_size=VOCAB,
+            tie_word_embeddings=False,
+            layer_types=["sliding_attention", "full_attention"],
+            sliding_window=WINDOW,
+        ),
+    ),
     # Gemma 3 with head dim 256 (no fused GPU kernel yet: falls back there),
     # sliding and global layers.
-    "gemma3-d256": (gemma3_text, dict(
-        model_type="gemma3_text", hidden_size=64, num_hidden_layers=2, intermediate_size=128,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=256, vocab_size=VOCAB,
-        sliding_window=WINDOW, sliding_window_pattern=2,
-    )),
+    "gemma3-d256": (
+        gemma3_text,
+        dict(
+            model_type="gemma3_text",
+            hidden_size=64,
+            num_hidden_layers=2,
+            intermediate_size=128,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=256,
+            vocab_size=VOCAB,
+            sliding_window=WINDOW,
+            sliding_window_pattern=2,
+        ),
+    ),
 }
 TOL = {mx.float32: 5e-5, mx.float16: 2e-2}
 

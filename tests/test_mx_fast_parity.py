@@ -67,18 +67,12 @@ ACCEPTED = {
     "int32 sinks": lambda: (qkv(), dict(sinks=mx.array([1, -2, 0, 3], mx.int32))),
     "bool sinks": lambda: (qkv(), dict(sinks=mx.array([True, False, True, False]))),
     "int sinks, float16 q": lambda: (qkv(mx.float16), dict(sinks=mx.array([1, 2, 3, 4]))),
-    "int q, float16 k v": lambda: (
-        (mx.ones((B, HQ, LQ, D), mx.int32),) + qkv(mx.float16)[1:], {}
-    ),
-    "float16 k, float32 q v": lambda: (
-        (qkv()[0], qkv(mx.float16)[1], qkv()[2]), {}
-    ),
+    "int q, float16 k v": lambda: ((mx.ones((B, HQ, LQ, D), mx.int32),) + qkv(mx.float16)[1:], {}),
+    "float16 k, float32 q v": lambda: ((qkv()[0], qkv(mx.float16)[1], qkv()[2]), {}),
     "D_v != D": lambda: (qkv(dv=24), {}),
     "float64": lambda: (qkv(mx.float64), dict(mask="causal")),
     "stream as Stream": lambda: (qkv(), dict(stream=mx.default_stream(mx.cpu))),
-    "empty L_q": lambda: (
-        (mx.zeros((B, HQ, 0, D)),) + qkv()[1:], {}
-    ),
+    "empty L_q": lambda: ((mx.zeros((B, HQ, 0, D)),) + qkv()[1:], {}),
 }
 
 
@@ -101,13 +95,22 @@ q0, k0, v0 = qkv()
 h16 = qkv(mx.float16)
 
 REJECTED = {
-    "integer q, k, v": (dict(q=q0.astype(mx.int32), k=k0.astype(mx.int32), v=v0.astype(mx.int32)), ValueError),
+    "integer q, k, v": (
+        dict(q=q0.astype(mx.int32), k=k0.astype(mx.int32), v=v0.astype(mx.int32)),
+        ValueError,
+    ),
     "complex v": (dict(v=v0.astype(mx.complex64)), ValueError),
     "float64 mask, float32 q": (dict(mask=mx.zeros((LQ, LK), mx.float64)), ValueError),
-    "float32 mask, float16 q": (dict(q=h16[0], k=h16[1], v=h16[2], mask=mx.zeros((LQ, LK))), ValueError),
+    "float32 mask, float16 q": (
+        dict(q=h16[0], k=h16[1], v=h16[2], mask=mx.zeros((LQ, LK))),
+        ValueError,
+    ),
     "complex mask": (dict(mask=mx.zeros((LQ, LK), mx.complex64)), ValueError),
     "float64 sinks": (dict(sinks=mx.zeros((HQ,), mx.float64)), ValueError),
-    "float32 sinks, float16 q": (dict(q=h16[0], k=h16[1], v=h16[2], sinks=mx.zeros((HQ,))), ValueError),
+    "float32 sinks, float16 q": (
+        dict(q=h16[0], k=h16[1], v=h16[2], sinks=mx.zeros((HQ,))),
+        ValueError,
+    ),
     "sinks shape": (dict(sinks=mx.zeros((HQ + 1,))), ValueError),
     "sinks a list": (dict(sinks=[0.0] * HQ), TypeError),
     "mask a list": (dict(mask=[[True]]), TypeError),

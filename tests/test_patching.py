@@ -24,7 +24,11 @@ def unpatched():
 
 
 def inputs(dtype=mx.float32, L=16, D=32, seed=0):
-    return rand((2, 4, L, D), dtype, seed), rand((2, 2, L, D), dtype, seed + 1), rand((2, 2, L, D), dtype, seed + 2)
+    return (
+        rand((2, 4, L, D), dtype, seed),
+        rand((2, 2, L, D), dtype, seed + 1),
+        rand((2, 2, L, D), dtype, seed + 2),
+    )
 
 
 def run(q, k, v, **kw):
@@ -239,13 +243,37 @@ CUDA = mx.is_available(mx.gpu) and fa.build_info()["gpu_backend"] == "cuda"
 @pytest.mark.parametrize(
     "shape_q, shape_kv, dtype, auto, fused",
     [
-        ((64, 8, 32, 64), (64, 8, 32, 64), mx.float16, routing.FUSED, routing.FUSED),  # short kernel
-        ((64, 8, 32, 80), (64, 8, 32, 80), mx.float16, routing.PASSTHROUGH, routing.FUSED),  # general
-        ((1, 32, 1, 128), (1, 8, 4096, 128), mx.float16, routing.PASSTHROUGH, routing.FUSED),  # decoding
+        (
+            (64, 8, 32, 64),
+            (64, 8, 32, 64),
+            mx.float16,
+            routing.FUSED,
+            routing.FUSED,
+        ),  # short kernel
+        (
+            (64, 8, 32, 80),
+            (64, 8, 32, 80),
+            mx.float16,
+            routing.PASSTHROUGH,
+            routing.FUSED,
+        ),  # general
+        (
+            (1, 32, 1, 128),
+            (1, 8, 4096, 128),
+            mx.float16,
+            routing.PASSTHROUGH,
+            routing.FUSED,
+        ),  # decoding
         ((1, 32, 1024, 128), (1, 32, 1024, 128), mx.bfloat16, routing.PASSTHROUGH, routing.FUSED),
         ((1, 32, 1024, 64), (1, 32, 1024, 64), mx.float32, routing.PASSTHROUGH, routing.FUSED),
         ((1, 8, 256, 256), (1, 8, 256, 256), mx.float16, routing.PASSTHROUGH, routing.FALLBACK),
-        ((1, 8, 32, 256), (1, 8, 32, 256), mx.float16, routing.FALLBACK, routing.FALLBACK),  # no D=256 kernel
+        (
+            (1, 8, 32, 256),
+            (1, 8, 32, 256),
+            mx.float16,
+            routing.FALLBACK,
+            routing.FALLBACK,
+        ),  # no D=256 kernel
     ],
 )
 def test_route_on_cuda(shape_q, shape_kv, dtype, auto, fused):

@@ -101,12 +101,18 @@ MEASUREMENTS = (
     Measurement("cpu", "B=1 H=32 L=1024 D=64 float16", 111300, 3927300, _CPU_RUN),
     Measurement("cpu", "B=1 H=32 L=1024 D=128 float32", 269700, 8294400, _CPU_RUN),
     Measurement(
-        "cpu", "decode B=1 H_q=32 H_kv=8 L_q=1 L_k=4096 D=128 float16",
-        40233, 222443, _CPU_DECODE_RUN,
+        "cpu",
+        "decode B=1 H_q=32 H_kv=8 L_q=1 L_k=4096 D=128 float16",
+        40233,
+        222443,
+        _CPU_DECODE_RUN,
     ),
     Measurement(
-        "cpu", "decode B=1 H_q=32 H_kv=8 L_q=1 L_k=4096 D=128 float32",
-        56837, 58412, _CPU_DECODE_RUN,
+        "cpu",
+        "decode B=1 H_q=32 H_kv=8 L_q=1 L_k=4096 D=128 float32",
+        56837,
+        58412,
+        _CPU_DECODE_RUN,
     ),
     Measurement("cuda", "B=1 H=32 L=512 D=128 float16", 17.4, 11.5, _H200_LONG_RUN),
     Measurement("cuda", "B=1 H=32 L=4096 D=128 float16", 562.5, 432.6, _H200_LONG_RUN),
@@ -224,8 +230,7 @@ def route(
     """
     if policy not in POLICIES:
         raise ValueError(
-            f"[route] policy must be one of {', '.join(map(repr, POLICIES))}; "
-            f"got {policy!r}"
+            f"[route] policy must be one of {', '.join(map(repr, POLICIES))}; got {policy!r}"
         )
     if policy == "auto":
         verdict = _by_shape(q, k, stream)
@@ -250,6 +255,5 @@ def route(
         return _cuda_by_kernel(reason)
     # Only Metal is left: a GPU build without kernels covers nothing.
     return FUSED, (
-        f"Metal: L_q >= {METAL_MIN_QUERIES} fills a query block "
-        "(unmeasured on Apple hardware)"
+        f"Metal: L_q >= {METAL_MIN_QUERIES} fills a query block (unmeasured on Apple hardware)"
     )
