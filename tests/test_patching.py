@@ -231,9 +231,41 @@ def test_route_on_the_cpu():
     assert choice == routing.FALLBACK and "does not accept" in reason
 
 
+@pytest.mark.parametrize(
+    "stream",
+    [mx.cpu, mx.Device(mx.cpu), mx.default_stream(mx.cpu), mx.new_stream(mx.cpu)],
+    ids=["DeviceType", "Device", "default Stream", "new Stream"],
+)
+def test_route_reads_the_device_of_every_stream_kind(stream):
+    assert routing._device(stream) == mx.Device(mx.cpu)
+    assert fa.route(*inputs(), scale=1.0, stream=stream)[0] == routing.FUSED
+
+
 def test_measurements_name_their_run():
     for m in routing.MEASUREMENTS:
         assert m.device in ("cpu", "cuda", "metal") and m.run and m.ours_us > 0 and m.mx_fast_us > 0
+
+
+@pytest.mark.parametrize(
+    "backend, shape_q, shape_kv, dtype",
+    [
+        ("cuda", (1, 32, 1, 128), (1, 8, 4096, 128), mx.float16),  # decoding
+        ("cuda", (1, 32, 1024, 128), (1, 32, 1024, 128), mx.bfloat16),  # cuDNN
+        ("cuda", (1, 32, 1024, 64), (1, 32, 1024, 64), mx.float32),  # unfused TF32
+        ("metal", (1, 32, 1, 128), (1, 8, 4096, 128), mx.float16),  # vector kernel
+        ("metal", (4, 32, 31, 64), (4, 32, 31, 64), mx.float16),
+    ],
+)
+def test_gpu_rules_decided_by_shape(monkeypatch, backend, shape_q, shape_kv, dtype):
+    """The GPU rules that the shapes alone decide, checked without a GPU:
+    mx.fast, with the reason naming the device, and no argument checks
+    (inputs the package would reject go through too)."""
+    monkeypatch.setattr(routing, "_gpu_backend", lambda: backend)
+    monkeypatch.setattr(routing, "_device", lambda stream: mx.Device(mx.gpu))
+    q, kv = mx.zeros(shape_q, dtype), mx.zeros(shape_kv, dtype)
+    choice, reason = fa.route(q, kv, kv, scale=float("nan"))
+    assert choice == routing.PASSTHROUGH
+    assert reason.startswith("CUDA" if backend == "cuda" else "Metal")
 
 
 CUDA = mx.is_available(mx.gpu) and fa.build_info()["gpu_backend"] == "cuda"

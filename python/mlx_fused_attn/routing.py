@@ -139,10 +139,14 @@ def _gpu_backend() -> str:
 
 
 def _device(stream) -> mx.Device:
-    if isinstance(stream, mx.Device):
-        return stream
+    """The device a call with this ``stream`` argument runs on (a Stream, a
+    Device, a DeviceType such as ``mx.cpu``, or None)."""
     if isinstance(stream, mx.Stream):
         return stream.device
+    if isinstance(stream, mx.DeviceType):
+        return mx.Device(stream)
+    if isinstance(stream, mx.Device):
+        return stream
     return mx.default_device()
 
 
