@@ -195,13 +195,11 @@ def _metal_by_shape(q: mx.array) -> tuple[str, str] | None:
     )
 
 
-def _by_shape(q, k, stream) -> tuple[str, str] | None:
-    """The device rule's verdict where the shapes alone decide for mx.fast:
-    such calls skip the coverage check (a validation of every argument),
-    which matters for decoding, one call a layer a token."""
+def _by_shape(q, k) -> tuple[str, str] | None:
+    """A GPU rule's verdict where the shapes alone decide for mx.fast: such
+    calls skip the coverage check (a validation of every argument), which
+    matters for decoding, one call a layer a token."""
     if not (isinstance(q, mx.array) and isinstance(k, mx.array) and q.ndim == k.ndim == 4):
-        return None
-    if _device(stream).type == mx.DeviceType.cpu:
         return None
     backend = _gpu_backend()
     if backend == "cuda":
@@ -236,8 +234,9 @@ def route(
         raise ValueError(
             f"[route] policy must be one of {', '.join(map(repr, POLICIES))}; got {policy!r}"
         )
-    if policy == "auto":
-        verdict = _by_shape(q, k, stream)
+    on_cpu = _device(stream).type == mx.DeviceType.cpu
+    if policy == "auto" and not on_cpu:
+        verdict = _by_shape(q, k)
         if verdict:
             return verdict
     try:
@@ -250,7 +249,7 @@ def route(
         return FALLBACK, f"no fused kernel: {reason}"
     if policy == "fused":
         return FUSED, 'policy="fused"'
-    if _device(stream).type == mx.DeviceType.cpu:
+    if on_cpu:
         return FUSED, (
             "CPU: MLX's CPU attention is unfused (B=1 H=32 L=1024 D=64 fp16: "
             "111 ms against 3927 ms on 2 cores)"
