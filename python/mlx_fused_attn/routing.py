@@ -77,9 +77,9 @@ _CPU_RUN = (
     "benchmarks/RESULTS.md 'CPU: fused CPU kernel against mx.fast'"
 )
 _CPU_DECODE_RUN = (
-    "2-core AMD EPYC (x86-64, AVX2), MLX 0.32.4, 2026-12-01 11:47 UTC, the "
-    "commit adding routing.py, wall-clock median of 20 calls, machine shared "
-    "(load average 10); benchmarks/RESULTS.md 'mlx-lm models'"
+    "2-core AMD EPYC (x86-64, AVX2), MLX 0.32.4, 2026-12-01 11:47 UTC, "
+    "kernels of commit e78961d, wall-clock median of 20 calls, machine shared "
+    "(load average 10); benchmarks/RESULTS.md 'mlx-lm models under patch_mx_fast'"
 )
 _H200_LONG_RUN = (
     "H200, MLX 0.32.4 CUDA, 2026-11-29, commit 4e93279, CUPTI kernel time; "
