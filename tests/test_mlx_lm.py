@@ -122,6 +122,19 @@ def test_logits(name, dtype, policy):
     check_routed(patch.stats, calls=len(model.layers))
 
 
+def test_head_dim_256_is_routed_by_coverage():
+    """Gemma 3's head dim 256: the CPU kernel takes any head dim; the CUDA
+    kernels stop at 128, so there the call falls back to mx.fast and route
+    says why."""
+    q = mx.zeros((2, 2, PROMPT, 256))
+    kv = mx.zeros((2, 1, PROMPT, 256))
+    choice, reason = fa.route(q, kv, kv, scale=256**-0.5, mask="causal")
+    if ON_CPU:
+        assert choice == "fused", reason
+    elif fa.build_info()["gpu_backend"] == "cuda":
+        assert choice == "fallback" and reason.startswith("no fused kernel"), reason
+
+
 def greedy(model, prompt, cache=None):
     steps = generate_step(prompt, model, max_tokens=GEN, prompt_cache=cache)
     return [int(t) for t, _ in steps]
