@@ -21,23 +21,33 @@ SCRIPT = REPO / "metal" / "build_metallib.py"
 SOURCE = REPO / "metal" / "attention.metal"
 MESSAGE = "attention.metal:12:3: error: use of undeclared identifier 'simdgroup_oops'"
 
-# Records each call's arguments in $FAKE_XCRUN_RECORD; FAKE_XCRUN_FAIL=TOOL
-# or TOOL:WORD makes the calls of TOOL (metal, metallib) whose arguments hold
-# WORD fail with $FAKE_XCRUN_MESSAGE; other calls write their -o file.
+# A stand-in for xcrun: records the arguments of each metal and metallib
+# call in $FAKE_XCRUN_RECORD and writes its -o file; FAKE_XCRUN_FAIL=TOOL or
+# TOOL:WORD makes the calls of TOOL whose arguments hold WORD fail with
+# $FAKE_XCRUN_MESSAGE. Other calls (CMake's own, on a Mac) go to the real one.
 FAKE_XCRUN = textwrap.dedent(
     """\
     #!{python}
-    import json, os, pathlib, sys
+    import json, os, pathlib, shutil, sys
     args = sys.argv[1:]
-    if args[2] == "--find":  # cmake/metal.cmake asking whether metal exists
+    tool = args[2] if args[:2] == ["-sdk", "macosx"] and len(args) > 2 else None
+    if tool == "--find":  # cmake/metal.cmake asking whether metal exists
         sys.exit(0)
+    if tool not in ("metal", "metallib"):
+        # CMake's own questions on a Mac (the SDK): the real xcrun answers.
+        here = os.path.dirname(os.path.abspath(__file__))
+        rest = [p for p in os.environ["PATH"].split(os.pathsep) if os.path.abspath(p) != here]
+        real = shutil.which("xcrun", path=os.pathsep.join(rest))
+        if real is None:
+            sys.exit(f"fake xcrun: unexpected call {{args}}")
+        os.execv(real, [real, *args])
     with open(os.environ["FAKE_XCRUN_RECORD"], "a") as f:
         f.write(json.dumps(args) + "\\n")
     failing = os.environ.get("FAKE_XCRUN_FAIL", "").split(":")
-    if args[2] == failing[0] and failing[-1] in " ".join(args):
+    if tool == failing[0] and failing[-1] in " ".join(args):
         sys.stderr.write(os.environ["FAKE_XCRUN_MESSAGE"] + "\\n")
         sys.exit(1)
-    pathlib.Path(args[args.index("-o") + 1]).write_text(args[2])
+    pathlib.Path(args[args.index("-o") + 1]).write_text(tool)
     """
 )
 
