@@ -77,7 +77,8 @@ def build(tmp_path, bin_dir, on_error="warn", fail=None, extra=()):
         "--work-dir", str(tmp_path / "air"), "--on-error", on_error, *extra,
     ]  # fmt: skip
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    calls = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+    lines = record.read_text().splitlines() if record.exists() else []
+    calls = [json.loads(line) for line in lines]
     return r, calls, out
 
 
