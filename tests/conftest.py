@@ -14,7 +14,26 @@ import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-DEVICES = [mx.cpu] + ([mx.gpu] if mx.is_available(mx.gpu) else [])
+
+
+def _test_devices():
+    """The devices MLX has, less those MLX_FUSED_ATTN_TEST_DEVICES leaves out
+    (comma-separated cpu, gpu; default both). `cpu` keeps the tests off a GPU
+    MLX reports but the kernels cannot use: a hosted macOS runner is a VM
+    whose Metal device has no simdgroup matrices. Without the GPU, the CPU is
+    made the default device too, for the calls that name no stream."""
+    names = os.environ.get("MLX_FUSED_ATTN_TEST_DEVICES", "cpu,gpu").split(",")
+    unknown = set(names) - {"cpu", "gpu"}
+    if unknown:
+        raise ValueError(f"MLX_FUSED_ATTN_TEST_DEVICES: unknown device(s) {sorted(unknown)}")
+    known = ((mx.cpu, "cpu"), (mx.gpu, "gpu"))
+    devices = [d for d, name in known if name in names and mx.is_available(d)]
+    if mx.gpu not in devices:
+        mx.set_default_device(mx.cpu)
+    return devices
+
+
+DEVICES = _test_devices()
 DTYPES = {"float16": mx.float16, "bfloat16": mx.bfloat16, "float32": mx.float32}
 # Error floors per dtype, for outputs of magnitude ~1: a few units in the last
 # place of the dtype (the fused kernel rounds once, on the store).

@@ -19,7 +19,9 @@ import textwrap
 import mlx.core as mx
 import pytest
 
-DEVICES = ["cpu"] + (["gpu"] if mx.is_available(mx.gpu) else [])
+from conftest import DEVICES as TEST_DEVICES
+
+DEVICES = ["cpu" if d == mx.cpu else "gpu" for d in TEST_DEVICES]
 
 CHILD = textwrap.dedent(
     r"""
