@@ -95,8 +95,10 @@ constexpr ShortAttnTiles choose_short_attention_tiles(
     return ShortAttnTiles{seq, 16, 3, 1};
   }
   const int per_problem = short_attention_problem_bytes(seq, head_dim, dtype);
-  const int budget = backend == Backend::Metal ? kMetalMaxThreadgroupBytes
-                                               : kCudaShortBlockBytes;
+  // Two enums: compared as ints (-Wenum-compare).
+  const int budget = backend == Backend::Metal
+      ? static_cast<int>(kMetalMaxThreadgroupBytes)
+      : static_cast<int>(kCudaShortBlockBytes);
   int problems = budget / per_problem;
   problems = problems < 1 ? 1 : (problems > 8 ? 8 : problems);
   return ShortAttnTiles{seq, backend == Backend::Metal ? 8 : 16, 4, problems};

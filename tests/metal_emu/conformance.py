@@ -40,9 +40,15 @@ else:  # run as a script: import the package so its relative imports work
 REPO_ROOT = strict_check.REPO_ROOT
 FLATTEN = os.path.join(REPO_ROOT, "metal", "flatten_source.py")
 
-# Threadgroup memory a Metal threadgroup may have on every Apple GPU
-# (fa::kMetalMaxThreadgroupBytes in mlx_fused_attn/tile/target.h).
-MAX_THREADGROUP_BYTES = 32768
+
+def _max_threadgroup_bytes():
+    """fa::kMetalMaxThreadgroupBytes, which the .metal files also assert."""
+    header = os.path.join(REPO_ROOT, "mlx_fused_attn", "tile", "target.h")
+    with open(header) as fh:
+        return int(re.search(r"\bkMetalMaxThreadgroupBytes = (\d+)", fh.read()).group(1))
+
+
+MAX_THREADGROUP_BYTES = _max_threadgroup_bytes()
 
 RULES = {
     "long-long": "`long long` is not a Metal type (Metal's `long` is 64 bits)",

@@ -67,6 +67,7 @@ def _drop_instance_attributes(text):
     return _INSTANCE_ATTRIBUTES.sub(lambda m: "template" + " " * len(m.group(1)), text)
 
 
+# Path prefixes of what is not kernel code: the strict library and the shim.
 INTERNAL = [STRICT_INCLUDE + os.sep, SHIM_INCLUDE + os.sep]
 
 
