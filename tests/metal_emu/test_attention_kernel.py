@@ -527,6 +527,29 @@ def test_strided_copy(dtype, shape, perm):
     np.testing.assert_array_equal(out[1].reshape(shape), view)
 
 
+def test_strided_copy_padded_permuted_axes():
+    """B = 2, H = 3, every source axis padded (with NaN) and the axes stored
+    out of order, so that each of the four strides is its own."""
+    prog = emu.load("metal/strided_copy.metal")
+    shape = (2, 3, 4, 5)
+    values = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    src, strides = Layout((1, 3, 0, 2), (1, 2, 1, 3)).place(values, np.nan)
+    out = prog.launch(
+        "fa_strided_copy_float32",
+        {0: src, 1: np.full(values.size, np.nan, np.float32), 2: StridedCopyParams(shape=shape, strides=strides)},
+        grid=(1, shape[1], shape[0]),
+        threadgroup=(shape[2] * shape[3], 1, 1),
+    )
+    np.testing.assert_array_equal(out[1].reshape(shape), values)
+
+
+def test_strided_copy_instances():
+    """The host asks for fa_strided_copy_<dtype> for each kernel dtype
+    (strided_copy_kernel_name in backend/metal/attention_metal.cpp); the list
+    holds exactly those, each launched by test_strided_copy."""
+    assert set(emu.load("metal/strided_copy.metal").kernels) == {f"fa_strided_copy_{t}" for t in DTYPES}
+
+
 # ---------------------------------------------------------------------------
 # Kernel names and the JIT source
 
