@@ -25,17 +25,18 @@ CXX = os.environ.get("FA_EMU_CXX", "g++")
 # .metal file (ThreadSanitizer runs; the JIT text flattened from every
 # source); a mutant that survives it meets every test that can see it.
 QUICK_DESELECT = "not race and not races and not flattened and not late_copies"
+# clang's syntax pass sees nothing there that g++ building the drivers does
+# not; it runs in the second pass only.
+FULL_ONLY = {"test_strict_check.py"}
 # Cheapest first, so that -x stops a killed mutant early: host programs,
 # then drivers by build time (neighborhood is the slowest).
 FILE_COST = {
     "test_coverage_rules.py": 0,
     "test_attn_params.py": 0,
     "test_smem_layout.py": 0,
-    "test_kernel_names.py": 1,
     "test_attention_kernel.py": 2,
     "test_short_attention_kernel.py": 3,
     "test_tile_ops.py": 4,
-    "test_strided_copy_kernel.py": 1,
     "test_na_kernel.py": 6,
 }
 
@@ -121,7 +122,7 @@ class Worker:
 
     def baseline(self, timeout):
         """Builds every driver the tests load, unmutated; the tests must pass."""
-        files = sorted(self.seen_by)
+        files = [f for f in sorted(self.seen_by) if os.path.basename(f) not in FULL_ONLY]
         status, seconds, out = self._pytest(files, QUICK_DESELECT, timeout)
         if status != "passed":
             raise RuntimeError(f"the unmutated tests do not pass in {self.repo}:\n{out}")
@@ -136,9 +137,10 @@ class Worker:
         if self.compiled_unchanged(mutant, mutated_text):
             return "not compiled for Metal", time.monotonic() - start, ""
         files = self.test_files(mutant.path)
+        quick = [f for f in files if os.path.basename(f) not in FULL_ONLY]
         with self._applied(mutant, mutated_text):
-            for deselect in (QUICK_DESELECT, None):
-                status, _, out = self._pytest(files, deselect, timeout)
+            for phase_files, deselect in ((quick, QUICK_DESELECT), (files, None)):
+                status, _, out = self._pytest(phase_files, deselect, timeout)
                 if status != "passed":
                     verdict = "killed" if status == "failed" else "timeout"
                     return verdict, time.monotonic() - start, _first_failure(out)
