@@ -56,7 +56,12 @@ def main(argv=None):
                         help="run only these numbers of the sample (repeatable)")
     parser.add_argument("--list", action="store_true", help="print the sample, run nothing")
     parser.add_argument("--json", type=pathlib.Path, help="write every result here")
+    parser.add_argument("--rescore", type=pathlib.Path, metavar="JSON",
+                        help="print the score of a run's --json results again, with the "
+                        "equivalents.json of now (after reviewing its survivors), running nothing")
     args = parser.parse_args(argv)
+    if args.rescore:
+        return rescore(args)
 
     population = all_mutants()
     sample = random.Random(args.seed).sample(population, min(args.sample, len(population)))
@@ -135,6 +140,25 @@ def report(results, args):
              "status": status, "seconds": round(seconds), "detail": detail}
             for n, m, status, seconds, detail in results
         ], indent=1))
+
+
+def rescore(args):
+    """The report of saved results (same --sample and --seed, sources
+    unchanged since), survivors now in equivalents.json counted as such."""
+    sample = random.Random(args.seed).sample(all_mutants(), args.sample)
+    equivalents = load_equivalents()
+    results = []
+    for r in json.loads(args.rescore.read_text()):
+        m = sample[r["n"] - 1]
+        if m.key() != (r["file"], r["original"], r["mutated"]):
+            raise SystemExit(f"mutant {r['n']} is not the one saved: sources, --sample or --seed differ")
+        status, detail = r["status"], r["detail"]
+        if status == "survived" and m.key() in equivalents:
+            status, detail = "equivalent", equivalents[m.key()]
+        results.append((r["n"], m, status, r["seconds"], detail))
+    args.json = None
+    report(results, args)
+    return 0
 
 
 if __name__ == "__main__":
