@@ -22,6 +22,8 @@ class Mutant:
     replacement: str
     operator: str
     original_line: str
+    occurrence: int  # 1 + earlier lines of the file with the same text
+
 
     @property
     def mutated_line(self):
@@ -30,8 +32,9 @@ class Mutant:
 
     def key(self):
         """What identifies the mutant across edits elsewhere in the file:
-        the file and the line's text before and after (equivalents.json)."""
-        return (self.path, self.original_line.strip(), self.mutated_line.strip())
+        the file, the line's text before and after, and which of the lines
+        with that text it is (equivalents.json)."""
+        return (self.path, self.original_line.strip(), self.mutated_line.strip(), self.occurrence)
 
     def apply(self, text):
         lines = text.split("\n")
@@ -144,11 +147,16 @@ def mutants(path, text):
     """Every mutant of `text` (the file at `path`, repository-relative)."""
     lines = text.split("\n")
     skipped = _skipped_lines(lines)
+    occurrence, seen = [], {}
+    for line_text in lines:
+        seen[line_text.strip()] = seen.get(line_text.strip(), 0) + 1
+        occurrence.append(seen[line_text.strip()])
     out = []
 
     def add(line, col, old, new, operator):
         if line not in skipped:
-            out.append(Mutant(path, line, col, col + len(old), new, operator, lines[line - 1]))
+            out.append(Mutant(path, line, col, col + len(old), new, operator, lines[line - 1],
+                              occurrence[line - 1]))
 
     toks = [t for t in _tokens(text) if t[0] not in ("comment", "string")]
     for i, (kind, tok, line, col) in enumerate(toks):

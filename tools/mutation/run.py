@@ -38,9 +38,10 @@ def all_mutants():
 
 
 def load_equivalents():
-    """{mutant key: reason} of the reviewed equivalent mutants."""
+    """{mutant key: reason} of the reviewed equivalent mutants; an entry's
+    "occurrence" (default 1) tells lines of the same text apart."""
     entries = json.loads(EQUIVALENTS.read_text())
-    return {(e["file"], e["original"], e["mutated"]): e["reason"] for e in entries}
+    return {(e["file"], e["original"], e["mutated"], e.get("occurrence", 1)): e["reason"] for e in entries}
 
 
 def main(argv=None):
@@ -137,6 +138,7 @@ def report(results, args):
         args.json.write_text(json.dumps([
             {"n": n, "file": m.path, "line": m.line, "operator": m.operator,
              "original": m.original_line.strip(), "mutated": m.mutated_line.strip(),
+             "occurrence": m.occurrence,
              "status": status, "seconds": round(seconds), "detail": detail}
             for n, m, status, seconds, detail in results
         ], indent=1))
@@ -150,7 +152,7 @@ def rescore(args):
     results = []
     for r in json.loads(args.rescore.read_text()):
         m = sample[r["n"] - 1]
-        if m.key() != (r["file"], r["original"], r["mutated"]):
+        if m.key()[:3] != (r["file"], r["original"], r["mutated"]):
             raise SystemExit(f"mutant {r['n']} is not the one saved: sources, --sample or --seed differ")
         status, detail = r["status"], r["detail"]
         if status == "survived" and m.key() in equivalents:
