@@ -23,6 +23,7 @@ import pytest
 
 from . import emu, jit_text
 from .attn_params import AttnParams
+from .layouts import Layout, contiguous_last
 
 METAL = "metal/attention.metal"
 HEAD_DIMS = (32, 64, 80, 96, 128)
@@ -76,19 +77,22 @@ def finfo_min(dtype):
     return float(np.finfo(dtype).min)
 
 
-def strided(values, layout, pad=0):
-    """values [B, H, L, D] stored in `layout`: "bhld" (rows padded by `pad`
-    extra rows per head) or "blhd" (the [B, L, H, D] transpose). Returns
-    (storage, view with the storage's strides in elements)."""
-    B, H, L, D = values.shape
+def named_layouts(layout):
+    """The Layouts of q, k, v and the output for `layout`: "bhld" (rows
+    padded inside each head: 1, 3 and 2 spare rows) or "blhd" (the
+    [B, L, H, D] transpose); the output is bhld with 2 spare rows."""
+    rows = {"q": 1, "k": 3, "v": 2}
     if layout == "bhld":
-        store = np.zeros((B, H, L + pad, D), values.dtype)
-        view = store[:, :, :L, :]
+        out = {name: Layout((0, 1, 2, 3), (0, 0, pad, 0)) for name, pad in rows.items()}
     else:
-        store = np.zeros((B, L, H, D), values.dtype)
-        view = store.transpose(0, 2, 1, 3)
-    view[...] = values
-    return store, tuple(s // values.itemsize for s in view.strides)
+        out = {name: Layout((0, 2, 1, 3), (0, 0, 0, 0)) for name in rows}
+    out["out"] = Layout((0, 1, 2, 3), (0, 0, 2, 0))
+    return out
+
+
+def poison(dtype):
+    """NaN in the kernel's dtype (bfloat16: its bits)."""
+    return to_device(np.full(1, np.nan, np.float32), dtype)[0][0]
 
 
 # ---------------------------------------------------------------------------
@@ -142,6 +146,7 @@ def run_case(
     mask_shape=None,
     sinks=False,
     layout="bhld",
+    layouts=None,
     seed=0,
     schedule="fair",
     race_check=False,
@@ -150,8 +155,10 @@ def run_case(
 ):
     """Runs one case and checks it. mask: None, "bool" or "additive", of
     mask_shape (broadcast to [B, H_q, L_q, L_k] through zero strides).
-    edit(inputs) may change the float32 inputs (a dict) before the launch.
-    Returns the fused output, the reference and v, as float64."""
+    layouts: {"q" | "k" | "v" | "out" | "mask": Layout} in place of
+    named_layouts(layout) (a mask given one is stored whole, its padding
+    poisoned). edit(inputs) may change the float32 inputs (a dict) before
+    the launch. Returns the fused output, the reference and v, as float64."""
     H_kv = H_kv or H_q
     rng = np.random.default_rng(seed)
     scale = 1.0 / np.sqrt(D) if scale is None else scale
@@ -170,32 +177,9 @@ def run_case(
         edit(inputs)
 
     name, bq, bk, warps = kernel_for(prog, dtype, D)
-    q_dev, q64 = to_device(inputs["q"], dtype)
-    k_dev, k64 = to_device(inputs["k"], dtype)
-    v_dev, v64 = to_device(inputs["v"], dtype)
-    q_store, q_str = strided(q_dev, layout, pad=1)
-    k_store, k_str = strided(k_dev, layout, pad=3)
-    v_store, v_str = strided(v_dev, layout, pad=2)
-    out_nan = to_device(np.full((B, H_q, L_q, D), np.nan, np.float32), dtype)[0]
-    o_store, o_str = strided(out_nan, "bhld", pad=2)
-    o_store[...] = out_nan.flat[0]
-
-    ref_kwargs = {}
-    buffers = {0: q_store, 1: k_store, 2: v_store, 3: o_store}
-    mask_strides = (0, 0, 0, 0)
-    if mask is not None:
-        m = inputs["mask"]
-        full = (B, H_q, L_q, L_k)
-        if mask == "bool":
-            dev, ref_kwargs["bool_mask"] = m, m
-        else:
-            dev, ref_kwargs["add_mask"] = to_device(m, dtype)
-        dev = np.ascontiguousarray(dev)
-        view = np.broadcast_to(dev.reshape((1,) * (4 - dev.ndim) + dev.shape), full)
-        mask_strides = tuple(s // dev.itemsize for s in view.strides)
-        buffers[5] = dev
-    if sinks:
-        buffers[6], ref_kwargs["sinks"] = to_device(inputs["sinks"], dtype)
+    buffers, strides, ref_kwargs, places, (q64, k64, v64) = place_inputs(
+        inputs, dtype, layout, layouts, mask
+    )
 
     params = AttnParams(
         B=B,
@@ -208,11 +192,11 @@ def run_case(
         D_v=D,
         causal_offset=L_k - L_q,
         scale_log2=scale * np.log2(np.e),
-        q_strides=q_str[:3],
-        k_strides=k_str[:3],
-        v_strides=v_str[:3],
-        o_strides=o_str[:3],
-        mask_strides=mask_strides,
+        q_strides=strides["q"][:3],
+        k_strides=strides["k"][:3],
+        v_strides=strides["v"][:3],
+        o_strides=strides["out"][:3],
+        mask_strides=strides["mask"],
     )
     buffers[4] = params
     constants = {
@@ -232,10 +216,7 @@ def run_case(
         schedule=schedule,
         race_check=race_check,
     )
-    o_all = from_device(res[3], dtype)
-    fused = o_all[:, :, :L_q, :]
-    assert np.isnan(o_all[:, :, L_q:, :]).all(), "the kernel wrote past the last query row"
-
+    fused = output(res[3], places["out"], dtype)
     ref = reference(q64, k64, v64, scale, dtype, causal=causal, **ref_kwargs)
     atol, rtol = TOL[dtype]
     np.testing.assert_allclose(
@@ -244,9 +225,54 @@ def run_case(
         atol=atol,
         rtol=rtol,
         err_msg=f"{name} L_q={L_q} L_k={L_k} B={B} H_q={H_q} H_kv={H_kv} causal={causal} "
-        f"mask={mask} sinks={sinks} layout={layout} seed={seed}",
+        f"mask={mask} sinks={sinks} layout={layouts or layout} seed={seed}",
     )
     return fused, ref, v64
+
+
+def place_inputs(inputs, dtype, layout, layouts, mask):
+    """The buffers of q, k, v, the NaN-poisoned output (0-3), the mask (5)
+    and sinks (6) as the host binds them, each stored in its own Layout with
+    its padding poisoned. Returns (buffers, {"q" | "k" | "v" | "out" |
+    "mask": element strides}, the reference's mask and sinks arguments, the
+    Layouts, the float64 values of q, k and v)."""
+    places = {**named_layouts(layout), **(layouts or {})}
+    buffers, strides, ref_kwargs, values = {}, {}, {}, []
+    B, H_q, L_q, D = inputs["q"].shape
+    for index, x in enumerate("qkv"):
+        dev, x64 = to_device(inputs[x], dtype)
+        values.append(x64)
+        buffers[index], strides[x] = places[x].place(dev, poison(dtype))
+    out_nan = np.full((B, H_q, L_q, D), poison(dtype))
+    buffers[3], strides["out"] = places["out"].place(out_nan, poison(dtype))
+    strides["mask"] = (0, 0, 0, 0)
+    if mask is not None:
+        m = inputs["mask"]
+        if mask == "bool":
+            dev, ref_kwargs["bool_mask"] = m, m
+        else:
+            dev, ref_kwargs["add_mask"] = to_device(m, dtype)
+        if "mask" in places:
+            # Bool padding is False: read in place of a True, it masks a key.
+            fill = False if mask == "bool" else poison(dtype)
+            buffers[5], strides["mask"] = places["mask"].place(dev, fill)
+        else:
+            dev = np.ascontiguousarray(dev)
+            full = (B, H_q, L_q, inputs["k"].shape[2])
+            view = np.broadcast_to(dev.reshape((1,) * (4 - dev.ndim) + dev.shape), full)
+            strides["mask"] = tuple(s // dev.itemsize for s in view.strides)
+            buffers[5] = dev
+    if inputs["sinks"] is not None:
+        buffers[6], ref_kwargs["sinks"] = to_device(inputs["sinks"], dtype)
+    return buffers, strides, ref_kwargs, places, values
+
+
+def output(result, layout, dtype):
+    """The output in float64, after checking that the kernel wrote nothing
+    outside it (its padding still NaN)."""
+    o_all = from_device(result, dtype)
+    assert np.isnan(layout.padding(o_all)).all(), "the kernel wrote outside its output"
+    return layout.view(o_all)
 
 
 def test_params_layout_matches_the_kernel(prog):
@@ -289,6 +315,27 @@ def test_strided_inputs(prog, layout):
 @pytest.mark.parametrize("H_q,H_kv", [(4, 2), (3, 1)])
 def test_gqa(prog, H_q, H_kv):
     run_case(prog, H_q=H_q, H_kv=H_kv, L_q=40, L_k=33, causal=True, seed=H_q * 10 + H_kv)
+
+
+# Each input its own order of [B, H, L] (outermost first; D innermost) and
+# its own spare batch entries, heads and rows, so that no two inputs share a
+# batch or head stride: an offset taken with another input's stride, or
+# another axis's, reads poison or the wrong element.
+INDEPENDENT = {
+    "q": contiguous_last((0, 1, 2), (1, 2, 1), 4),
+    "k": contiguous_last((1, 0, 2), (2, 1, 3), 4),
+    "v": contiguous_last((2, 0, 1), (1, 3, 0), 4),
+    "out": contiguous_last((1, 2, 0), (3, 1, 2), 4),
+    "mask": Layout((3, 1, 0, 2), (1, 2, 3, 1)),
+}
+
+
+@pytest.mark.parametrize("mask", [None, "bool", "additive"])
+def test_independent_batch_and_head_strides(prog, mask):
+    """B = 2, H_q = 4 over H_kv = 2, every input (and the output and mask)
+    stored in its own layout; sinks with the bool mask, causal without one."""
+    run_case(prog, dtype="float32", D=32, B=2, H_q=4, H_kv=2, L_q=37, L_k=45, mask=mask,
+             causal=mask is None, sinks=mask == "bool", layouts=INDEPENDENT, seed=30)
 
 
 # ---------------------------------------------------------------------------
@@ -478,6 +525,29 @@ def test_strided_copy(dtype, shape, perm):
         threadgroup=(shape[2] * shape[3], 1, 1),
     )
     np.testing.assert_array_equal(out[1].reshape(shape), view)
+
+
+def test_strided_copy_padded_permuted_axes():
+    """B = 2, H = 3, every source axis padded (with NaN) and the axes stored
+    out of order, so that each of the four strides is its own."""
+    prog = emu.load("metal/strided_copy.metal")
+    shape = (2, 3, 4, 5)
+    values = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    src, strides = Layout((1, 3, 0, 2), (1, 2, 1, 3)).place(values, np.nan)
+    out = prog.launch(
+        "fa_strided_copy_float32",
+        {0: src, 1: np.full(values.size, np.nan, np.float32), 2: StridedCopyParams(shape=shape, strides=strides)},
+        grid=(1, shape[1], shape[0]),
+        threadgroup=(shape[2] * shape[3], 1, 1),
+    )
+    np.testing.assert_array_equal(out[1].reshape(shape), values)
+
+
+def test_strided_copy_instances():
+    """The host asks for fa_strided_copy_<dtype> for each kernel dtype
+    (strided_copy_kernel_name in backend/metal/attention_metal.cpp); the list
+    holds exactly those, each launched by test_strided_copy."""
+    assert set(emu.load("metal/strided_copy.metal").kernels) == {f"fa_strided_copy_{t}" for t in DTYPES}
 
 
 # ---------------------------------------------------------------------------

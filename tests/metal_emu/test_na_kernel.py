@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from . import emu
+from .layouts import Layout, contiguous_last
 from .na_params import NaGrid, NaParams
 
 METAL = "metal/neighborhood.metal"
@@ -182,29 +183,46 @@ def from_device(x, dtype):
     return x.astype(np.float64)
 
 
-def stored(values, layout, fill=0):
-    """values [B, *spatial, H, D] in `layout`: "dense"; "padded" (a spare
-    head slot after each token's heads); "transposed" (spatial axes stored in
-    reverse order). Returns (storage, the view's element strides in NaParams
-    order: batch, axis 0..2 (0 for unused), head)."""
-    n_axes = values.ndim - 3
+def named_layout(layout, ndim):
+    """The Layout of a [B, *spatial, H, D] array for `layout`: "dense";
+    "padded" (a spare head slot after each token's heads); "transposed"
+    (spatial axes stored in reverse order)."""
+    n_axes = ndim - 3
     if layout == "transposed":
-        perm = (0, *range(n_axes, 0, -1), n_axes + 1, n_axes + 2)
-        store = np.full(values.transpose(perm).shape, fill, values.dtype)
-        view = store.transpose(perm)
-    elif layout == "padded":
-        shape = list(values.shape)
-        shape[-2] += 1
-        store = np.full(shape, fill, values.dtype)
-        view = store[..., :-1, :]
-    else:
-        store = np.full(values.shape, fill, values.dtype)
-        view = store
-    view[...] = values
-    st = [s // values.itemsize for s in view.strides]
-    strides = [st[0]] + st[1 : 1 + n_axes] + [0] * (3 - n_axes) + [st[-2]]
+        return Layout((0, *range(n_axes, 0, -1), n_axes + 1, n_axes + 2), (0,) * ndim)
+    pad = [0] * ndim
+    if layout == "padded":
+        pad[-2] = 1
+    return Layout(range(ndim), pad)
+
+
+def independent_layouts(n_axes):
+    """Per input, its own order of [B, *spatial, H] (outermost first; D
+    innermost) and its own spare batch entries, positions and heads, so that
+    no two of q, k, v and the output share a batch or head stride."""
+    axes = list(range(n_axes + 2))
+    head = n_axes + 1
+    spatial = [1] * n_axes
+    return {
+        "q": contiguous_last(axes, [1, *spatial, 2], n_axes + 3),
+        "k": contiguous_last([head, *axes[:-1]], [2, *[0] * n_axes, 1], n_axes + 3),
+        "v": contiguous_last(axes[::-1], [1, *spatial, 3], n_axes + 3),
+        "out": contiguous_last([*axes[1:], 0], [3, *spatial, 1], n_axes + 3),
+    }
+
+
+def stored(values, layout, fill):
+    """values [B, *spatial, H, D] in `layout` (a Layout, or a name for
+    named_layout), padding set to `fill`. Returns (storage, the Layout, the
+    view's element strides in NaParams order: batch, axis 0..2 (0 for
+    unused), head)."""
+    n_axes = values.ndim - 3
+    if isinstance(layout, str):
+        layout = named_layout(layout, values.ndim)
+    store, st = layout.place(values, fill)
+    strides = [st[0]] + list(st[1 : 1 + n_axes]) + [0] * (3 - n_axes) + [st[-2]]
     assert st[-1] == 1
-    return store, view, strides
+    return store, layout, strides
 
 
 # ---------------------------------------------------------------------------
@@ -259,6 +277,7 @@ def run_case(
     B=1,
     H=2,
     layout="dense",
+    layouts=None,
     warps=None,
     seed=0,
     schedule="fair",
@@ -271,14 +290,16 @@ def run_case(
     causal = causal or (False,) * n_axes
     rng = np.random.default_rng(seed)
     shape = (B, *spatial, H, D)
+    places = {"q": layout, "k": layout, "v": layout, "out": "padded", **(layouts or {})}
     q_dev, q64 = to_device(rng.standard_normal(shape), dtype)
     k_dev, k64 = to_device(rng.standard_normal(shape), dtype)
     v_dev, v64 = to_device(rng.standard_normal(shape), dtype)
-    q_store, _, q_str = stored(q_dev, layout)
-    k_store, _, k_str = stored(k_dev, layout)
-    v_store, _, v_str = stored(v_dev, layout)
     nan = to_device(np.full(shape, np.nan), dtype)[0]
-    o_store, o_view, o_str = stored(nan, "padded", fill=nan.flat[0])
+    # Inputs' padding is NaN too: a read outside the view shows in the output.
+    q_store, _, q_str = stored(q_dev, places["q"], fill=nan.flat[0])
+    k_store, _, k_str = stored(k_dev, places["k"], fill=nan.flat[0])
+    v_store, _, v_str = stored(v_dev, places["v"], fill=nan.flat[0])
+    o_store, o_layout, o_str = stored(nan, places["out"], fill=nan.flat[0])
 
     name, bq, bk, n_warps = kernel_for(prog, n_axes, dtype, D, suffix)
     axes = [dict(n=n, k=ks, d=d, causal=c) for n, ks, d, c in zip(spatial, kernel, dilation, causal)]
@@ -317,8 +338,8 @@ def run_case(
         race_check=race_check,
     )
     o_all = from_device(res[3], dtype)
-    assert np.isnan(o_all[..., -1, :]).all(), "the kernel wrote into the padding between heads"
-    fused = o_all[..., :-1, :]
+    assert np.isnan(o_layout.padding(o_all)).all(), "the kernel wrote outside its output"
+    fused = o_layout.view(o_all)
 
     ref = reference(q64, k64, v64, kernel, dilation, causal, scale)
     atol, rtol = TOL[dtype]
@@ -328,7 +349,7 @@ def run_case(
         atol=atol,
         rtol=rtol,
         err_msg=f"{name} spatial={spatial} kernel={kernel} dilation={dilation} causal={causal} "
-        f"B={B} H={H} layout={layout} warps={list(grid.warps)} seed={seed}",
+        f"B={B} H={H} layout={layouts or layout} warps={list(grid.warps)} seed={seed}",
     )
     return grid
 
@@ -432,6 +453,30 @@ def test_strided_inputs_batches_and_heads(prog, probe, layout):
     """Strides from NaParams: spare head slots, spatial axes stored in
     reverse order; several batch entries and heads."""
     run_case(prog, probe, (7, 9), (3, 5), dtype="bfloat16", D=64, B=2, H=3, layout=layout, seed=5)
+
+
+@pytest.mark.parametrize(
+    "spatial,kernel,dtype,D",
+    [((21,), (5,), "float32", 32), ((6, 7), (3, 5), "float16", 64), ((4, 5, 3), (3, 3, 3), "bfloat16", 32)],
+    ids=["1d", "2d", "3d"],
+)
+def test_independent_batch_and_head_strides(prog, probe, spatial, kernel, dtype, D):
+    """B = 2, H = 3, every input and the output in its own layout
+    (independent_layouts), every axis count."""
+    run_case(prog, probe, spatial, kernel, dtype=dtype, D=D, B=2, H=3,
+             layouts=independent_layouts(len(spatial)), seed=40 + len(spatial))
+
+
+def test_every_instance(prog, probe):
+    """Each kernel of the instantiation list, launched by its host name on a
+    small input of its axis count, dtype and head dim (checked against the
+    reference as every case is)."""
+    shapes = {1: ((19,), (5,)), 2: ((5, 6), (3, 3)), 3: ((3, 4, 5), (3, 3, 3))}
+    for i, name in enumerate(sorted(prog.kernels)):
+        m = re.fullmatch(r"fa_na(\d)d_(\w+?)_d(\d+)_bq\d+_bk\d+_wm\d+", name)
+        n_axes, dtype, D = int(m.group(1)), m.group(2), int(m.group(3))
+        spatial, kernel = shapes[n_axes]
+        run_case(prog, probe, spatial, kernel, dtype=dtype, D=D, B=1, H=2, seed=i)
 
 
 @pytest.mark.parametrize("seed", [1, 2])

@@ -21,7 +21,7 @@ import pytest
 
 from . import emu, jit_text
 from .attn_params import AttnParams
-from .test_attention_kernel import TOL, from_device, reference, strided, to_device
+from .test_attention_kernel import INDEPENDENT, TOL, output, place_inputs, reference
 
 METAL = "metal/short_attention.metal"
 DTYPES = ("float16", "bfloat16", "float32")
@@ -68,6 +68,7 @@ def run_case(
     mask_shape=None,
     sinks=False,
     layout="bhld",
+    layouts=None,
     seed=0,
     schedule="fair",
     race_check=False,
@@ -76,7 +77,8 @@ def run_case(
 ):
     """Runs one case and checks it; returns (fused, reference, v) in float64.
     mask: None, "bool" or "additive" of mask_shape (broadcast through zero
-    strides); edit(inputs) may change the float32 inputs before the launch."""
+    strides); layouts as test_attention_kernel.run_case takes them;
+    edit(inputs) may change the float32 inputs before the launch."""
     H_kv = H_kv or H_q
     rng = np.random.default_rng(seed)
     scale = 1.0 / np.sqrt(D) if scale is None else scale
@@ -95,31 +97,9 @@ def run_case(
         edit(inputs)
 
     name, warps, problems = kernel_for(prog, dtype, D, seq_for(L_q, L_k))
-    q_dev, q64 = to_device(inputs["q"], dtype)
-    k_dev, k64 = to_device(inputs["k"], dtype)
-    v_dev, v64 = to_device(inputs["v"], dtype)
-    q_store, q_str = strided(q_dev, layout, pad=1)
-    k_store, k_str = strided(k_dev, layout, pad=3)
-    v_store, v_str = strided(v_dev, layout, pad=2)
-    out_nan = to_device(np.full((B, H_q, L_q, D), np.nan, np.float32), dtype)[0]
-    o_store, o_str = strided(out_nan, "bhld", pad=2)
-    o_store[...] = out_nan.flat[0]
-
-    ref_kwargs = {}
-    buffers = {0: q_store, 1: k_store, 2: v_store, 3: o_store}
-    mask_strides = (0, 0, 0, 0)
-    if mask is not None:
-        m = inputs["mask"]
-        if mask == "bool":
-            dev, ref_kwargs["bool_mask"] = m, m
-        else:
-            dev, ref_kwargs["add_mask"] = to_device(m, dtype)
-        dev = np.ascontiguousarray(dev)
-        view = np.broadcast_to(dev.reshape((1,) * (4 - dev.ndim) + dev.shape), (B, H_q, L_q, L_k))
-        mask_strides = tuple(s // dev.itemsize for s in view.strides)
-        buffers[5] = dev
-    if sinks:
-        buffers[6], ref_kwargs["sinks"] = to_device(inputs["sinks"], dtype)
+    buffers, strides, ref_kwargs, places, (q64, k64, v64) = place_inputs(
+        inputs, dtype, layout, layouts, mask
+    )
     buffers[4] = AttnParams(
         B=B,
         H_q=H_q,
@@ -131,11 +111,11 @@ def run_case(
         D_v=D,
         causal_offset=L_k - L_q,
         scale_log2=scale * np.log2(np.e),
-        q_strides=q_str[:3],
-        k_strides=k_str[:3],
-        v_strides=v_str[:3],
-        o_strides=o_str[:3],
-        mask_strides=mask_strides,
+        q_strides=strides["q"][:3],
+        k_strides=strides["k"][:3],
+        v_strides=strides["v"][:3],
+        o_strides=strides["out"][:3],
+        mask_strides=strides["mask"],
     )
     constants = {
         FC["has_mask"]: mask is not None,
@@ -156,9 +136,7 @@ def run_case(
         schedule=schedule,
         race_check=race_check,
     )
-    o_all = from_device(res[3], dtype)
-    fused = o_all[:, :, :L_q, :]
-    assert np.isnan(o_all[:, :, L_q:, :]).all(), "the kernel wrote past the last query row"
+    fused = output(res[3], places["out"], dtype)
 
     ref = reference(q64, k64, v64, scale, dtype, causal=causal, **ref_kwargs)
     atol, rtol = TOL[dtype]
@@ -168,7 +146,7 @@ def run_case(
         atol=atol,
         rtol=rtol,
         err_msg=f"{name} L_q={L_q} L_k={L_k} B={B} H_q={H_q} H_kv={H_kv} causal={causal} "
-        f"mask={mask} sinks={sinks} layout={layout} seed={seed}",
+        f"mask={mask} sinks={sinks} layout={layouts or layout} seed={seed}",
     )
     return fused, ref, v64
 
@@ -213,6 +191,15 @@ def test_many_threadgroups(prog):
 def test_strided_inputs(prog, layout):
     """[B, L, H, D] transposed views and rows padded inside each head."""
     run_case(prog, dtype="bfloat16", D=64, B=2, H_q=3, L_q=20, L_k=30, layout=layout, seed=3)
+
+
+@pytest.mark.parametrize("mask", [None, "bool", "additive"])
+def test_independent_batch_and_head_strides(prog, mask):
+    """B = 3, H_q = 4 over H_kv = 2 (12 sequences, 4 to a threadgroup), every
+    input, the output and the mask in its own layout (test_attention_kernel's
+    INDEPENDENT); sinks with the bool mask, causal without one."""
+    run_case(prog, dtype="float16", D=64, B=3, H_q=4, H_kv=2, L_q=13, L_k=15, mask=mask,
+             causal=mask is None, sinks=mask == "bool", layouts=INDEPENDENT, seed=31)
 
 
 @pytest.mark.parametrize("H_q,H_kv", [(4, 2), (3, 1)])

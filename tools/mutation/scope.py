@@ -1,0 +1,80 @@
+"""What is mutated and which tests can see each mutated file.
+
+The mutated sources are the Metal entry points (metal/*.metal) and every
+header they reach by #include. A test file sees a source when a .metal file
+it loads in the emulator (a quoted path in it) or a header its host programs
+include (an #include line in it) reaches that source; test_strict_check.py
+checks every .metal file. Includes are resolved as metal/flatten_source.py
+resolves them for the JIT source.
+"""
+
+import importlib.util
+import pathlib
+import re
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+EMU_TESTS = "tests/metal_emu"
+
+_spec = importlib.util.spec_from_file_location("flatten_source", REPO / "metal" / "flatten_source.py")
+flatten_source = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(flatten_source)
+
+_METAL_PATH = re.compile(r"[\"']((?:metal|tests/metal_emu/kernels)/\w+\.metal)[\"']")
+_HEADER = re.compile(r'#include\s*[\\]*"(mlx_fused_attn/[\w/]+\.h)[\\]*"')
+# Tests over every .metal file of the repository (found by glob, not named).
+_EVERY_METAL = {"test_strict_check.py"}
+
+
+def include_closure(path, root=REPO):
+    """`path` (repository-relative) and every file it reaches by a quoted
+    #include, repository-relative."""
+    seen = []
+    todo = [(root / path).resolve()]
+    while todo:
+        f = todo.pop()
+        rel = f.relative_to(root).as_posix()
+        if rel in seen:
+            continue
+        seen.append(rel)
+        for line in f.read_text().splitlines():
+            m = flatten_source._INCLUDE.match(line)
+            if m:
+                todo.append(flatten_source._resolve(m.group(1), f.parent, [root]))
+    return seen
+
+
+def entry_points(root=REPO):
+    return sorted(p.relative_to(root).as_posix() for p in (root / "metal").glob("*.metal"))
+
+
+def mutated_sources(root=REPO):
+    """The entry points and the headers they include, sorted."""
+    files = set()
+    for metal in entry_points(root):
+        files.update(include_closure(metal, root))
+    return sorted(files)
+
+
+def seen_by(root=REPO):
+    """{test file (repository-relative): set of sources it can see}."""
+    out = {}
+    for test in sorted((root / EMU_TESTS).glob("test_*.py")):
+        text = test.read_text()
+        roots = set(_METAL_PATH.findall(text)) | set(_HEADER.findall(text))
+        if test.name in _EVERY_METAL:
+            roots |= set(entry_points(root))
+        sources = set()
+        for r in roots:
+            if (root / r).is_file():
+                sources.update(include_closure(r, root))
+        out[test.relative_to(root).as_posix()] = sources
+    return out
+
+
+def metal_views(source, root=REPO):
+    """The .metal files (entry points and the emulator's test kernels) whose
+    translation unit holds `source`."""
+    metals = entry_points(root) + sorted(
+        p.relative_to(root).as_posix() for p in (root / EMU_TESTS / "kernels").glob("*.metal")
+    )
+    return [m for m in metals if source in include_closure(m, root)]
