@@ -155,9 +155,10 @@ void eval(
   const int L_q = q.shape(2);
   const int L_k = k.shape(2);
   const int D = q.shape(3);
+  const int D_v = v.shape(3);
 
   const fa::AttnTiles tiles = fa::choose_attention_tiles(
-      D, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
+      D, D_v, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
   fa::AttnFeatures features{};
   features.has_mask = has_mask;
   features.bool_mask = spec.mask == MaskKind::Bool;
@@ -181,7 +182,7 @@ void eval(
   params.L_q = L_q;
   params.L_k = L_k;
   params.D = D;
-  params.D_v = v.shape(3);
+  params.D_v = D_v;
   params.causal_offset = L_k - L_q;
   params.scale_log2 = spec.scale * 1.4426950408889634f;
   for (int i = 0; i < 3; ++i) {
@@ -203,7 +204,7 @@ void eval(
     return;
   }
 
-  const std::string kernel_name = fa::attention_kernel_name(dtype, D, tiles);
+  const std::string kernel_name = fa::attention_kernel_name(dtype, D, D_v, tiles);
   auto* kernel = d.get_kernel(
       /* base_name = */ kernel_name,
       /* mtl_lib = */ kernel_library(d),
