@@ -76,36 +76,51 @@ constexpr bool attention_head_dims_supported(int head_dim, int head_dim_v) {
 #undef FA_HEAD_DIMS_EQUAL
 }
 
-/// CUDA tiles past D = 128 (192, 256, and q/k 192 with v 128), not yet
-/// measured: chosen for no register spills (ptxas -v, CUDA 13.0) with one
-/// warpgroup of 64 queries, 16 rows a warp, since a warp's O accumulator
-/// alone is D / 2 fp32 registers a thread (128 at D = 256).
+/// CUDA tiles past D = 128 (192, 256, and 192 for q and k with 128 for v),
+/// not yet measured: chosen so that no variant spills (ptxas -v, CUDA 13.0,
+/// sm_80 and sm_90a images), with one warpgroup of 64 queries, 16 rows a
+/// warp, since a warp's O accumulator alone is D_v / 2 fp32 registers a
+/// thread (128 at D_v = 256). Shared memory stays within the 163 KB an A100
+/// block may have.
+/// - Hopper (wgmma), all three: Q in shared memory, one staggered buffer
+///   each for 64 keys of K and V, 2 blocks a multiprocessor (188-212
+///   registers at v 128, 224-240 at 192, 254-255 at 256; 96 KB at 256):
+///   with Q in registers and two stages D = 192's array-mask variant spilled
+///   40 bytes.
+/// - mma.sync, 16-bit, D = 192 with v 192 or 128: Q in registers, two stages
+///   of 64 keys (242-255 registers; 100 KB at v 192).
+/// - mma.sync, 16-bit, D = 256: Q in shared memory read a k step at a time,
+///   two stages of 32 keys (236-246 registers, 101 KB): with Q in registers
+///   the sm_90a image spilled 8 bytes at 255 registers.
+/// - fp32 (3xTF32): Q in shared memory a k step at a time (179-229
+///   registers); with Q in registers D = 192 spilled 1.5 KB and D = 256 2.8
+///   KB. Two stages of 32 keys at D = 192 (150 KB), one staggered at
+///   D = 256 (133 KB; two stages would take 200 KB).
 constexpr AttnTiles choose_large_head_dim_tiles(
     int head_dim,
-    int head_dim_v,
     DType dtype,
     bool wgmma) {
-  (void)head_dim_v;
+  if (wgmma && dtype != DType::Float32) {
+    return AttnTiles{64, 64, 4, 1, 2, true, true};
+  }
   if (dtype == DType::Float32) {
     return head_dim == 256 ? AttnTiles{64, 32, 4, 1, 1, false, true}
                            : AttnTiles{64, 32, 4, 2, 1, false, true};
   }
-  if (wgmma) {
-    return head_dim == 256 ? AttnTiles{64, 64, 4, 1, 2, true, true}
-                           : AttnTiles{64, 64, 4, 2, 2, true};
-  }
-  return head_dim == 256 ? AttnTiles{64, 32, 4, 2} : AttnTiles{64, 64, 4, 2, 2};
+  return head_dim == 256 ? AttnTiles{64, 32, 4, 2, 1, false, true}
+                         : AttnTiles{64, 64, 4, 2, 2};
 }
 
 /// The one tile chooser.
 ///
-/// Metal: 4 simdgroups of 8 query rows and 32-key blocks, bk = 16 at
+/// Metal: 4 simdgroups of 8 query rows and 32-key blocks, bk = 16 from
 /// D = 128: the shapes MLX's steel attention runs on the same GPUs. With K
 /// and V blocks both resident, bk = 16 also keeps fp32 at D = 128 within
 /// 32 KB of threadgroup memory (2 * 16 * (128 + 4) * 4 B = 16.5 KB; bk = 32
-/// would need 33 KB). Causal runs are function-constant variants of the same
-/// pipeline, so on Metal the choice must not depend on `causal`. Its loads
-/// are plain (synchronous) loads: one stage.
+/// would need 33 KB), and is halved where it does not fit: fp32 at D = 256
+/// takes 8 (2 * 16 * 260 * 4 B = 33.3 KB). Causal runs are function-constant
+/// variants of the same pipeline, so on Metal the choice must not depend on
+/// `causal`. Its loads are plain (synchronous) loads: one stage.
 ///
 /// CUDA: two K/V stages (the next block's cp.async copies run under this
 /// block's math) and 4 warps, so that two blocks share a multiprocessor and
@@ -197,10 +212,13 @@ constexpr AttnTiles choose_attention_tiles(
     }
     return tiles;
   }
-  // D = 72 runs as 80, zeros past it: the products, and so the tiles, of 80.
+  // D = 72 runs as 80, zeros past it: the products, and so the tiles, of
+  // 80, but for 3 blocks a multiprocessor with wgmma, where 4 (128
+  // registers) spilled 60-128 bytes (D = 80 spills as much, measured
+  // harmless there; 72 is not measured).
   const int d = attention_padded_head_dim(head_dim, backend);
   if (d > 128) {
-    return choose_large_head_dim_tiles(d, head_dim_v, dtype, wgmma);
+    return choose_large_head_dim_tiles(d, dtype, wgmma);
   }
   if (dtype == DType::Float32) {
     return AttnTiles{64, 32, 4, 2};
@@ -214,7 +232,8 @@ constexpr AttnTiles choose_attention_tiles(
   }
   if (wgmma) {
     const int bk = d <= 64 ? 128 : 64;
-    const int min_blocks = d == 80 ? 4 : d == 96 ? 2 : 3;
+    const int min_blocks =
+        head_dim == 80 ? 4 : head_dim == 96 ? 2 : 3;
     return AttnTiles{64, bk, 4, 2, min_blocks, true};
   }
   if (d == 128) {

@@ -33,8 +33,9 @@ template <
 struct QInPaddedShared {
   FA_CONST int kLd = kCols + 16 / int(sizeof(T)); ///< as padded_block.h's
   FA_CONST int kSmemElems = kRows * kLd;
-  typedef typename Target::template Loader<T, kRows, kCols, kLd, kThreads, kSrcCols>
-      Loader;
+  typedef typename Target::
+      template Loader<T, kRows, kCols, kLd, kThreads, kSrcCols>
+          Loader;
   const FA_THREADGROUP T* smem; ///< this warp's first row
 };
 
@@ -47,9 +48,14 @@ template <
     int kWarpRows,
     int kThreads>
 FA_FUNC void q_load(
-    FA_THREAD
-        QInPaddedShared<Target, T, kRows, kCols, kSrcCols, kWarpRows, kThreads>&
-            q,
+    FA_THREAD QInPaddedShared<
+        Target,
+        T,
+        kRows,
+        kCols,
+        kSrcCols,
+        kWarpRows,
+        kThreads>& q,
     const FA_DEVICE T* src,
     stride_t ld,
     int rows,
@@ -57,7 +63,8 @@ FA_FUNC void q_load(
     FA_THREADGROUP T* smem,
     int warp,
     lane_t lane) {
-  typedef QInPaddedShared<Target, T, kRows, kCols, kSrcCols, kWarpRows, kThreads>
+  typedef QInPaddedShared<
+      Target, T, kRows, kCols, kSrcCols, kWarpRows, kThreads>
       Q;
   const int tid = warp * kSimdWidth + lane;
   if (ragged) {

@@ -4,12 +4,12 @@
 //
 // Template: element type, head dims (D of q and k, DV of v), tiles (from
 // choose_attention_tiles, see kernel_names.h; WG: warpgroup products,
-// CudaWgmmaTarget; QS: with Q in shared memory, CudaWgmmaSharedQTarget) and
-// the two features that change the inner loop's code: causal and an array
-// mask. The others (bool or additive mask, sinks, aligned lengths) arrive
-// at run time in `features`: they decide once per block or per kernel, so
-// specialising them would only multiply the instances that nvcc and NVRTC
-// build.
+// CudaWgmmaTarget; QS: with Q in shared memory, CudaWgmmaSharedQTarget or,
+// without WG, CudaSharedQTarget) and the two features that change the inner
+// loop's code: causal and an array mask. The others (bool or additive mask,
+// sinks, aligned lengths) arrive at run time in `features`: they decide once
+// per block or per kernel, so specialising them would only multiply the
+// instances that nvcc and NVRTC build.
 //
 // Grid: (query blocks, H_q, B); block: warps * 32 threads; dynamic shared
 // memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
