@@ -91,8 +91,10 @@ float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
   f.align_q = pr.L % BQ == 0;
   f.align_k = pr.L % BK == 0;
   constexpr fa::AttnTiles tiles = {BQ, BK, WM, ST, MB, WG, QS};
-  const int smem = fa::attention_smem_bytes(tiles, D, fa::DTypeOf<T>::value);
-  auto kernel = fa::attention_kernel<T, D, BQ, BK, WM, ST, MB, WG, QS, C, false>;
+  const int smem = fa::attention_smem_bytes(
+      tiles, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
+  auto kernel =
+      fa::attention_kernel<T, D, D, BQ, BK, WM, ST, MB, WG, QS, C, false>;
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   if (MB > 2) {  // as the library does (kernels.cpp): all of L1 as shared memory
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,

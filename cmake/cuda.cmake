@@ -5,7 +5,7 @@
 # - Host code: mlx_fused_attn/backend/cuda/*.cpp (launches through MLX's
 #   command encoder; NVRTC and the driver are reached at run time).
 # - AOT: nvcc builds the kernels for MLX_FUSED_ATTN_CUDA_ARCHITECTURES, one
-#   object per head dim (the FA_ATTENTION_HEAD_DIMS list in
+#   object per head dim pair (the FA_ATTENTION_HEAD_DIMS list in
 #   attention_config.h) so that they compile in parallel.
 # - JIT: metal/flatten_source.py flattens the kernel sources into one text
 #   embedded in the library; NVRTC compiles it when MLX_FUSED_ATTN_JIT=1 or
@@ -88,17 +88,24 @@ target_link_options(mlx_fused_attn PRIVATE "LINKER:--exclude-libs,ALL")
 
 if(MLX_FUSED_ATTN_CUDA_AOT)
   enable_language(CUDA)
-  file(STRINGS ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/attention_config.h
-       FA_HEAD_DIMS_LINE REGEX "^#define FA_ATTENTION_HEAD_DIMS")
-  string(REGEX MATCHALL "X\\([0-9]+\\)" FA_HEAD_DIM_ITEMS "${FA_HEAD_DIMS_LINE}")
+  # The (q and k, v) head dim pairs: the macro, its continued lines joined.
+  file(READ ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/attention_config.h
+       FA_ATTENTION_CONFIG)
+  string(REPLACE "\\\n" " " FA_ATTENTION_CONFIG "${FA_ATTENTION_CONFIG}")
+  string(REGEX MATCH "#define FA_ATTENTION_HEAD_DIMS\\(X\\)[^\n]*"
+               FA_HEAD_DIMS_TEXT "${FA_ATTENTION_CONFIG}")
+  string(REGEX MATCHALL "X\\([0-9]+, *[0-9]+\\)" FA_HEAD_DIM_ITEMS
+               "${FA_HEAD_DIMS_TEXT}")
   add_library(fa_aot_kernels OBJECT ${FA_CUDA_DIR}/aot_kernels.cu)
   set(FA_CUDA_OBJECT_LIBS fa_aot_kernels)
   foreach(item ${FA_HEAD_DIM_ITEMS})
-    string(REGEX REPLACE "X\\(([0-9]+)\\)" "\\1" head_dim "${item}")
-    add_library(fa_attention_d${head_dim} OBJECT ${FA_CUDA_DIR}/attention_aot.cu)
-    target_compile_definitions(fa_attention_d${head_dim}
-                               PRIVATE FA_AOT_HEAD_DIM=${head_dim})
-    list(APPEND FA_CUDA_OBJECT_LIBS fa_attention_d${head_dim})
+    string(REGEX REPLACE "X\\(([0-9]+), *([0-9]+)\\)" "\\1" head_dim "${item}")
+    string(REGEX REPLACE "X\\(([0-9]+), *([0-9]+)\\)" "\\2" head_dim_v "${item}")
+    set(lib fa_attention_d${head_dim}_dv${head_dim_v})
+    add_library(${lib} OBJECT ${FA_CUDA_DIR}/attention_aot.cu)
+    target_compile_definitions(
+      ${lib} PRIVATE FA_AOT_HEAD_DIM=${head_dim} FA_AOT_HEAD_DIM_V=${head_dim_v})
+    list(APPEND FA_CUDA_OBJECT_LIBS ${lib})
   endforeach()
   # The short-sequence kernels (short_attention_config.h), one object per
   # head dim likewise.

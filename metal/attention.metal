@@ -1,7 +1,8 @@
 // Metal entry point of the fused attention kernel and its instantiation list.
 // The body is mlx_fused_attn/kernels/attention.h; this file binds buffers,
 // declares the threadgroup memory and the function constants, and names one
-// kernel per (dtype, head dim) with the tiles choose_attention_tiles picks.
+// kernel per (dtype, head dims of q and k, and of v) with the tiles
+// choose_attention_tiles picks.
 //
 // Buffers: 0 q, 1 k, 2 v, 3 out, 4 params, 5 mask (has_mask; bool or T as
 // bool_mask says), 6 sinks (has_sinks). Grid: (query blocks, H_q, B);
@@ -20,7 +21,7 @@ using namespace metal;
 FA_ATTENTION_FEATURES(FA_DECLARE_FUNCTION_CONSTANT)
 #undef FA_DECLARE_FUNCTION_CONSTANT
 
-template <typename T, int D, int BQ, int BK, int WM>
+template <typename T, int D, int DV, int BQ, int BK, int WM>
 [[kernel, max_total_threads_per_threadgroup(WM* fa::kSimdWidth)]] void
 fa_attention(
     const device T* q [[buffer(0)]],
@@ -38,18 +39,24 @@ fa_attention(
   constexpr fa::DType dtype = fa::DTypeOf<T>::value;
   constexpr fa::Backend kMetal = fa::Backend::Metal;
   static_assert(
-      tiles == fa::choose_attention_tiles(D, dtype, kMetal, false, false) &&
-          tiles == fa::choose_attention_tiles(D, dtype, kMetal, true, false),
+      tiles ==
+              fa::choose_attention_tiles(D, DV, dtype, kMetal, false, false) &&
+          tiles ==
+              fa::choose_attention_tiles(D, DV, dtype, kMetal, true, false),
       "instantiation list disagrees with choose_attention_tiles");
-  typedef fa::AttnShape<T, D, BQ, BK, WM, tiles.stages> Shape;
-  constexpr int kSmemElems =
-      Shape::kStages * fa::AttnKVBlock<fa::MetalTarget, Shape>::kElems;
+  typedef fa::AttnShape<T, D, BQ, BK, WM, tiles.stages, DV> Shape;
 
-  FA_SHARED_ARRAY_DECL T k_smem[kSmemElems];
-  FA_SHARED_ARRAY_DECL T v_smem[kSmemElems];
+  FA_SHARED_ARRAY_DECL T
+      k_smem[Shape::kStages * fa::AttnKBlock<fa::MetalTarget, Shape>::kElems];
+  FA_SHARED_ARRAY_DECL T
+      v_smem[Shape::kStages * fa::AttnVBlock<fa::MetalTarget, Shape>::kElems];
   static_assert(
       sizeof(k_smem) + sizeof(v_smem) <= fa::kMetalMaxThreadgroupBytes,
       "threadgroup arrays over Metal's threadgroup memory");
+  static_assert(
+      sizeof(k_smem) + sizeof(v_smem) ==
+          fa::attention_smem_bytes(tiles, D, DV, dtype, kMetal),
+      "attention_smem_bytes disagrees with the threadgroup arrays");
 
   fa::AttnFeatures features;
 #define FA_READ_FUNCTION_CONSTANT(name, index) features.name = fc_##name;
@@ -76,19 +83,26 @@ fa_attention(
 
 // Names must match attention_kernel_name() in
 // mlx_fused_attn/kernels/attention_kernel_name.h (a test compares them).
-#define FA_INSTANTIATE(tname, T, D, BQ, BK, WM)          \
-  template [[host_name(                                  \
-      "fa_attention_" #tname "_d" #D "_bq" #BQ "_bk" #BK \
-      "_wm" #WM)]] [[kernel]]                            \
-  decltype(fa_attention<T, D, BQ, BK, WM>) fa_attention<T, D, BQ, BK, WM>;
+#define FA_INSTANTIATE(tname, T, D, DV, BQ, BK, WM)                    \
+  template [[host_name(                                                \
+      "fa_attention_" #tname "_d" #D "_dv" #DV "_bq" #BQ "_bk" #BK     \
+      "_wm" #WM)]] [[kernel]]                                          \
+  decltype(fa_attention<T, D, DV, BQ, BK, WM>)                         \
+      fa_attention<T, D, DV, BQ, BK, WM>;
 
-#define FA_INSTANTIATE_HEAD_DIMS(tname, T) \
-  FA_INSTANTIATE(tname, T, 32, 32, 32, 4)  \
-  FA_INSTANTIATE(tname, T, 64, 32, 32, 4)  \
-  FA_INSTANTIATE(tname, T, 80, 32, 32, 4)  \
-  FA_INSTANTIATE(tname, T, 96, 32, 32, 4)  \
-  FA_INSTANTIATE(tname, T, 128, 32, 16, 4)
+// The head dims of FA_ATTENTION_HEAD_DIMS (attention_config.h). BK256: the
+// key block at D = 256, halved for fp32 to fit 32 KB.
+#define FA_INSTANTIATE_HEAD_DIMS(tname, T, BK256)     \
+  FA_INSTANTIATE(tname, T, 32, 32, 32, 32, 4)         \
+  FA_INSTANTIATE(tname, T, 64, 64, 32, 32, 4)         \
+  FA_INSTANTIATE(tname, T, 72, 72, 32, 32, 4)         \
+  FA_INSTANTIATE(tname, T, 80, 80, 32, 32, 4)         \
+  FA_INSTANTIATE(tname, T, 96, 96, 32, 32, 4)         \
+  FA_INSTANTIATE(tname, T, 128, 128, 32, 16, 4)       \
+  FA_INSTANTIATE(tname, T, 192, 128, 32, 16, 4)       \
+  FA_INSTANTIATE(tname, T, 192, 192, 32, 16, 4)       \
+  FA_INSTANTIATE(tname, T, 256, 256, 32, BK256, 4)
 
-FA_INSTANTIATE_HEAD_DIMS(float16, half)
-FA_INSTANTIATE_HEAD_DIMS(bfloat16, bfloat)
-FA_INSTANTIATE_HEAD_DIMS(float32, float)
+FA_INSTANTIATE_HEAD_DIMS(float16, half, 16)
+FA_INSTANTIATE_HEAD_DIMS(bfloat16, bfloat, 16)
+FA_INSTANTIATE_HEAD_DIMS(float32, float, 8)

@@ -6,8 +6,9 @@ finds out-of-bounds and misaligned accesses, racecheck shared-memory races):
 
 Covers each dtype, each kernel variant (unmasked, causal, bool and additive
 masks), sinks, GQA, ragged query and key blocks, a misaligned (copied) input,
-grids past one wave (the large-grid tiles) and a poisoned output; each result
-is checked against mx.fast on the CPU.
+grids past one wave (the large-grid tiles), head dims padded to whole
+fragments (72), past 128 and with v's head dim differing (192 with 128), and
+a poisoned output; each result is checked against mx.fast on the CPU.
 Not collected by pytest: under the sanitizers a run takes minutes.
 """
 
@@ -23,13 +24,13 @@ import mlx_fused_attn as fa  # noqa: E402
 TOL = {mx.float16: 2e-2, mx.bfloat16: 6e-2, mx.float32: 1e-4}
 
 
-def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1):
+def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1, Dv=None):
     key = mx.random.key(seed)
     kq, kk, kv, km, ks = mx.random.split(key, 5)
     width = D + 2 if misaligned else D
     q = mx.random.normal((batch, 4, Lq, width), key=kq).astype(dtype)[..., width - D :]
     k = mx.random.normal((batch, 2, Lk, D), key=kk).astype(dtype)
-    v = mx.random.normal((batch, 2, Lk, D), key=kv).astype(dtype)
+    v = mx.random.normal((batch, 2, Lk, Dv or D), key=kv).astype(dtype)
     mask = {
         None: None,
         "causal": "causal",
@@ -45,7 +46,7 @@ def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1):
     )
     err = np.abs(np.array(out.astype(mx.float32)) - np.array(want.astype(mx.float32))).max()
     status = "ok" if err <= TOL[dtype] else "FAIL"
-    print(f"{status} {dtype} D={D} Lq={Lq} Lk={Lk} mask={mask_kind} sinks={sinks} "
+    print(f"{status} {dtype} D={D} Dv={Dv or D} Lq={Lq} Lk={Lk} mask={mask_kind} sinks={sinks} "
           f"misaligned={misaligned} max err {err:.2e}", flush=True)
     return status == "ok"
 
@@ -63,6 +64,13 @@ def main():
         # memory on Hopper), with a ragged last query block.
         case(mx.float16, 128, 1000, 200, "causal", True, 8, batch=7),
         case(mx.bfloat16, 96, 1000, 150, "bool", False, 9, batch=5),
+        # Zero-filled columns 72..79 of Q, K and V; the store of 72 columns.
+        case(mx.float16, 72, 129, 100, "causal", True, 10),
+        case(mx.float32, 72, 33, 70, "bool", False, 11),
+        # Past D = 128: Q in shared memory on Hopper at 256; v narrower.
+        case(mx.bfloat16, 256, 130, 90, "additive", True, 12),
+        case(mx.float16, 192, 70, 129, "causal", False, 13, Dv=128),
+        case(mx.float32, 256, 40, 33, None, True, 14),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)

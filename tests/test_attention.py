@@ -10,7 +10,10 @@ import mlx_fused_attn as fa
 from conftest import DTYPES, assert_close, device_params, rand
 
 LENGTHS = [1, 7, 32, 33, 64, 65, 127, 256, 1000]
-HEAD_DIMS = [32, 64, 80, 96, 128]
+HEAD_DIMS = [32, 64, 72, 80, 96, 128, 192, 256]
+# Head dims added for Gemma (256), the rest of MLX's Metal list (72, 192) and
+# DeepSeek's multi-head latent attention (q and k 192, v 128): (D, D_v).
+LARGE_HEAD_DIMS = [(72, 72), (192, 128), (192, 192), (256, 256)]
 
 
 def make(B, Hq, Hk, Lq, Lk, D, dtype, seed, Dv=None):
@@ -81,6 +84,26 @@ def test_gqa_and_sinks(device, group, sinks):
             q, k, v, scale=0.125, mask=m, sinks=s, stream=device
         )
         assert_close(out, q, k, v, 0.125, m, s, what=f"group={group} mask={mask}")
+
+
+@device_params()
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("D,Dv", LARGE_HEAD_DIMS)
+def test_large_head_dims_run_fused(device, dtype, D, Dv):
+    """The fused kernel of every backend takes these (force_fused raises
+    where it would fall back), with GQA, sinks, every mask and ragged
+    lengths past the short kernel's 64."""
+    q, k, v = make(2, 4, 2, 65, 127, D, dtype, seed=D + Dv, Dv=Dv)
+    s = rand((4,), dtype, seed=7, scale=2.0)
+    for i, mask in enumerate(MASKS):
+        m = make_mask(mask, 2, 4, 65, 127, dtype, seed=i)
+        ok, reason = fa.can_use_fused(q, k, v, scale=D**-0.5, mask=m, sinks=s, stream=device)
+        assert ok, reason
+        out = fa.scaled_dot_product_attention(
+            q, k, v, scale=D**-0.5, mask=m, sinks=s, force_fused=True, stream=device
+        )
+        assert out.shape == (2, 4, 65, Dv)
+        assert_close(out, q, k, v, D**-0.5, m, s, what=f"D={D} Dv={Dv} mask={mask}")
 
 
 @device_params()

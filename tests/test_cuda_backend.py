@@ -23,9 +23,15 @@ def test_fused_path_is_taken_on_the_gpu():
     q, k, v, _, _ = make_case(mx.float16, 64, 64, 65, None, False, 1)
     ok, reason = fa.can_use_fused(q, k, v, scale=0.1, stream=mx.gpu)
     assert ok and reason == ""
-    q256 = rand((1, 2, 16, 256), mx.float16, 2)
-    ok, reason = fa.can_use_fused(q256, q256, q256, scale=0.1, stream=mx.gpu)
-    assert not ok and "head dim 256" in reason
+    q160 = rand((1, 2, 16, 160), mx.float16, 2)
+    ok, reason = fa.can_use_fused(q160, q160, q160, scale=0.1, stream=mx.gpu)
+    assert not ok and "head dim 160;" in reason and "192 and 256" in reason, reason
+    # q and k 192 with v 128 has a kernel, with v 64 none.
+    q192, v64 = rand((1, 2, 80, 192), mx.float16, 3), rand((1, 2, 80, 64), mx.float16, 4)
+    ok, reason = fa.can_use_fused(q192, q192, q192[..., :128], scale=0.1, stream=mx.gpu)
+    assert ok and reason == "", reason
+    ok, reason = fa.can_use_fused(q192, q192, v64, scale=0.1, stream=mx.gpu)
+    assert not ok and "head dim 192 for q and k with 64 for v" in reason, reason
 
 
 def test_jit_cache_is_written(tmp_path, monkeypatch):

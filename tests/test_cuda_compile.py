@@ -1,8 +1,9 @@
 """The CUDA kernels compile, on a machine without a GPU.
 
 - Every CUDA source (attention_aot.cu, aot_kernels.cu) builds with nvcc for
-  sm_80 and sm_90a (Hopper with its warpgroup products), the AOT targets; attention_aot.cu for a subset of head
-  dims (each head dim builds nine kernels).
+  sm_80 and sm_90a (Hopper with its warpgroup products), the AOT targets;
+  attention_aot.cu for a subset of head dim pairs (each builds up to 36
+  kernels).
 - The JIT source is what NVRTC will see: the kernel headers flattened by
   metal/flatten_source.py, self-contained. It builds with nvcc as a
   standalone translation unit, instantiating kernels by the exact
@@ -25,9 +26,11 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUDA_DIR = os.path.join(REPO, "mlx_fused_attn", "backend", "cuda")
 ARCHS = ["80", "90a"]
-# The head dims whose AOT object is built here: the smallest and the largest
-# (the most registers); the others differ only in the number.
-AOT_HEAD_DIMS = [32, 128]
+# The (q and k, v) head dims whose AOT object is built here: the smallest,
+# 128 (Q in shared memory on Hopper's large grids), 72 (padded to whole k16
+# steps), and each pair past 128 (the most registers; v narrower than q).
+AOT_HEAD_DIMS = [(32, 32), (72, 72), (128, 128), (192, 128), (192, 192), (256, 256)]
+N_HEAD_DIMS = 9  # FA_ATTENTION_HEAD_DIMS
 JIT_SOURCES = ["attention_kernel.cuh", "strided_copy_kernel.cuh", "poison_kernel.cuh"]
 
 
@@ -53,12 +56,13 @@ def gencode(archs):
     return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
 
 
-@pytest.mark.parametrize("head_dim", AOT_HEAD_DIMS)
-def test_attention_aot_object(tmp_path, head_dim):
+@pytest.mark.parametrize("head_dim,head_dim_v", AOT_HEAD_DIMS)
+def test_attention_aot_object(tmp_path, head_dim, head_dim_v):
     nvcc(
         *gencode(ARCHS),
         "--threads=2",
         f"-DFA_AOT_HEAD_DIM={head_dim}",
+        f"-DFA_AOT_HEAD_DIM_V={head_dim_v}",
         "-c",
         os.path.join(CUDA_DIR, "attention_aot.cu"),
         "-o",
@@ -66,8 +70,10 @@ def test_attention_aot_object(tmp_path, head_dim):
     )
 
 
-def test_attention_aot_rejects_unknown_head_dim(tmp_path):
-    cmd = [NVCC, "-std=c++17", f"-I{REPO}", *gencode(["90"]), "-DFA_AOT_HEAD_DIM=48", "-c",
+@pytest.mark.parametrize("head_dim,head_dim_v", [(48, 48), (192, 64)])
+def test_attention_aot_rejects_unknown_head_dim(tmp_path, head_dim, head_dim_v):
+    cmd = [NVCC, "-std=c++17", f"-I{REPO}", *gencode(["90"]), f"-DFA_AOT_HEAD_DIM={head_dim}",
+           f"-DFA_AOT_HEAD_DIM_V={head_dim_v}", "-c",
            os.path.join(CUDA_DIR, "attention_aot.cu"), "-o", str(tmp_path / "x.o")]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode != 0 and "FA_ATTENTION_HEAD_DIMS" in r.stderr + r.stdout
@@ -98,9 +104,9 @@ def kernel_expressions(tmp_path):
         "  const fa::DType types[] = {fa::DType::Float16, fa::DType::BFloat16,"
         " fa::DType::Float32};\n"
         "  for (fa::DType t : types) {\n"
-        "#define FA_PRINT(d) \\\n"
+        "#define FA_PRINT(d, dv) \\\n"
         "    for (int v = 0; v < 12; ++v) std::printf(\"%s\\n\","
-        " attention_kernel_expression({t, d, v % 3 == 1, v % 3 == 2, v % 6 >= 3,"
+        " attention_kernel_expression({t, d, dv, v % 3 == 1, v % 3 == 2, v % 6 >= 3,"
         " v >= 6}).c_str());\n"
         "    FA_ATTENTION_HEAD_DIMS(FA_PRINT)\n"
         "    std::printf(\"%s\\n\", strided_copy_kernel_expression(t).c_str());\n"
@@ -116,7 +122,7 @@ def kernel_expressions(tmp_path):
 
 def test_jit_source_is_self_contained(tmp_path):
     exprs = kernel_expressions(tmp_path)
-    assert len(exprs) == 3 * 5 * 12 + 3 + 1, exprs
+    assert len(exprs) == 3 * N_HEAD_DIMS * 12 + 3 + 1, exprs
     # One attention kernel per dtype and variant, spread over the head dims,
     # plus the helpers: what NVRTC compiles, taken by the same expressions.
     attention = [e for e in exprs if e.startswith("fa::attention_kernel<")]
@@ -181,6 +187,18 @@ def test_nvrtc_compiles_the_jit_source(tmp_path):
     assert ", false, false, true, false>" in d128[1], d128[1]
     assert ", true, false, true, false>" in d64[4], d64[4]
     assert ", true, true, true, false>" in d128[4] and d128[4] != d128[10], d128
+    # The head dims past 128 and the padded 72, with warpgroup products
+    # (causal; a mask) and fp32's 3xTF32 mma.sync.
+    for prefix, variants in [
+        ("fa::half_t, 72, 72,", [4]),
+        ("fa::bfloat_t, 192, 128,", [4, 2]),
+        ("fa::half_t, 192, 192,", [4]),
+        ("fa::bfloat_t, 256, 256,", [4]),
+        ("float, 256, 256,", [1]),
+    ]:
+        found = [e for e in names if e.startswith(f"fa::attention_kernel<{prefix}")]
+        assert len(found) == 12, (prefix, found)
+        exprs += [found[i] for i in variants]
     # The options of nvrtc_compiler.cpp on Hopper.
     options = [b"--gpu-architecture=sm_90a", b"--include-path=" + cuda_include_dir().encode(),
                b"--std=c++17", b"-default-device", b"-DNDEBUG"]

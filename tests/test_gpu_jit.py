@@ -12,20 +12,25 @@ from conftest import DEVICES, assert_close, rand
 
 pytestmark = pytest.mark.skipif(mx.gpu not in DEVICES, reason="no GPU to test")
 
-# (dtype, D, L_q, L_k, mask kind, sinks): one per kernel variant and dtype,
-# past 64 keys so the general kernel runs.
+# (dtype, D, D_v, L_q, L_k, mask kind, sinks): one per kernel variant and
+# dtype, and per kind of head dim (padded to whole fragments, past 128, v
+# narrower than q), past 64 keys so the general kernel runs.
 CASES = [
-    (mx.float16, 64, 200, 300, "causal", False),
-    (mx.bfloat16, 128, 129, 257, "bool", True),
-    (mx.float32, 80, 65, 100, "additive", False),
-    (mx.float16, 32, 1, 1000, None, True),
+    (mx.float16, 64, 64, 200, 300, "causal", False),
+    (mx.bfloat16, 128, 128, 129, 257, "bool", True),
+    (mx.float32, 80, 80, 65, 100, "additive", False),
+    (mx.float16, 32, 32, 1, 1000, None, True),
+    (mx.float32, 72, 72, 65, 100, "bool", False),
+    (mx.bfloat16, 256, 256, 70, 130, "causal", True),
+    (mx.float16, 192, 128, 65, 100, "additive", False),
+    (mx.float32, 256, 256, 40, 70, None, True),
 ]
 
 
-def make_case(dtype, D, Lq, Lk, mask, sinks, seed):
+def make_case(dtype, D, Lq, Lk, mask, sinks, seed, Dv=None):
     q = rand((2, 4, Lq, D), dtype, seed)
     k = rand((2, 2, Lk, D), dtype, seed + 1)
-    v = rand((2, 2, Lk, D), dtype, seed + 2)
+    v = rand((2, 2, Lk, Dv or D), dtype, seed + 2)
     key = mx.random.key(seed + 3)
     if mask == "bool":
         mask = mx.random.uniform(shape=(2, 4, Lq, Lk), key=key) > 0.5
@@ -35,10 +40,10 @@ def make_case(dtype, D, Lq, Lk, mask, sinks, seed):
     return q, k, v, mask, s
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-d{c[1]}-{c[4]}")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-d{c[1]}-dv{c[2]}-{c[5]}")
 def test_jit_matches_aot(case, tmp_path, monkeypatch):
-    dtype, D, Lq, Lk, mask, sinks = case
-    q, k, v, m, s = make_case(dtype, D, Lq, Lk, mask, sinks, seed=D + Lq)
+    dtype, D, Dv, Lq, Lk, mask, sinks = case
+    q, k, v, m, s = make_case(dtype, D, Lq, Lk, mask, sinks, seed=D + Lq, Dv=Dv)
 
     def run():
         out = fa.scaled_dot_product_attention(

@@ -15,11 +15,11 @@ LENGTHS = [1, 8, 16, 17, 31, 32, 48, 63, 64]
 MASKS = [None, "causal", "bool", "additive"]
 
 
-def make(B, Hq, Hk, Lq, Lk, D, dtype, seed):
+def make(B, Hq, Hk, Lq, Lk, D, dtype, seed, Dv=None):
     return (
         rand((B, Hq, Lq, D), dtype, seed),
         rand((B, Hk, Lk, D), dtype, seed + 1),
-        rand((B, Hk, Lk, D), dtype, seed + 2),
+        rand((B, Hk, Lk, Dv or D), dtype, seed + 2),
     )
 
 
@@ -137,16 +137,21 @@ def test_fully_masked_rows_match_mx_fast(device):
 def test_choice_is_reported(device, switch, monkeypatch):
     """can_use_fused names the short kernel where a GPU runs it (L_q, L_k <=
     64 and a head dim it has, unless MLX_FUSED_ATTN_SHORT=0); the general
-    kernel and the CPU say nothing."""
+    kernel, which also takes the head dims the short one lacks (80, 256, q
+    and k 192 with v 128), and the CPU say nothing."""
     if switch is not None:
         monkeypatch.setenv("MLX_FUSED_ATTN_SHORT", switch)
     short = make(2, 4, 4, 48, 64, 64, mx.float16, seed=1)
     long_k = make(2, 4, 4, 48, 65, 64, mx.float16, seed=1)
     d80 = make(2, 4, 4, 48, 64, 80, mx.float16, seed=1)
+    d256 = make(2, 4, 4, 48, 64, 256, mx.bfloat16, seed=1)
+    latent = make(2, 4, 4, 48, 64, 192, mx.float16, seed=1, Dv=128)
     for (q, k, v), expect_short in [
         (short, on_gpu(device) and switch is None),
         (long_k, False),
         (d80, False),
+        (d256, False),
+        (latent, False),
     ]:
         ok, reason = fa.can_use_fused(q, k, v, scale=0.1, stream=device)
         assert ok

@@ -9,6 +9,8 @@ import pytest
 import mlx_fused_attn as fa
 from conftest import DTYPES, SWEEP, assert_close, device_params
 
+HEAD_DIMS = [(32, 32), (64, 64), (72, 72), (80, 80), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256)]
+
 
 @device_params()
 @pytest.mark.parametrize("case", range(SWEEP))
@@ -20,12 +22,13 @@ def test_random_case(device, case):
     Hq = Hk * int(rng.choice([1, 2, 4]))
     Lq = int(rng.choice([1, 5, 31, 32, 33, 64, 100, 129, 300]))
     Lk = int(rng.choice([1, 5, 31, 32, 33, 64, 100, 129, 300]))
-    D = int(rng.choice([32, 64, 80, 96, 128]))
+    # (D of q and k, D_v of v): the pairs with a GPU kernel.
+    D, Dv = HEAD_DIMS[rng.integers(len(HEAD_DIMS))]
     kind = rng.choice(["none", "causal", "bool", "additive"])
-    what = f"case {case}: dtype={dtype} B={B} Hq={Hq} Hk={Hk} Lq={Lq} Lk={Lk} D={D} mask={kind}"
+    what = f"case {case}: dtype={dtype} B={B} Hq={Hq} Hk={Hk} Lq={Lq} Lk={Lk} D={D} Dv={Dv} mask={kind}"
     q = mx.array(rng.standard_normal((B, Hq, Lq, D), np.float32)).astype(dtype)
     k = mx.array(rng.standard_normal((B, Hk, Lk, D), np.float32)).astype(dtype)
-    v = mx.array(rng.standard_normal((B, Hk, Lk, D), np.float32)).astype(dtype)
+    v = mx.array(rng.standard_normal((B, Hk, Lk, Dv), np.float32)).astype(dtype)
     mask = {
         "none": None,
         "causal": "causal",

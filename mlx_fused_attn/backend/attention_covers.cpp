@@ -10,6 +10,31 @@ namespace mlx_fused_attn::gpu {
 
 namespace mx = mlx::core;
 
+namespace {
+
+/// The head dims with a kernel, from FA_ATTENTION_HEAD_DIMS: "32, 64, ...
+/// and 256 (q, k and v alike); 192 for q and k with 128 for v".
+std::string head_dims_with_a_kernel() {
+  std::ostringstream equal, pairs;
+  int n_equal = 0;
+#define FA_COUNT_EQUAL(d, dv) n_equal += d == dv;
+  FA_ATTENTION_HEAD_DIMS(FA_COUNT_EQUAL)
+#undef FA_COUNT_EQUAL
+  int i = 0;
+#define FA_DESCRIBE(d, dv)                                           \
+  if (d == dv) {                                                     \
+    equal << (i == 0 ? "" : i + 1 == n_equal ? " and " : ", ") << d; \
+    ++i;                                                             \
+  } else {                                                           \
+    pairs << "; " << d << " for q and k with " << dv << " for v";   \
+  }
+  FA_ATTENTION_HEAD_DIMS(FA_DESCRIBE)
+#undef FA_DESCRIBE
+  return equal.str() + " (q, k and v alike)" + pairs.str();
+}
+
+} // namespace
+
 bool kernel_dtype(mx::Dtype dtype, fa::DType* out) {
   if (dtype == mx::float16) {
     *out = fa::DType::Float16;
@@ -37,16 +62,14 @@ Support attention_kernel_covers(
     return Support::no(msg.str());
   }
   const int D = q.shape(3);
-  if (D != v.shape(3)) {
+  const int D_v = v.shape(3);
+  if (!fa::attention_head_dims_supported(D, D_v)) {
     std::ostringstream msg;
-    msg << op << "the kernel needs one head dim for q, k and v; got " << D
-        << " for q and k and " << v.shape(3) << " for v";
-    return Support::no(msg.str());
-  }
-  if (!fa::attention_head_dim_supported(D)) {
-    std::ostringstream msg;
-    msg << op << "no kernel for head dim " << D
-        << " (32, 64, 80, 96 and 128 have one)";
+    msg << op << "no kernel for head dim " << D;
+    if (D_v != D) {
+      msg << " for q and k with " << D_v << " for v";
+    }
+    msg << "; head dims with one: " << head_dims_with_a_kernel();
     return Support::no(msg.str());
   }
   if (q.size() == 0 || k.size() == 0) {

@@ -2,6 +2,11 @@
 //
 //   O = softmax(scale * Q K^T + mask) V        per (batch, head, query block)
 //
+// Q and K have head dim D, V and O head dim D_v (equal, or DeepSeek's 192
+// and 128). The products run over whole fragments: a head dim that is not
+// (72 on CUDA, whose k16 steps make it 80) is padded with zero columns in
+// Q and the K and V blocks, and only the real columns of O are stored.
+//
 // One threadgroup owns kBQ query rows of one head; each of its simdgroups
 // (warps) owns kWarpRows of them. Q stays put for the whole run (in each
 // warp's registers, or in threadgroup memory where the target's products
@@ -44,10 +49,12 @@ template <
     int kBQ_,
     int kBK_,
     int kWarps_,
-    int kStages_ = 1>
+    int kStages_ = 1,
+    int kHeadDimV_ = kHeadDim_>
 struct AttnShape {
   typedef T elem_type;
-  FA_CONST int kHeadDim = kHeadDim_;
+  FA_CONST int kHeadDim = kHeadDim_; ///< of q and k
+  FA_CONST int kHeadDimV = kHeadDimV_; ///< of v and the output
   FA_CONST int kBQ = kBQ_;
   FA_CONST int kBK = kBK_;
   FA_CONST int kWarps = kWarps_;
@@ -64,19 +71,33 @@ struct AttnShape {
   static_assert(kBQ % kWarps == 0, "query rows must split evenly over warps");
 };
 
-/// The K/V block type of a kernel instance on `Target`.
-template <typename Target, typename Shape>
-using AttnKVBlock = typename Target::template KVBlock<
+/// A head dim as the products of `Target` see it: whole fragments, the
+/// columns past it zero (attention_padded_head_dim on the host).
+template <typename Target, int kHeadDim>
+struct AttnPaddedHeadDim {
+  FA_CONST int value = round_up(kHeadDim, Target::FragC::kCols);
+};
+
+/// The type of the K blocks (head dim D) or of the V blocks (head dim D_v)
+/// of a kernel instance on `Target`.
+template <typename Target, typename Shape, int kHeadDim>
+using AttnBlockOf = typename Target::template KVBlock<
     typename Shape::elem_type,
     Shape::kBK,
-    Shape::kHeadDim,
+    AttnPaddedHeadDim<Target, kHeadDim>::value,
+    kHeadDim,
     Shape::kThreads>;
+template <typename Target, typename Shape>
+using AttnKBlock = AttnBlockOf<Target, Shape, Shape::kHeadDim>;
+template <typename Target, typename Shape>
+using AttnVBlock = AttnBlockOf<Target, Shape, Shape::kHeadDimV>;
 
 /// Where a kernel instance keeps Q on `Target`.
 template <typename Target, typename Shape>
 using AttnQOperand = typename Target::template QOperand<
     typename Shape::elem_type,
     Shape::kBQ,
+    AttnPaddedHeadDim<Target, Shape::kHeadDim>::value,
     Shape::kHeadDim,
     Shape::kWarpRows,
     Shape::kThreads>;
@@ -122,9 +143,14 @@ FA_FUNC void attention_block(
   typedef typename Shape::elem_type T;
   typedef typename Target::template FragA<T> FragA;
   typedef typename Target::FragC FragC;
-  typedef AttnKVBlock<Target, Shape> Block;
+  // The copies of K and V blocks commit and wait as one group: the groups
+  // are the thread's (KBlock::commit and VBlock::commit are the same).
+  typedef AttnKBlock<Target, Shape> KBlock;
+  typedef AttnVBlock<Target, Shape> VBlock;
   typedef AttnQOperand<Target, Shape> QOperand;
-  constexpr int D = Shape::kHeadDim;
+  // The columns of Q and K, and of V and O, in the products.
+  constexpr int kQKCols = AttnPaddedHeadDim<Target, Shape::kHeadDim>::value;
+  constexpr int kVCols = AttnPaddedHeadDim<Target, Shape::kHeadDimV>::value;
   constexpr int kBQ = Shape::kBQ;
   constexpr int kBK = Shape::kBK;
   constexpr int kWarpRows = Shape::kWarpRows;
@@ -134,8 +160,8 @@ FA_FUNC void attention_block(
       kWarpRows % FragA::kRows == 0 && kWarpRows % FragC::kRows == 0,
       "a warp's query rows must be whole fragments");
   static_assert(
-      D % FragA::kCols == 0 && D % FragC::kCols == 0,
-      "the head dim must be whole fragments");
+      kQKCols % FragA::kCols == 0 && kVCols % FragC::kCols == 0,
+      "the padded head dims must be whole fragments");
   static_assert(
       kBK % FragA::kCols == 0 && kBK % FragC::kCols == 0,
       "the key block must be whole fragments");
@@ -143,7 +169,7 @@ FA_FUNC void attention_block(
   QOperand q_op;
   Tile<FragC, kWarpRows / FragC::kRows, kBK / FragC::kCols> s_tile;
   Tile<FragA, kWarpRows / FragA::kRows, kBK / FragA::kCols> p_tile;
-  Tile<FragC, kWarpRows / FragC::kRows, D / FragC::kCols> o_tile;
+  Tile<FragC, kWarpRows / FragC::kRows, kVCols / FragC::kCols> o_tile;
   OnlineSoftmax<decltype(s_tile)::kRowSlots> softmax;
 
   const int tid = warp * kSimdWidth + lane;
@@ -206,7 +232,7 @@ FA_FUNC void attention_block(
   // latency overlaps the first K/V copies either way.
   q_load(
       q_op, q, p.q_strides[2], p.L_q - q_block * kBQ, q_ragged,
-      v_smem + kStages * Block::kElems, warp, lane);
+      v_smem + kStages * VBlock::kElems, warp, lane);
 
   // Three schedules of the K/V copies. Ring (kStages > 1, CUDA): K and V
   // blocks share a ring of kStages; blocks 0 .. kStages - 2 start before the
@@ -219,24 +245,24 @@ FA_FUNC void attention_block(
   // barriers an iteration. Plain (one stage, loads that return before the
   // thread goes on: Metal): both blocks loaded together between two
   // barriers, so that their latencies overlap each other.
-  constexpr bool kStaggered = kStages == 1 && Block::kAsync;
+  constexpr bool kStaggered = kStages == 1 && KBlock::kAsync;
   if (kStaggered) {
-    load_key_block<Block, Shape>(
+    load_key_block<KBlock, Shape>(
         k_smem, k, p.k_strides[2], p.L_k, 0, !f.align_k && n_full_kblocks == 0,
         tid);
-    Block::commit();
+    KBlock::commit();
   }
   for (int kb = 0; kb < kStages - 1; ++kb) {
     if (kb < kb_end) {
       const bool ragged = !f.align_k && kb == n_full_kblocks;
-      load_key_block<Block, Shape>(
-          k_smem + kb * Block::kElems, k, p.k_strides[2], p.L_k, kb, ragged,
+      load_key_block<KBlock, Shape>(
+          k_smem + kb * KBlock::kElems, k, p.k_strides[2], p.L_k, kb, ragged,
           tid);
-      load_key_block<Block, Shape>(
-          v_smem + kb * Block::kElems, v, p.v_strides[2], p.L_k, kb, ragged,
+      load_key_block<VBlock, Shape>(
+          v_smem + kb * VBlock::kElems, v, p.v_strides[2], p.L_k, kb, ragged,
           tid);
     }
-    Block::commit();
+    KBlock::commit();
   }
 
   for (int kb = 0; kb < kb_end; ++kb) {
@@ -252,33 +278,33 @@ FA_FUNC void attention_block(
     // block kb has landed, the barrier makes it everyone's and tells that
     // every warp is done with V's block kb - 1, whose buffer V's block kb
     // then takes.
-    Block::template wait<(kStages > 1 ? kStages - 2 : 0)>();
+    KBlock::template wait<(kStages > 1 ? kStages - 2 : 0)>();
     FA_BARRIER();
     if (kStaggered) {
-      load_key_block<Block, Shape>(
+      load_key_block<VBlock, Shape>(
           v_smem, v, p.v_strides[2], p.L_k, kb, k_ragged, tid);
     } else if (kb + kStages - 1 < kb_end) {
       const int kb_next = kb + kStages - 1;
       const int stage = kb_next % kStages;
       const bool ragged = !f.align_k && kb_next == n_full_kblocks;
-      load_key_block<Block, Shape>(
-          k_smem + stage * Block::kElems, k, p.k_strides[2], p.L_k, kb_next,
+      load_key_block<KBlock, Shape>(
+          k_smem + stage * KBlock::kElems, k, p.k_strides[2], p.L_k, kb_next,
           ragged, tid);
-      load_key_block<Block, Shape>(
-          v_smem + stage * Block::kElems, v, p.v_strides[2], p.L_k, kb_next,
+      load_key_block<VBlock, Shape>(
+          v_smem + stage * VBlock::kElems, v, p.v_strides[2], p.L_k, kb_next,
           ragged, tid);
     }
-    Block::commit();
+    KBlock::commit();
     if (kStages == 1 && !kStaggered) {
-      Block::template wait<0>();
+      KBlock::template wait<0>();
       FA_BARRIER();
     }
-    const FA_THREADGROUP T* k_block = k_smem + (kb % kStages) * Block::kElems;
-    const FA_THREADGROUP T* v_block = v_smem + (kb % kStages) * Block::kElems;
+    const FA_THREADGROUP T* k_block = k_smem + (kb % kStages) * KBlock::kElems;
+    const FA_THREADGROUP T* v_block = v_smem + (kb % kStages) * VBlock::kElems;
 
     // ------------------------------------------------------- S = Q K^T
     tile_fill(s_tile, 0.0f);
-    Block::mma_abt(s_tile, q_op, k_block, lane);
+    KBlock::mma_abt(s_tile, q_op, k_block, lane);
 
     // ------------------------------------------------------------ mask
     // Masks act on scores in the exp2 domain, so a block with any mask is
@@ -326,23 +352,25 @@ FA_FUNC void attention_block(
     // barrier makes it everyone's and tells that every warp is done with
     // K's block kb, whose buffer K's block kb + 1 then takes.
     if (kStaggered) {
-      Block::template wait<0>();
+      VBlock::template wait<0>();
       FA_BARRIER();
       if (kb + 1 < kb_end) {
-        load_key_block<Block, Shape>(
+        load_key_block<KBlock, Shape>(
             k_smem, k, p.k_strides[2], p.L_k, kb + 1,
             !f.align_k && kb + 1 == n_full_kblocks, tid);
       }
-      Block::commit();
+      KBlock::commit();
     }
-    Block::mma_ab(o_tile, p_tile, v_block, lane);
+    VBlock::mma_ab(o_tile, p_tile, v_block, lane);
   }
 
   // ----------------------------------------------------------------- store
+  // Only the rows that exist, and the real columns of a padded D_v.
   softmax_finalize(o_tile, softmax);
-  if (q_ragged) {
+  if (q_ragged || Shape::kHeadDimV < kVCols) {
     if (q_rows_left > 0) {
-      tile_store_device_safe(out, o_tile, p.o_strides[2], q_rows_left, D, lane);
+      tile_store_device_safe(
+          out, o_tile, p.o_strides[2], q_rows_left, Shape::kHeadDimV, lane);
     }
   } else {
     tile_store_device(out, o_tile, p.o_strides[2], lane);

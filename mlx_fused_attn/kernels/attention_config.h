@@ -22,9 +22,11 @@ struct AttnTiles {
   /// swizzled K/V blocks (tile/swizzled_block.h) instead of each warp's
   /// mma.sync on padded ones. Needs 16 rows a warp and whole warpgroups.
   bool wgmma = false;
-  /// With wgmma: Q is read by the products from shared memory
-  /// (tile/q_in_shared.h) instead of registers, which frees Q's registers
-  /// (32 a thread at D = 128) for more blocks a multiprocessor.
+  /// CUDA: Q is read by the products from shared memory instead of
+  /// registers, which frees Q's registers (32 a thread at D = 128): with
+  /// wgmma for more blocks a multiprocessor (tile/q_in_shared.h), with
+  /// mma.sync a k step at a time where Q and O would not fit together
+  /// (tile/q_in_padded_shared.h).
   bool q_shared = false;
 };
 
@@ -34,36 +36,91 @@ constexpr bool operator==(AttnTiles a, AttnTiles b) {
       a.wgmma == b.wgmma && a.q_shared == b.q_shared;
 }
 
-/// Threadgroup memory of one kernel instance: K and V blocks for every
-/// stage, then Q where it is kept there; padded blocks add 16 bytes a row
-/// (tile/padded_block.h), swizzled ones none. The CUDA kernels align the
-/// start to 1024 bytes.
-constexpr int attention_smem_bytes(AttnTiles tiles, int head_dim, DType dtype) {
-  return 2 * tiles.stages * tiles.bk *
-      (head_dim * dtype_size(dtype) + (tiles.wgmma ? 0 : 16)) +
-      (tiles.q_shared ? tiles.bq * head_dim * dtype_size(dtype) : 0);
+/// The columns a head dim takes in the products and in threadgroup memory
+/// on `backend`: whole fragments (target.h), the columns past the head dim
+/// zero. Of the head dims below only 72 on CUDA pads (to 80).
+constexpr int attention_padded_head_dim(int head_dim, Backend backend) {
+  return round_up(head_dim, fragment_size(backend));
 }
 
-/// The head dims with a kernel (q, k and v share one head dim), as an
-/// X-macro: the CUDA build compiles one object per entry (cmake/cuda.cmake
-/// reads this line) and the host dispatch switches over it.
-#define FA_ATTENTION_HEAD_DIMS(X) X(32) X(64) X(80) X(96) X(128)
+/// Threadgroup memory of one kernel instance: K blocks (head dim
+/// `head_dim`) and V blocks (`head_dim_v`) for every stage, then Q where it
+/// is kept there; padded blocks and Q add 16 bytes a row
+/// (tile/padded_block.h, tile/q_in_padded_shared.h), swizzled ones none.
+/// The CUDA kernels align the start to 1024 bytes.
+constexpr int attention_smem_bytes(
+    AttnTiles tiles,
+    int head_dim,
+    int head_dim_v,
+    DType dtype,
+    Backend backend) {
+  const int k_cols = attention_padded_head_dim(head_dim, backend);
+  const int v_cols = attention_padded_head_dim(head_dim_v, backend);
+  const int row_pad = tiles.wgmma ? 0 : 16;
+  return tiles.stages * tiles.bk *
+      ((k_cols + v_cols) * dtype_size(dtype) + 2 * row_pad) +
+      (tiles.q_shared ? tiles.bq * (k_cols * dtype_size(dtype) + row_pad) : 0);
+}
 
-constexpr bool attention_head_dim_supported(int head_dim) {
-#define FA_HEAD_DIM_EQUALS(d) head_dim == d ||
-  return FA_ATTENTION_HEAD_DIMS(FA_HEAD_DIM_EQUALS) false;
-#undef FA_HEAD_DIM_EQUALS
+/// The head dims with a kernel, as (q and k, v) pairs in an X-macro: the
+/// CUDA build compiles one object per entry (cmake/cuda.cmake reads this
+/// macro) and the host dispatch switches over it. Besides q, k and v of one
+/// head dim, DeepSeek's multi-head latent attention: q and k 192, v 128.
+#define FA_ATTENTION_HEAD_DIMS(X)                                          \
+  X(32, 32) X(64, 64) X(72, 72) X(80, 80) X(96, 96) X(128, 128) X(192, 128) \
+      X(192, 192) X(256, 256)
+
+constexpr bool attention_head_dims_supported(int head_dim, int head_dim_v) {
+#define FA_HEAD_DIMS_EQUAL(d, dv) (head_dim == d && head_dim_v == dv) ||
+  return FA_ATTENTION_HEAD_DIMS(FA_HEAD_DIMS_EQUAL) false;
+#undef FA_HEAD_DIMS_EQUAL
+}
+
+/// CUDA tiles past D = 128 (192, 256, and 192 for q and k with 128 for v),
+/// not yet measured: chosen so that no variant spills (ptxas -v, CUDA 13.0,
+/// sm_80 and sm_90a images), with one warpgroup of 64 queries, 16 rows a
+/// warp, since a warp's O accumulator alone is D_v / 2 fp32 registers a
+/// thread (128 at D_v = 256). Shared memory stays within the 163 KB an A100
+/// block may have.
+/// - Hopper (wgmma), all three: Q in shared memory, one staggered buffer
+///   each for 64 keys of K and V, 2 blocks a multiprocessor (188-212
+///   registers at v 128, 224-240 at 192, 254-255 at 256; 96 KB at 256):
+///   with Q in registers and two stages D = 192's array-mask variant spilled
+///   40 bytes.
+/// - mma.sync, 16-bit, D = 192 with v 192 or 128: Q in registers, two stages
+///   of 64 keys (242-255 registers; 100 KB at v 192).
+/// - mma.sync, 16-bit, D = 256: Q in shared memory read a k step at a time,
+///   two stages of 32 keys (236-246 registers, 101 KB): with Q in registers
+///   the sm_90a image spilled 8 bytes at 255 registers.
+/// - fp32 (3xTF32): Q in shared memory a k step at a time (179-229
+///   registers); with Q in registers D = 192 spilled 1.5 KB and D = 256 2.8
+///   KB. Two stages of 32 keys at D = 192 (150 KB), one staggered at
+///   D = 256 (133 KB; two stages would take 200 KB).
+constexpr AttnTiles choose_large_head_dim_tiles(
+    int head_dim,
+    DType dtype,
+    bool wgmma) {
+  if (wgmma && dtype != DType::Float32) {
+    return AttnTiles{64, 64, 4, 1, 2, true, true};
+  }
+  if (dtype == DType::Float32) {
+    return head_dim == 256 ? AttnTiles{64, 32, 4, 1, 1, false, true}
+                           : AttnTiles{64, 32, 4, 2, 1, false, true};
+  }
+  return head_dim == 256 ? AttnTiles{64, 32, 4, 2, 1, false, true}
+                         : AttnTiles{64, 64, 4, 2, 2};
 }
 
 /// The one tile chooser.
 ///
-/// Metal: 4 simdgroups of 8 query rows and 32-key blocks, bk = 16 at
+/// Metal: 4 simdgroups of 8 query rows and 32-key blocks, bk = 16 from
 /// D = 128: the shapes MLX's steel attention runs on the same GPUs. With K
 /// and V blocks both resident, bk = 16 also keeps fp32 at D = 128 within
 /// 32 KB of threadgroup memory (2 * 16 * (128 + 4) * 4 B = 16.5 KB; bk = 32
-/// would need 33 KB). Causal runs are function-constant variants of the same
-/// pipeline, so on Metal the choice must not depend on `causal`. Its loads
-/// are plain (synchronous) loads: one stage.
+/// would need 33 KB), and is halved where it does not fit: fp32 at D = 256
+/// takes 8 (2 * 16 * 260 * 4 B = 33.3 KB). Causal runs are function-constant
+/// variants of the same pipeline, so on Metal the choice must not depend on
+/// `causal`. Its loads are plain (synchronous) loads: one stage.
 ///
 /// CUDA: two K/V stages (the next block's cp.async copies run under this
 /// block's math) and 4 warps, so that two blocks share a multiprocessor and
@@ -141,33 +198,48 @@ constexpr bool attention_head_dim_supported(int head_dim) {
 /// 338 at 4096; D = 80 40.2 against 40.9, 524 against 512).
 constexpr AttnTiles choose_attention_tiles(
     int head_dim,
+    int head_dim_v,
     DType dtype,
     Backend backend,
     bool /* causal */,
     bool wgmma,
     bool large_grid = false) {
   if (backend == Backend::Metal) {
-    return AttnTiles{32, head_dim < 128 ? 32 : 16, 4};
+    AttnTiles tiles = {32, head_dim < 128 ? 32 : 16, 4};
+    while (attention_smem_bytes(tiles, head_dim, head_dim_v, dtype, backend) >
+           kMetalMaxThreadgroupBytes) {
+      tiles.bk /= 2;
+    }
+    return tiles;
+  }
+  // D = 72 runs as 80, zeros past it: the products, and so the tiles, of
+  // 80, but for 3 blocks a multiprocessor with wgmma, where 4 (128
+  // registers) spilled 60-128 bytes (D = 80 spills as much, measured
+  // harmless there; 72 is not measured). Its fp32 kernel without a mask
+  // spills 8 bytes in the sm_90a image (none in sm_80's).
+  const int d = attention_padded_head_dim(head_dim, backend);
+  if (d > 128) {
+    return choose_large_head_dim_tiles(d, dtype, wgmma);
   }
   if (dtype == DType::Float32) {
     return AttnTiles{64, 32, 4, 2};
   }
-  if (wgmma && head_dim == 128) {
+  if (wgmma && d == 128) {
     return large_grid ? AttnTiles{64, 64, 4, 1, 4, true, true}
                       : AttnTiles{64, 128, 4, 1, 2, true, true};
   }
-  if (wgmma && large_grid && head_dim == 96) {
+  if (wgmma && large_grid && d == 96) {
     return AttnTiles{128, 64, 8, 1, 2, true, true};
   }
   if (wgmma) {
-    const int bk = head_dim <= 64 ? 128 : 64;
+    const int bk = d <= 64 ? 128 : 64;
     const int min_blocks = head_dim == 80 ? 4 : head_dim == 96 ? 2 : 3;
     return AttnTiles{64, bk, 4, 2, min_blocks, true};
   }
-  if (head_dim == 128) {
+  if (d == 128) {
     return AttnTiles{64, 64, 4, 2, 3};
   }
-  return head_dim == 96 ? AttnTiles{128, 32, 4, 2} : AttnTiles{128, 64, 4, 2};
+  return d == 96 ? AttnTiles{128, 32, 4, 2} : AttnTiles{128, 64, 4, 2};
 }
 
 } // namespace fa

@@ -22,13 +22,17 @@ inline const char* dtype_name(DType dtype) {
   return "";
 }
 
-/// The kernel for (dtype, head dim) with the tiles choose_attention_tiles
-/// gave for it.
-inline std::string
-attention_kernel_name(DType dtype, int head_dim, AttnTiles tiles) {
+/// The kernel for (dtype, head dim of q and k, head dim of v) with the
+/// tiles choose_attention_tiles gave for it.
+inline std::string attention_kernel_name(
+    DType dtype,
+    int head_dim,
+    int head_dim_v,
+    AttnTiles tiles) {
   return std::string("fa_attention_") + dtype_name(dtype) + "_d" +
-      std::to_string(head_dim) + "_bq" + std::to_string(tiles.bq) + "_bk" +
-      std::to_string(tiles.bk) + "_wm" + std::to_string(tiles.warps);
+      std::to_string(head_dim) + "_dv" + std::to_string(head_dim_v) + "_bq" +
+      std::to_string(tiles.bq) + "_bk" + std::to_string(tiles.bk) + "_wm" +
+      std::to_string(tiles.warps);
 }
 
 /// The kernel specialised for one set of features (its pipeline cache key).

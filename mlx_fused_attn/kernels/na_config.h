@@ -118,7 +118,8 @@ constexpr int na_coord_ints(AttnTiles tiles, int n_axes) {
 /// (rows padded by 16 bytes, as AttnShape::kSmemLd) and the key coordinates.
 constexpr int
 na_smem_bytes(AttnTiles tiles, int head_dim, DType dtype, int n_axes) {
-  return attention_smem_bytes(tiles, head_dim, dtype) +
+  return attention_smem_bytes(
+             tiles, head_dim, head_dim, dtype, Backend::Cuda) +
       4 * na_coord_ints(tiles, n_axes);
 }
 

@@ -15,10 +15,20 @@ namespace fa {
 
 /// Copies a kRows x kCols row-major block (device row stride given at run
 /// time, unit column stride) into threadgroup memory with row stride kDstLd.
-template <typename T, int kRows, int kCols, int kDstLd, int kThreads>
+/// Only the first kSrcCols columns exist in device memory; the others are
+/// zero-filled (a head dim padded to whole fragments).
+template <
+    typename T,
+    int kRows,
+    int kCols,
+    int kDstLd,
+    int kThreads,
+    int kSrcCols = kCols>
 struct BlockLoader {
   FA_CONST int kVec = 16 / sizeof(T);
-  static_assert(kCols % kVec == 0, "block rows must be whole 16-byte runs");
+  static_assert(
+      kCols % kVec == 0 && kSrcCols % kVec == 0,
+      "block rows must be whole 16-byte runs");
   FA_CONST int kVecsPerRow = kCols / kVec;
   FA_CONST int kVecs = kRows * kVecsPerRow;
   FA_CONST int kSteps = (kVecs + kThreads - 1) / kThreads;
@@ -35,7 +45,8 @@ struct BlockLoader {
         const int c = (idx % kVecsPerRow) * kVec;
         FA_UNROLL
         for (int x = 0; x < kVec; ++x) {
-          dst[r * kDstLd + c + x] = src[r * ld + c + x];
+          dst[r * kDstLd + c + x] =
+              kSrcCols == kCols || c < kSrcCols ? src[r * ld + c + x] : T(0);
         }
       }
     }
@@ -57,7 +68,8 @@ struct BlockLoader {
         const int c = (idx % kVecsPerRow) * kVec;
         FA_UNROLL
         for (int x = 0; x < kVec; ++x) {
-          dst[r * kDstLd + c + x] = r < rows ? src[r * ld + c + x] : T(0);
+          const bool exists = r < rows && (kSrcCols == kCols || c < kSrcCols);
+          dst[r * kDstLd + c + x] = exists ? src[r * ld + c + x] : T(0);
         }
       }
     }

@@ -18,10 +18,21 @@
 
 namespace fa {
 
-template <typename T, int kRows, int kCols, typename Layout, int kThreads>
+/// Only the first kSrcCols of the kCols columns exist in device memory; the
+/// others are zero-filled (a head dim padded to whole fragments), as copies
+/// of source size 0 that read nothing.
+template <
+    typename T,
+    int kRows,
+    int kCols,
+    typename Layout,
+    int kThreads,
+    int kSrcCols = kCols>
 struct CpAsyncLoader {
   FA_CONST int kVec = 16 / sizeof(T);
-  static_assert(kCols % kVec == 0, "block rows must be whole 16-byte runs");
+  static_assert(
+      kCols % kVec == 0 && kSrcCols % kVec == 0,
+      "block rows must be whole 16-byte runs");
   FA_CONST int kVecsPerRow = kCols / kVec;
   FA_CONST int kVecs = kRows * kVecsPerRow;
   FA_CONST int kSteps = (kVecs + kThreads - 1) / kThreads;
@@ -60,14 +71,16 @@ struct CpAsyncLoader {
 
  private:
   /// With kSafe, rows >= `rows` are zero-filled, their (unread) source
-  /// address set to the block's first row.
+  /// address set to the block's first row; so are the columns past
+  /// kSrcCols, their source address set to the row's first column.
   template <bool kSafe>
   static FA_FUNC void
   load_rows(T* dst, const T* src, stride_t ld, int rows, int tid) {
     if constexpr (kWholeRowSteps) {
       const int r0 = tid / kVecsPerRow;
       const int c = (tid % kVecsPerRow) * kVec;
-      const T* first_row = src + c;
+      const bool col_exists = kSrcCols == kCols || c < kSrcCols;
+      const T* first_row = src + (col_exists ? c : 0);
       dst += Layout::offset(r0, c);
       src = first_row + r0 * ld;
       const stride_t src_step = kRowsPerStep * ld;
@@ -79,7 +92,7 @@ struct CpAsyncLoader {
           copy16(
               dst + step * kRowsPerStep * Layout::row_step(c),
               exists ? src : first_row,
-              exists ? 16 : 0);
+              exists && col_exists ? 16 : 0);
         }
         src += src_step;
       }
@@ -91,9 +104,11 @@ struct CpAsyncLoader {
           const int r = idx / kVecsPerRow;
           const int c = (idx % kVecsPerRow) * kVec;
           const bool exists = !kSafe || r < rows;
+          const bool col_exists = kSrcCols == kCols || c < kSrcCols;
           copy16(
-              dst + Layout::offset(r, c), src + (exists ? r : 0) * ld + c,
-              exists ? 16 : 0);
+              dst + Layout::offset(r, c),
+              src + (exists ? r : 0) * ld + (col_exists ? c : 0),
+              exists && col_exists ? 16 : 0);
         }
       }
     }

@@ -9,6 +9,8 @@
 //   a wgmma operand is its mma.sync fragment tile.
 // - CudaWgmmaSharedQTarget: as CudaWgmmaTarget, with Q kept in shared
 //   memory for the products to read (q_in_shared.h) instead of registers.
+// - CudaSharedQTarget: as CudaTarget, with Q kept in shared memory and read
+//   a k step at a time (q_in_padded_shared.h).
 //
 // The Metal counterpart is metal_target.h.
 #pragma once
@@ -16,6 +18,7 @@
 #include "mlx_fused_attn/tile/cp_async_loader.h"
 #include "mlx_fused_attn/tile/mma_frag.h"
 #include "mlx_fused_attn/tile/padded_block.h"
+#include "mlx_fused_attn/tile/q_in_padded_shared.h"
 #include "mlx_fused_attn/tile/q_in_registers.h"
 #include "mlx_fused_attn/tile/q_in_shared.h"
 #include "mlx_fused_attn/tile/smem_layout.h"
@@ -37,31 +40,76 @@ struct CudaTarget {
   template <typename T>
   using FragB = MmaFragB<T>;
   typedef MmaFragC FragC;
-  template <typename T, int kRows, int kCols, int kDstLd, int kThreads>
-  using Loader =
-      CpAsyncLoader<T, kRows, kCols, PaddedRows<T, kDstLd>, kThreads>;
-  template <typename T, int kRows, int kCols, int kThreads>
-  using KVBlock = PaddedBlock<CudaTarget, T, kRows, kCols, kThreads>;
-  template <typename T, int kRows, int kCols, int kWarpRows, int kThreads>
-  using QOperand = QInRegisters<MmaFragA<T>, kWarpRows, kCols>;
+  template <
+      typename T,
+      int kRows,
+      int kCols,
+      int kDstLd,
+      int kThreads,
+      int kSrcCols = kCols>
+  using Loader = CpAsyncLoader<
+      T,
+      kRows,
+      kCols,
+      PaddedRows<T, kDstLd>,
+      kThreads,
+      kSrcCols>;
+  template <typename T, int kRows, int kCols, int kSrcCols, int kThreads>
+  using KVBlock = PaddedBlock<CudaTarget, T, kRows, kCols, kSrcCols, kThreads>;
+  template <
+      typename T,
+      int kRows,
+      int kCols,
+      int kSrcCols,
+      int kWarpRows,
+      int kThreads>
+  using QOperand = QInRegisters<MmaFragA<T>, kWarpRows, kCols, kSrcCols>;
 };
 
 struct CudaWgmmaTarget : CudaTarget {
-  template <typename T, int kRows, int kCols, int kThreads>
-  using KVBlock = SwizzledBlock<T, kRows, kCols, kThreads>;
+  template <typename T, int kRows, int kCols, int kSrcCols, int kThreads>
+  using KVBlock = SwizzledBlock<T, kRows, kCols, kSrcCols, kThreads>;
 };
 
 struct CudaWgmmaSharedQTarget : CudaWgmmaTarget {
-  template <typename T, int kRows, int kCols, int kWarpRows, int kThreads>
-  using QOperand = QInShared<T, kRows, kCols, kThreads>;
+  template <
+      typename T,
+      int kRows,
+      int kCols,
+      int kSrcCols,
+      int kWarpRows,
+      int kThreads>
+  using QOperand = QInShared<T, kRows, kCols, kThreads, kSrcCols>;
+};
+
+struct CudaSharedQTarget : CudaTarget {
+  template <
+      typename T,
+      int kRows,
+      int kCols,
+      int kSrcCols,
+      int kWarpRows,
+      int kThreads>
+  using QOperand = QInPaddedShared<
+      CudaTarget,
+      T,
+      kRows,
+      kCols,
+      kSrcCols,
+      kWarpRows,
+      kThreads>;
 };
 
 /// The target of a kernel instance whose tiles ask for warpgroup products
-/// (AttnTiles::wgmma), with Q in shared memory (AttnTiles::q_shared), or
-/// neither.
+/// (AttnTiles::wgmma) or not, with Q in shared memory (AttnTiles::q_shared)
+/// or registers.
 template <bool kWgmma, bool kSharedQ>
 struct CudaTargetOf {
   typedef CudaTarget type;
+};
+template <>
+struct CudaTargetOf<false, true> {
+  typedef CudaSharedQTarget type;
 };
 template <>
 struct CudaTargetOf<true, false> {

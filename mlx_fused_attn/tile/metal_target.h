@@ -18,12 +18,25 @@ struct MetalTarget {
   template <typename T>
   using FragB = SimdgroupFrag;
   typedef SimdgroupFrag FragC;
-  template <typename T, int kRows, int kCols, int kDstLd, int kThreads>
-  using Loader = BlockLoader<T, kRows, kCols, kDstLd, kThreads>;
-  template <typename T, int kRows, int kCols, int kThreads>
-  using KVBlock = PaddedBlock<MetalTarget, T, kRows, kCols, kThreads>;
-  template <typename T, int kRows, int kCols, int kWarpRows, int kThreads>
-  using QOperand = QInRegisters<SimdgroupFrag, kWarpRows, kCols>;
+  template <
+      typename T,
+      int kRows,
+      int kCols,
+      int kDstLd,
+      int kThreads,
+      int kSrcCols = kCols>
+  using Loader = BlockLoader<T, kRows, kCols, kDstLd, kThreads, kSrcCols>;
+  template <typename T, int kRows, int kCols, int kSrcCols, int kThreads>
+  using KVBlock =
+      PaddedBlock<MetalTarget, T, kRows, kCols, kSrcCols, kThreads>;
+  template <
+      typename T,
+      int kRows,
+      int kCols,
+      int kSrcCols,
+      int kWarpRows,
+      int kThreads>
+  using QOperand = QInRegisters<SimdgroupFrag, kWarpRows, kCols, kSrcCols>;
 };
 
 } // namespace fa

@@ -295,6 +295,11 @@ struct MmaFragB {
   }
 };
 
+static_assert(
+    MmaLayout::kCols == fragment_size(Backend::Cuda) &&
+        MmaFragB<half_t>::kRows == fragment_size(Backend::Cuda),
+    "fragment_size (target.h) disagrees with the mma.sync fragments");
+
 // -------------------------------------------------------------- products
 
 /// D = A B + C for 16-bit operands: two m16n8k16 products, one per n8 half.

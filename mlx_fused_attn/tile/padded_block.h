@@ -7,7 +7,8 @@
 //   kElems                          elements of one block in threadgroup memory
 //   load, load_safe, commit, wait   its device-to-threadgroup copy (the loader)
 //   mma_abt(s, q, block, lane)      S += Q B^T, B the block (a key per row),
-//                                   Q a q_in_registers.h or q_in_shared.h
+//                                   Q a q_in_registers.h, q_in_shared.h or
+//                                   q_in_padded_shared.h
 //   mma_ab(o, p, block, lane)       O += P B
 //
 // `Target` supplies the B fragment type and the loader.
@@ -15,6 +16,7 @@
 
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/q_in_padded_shared.h"
 #include "mlx_fused_attn/tile/q_in_registers.h"
 #include "mlx_fused_attn/tile/tile.h"
 #include "mlx_fused_attn/tile/tile_math.h"
@@ -24,28 +26,71 @@ namespace fa {
 /// 16 bytes of padding per row (kLd) spread the rows that one fragment load
 /// reads over the banks (as in MLX's steel kernels). The copy is the
 /// target's loader, whose load, load_safe, commit and wait the block
-/// inherits.
+/// inherits; of the kCols columns the first kSrcCols are copied, the rest
+/// zero-filled.
 template <
     typename Target,
     typename T,
     int kRows,
     int kCols,
+    int kSrcCols,
     int kThreads,
     int kLd = kCols + 16 / int(sizeof(T))>
 struct PaddedBlock
-    : Target::template Loader<T, kRows, kCols, kLd, kThreads> {
+    : Target::template Loader<T, kRows, kCols, kLd, kThreads, kSrcCols> {
   FA_CONST int kElems = kRows * kLd;
   typedef typename Target::template FragB<T> FragB;
 
   /// S += Q B^T: a key per row of the block, so B^T is read with swapped
   /// strides.
-  template <typename FragC, typename FragA, int M, int N, int kWarpRows>
+  template <
+      typename FragC,
+      typename FragA,
+      int M,
+      int N,
+      int kWarpRows,
+      int kQSrcCols>
   static FA_FUNC void mma_abt(
       FA_THREAD Tile<FragC, M, N>& s,
-      const FA_THREAD QInRegisters<FragA, kWarpRows, kCols>& q,
+      const FA_THREAD QInRegisters<FragA, kWarpRows, kCols, kQSrcCols>& q,
       const FA_THREADGROUP T* block,
       lane_t lane) {
     tile_matmad_shared<FragB, 1, kLd>(s, q.tile, block, lane);
+  }
+
+  /// As above, Q read from threadgroup memory a k step at a time.
+  template <
+      typename FragC,
+      int M,
+      int N,
+      typename QTarget,
+      int kQRows,
+      int kQSrcCols,
+      int kWarpRows,
+      int kQThreads>
+  static FA_FUNC void mma_abt(
+      FA_THREAD Tile<FragC, M, N>& s,
+      const FA_THREAD QInPaddedShared<
+          QTarget,
+          T,
+          kQRows,
+          kCols,
+          kQSrcCols,
+          kWarpRows,
+          kQThreads>& q,
+      const FA_THREADGROUP T* block,
+      lane_t lane) {
+    typedef QInPaddedShared<
+        QTarget, T, kQRows, kCols, kQSrcCols, kWarpRows, kQThreads>
+        Q;
+    typedef typename Target::template FragA<T> FragA;
+    FA_UNROLL
+    for (int k = 0; k < kCols / FragA::kCols; ++k) {
+      Tile<FragA, M, 1> q_step;
+      tile_load_shared<Q::kLd, 1>(q_step, q.smem + k * FragA::kCols, lane);
+      tile_matmad_shared<FragB, 1, kLd>(
+          s, q_step, block + k * FragA::kCols, lane);
+    }
   }
 
   /// O += P B.

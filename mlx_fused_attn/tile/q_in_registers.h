@@ -15,7 +15,9 @@
 
 namespace fa {
 
-template <typename FragA, int kWarpRows, int kCols>
+/// kCols columns, whole fragments, of which the first kSrcCols are Q's
+/// and the rest zero (a head dim padded to whole fragments).
+template <typename FragA, int kWarpRows, int kCols, int kSrcCols = kCols>
 struct QInRegisters {
   FA_CONST int kSmemElems = 0;
   Tile<FragA, kWarpRows / FragA::kRows, kCols / FragA::kCols> tile;
@@ -24,9 +26,9 @@ struct QInRegisters {
 /// `src` is the threadgroup's first query row, of which `rows` exist when
 /// `ragged` (the others read as zero, so that products with them stay
 /// finite); warp `warp` loads its kWarpRows of them. `smem` is unused.
-template <typename FragA, int kWarpRows, int kCols, typename T>
+template <typename FragA, int kWarpRows, int kCols, int kSrcCols, typename T>
 FA_FUNC void q_load(
-    FA_THREAD QInRegisters<FragA, kWarpRows, kCols>& q,
+    FA_THREAD QInRegisters<FragA, kWarpRows, kCols, kSrcCols>& q,
     const FA_DEVICE T* src,
     stride_t ld,
     int rows,
@@ -35,9 +37,9 @@ FA_FUNC void q_load(
     int warp,
     lane_t lane) {
   src += warp * kWarpRows * ld;
-  if (ragged) {
+  if (ragged || kSrcCols < kCols) {
     tile_load_device_safe(
-        q.tile, src, ld, rows - warp * kWarpRows, kCols, 0.0f, lane);
+        q.tile, src, ld, rows - warp * kWarpRows, kSrcCols, 0.0f, lane);
   } else {
     tile_load_device(q.tile, src, ld, lane);
   }

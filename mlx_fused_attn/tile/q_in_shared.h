@@ -20,20 +20,23 @@
 
 namespace fa {
 
-template <typename T, int kRows, int kCols, int kThreads>
+/// kCols columns, whole fragments, of which the first kSrcCols are Q's
+/// and the rest zero (a head dim padded to whole fragments).
+template <typename T, int kRows, int kCols, int kThreads, int kSrcCols = kCols>
 struct QInShared {
   FA_CONST int kGroupRows = 64; ///< the rows of a warpgroup's products
   typedef SwizzledRows<T, kGroupRows, kCols> Layout;
-  typedef CpAsyncLoader<T, kGroupRows, kCols, Layout, kThreads> Loader;
+  typedef CpAsyncLoader<T, kGroupRows, kCols, Layout, kThreads, kSrcCols>
+      Loader;
   FA_CONST int kSmemElems = kRows * kCols;
   static_assert(kRows % kGroupRows == 0, "whole warpgroups of query rows");
   static_assert(kThreads == kRows * 2, "a warp for every 16 query rows");
   const T* smem; ///< this thread's warpgroup's block
 };
 
-template <typename T, int kRows, int kCols, int kThreads>
+template <typename T, int kRows, int kCols, int kThreads, int kSrcCols>
 FA_FUNC void q_load(
-    QInShared<T, kRows, kCols, kThreads>& q,
+    QInShared<T, kRows, kCols, kThreads, kSrcCols>& q,
     const T* src,
     stride_t ld,
     int rows,
@@ -41,7 +44,7 @@ FA_FUNC void q_load(
     T* smem,
     int warp,
     lane_t lane) {
-  typedef QInShared<T, kRows, kCols, kThreads> Q;
+  typedef QInShared<T, kRows, kCols, kThreads, kSrcCols> Q;
   const int tid = warp * kSimdWidth + lane;
   FA_UNROLL
   for (int g = 0; g < kRows / Q::kGroupRows; ++g) {

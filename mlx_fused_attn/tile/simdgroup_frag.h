@@ -139,6 +139,10 @@ struct SimdgroupFrag {
   }
 };
 
+static_assert(
+    SimdgroupFrag::kCols == fragment_size(Backend::Metal),
+    "fragment_size (target.h) disagrees with the simdgroup fragment");
+
 FA_FUNC void mma(
     FA_THREAD SimdgroupFrag& d,
     const FA_THREAD SimdgroupFrag& a,

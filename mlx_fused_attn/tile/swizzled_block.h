@@ -35,16 +35,18 @@
 namespace fa {
 
 /// The copy is cp.async into the swizzled layout: load, load_safe and commit
-/// come from the loader; wait adds the fence the tensor cores need.
-template <typename T, int kRows, int kCols, int kThreads>
+/// come from the loader; wait adds the fence the tensor cores need. Of the
+/// kCols columns the first kSrcCols are copied, the rest zero-filled.
+template <typename T, int kRows, int kCols, int kSrcCols, int kThreads>
 struct SwizzledBlock : CpAsyncLoader<
                            T,
                            kRows,
                            kCols,
                            SwizzledRows<T, kRows, kCols>,
-                           kThreads> {
+                           kThreads,
+                           kSrcCols> {
   typedef SwizzledRows<T, kRows, kCols> Layout;
-  typedef CpAsyncLoader<T, kRows, kCols, Layout, kThreads> Loader;
+  typedef CpAsyncLoader<T, kRows, kCols, Layout, kThreads, kSrcCols> Loader;
   FA_CONST int kElems = kRows * kCols;
   /// The widest product here: one 128-byte panel (64 columns), whose
   /// accumulators are 32 registers a thread.
@@ -67,10 +69,10 @@ struct SwizzledBlock : CpAsyncLoader<
   /// groups are 8 rows of the panel apart, and every 64 keys are one
   /// product. Q is the warp's A fragments in registers, or Q's swizzled
   /// panels in shared memory, addressed as B's.
-  template <int N>
+  template <int N, int kQSrcCols>
   static FA_FUNC void mma_abt(
       Tile<MmaFragC, 1, N>& s,
-      const QInRegisters<MmaFragA<T>, 16, kCols>& q,
+      const QInRegisters<MmaFragA<T>, 16, kCols, kQSrcCols>& q,
       const T* block,
       lane_t) {
     static_assert(N * MmaFragC::kCols == kRows, "S covers the block's keys");
@@ -84,13 +86,14 @@ struct SwizzledBlock : CpAsyncLoader<
     keep_until_done(q.tile);
   }
 
-  template <int N, int kQRows, int kQThreads>
+  template <int N, int kQRows, int kQThreads, int kQSrcCols>
   static FA_FUNC void mma_abt(
       Tile<MmaFragC, 1, N>& s,
-      const QInShared<T, kQRows, kCols, kQThreads>& q,
+      const QInShared<T, kQRows, kCols, kQThreads, kQSrcCols>& q,
       const T* block,
       lane_t) {
-    typedef typename QInShared<T, kQRows, kCols, kQThreads>::Layout QLayout;
+    typedef typename QInShared<T, kQRows, kCols, kQThreads, kQSrcCols>::Layout
+        QLayout;
     static_assert(N * MmaFragC::kCols == kRows, "S covers the block's keys");
     float* d = s.frags[0].v;
     begin<kRows / 2>(d);

@@ -20,4 +20,16 @@ constexpr int dtype_size(DType dtype) {
   return dtype == DType::Float32 ? 4 : 2;
 }
 
+/// Rows and columns of the matrix fragments of `backend`: Metal's 8x8
+/// simdgroup matrices, CUDA's 16x16 mma.sync tiles (whose k16 steps wgmma
+/// shares); simdgroup_frag.h and mma_frag.h assert that they agree. A head
+/// dim runs in whole fragments of them.
+constexpr int fragment_size(Backend backend) {
+  return backend == Backend::Metal ? 8 : 16;
+}
+
+constexpr int round_up(int x, int multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
+
 } // namespace fa

@@ -26,7 +26,11 @@ from .attn_params import AttnParams
 from .layouts import Layout, contiguous_last
 
 METAL = "metal/attention.metal"
-HEAD_DIMS = (32, 64, 80, 96, 128)
+# (head dim of q and k, of v): FA_ATTENTION_HEAD_DIMS (attention_config.h).
+HEAD_DIMS = ((32, 32), (64, 64), (72, 72), (80, 80), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256))
+# Those added for Gemma (256), DeepSeek's latent attention (192 with v 128)
+# and the rest of MLX's list (72, 192), run with every feature.
+LARGE_HEAD_DIMS = ((72, 72), (192, 128), (192, 192), (256, 256))
 DTYPES = ("float16", "bfloat16", "float32")
 FULL = os.environ.get("FA_EMU_SWEEP", "") == "full"
 
@@ -44,11 +48,13 @@ def prog():
     return emu.load(METAL)
 
 
-def kernel_for(prog, dtype, head_dim):
+def kernel_for(prog, dtype, head_dim, head_dim_v, suffix=""):
     """(host name, bq, bk, warps) of the kernel the instantiation list has."""
-    pat = re.compile(rf"fa_attention_{dtype}_d{head_dim}_bq(\d+)_bk(\d+)_wm(\d+)$")
+    pat = re.compile(
+        rf"fa_attention_{dtype}_d{head_dim}_dv{head_dim_v}_bq(\d+)_bk(\d+)_wm(\d+){re.escape(suffix)}$"
+    )
     found = [(n, *map(int, m.groups())) for n in prog.kernels for m in [pat.match(n)] if m]
-    assert len(found) == 1, f"{dtype} d{head_dim}: kernels {found}"
+    assert len(found) == 1, f"{dtype} d{head_dim} dv{head_dim_v}: kernels {found}"
     return found[0]
 
 
@@ -136,6 +142,7 @@ def run_case(
     *,
     dtype="float16",
     D=64,
+    D_v=None,
     B=1,
     H_q=2,
     H_kv=None,
@@ -152,20 +159,25 @@ def run_case(
     race_check=False,
     edit=None,
     scale=None,
+    suffix="",
 ):
-    """Runs one case and checks it. mask: None, "bool" or "additive", of
+    """Runs one case and checks it. D is the head dim of q and k, D_v that
+    of v and the output (default D). mask: None, "bool" or "additive", of
     mask_shape (broadcast to [B, H_q, L_q, L_k] through zero strides).
     layouts: {"q" | "k" | "v" | "out" | "mask": Layout} in place of
     named_layouts(layout) (a mask given one is stored whole, its padding
     poisoned). edit(inputs) may change the float32 inputs (a dict) before
-    the launch. Returns the fused output, the reference and v, as float64."""
+    the launch. suffix: that of the kernel's name past the tiles
+    (attention_variants.metal). Returns the fused output, the reference and
+    v, as float64."""
     H_kv = H_kv or H_q
+    D_v = D_v or D
     rng = np.random.default_rng(seed)
     scale = 1.0 / np.sqrt(D) if scale is None else scale
     inputs = {
         "q": rng.standard_normal((B, H_q, L_q, D)).astype(np.float32),
         "k": rng.standard_normal((B, H_kv, L_k, D)).astype(np.float32),
-        "v": rng.standard_normal((B, H_kv, L_k, D)).astype(np.float32),
+        "v": rng.standard_normal((B, H_kv, L_k, D_v)).astype(np.float32),
         "sinks": rng.standard_normal(H_q).astype(np.float32) if sinks else None,
     }
     mask_shape = tuple(mask_shape or (B, H_q, L_q, L_k))
@@ -176,7 +188,7 @@ def run_case(
     if edit is not None:
         edit(inputs)
 
-    name, bq, bk, warps = kernel_for(prog, dtype, D)
+    name, bq, bk, warps = kernel_for(prog, dtype, D, D_v, suffix)
     buffers, strides, ref_kwargs, places, (q64, k64, v64) = place_inputs(
         inputs, dtype, layout, layouts, mask
     )
@@ -189,7 +201,7 @@ def run_case(
         L_q=L_q,
         L_k=L_k,
         D=D,
-        D_v=D,
+        D_v=D_v,
         causal_offset=L_k - L_q,
         scale_log2=scale * np.log2(np.e),
         q_strides=strides["q"][:3],
@@ -224,8 +236,8 @@ def run_case(
         ref,
         atol=atol,
         rtol=rtol,
-        err_msg=f"{name} L_q={L_q} L_k={L_k} B={B} H_q={H_q} H_kv={H_kv} causal={causal} "
-        f"mask={mask} sinks={sinks} layout={layouts or layout} seed={seed}",
+        err_msg=f"{name} D={D} D_v={D_v} L_q={L_q} L_k={L_k} B={B} H_q={H_q} H_kv={H_kv} "
+        f"causal={causal} mask={mask} sinks={sinks} layout={layouts or layout} seed={seed}",
     )
     return fused, ref, v64
 
@@ -238,12 +250,13 @@ def place_inputs(inputs, dtype, layout, layouts, mask):
     Layouts, the float64 values of q, k and v)."""
     places = {**named_layouts(layout), **(layouts or {})}
     buffers, strides, ref_kwargs, values = {}, {}, {}, []
-    B, H_q, L_q, D = inputs["q"].shape
+    B, H_q, L_q, _ = inputs["q"].shape
+    D_v = inputs["v"].shape[-1]
     for index, x in enumerate("qkv"):
         dev, x64 = to_device(inputs[x], dtype)
         values.append(x64)
         buffers[index], strides[x] = places[x].place(dev, poison(dtype))
-    out_nan = np.full((B, H_q, L_q, D), poison(dtype))
+    out_nan = np.full((B, H_q, L_q, D_v), poison(dtype))
     buffers[3], strides["out"] = places["out"].place(out_nan, poison(dtype))
     strides["mask"] = (0, 0, 0, 0)
     if mask is not None:
@@ -286,11 +299,28 @@ def test_params_layout_matches_the_kernel(prog):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("D", HEAD_DIMS)
-def test_dtypes_and_head_dims(prog, dtype, D):
+@pytest.mark.parametrize("D,D_v", HEAD_DIMS)
+def test_dtypes_and_head_dims(prog, dtype, D, D_v):
     lengths = [(33, 47), (65, 33)] if FULL else [(33, 47)]
     for seed, (L_q, L_k) in enumerate(lengths):
-        run_case(prog, dtype=dtype, D=D, L_q=L_q, L_k=L_k, H_q=2, seed=seed)
+        run_case(prog, dtype=dtype, D=D, D_v=D_v, L_q=L_q, L_k=L_k, H_q=2, seed=seed)
+
+
+# Each large head dim with every feature, ragged both ways, the dtypes in
+# turn: causal with GQA and sinks (L_q > L_k: rows that see no key), and
+# each kind of mask with GQA.
+LARGE_HEAD_DIM_FEATURES = [
+    dict(causal=True, sinks=True, H_q=4, H_kv=2, L_q=41, L_k=35),
+    dict(mask="bool", H_q=4, H_kv=2, L_q=33, L_k=50),
+    dict(mask="additive", mask_shape=(33, 50), sinks=True, H_q=2, H_kv=1, L_q=33, L_k=50),
+]
+
+
+@pytest.mark.parametrize("features", range(len(LARGE_HEAD_DIM_FEATURES)))
+@pytest.mark.parametrize("D,D_v", LARGE_HEAD_DIMS)
+def test_large_head_dims_with_features(prog, D, D_v, features):
+    dtype = DTYPES[(LARGE_HEAD_DIMS.index((D, D_v)) + features) % len(DTYPES)]
+    run_case(prog, dtype=dtype, D=D, D_v=D_v, seed=D + D_v + features, **LARGE_HEAD_DIM_FEATURES[features])
 
 
 @pytest.mark.parametrize(
@@ -486,6 +516,37 @@ def test_adversarial_schedule(prog, seed):
 
 
 # ---------------------------------------------------------------------------
+# Variants of the body that only CUDA builds (tests/metal_emu/kernels/
+# attention_variants.metal): head dims padded to whole fragments, and Q in
+# threadgroup memory read a k step at a time behind a ring of two stages.
+
+VARIANTS = [
+    ("float32", 20, 12, "", dict(causal=True, sinks=True, H_q=4, H_kv=2, L_q=41, L_k=35)),
+    ("float32", 20, 20, "", dict(mask="bool", L_q=33, L_k=50, layout="blhd")),
+    ("float32", 20, 12, "_qs", dict(mask="additive", H_q=4, H_kv=2, L_q=70, L_k=50)),
+    ("float32", 20, 12, "_qs", dict(causal=True, L_q=40, L_k=70, schedule=3)),
+    ("float16", 64, 64, "_qs", dict(causal=True, sinks=True, L_q=65, L_k=47)),
+    ("bfloat16", 192, 128, "_qs", dict(mask="bool", sinks=True, L_q=33, L_k=40)),
+]
+
+
+@pytest.fixture(scope="module")
+def variants():
+    return emu.load("tests/metal_emu/kernels/attention_variants.metal")
+
+
+@pytest.mark.parametrize("case", range(len(VARIANTS)))
+def test_cuda_only_variants(variants, case):
+    dtype, D, D_v, suffix, kwargs = VARIANTS[case]
+    run_case(variants, dtype=dtype, D=D, D_v=D_v, suffix=suffix, seed=100 + case, **kwargs)
+
+
+def test_padded_variant_races(variants):
+    run_case(variants, dtype="float32", D=20, D_v=12, suffix="_qs", L_q=40, L_k=40, causal=True,
+             race_check=True, seed=110)
+
+
+# ---------------------------------------------------------------------------
 # The strided copy the host runs on inputs whose head dim is not contiguous
 
 
@@ -564,10 +625,11 @@ def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
         "  const fa::DType dtypes[] = {fa::DType::Float16, fa::DType::BFloat16, fa::DType::Float32};\n"
         "  for (fa::DType t : dtypes)\n"
         "    for (int d = 1; d <= 256; ++d)\n"
-        "      if (fa::attention_head_dim_supported(d))\n"
-        "        for (bool causal : {false, true})\n"
-        '          std::printf("%s\\n", fa::attention_kernel_name(t, d,\n'
-        "              fa::choose_attention_tiles(d, t, fa::Backend::Metal, causal, false)).c_str());\n"
+        "      for (int dv = 1; dv <= 256; ++dv)\n"
+        "        if (fa::attention_head_dims_supported(d, dv))\n"
+        "          for (bool causal : {false, true})\n"
+        '            std::printf("%s\\n", fa::attention_kernel_name(t, d, dv,\n'
+        "                fa::choose_attention_tiles(d, dv, t, fa::Backend::Metal, causal, false)).c_str());\n"
         "}\n"
     )
     exe = tmp_path / "names"
@@ -593,12 +655,14 @@ def test_flattened_jit_source_is_self_contained_and_matches(prog):
 if FULL:
 
     @pytest.mark.parametrize(
-        "dtype,D,mask,causal,sinks",
+        "dtype,D,D_v,mask,causal,sinks",
         [
-            (t, d, m, c, s)
-            for t, d, m, c, s in itertools.product(DTYPES, HEAD_DIMS, [None, "bool", "additive"], [False, True], [False, True])
+            (t, d, dv, m, c, s)
+            for t, (d, dv), m, c, s in itertools.product(
+                DTYPES, HEAD_DIMS, [None, "bool", "additive"], [False, True], [False, True]
+            )
             if not (m and c)
         ],
     )
-    def test_full_sweep(prog, dtype, D, mask, causal, sinks):
-        run_case(prog, dtype=dtype, D=D, L_q=65, L_k=47, H_q=2, mask=mask, causal=causal, sinks=sinks, seed=D)
+    def test_full_sweep(prog, dtype, D, D_v, mask, causal, sinks):
+        run_case(prog, dtype=dtype, D=D, D_v=D_v, L_q=65, L_k=47, H_q=2, mask=mask, causal=causal, sinks=sinks, seed=D)

@@ -7,14 +7,13 @@
 namespace mlx_fused_attn::cuda {
 
 const void* aot_attention_kernel(const AttentionKernelKey& key) {
-  switch (key.head_dim) {
-#define FA_AOT_CASE(d) \
-  case d:              \
-    return aot_attention_kernel_d##d(                                   \
-        key.dtype, key.causal, key.has_mask, key.wgmma, key.large_grid);
-    FA_ATTENTION_HEAD_DIMS(FA_AOT_CASE)
-#undef FA_AOT_CASE
+#define FA_AOT_CASE(d, dv)                                                \
+  if (key.head_dim == d && key.head_dim_v == dv) {                        \
+    return aot_attention_kernel_d##d##_dv##dv(                            \
+        key.dtype, key.causal, key.has_mask, key.wgmma, key.large_grid);  \
   }
+  FA_ATTENTION_HEAD_DIMS(FA_AOT_CASE)
+#undef FA_AOT_CASE
   return nullptr;
 }
 

@@ -13,10 +13,10 @@ const void* aot_attention_kernel(const AttentionKernelKey& key);
 const void* aot_strided_copy_kernel(fa::DType dtype);
 const void* aot_poison_kernel();
 
-/// One per head dim, each in its own object (attention_aot.cu) so that they
-/// build in parallel.
-#define FA_DECLARE_AOT_ATTENTION(d) \
-  const void* aot_attention_kernel_d##d(                            \
+/// One per pair of head dims, each in its own object (attention_aot.cu) so
+/// that they build in parallel.
+#define FA_DECLARE_AOT_ATTENTION(d, dv)         \
+  const void* aot_attention_kernel_d##d##_dv##dv( \
       fa::DType, bool causal, bool mask, bool wgmma, bool large_grid);
 FA_ATTENTION_HEAD_DIMS(FA_DECLARE_AOT_ATTENTION)
 #undef FA_DECLARE_AOT_ATTENTION

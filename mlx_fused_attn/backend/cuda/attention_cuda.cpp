@@ -56,11 +56,13 @@ cuda::AttentionKernelKey attention_key(
     const AttentionSpec& spec,
     fa::DType dtype,
     const mx::array& q,
+    const mx::array& v,
     int device,
     int arch) {
   cuda::AttentionKernelKey key{
       dtype,
       static_cast<int>(q.shape(3)),
+      static_cast<int>(v.shape(3)),
       spec.mask == MaskKind::Causal,
       spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive,
       cuda::has_wgmma(arch),
@@ -169,7 +171,9 @@ Support supports(
     const AttentionSpec& spec,
     const std::vector<mx::array>& inputs) {
   const mx::array& q = inputs[0];
+  const mx::array& v = inputs[2];
   const int D = q.shape(3);
+  const int D_v = v.shape(3);
   fa::DType dtype;
   if (Support covered = attention_kernel_covers(kOp, inputs, &dtype);
       !covered.ok) {
@@ -208,12 +212,14 @@ Support supports(
     return Support::no(msg.str());
   }
   const cuda::AttentionKernelKey key =
-      attention_key(spec, dtype, q, device, arch);
+      attention_key(spec, dtype, q, v, device, arch);
   const fa::AttnTiles tiles = cuda::attention_tiles(key);
-  const int smem = fa::attention_smem_bytes(tiles, D, dtype);
+  const int smem =
+      fa::attention_smem_bytes(tiles, D, D_v, dtype, fa::Backend::Cuda);
   if (smem > cuda::max_smem_per_block(device)) {
     std::ostringstream msg;
-    msg << kOp << "the kernel for head dim " << D << " and " << q.dtype()
+    msg << kOp << "the kernel for head dims " << D << " (q, k) and " << D_v
+        << " (v) and " << q.dtype()
         << " needs " << smem << " bytes of shared memory a block; this GPU "
         << "allows " << cuda::max_smem_per_block(device);
     return Support::no(msg.str());
@@ -272,9 +278,10 @@ void eval(
   const int L_q = q.shape(2);
   const int L_k = k.shape(2);
   const int D = q.shape(3);
+  const int D_v = v.shape(3);
 
   const cuda::AttentionKernelKey key =
-      attention_key(spec, dtype, q, device, arch);
+      attention_key(spec, dtype, q, v, device, arch);
   const fa::AttnTiles tiles = cuda::attention_tiles(key);
   fa::AttnFeatures features{};
   features.has_mask = has_mask;
@@ -292,7 +299,7 @@ void eval(
   params.L_q = L_q;
   params.L_k = L_k;
   params.D = D;
-  params.D_v = v.shape(3);
+  params.D_v = D_v;
   params.causal_offset = L_k - L_q;
   params.scale_log2 = spec.scale * 1.4426950408889634f;
   for (int i = 0; i < 3; ++i) {
@@ -333,7 +340,8 @@ void eval(
       grid,
       dim3(tiles.warps * fa::kSimdWidth),
       {},
-      static_cast<uint32_t>(fa::attention_smem_bytes(tiles, D, dtype)),
+      static_cast<uint32_t>(
+          fa::attention_smem_bytes(tiles, D, D_v, dtype, fa::Backend::Cuda)),
       mx::gpu_ptr<void>(q),
       mx::gpu_ptr<void>(k),
       mx::gpu_ptr<void>(v),

@@ -2,28 +2,49 @@
 // mlx_fused_attn/kernels/attention.h, the same one Metal runs; this file
 // only declares the shared memory, fills the features and maps the grid.
 //
-// Template: element type, head dim, tiles (from choose_attention_tiles, see
-// kernel_names.h; WG: warpgroup products, CudaWgmmaTarget; QS: with Q in
-// shared memory, CudaWgmmaSharedQTarget) and the two
-// features that change the inner loop's code: causal and an array mask. The others (bool or additive mask, sinks,
-// aligned lengths) arrive at run time in `features`: they decide once per
-// block or per kernel, so specialising them would only multiply the
+// Template: element type, head dims (D of q and k, DV of v), tiles (from
+// choose_attention_tiles, see kernel_names.h; WG: warpgroup products,
+// CudaWgmmaTarget; QS: with Q in shared memory, CudaWgmmaSharedQTarget or,
+// without WG, CudaSharedQTarget) and the two features that change the inner
+// loop's code: causal and an array mask. The others (bool or additive mask,
+// sinks, aligned lengths) arrive at run time in `features`: they decide once
+// per block or per kernel, so specialising them would only multiply the
 // instances that nvcc and NVRTC build.
 //
 // Grid: (query blocks, H_q, B); block: warps * 32 threads; dynamic shared
-// memory: attention_smem_bytes(tiles, D, dtype).
+// memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention.h"
+#include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
+#include "mlx_fused_attn/tile/dtype_of.h"
 
 namespace fa {
+
+/// Whether the shared memory the host gives an instance
+/// (attention_smem_bytes) is exactly that of its blocks. A variable, so that
+/// the host function is evaluated outside the kernel.
+template <typename Target, typename Shape, int MB, bool WG, bool QS>
+constexpr bool kSmemBytesAgree =
+    attention_smem_bytes(
+        {Shape::kBQ, Shape::kBK, Shape::kWarps, Shape::kStages, MB, WG, QS},
+        Shape::kHeadDim,
+        Shape::kHeadDimV,
+        DTypeOf<typename Shape::elem_type>::value,
+        Backend::Cuda) ==
+    int(sizeof(typename Shape::elem_type)) *
+        (Shape::kStages *
+             (AttnKBlock<Target, Shape>::kElems +
+              AttnVBlock<Target, Shape>::kElems) +
+         AttnQOperand<Target, Shape>::kSmemElems);
 
 template <
     typename T,
     int D,
+    int DV,
     int BQ,
     int BK,
     int WM,
@@ -47,13 +68,17 @@ __global__ void __launch_bounds__(WM * kSimdWidth, MB) attention_kernel(
   if constexpr (WG && !FA_HAS_WGMMA) {
     __trap();
   } else {
-    typedef AttnShape<T, D, BQ, BK, WM, ST> Shape;
+    typedef AttnShape<T, D, BQ, BK, WM, ST, DV> Shape;
     typedef typename CudaTargetOf<WG, QS>::type Target;
+    typedef AttnKBlock<Target, Shape> KBlock;
+    static_assert(
+        kSmemBytesAgree<Target, Shape, MB, WG, QS>,
+        "attention_smem_bytes disagrees with the kernel's blocks");
     // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
     // K's stages, V's, then Q where it is kept there (attention_smem_bytes).
     extern __shared__ __align__(1024) unsigned char attention_smem[];
     T* k_smem = reinterpret_cast<T*>(attention_smem);
-    T* v_smem = k_smem + ST * AttnKVBlock<Target, Shape>::kElems;
+    T* v_smem = k_smem + ST * KBlock::kElems;
 
     features.causal = kCausal;
     features.has_mask = kHasMask;

@@ -14,7 +14,8 @@ namespace mlx_fused_attn::cuda {
 /// What selects an attention kernel instance.
 struct AttentionKernelKey {
   fa::DType dtype;
-  int head_dim;
+  int head_dim; ///< of q and k
+  int head_dim_v; ///< of v and the output
   bool causal;
   bool has_mask; ///< a bool or additive mask array
   bool wgmma; ///< the GPU takes warpgroup products (kernels.h, has_wgmma)
@@ -38,6 +39,7 @@ inline const char* device_type_name(fa::DType dtype) {
 inline fa::AttnTiles attention_tiles(const AttentionKernelKey& key) {
   return fa::choose_attention_tiles(
       key.head_dim,
+      key.head_dim_v,
       key.dtype,
       fa::Backend::Cuda,
       key.causal,
@@ -48,7 +50,8 @@ inline fa::AttnTiles attention_tiles(const AttentionKernelKey& key) {
 inline std::string attention_kernel_expression(const AttentionKernelKey& key) {
   const fa::AttnTiles t = attention_tiles(key);
   return std::string("fa::attention_kernel<") + device_type_name(key.dtype) +
-      ", " + std::to_string(key.head_dim) + ", " + std::to_string(t.bq) + ", " +
+      ", " + std::to_string(key.head_dim) + ", " +
+      std::to_string(key.head_dim_v) + ", " + std::to_string(t.bq) + ", " +
       std::to_string(t.bk) + ", " + std::to_string(t.warps) + ", " +
       std::to_string(t.stages) + ", " + std::to_string(t.min_blocks) + ", " +
       (t.wgmma ? "true" : "false") + ", " + (t.q_shared ? "true" : "false") +

@@ -185,7 +185,9 @@ attention_function(const AttentionKernelKey& key, int device, int arch) {
       attention_kernel_expression(key),
       device,
       arch,
-      fa::attention_smem_bytes(attention_tiles(key), key.head_dim, key.dtype),
+      fa::attention_smem_bytes(
+          attention_tiles(key), key.head_dim, key.head_dim_v, key.dtype,
+          fa::Backend::Cuda),
       FA_AOT_SYMBOL(aot_attention_kernel(key)),
       attention_tiles(key).min_blocks > 2);
 }

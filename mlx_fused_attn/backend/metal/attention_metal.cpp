@@ -82,9 +82,10 @@ MetalPipeline general_pipeline(
     fa::DType dtype,
     int L_q,
     int L_k,
-    int D) {
+    int D,
+    int D_v) {
   const fa::AttnTiles tiles = fa::choose_attention_tiles(
-      D, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
+      D, D_v, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
   fa::AttnFeatures features{};
   features.has_mask =
       spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive;
@@ -96,7 +97,7 @@ MetalPipeline general_pipeline(
 
   MetalPipeline p;
   p.family = KernelFamily::Attention;
-  p.kernel_name = fa::attention_kernel_name(dtype, D, tiles);
+  p.kernel_name = fa::attention_kernel_name(dtype, D, D_v, tiles);
   p.hash_name = fa::attention_pipeline_name(p.kernel_name, features);
 #define FA_FUNCTION_CONSTANT(name, index) \
   p.constants.push_back({index, features.name});
@@ -117,7 +118,8 @@ MetalPipeline call_pipeline(
     return short_attention_pipeline(spec, dtype, *tiles, D);
   }
   return general_pipeline(
-      spec, dtype, inputs[0].shape(2), inputs[1].shape(2), D);
+      spec, dtype, inputs[0].shape(2), inputs[1].shape(2), D,
+      inputs[2].shape(3));
 }
 
 } // namespace
@@ -178,6 +180,7 @@ void eval(
   const int L_q = q.shape(2);
   const int L_k = k.shape(2);
   const int D = q.shape(3);
+  const int D_v = v.shape(3);
 
   fa::AttnParams params{};
   params.B = B;
@@ -187,7 +190,7 @@ void eval(
   params.L_q = L_q;
   params.L_k = L_k;
   params.D = D;
-  params.D_v = v.shape(3);
+  params.D_v = D_v;
   params.causal_offset = L_k - L_q;
   params.scale_log2 = spec.scale * 1.4426950408889634f;
   for (int i = 0; i < 3; ++i) {
@@ -224,7 +227,7 @@ void eval(
   }
 
   const fa::AttnTiles tiles = fa::choose_attention_tiles(
-      D, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
+      D, D_v, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
   const MTL::Size grid((L_q + tiles.bq - 1) / tiles.bq, H_q, B);
   const MTL::Size group(fa::kSimdWidth, tiles.warps, 1);
   enc.dispatch_threadgroups(grid, group);
