@@ -1,6 +1,6 @@
 """The coverage rules, as pure functions on every machine: which head dims,
 axis counts and sequence lengths each kernel family takes
-(attention_head_dim_supported, short_attention_covers and the rest of
+(attention_head_dims_supported, short_attention_covers and the rest of
 kernels/*_config.h), against tables written out here. The host dispatch
 (backend/attention_covers.cpp, backend/na_launch.cpp, the Metal and CUDA
 hosts) asks exactly these functions, so a changed rule sends calls to a
@@ -15,7 +15,9 @@ from . import emu
 
 DTYPES = ("float16", "bfloat16", "float32")
 BACKENDS = ("metal", "cuda")
-ATTENTION_HEAD_DIMS = {32, 64, 80, 96, 128}
+# (head dim of q and k, head dim of v): equal pairs, and DeepSeek's latent
+# attention (192 for q and k, 128 for v).
+ATTENTION_HEAD_DIMS = {(d, d) for d in (32, 64, 72, 80, 96, 128, 192, 256)} | {(192, 128)}
 SHORT_HEAD_DIMS = {32, 64, 128}
 SHORT_SEQS = (16, 32, 48, 64)
 NA_HEAD_DIMS = {32, 64, 128}
@@ -47,7 +49,9 @@ int main() {
   const fa::Backend backends[] = {fa::Backend::Metal, fa::Backend::Cuda};
   const char* backend_names[] = {"metal", "cuda"};
   for (int d = 1; d <= MAX_HEAD_DIM; ++d) {
-    if (fa::attention_head_dim_supported(d)) std::printf("attention_head_dim %d\n", d);
+    for (int dv = 1; dv <= MAX_HEAD_DIM; ++dv)
+      if (fa::attention_head_dims_supported(d, dv))
+        std::printf("attention_head_dims %d %d\n", d, dv);
     if (fa::short_attention_head_dim_supported(d)) std::printf("short_head_dim %d\n", d);
     if (fa::na_head_dim_supported(d)) std::printf("na_head_dim %d\n", d);
   }
@@ -109,7 +113,7 @@ def rules(tmp_path_factory):
 
 
 def test_attention_head_dims(rules):
-    assert rules["attention_head_dim"] == {(d,) for d in ATTENTION_HEAD_DIMS}
+    assert rules["attention_head_dims"] == ATTENTION_HEAD_DIMS
 
 
 def test_neighborhood_head_dims_and_axes(rules):
