@@ -32,7 +32,7 @@ def call(q=q, k=k, v=v, **kw):
         (dict(mask="upper"), ValueError, "mask must be None, \"causal\""),
         (dict(mask=mx.zeros((3, 10), mx.bool_)), ValueError, "does not broadcast"),
         (dict(mask=mx.zeros((1, 1, 1, 1, 1))), ValueError, "rank at most 4"),
-        (dict(mask=mx.zeros((8, 10), mx.float64)), ValueError, "mask must be bool or a type that promotes"),
+        (dict(mask=mx.zeros((8, 10), mx.float64, stream=mx.cpu)), ValueError, "mask must be bool or a type that promotes"),
         (dict(q=mx.zeros((2, 4, 8, 32), mx.float16), k=mx.zeros((2, 2, 10, 32), mx.float16),
               v=mx.zeros((2, 2, 10, 32), mx.float16), mask=mx.zeros((8, 10))), ValueError, "promotes to float16"),
         (dict(mask=[[True]]), TypeError, "mask must be None"),

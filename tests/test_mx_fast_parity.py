@@ -26,6 +26,11 @@ def qkv(dtype=mx.float32, seed=0, dv=D):
     )
 
 
+def on_cpu(make):
+    with mx.stream(mx.cpu):
+        return make()
+
+
 def both(q, k, v, **kw):
     kw.setdefault("scale", D**-0.5)
     return (
@@ -70,7 +75,7 @@ ACCEPTED = {
     "int q, float16 k v": lambda: ((mx.ones((B, HQ, LQ, D), mx.int32),) + qkv(mx.float16)[1:], {}),
     "float16 k, float32 q v": lambda: ((qkv()[0], qkv(mx.float16)[1], qkv()[2]), {}),
     "D_v != D": lambda: (qkv(dv=24), {}),
-    "float64": lambda: (qkv(mx.float64), dict(mask="causal")),
+    "float64 (CPU: no GPU has it)": lambda: on_cpu(lambda: (qkv(mx.float64), dict(mask="causal", stream=mx.cpu))),
     "stream as Stream": lambda: (qkv(), dict(stream=mx.default_stream(mx.cpu))),
     "empty L_q": lambda: ((mx.zeros((B, HQ, 0, D)),) + qkv()[1:], {}),
 }
@@ -100,13 +105,13 @@ REJECTED = {
         ValueError,
     ),
     "complex v": (dict(v=v0.astype(mx.complex64)), ValueError),
-    "float64 mask, float32 q": (dict(mask=mx.zeros((LQ, LK), mx.float64)), ValueError),
+    "float64 mask, float32 q": (dict(mask=mx.zeros((LQ, LK), mx.float64, stream=mx.cpu)), ValueError),
     "float32 mask, float16 q": (
         dict(q=h16[0], k=h16[1], v=h16[2], mask=mx.zeros((LQ, LK))),
         ValueError,
     ),
     "complex mask": (dict(mask=mx.zeros((LQ, LK), mx.complex64)), ValueError),
-    "float64 sinks": (dict(sinks=mx.zeros((HQ,), mx.float64)), ValueError),
+    "float64 sinks": (dict(sinks=mx.zeros((HQ,), mx.float64, stream=mx.cpu)), ValueError),
     "float32 sinks, float16 q": (
         dict(q=h16[0], k=h16[1], v=h16[2], sinks=mx.zeros((HQ,))),
         ValueError,
