@@ -82,7 +82,7 @@ def test_a_missing_backend_package_is_named(tmp_path):
     )
     assert result.returncode != 0
     assert "mlx-not-installed (not installed)" in result.stderr
-    assert f'"mlx-cuda-13=={_build_info.MLX_VERSION}"' in result.stderr
+    assert f'"mlx-not-installed=={_build_info.MLX_VERSION}"' in result.stderr
 
 
 def test_an_undefined_symbol_becomes_the_readable_error():
