@@ -81,7 +81,8 @@ def cell(t):
 
 def plot(rows, path, title):
     """Milliseconds per call of each method, a group of bars per case (log
-    scale); a method that did not run for a case has no bar there."""
+    scale); a method that did not run for a case has no bar there, and one
+    that ran for none is left out of the legend."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -92,11 +93,13 @@ def plot(rows, path, title):
     fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(rows) + 2), 5))
     x = np.arange(len(rows))
     for i, (key, label) in enumerate(methods):
-        ax.bar(x + (i - 1) * 0.27, [r[key] * 1e3 for r in rows], 0.27, label=label)
+        if any(r[key] == r[key] for r in rows):
+            ax.bar(x + (i - 1) * 0.27, [r[key] * 1e3 for r in rows], 0.27, label=label)
     ax.set_yscale("log")
-    ax.set_xticks(x, [f"{r['case']}\n{r['spatial']}\nk={r['kernel']} d={r['dilation']}"
+    ax.set_xlim(-0.7, len(rows) - 0.3)
+    ax.set_xticks(x, [f"{r['case']}\n{r['spatial']}, H={r['H']}\nk={r['kernel']} d={r['dilation']}"
                       for r in rows], fontsize=8)
-    ax.set_xlabel("case: spatial extent, kernel size k, dilation d")
+    ax.set_xlabel(f"case: spatial extent, heads H, kernel size k, dilation d (D={rows[0]['D']})")
     ax.set_ylabel("ms per call (log scale; lower is faster)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
