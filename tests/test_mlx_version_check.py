@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mlx.core as mx
 import pytest
 
 import mlx_fused_attn
@@ -38,6 +39,8 @@ def import_with_build_info(tmp_path, **recorded):
     in place of this build's values; returns the finished process."""
     copy = tmp_path / "mlx_fused_attn"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    # The copy's libraries find libmlx through their rpath, ../mlx/lib.
+    (tmp_path / "mlx").symlink_to(Path(mx.__file__).parent, target_is_directory=True)
     values = {
         "MLX_VERSION": _build_info.MLX_VERSION,
         "MLX_BACKEND": _build_info.MLX_BACKEND,
