@@ -11,8 +11,14 @@
 # CUDA_ARCHS (default 90a, the GPU there with its warpgroup products) the AOT
 # architectures; PYTEST_K the
 # tests' -k expression (default "not cpu"); BENCH_ARGS extra arguments for
-# gpu_bench.py (--short: the short-sequence table). Needs
-# .device-cache/mlx-cuda-site.tar.xz.
+# gpu_bench.py (--short: the short-sequence table); MODEL_BENCH_ARGS extra
+# arguments for model_bench.py. Needs .device-cache/mlx-cuda-site.tar.xz.
+# The step "models" (issue 14: patch_mx_fast inside mlx-lm) is not in the
+# default list; it also needs the mlx-lm wheel in .device-cache (here:
+# pip download --no-deps mlx-lm==0.32.2 -d .device-cache; the machine's
+# image has transformers and mlx-lm's other needs):
+#
+#   STEPS="build models" benchmarks/gpu_run.sh OUTPUT_DIR
 set -uo pipefail
 OUT=${1:?usage: gpu_run.sh OUTPUT_DIR}
 STEPS=${STEPS:-"build test sanitize sweep bench"}
@@ -78,6 +84,22 @@ if has shortsweep; then
   nvcc -std=c++17 -O3 -arch=sm_90 -I. benchmarks/cuda_short_sweep.cu -o /tmp/fa_short_sweep \
     > "$OUT/shortsweep.txt" 2>&1 && /tmp/fa_short_sweep >> "$OUT/shortsweep.txt" 2>&1
   cat "$OUT/shortsweep.txt"
+fi
+
+if has models; then
+  log "mlx-lm models: tests and model_bench"
+  $PY -m pip install -q --no-deps --no-index .device-cache/mlx_lm-*.whl || exit 1
+  $PY -m pytest -q -rs tests/test_mlx_lm.py tests/test_patching.py tests/test_mx_fast_parity.py \
+    -p no:cacheprovider > "$OUT/models_pytest.log" 2>&1
+  tail -15 "$OUT/models_pytest.log"
+  # policy "fused" times the package's kernels inside the model where the
+  # routing rule keeps mx.fast.
+  for run in "bfloat16 auto" "bfloat16 fused" "float32 auto"; do
+    set -- $run
+    $PY benchmarks/model_bench.py --layers 4 --prompt 4096 --gen 128 --dtype $1 --policy $2 \
+      --repeats 3 --json "$OUT/model_bench_$1_$2.json" --plot "$OUT/model_bench_$1_$2.png" \
+      ${MODEL_BENCH_ARGS:-} 2>&1 | tee "$OUT/model_bench_$1_$2.md"
+  done
 fi
 
 if has bench; then

@@ -5,12 +5,16 @@
 # - JIT: metal/flatten_source.py flattens each kernel family's .metal file
 #   into one ASCII text and embeds them in a generated C++ file, compiled
 #   into the library (a library a family at run time).
-# - AOT: with `xcrun metal` (and MLX_FUSED_ATTN_BUILD_METALLIB=ON), MLX's
-#   mlx_build_metallib builds mlx_fused_attn.metallib, installed beside the
-#   library, where the host code loads it from.
+# - AOT: with `xcrun metal` (and MLX_FUSED_ATTN_BUILD_METALLIB=ON),
+#   metal/build_metallib.py builds mlx_fused_attn_<family>.metallib for each
+#   family (MLX's mlx_build_metallib flags), installed beside the library,
+#   where the host code loads them from.
 
 option(MLX_FUSED_ATTN_BUILD_METALLIB
-       "Build the Metal kernels ahead of time into a .metallib" ON)
+       "Build the Metal kernels ahead of time into a metallib a family" ON)
+option(MLX_FUSED_ATTN_METAL_STRICT
+       "A kernel family that does not compile fails the build (else it falls back at run time)"
+       OFF)
 
 set(FA_METAL_SOURCES
     ${PROJECT_SOURCE_DIR}/metal/attention.metal
@@ -58,31 +62,57 @@ if(MLX_FUSED_ATTN_BUILD_METALLIB)
 endif()
 
 if(FA_BUILD_METALLIB)
-  # Beside the built library, so that a build-tree library finds it as an
+  # Beside the built library, so that a build-tree library finds them as an
   # installed one does.
+  set(FA_METALLIB_DIR ${CMAKE_CURRENT_BINARY_DIR})
   if(CMAKE_LIBRARY_OUTPUT_DIRECTORY)
     set(FA_METALLIB_DIR ${CMAKE_LIBRARY_OUTPUT_DIRECTORY})
-  else()
-    set(FA_METALLIB_DIR ${CMAKE_CURRENT_BINARY_DIR})
   endif()
   # The kernels use bfloat, i.e. Metal 3.1 (macOS 14, which MLX requires
   # too). Python builds often carry an older deployment target (11.0), which
-  # would select an older Metal, so the metallib targets at least 14.0.
+  # would select an older Metal, so the metallibs target at least 14.0.
   set(FA_METAL_DEPLOYMENT_TARGET 14.0)
   if(CMAKE_OSX_DEPLOYMENT_TARGET VERSION_GREATER 14.0)
     set(FA_METAL_DEPLOYMENT_TARGET ${CMAKE_OSX_DEPLOYMENT_TARGET})
   endif()
-  mlx_build_metallib(
-    TARGET mlx_fused_attn_metallib
-    TITLE mlx_fused_attn
-    SOURCES ${FA_METAL_SOURCES}
-    INCLUDE_DIRS ${PROJECT_SOURCE_DIR}
-    DEPS ${FA_METAL_HEADERS}
-    DEPLOYMENT_TARGET ${FA_METAL_DEPLOYMENT_TARGET}
-    OUTPUT_DIRECTORY ${FA_METALLIB_DIR})
-  add_dependencies(mlx_fused_attn mlx_fused_attn_metallib)
+  set(FA_METALLIB_ON_ERROR warn)
+  if(MLX_FUSED_ATTN_METAL_STRICT)
+    set(FA_METALLIB_ON_ERROR fail)
+  endif()
+  set(FA_METALLIB_DEBUG)
+  if(MLX_METAL_DEBUG OR CMAKE_BUILD_TYPE STREQUAL "Debug")
+    set(FA_METALLIB_DEBUG --debug)
+  endif()
+
+  # One metallib a family. metal/build_metallib.py writes the compiler's
+  # message to mlx_fused_attn_<family>.metallib.log instead of a metallib
+  # that does not compile (unless strict); the log is installed in its
+  # place and the runtime reports it as the family's fallback reason. With
+  # no metallib made, such a family's command reruns at each build, so its
+  # warning is never hidden by an up-to-date build.
+  set(FA_METALLIBS)
+  foreach(FA_METAL_SOURCE IN LISTS FA_METAL_SOURCES)
+    get_filename_component(FA_FAMILY ${FA_METAL_SOURCE} NAME_WE)
+    set(FA_FAMILY_METALLIB ${FA_METALLIB_DIR}/mlx_fused_attn_${FA_FAMILY}.metallib)
+    add_custom_command(
+      OUTPUT ${FA_FAMILY_METALLIB}
+      COMMAND "${Python_EXECUTABLE}" ${PROJECT_SOURCE_DIR}/metal/build_metallib.py
+              --family ${FA_FAMILY} --source ${FA_METAL_SOURCE}
+              -I ${PROJECT_SOURCE_DIR}
+              --deployment-target ${FA_METAL_DEPLOYMENT_TARGET}
+              --output-dir ${FA_METALLIB_DIR}
+              --work-dir ${CMAKE_CURRENT_BINARY_DIR}/air
+              --on-error ${FA_METALLIB_ON_ERROR} ${FA_METALLIB_DEBUG}
+      DEPENDS ${PROJECT_SOURCE_DIR}/metal/build_metallib.py ${FA_METAL_SOURCE}
+              ${FA_METAL_HEADERS}
+      COMMENT "Building mlx_fused_attn_${FA_FAMILY}.metallib"
+      VERBATIM)
+    list(APPEND FA_METALLIBS ${FA_FAMILY_METALLIB})
+    install(FILES ${FA_FAMILY_METALLIB} ${FA_FAMILY_METALLIB}.log
+            DESTINATION mlx_fused_attn OPTIONAL)
+  endforeach()
+  add_custom_target(mlx_fused_attn_metallibs DEPENDS ${FA_METALLIBS})
+  add_dependencies(mlx_fused_attn mlx_fused_attn_metallibs)
   target_compile_definitions(mlx_fused_attn PRIVATE MLX_FUSED_ATTN_HAS_METALLIB)
-  install(FILES ${FA_METALLIB_DIR}/mlx_fused_attn.metallib
-          DESTINATION mlx_fused_attn)
 endif()
 message(STATUS "mlx_fused_attn: Metal metallib (AOT) = ${FA_BUILD_METALLIB}")

@@ -47,6 +47,9 @@ fa_attention(
 
   FA_SHARED_ARRAY_DECL T k_smem[kSmemElems];
   FA_SHARED_ARRAY_DECL T v_smem[kSmemElems];
+  static_assert(
+      sizeof(k_smem) + sizeof(v_smem) <= fa::kMetalMaxThreadgroupBytes,
+      "threadgroup arrays over Metal's threadgroup memory");
 
   fa::AttnFeatures features;
 #define FA_READ_FUNCTION_CONSTANT(name, index) features.name = fc_##name;

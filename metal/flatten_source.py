@@ -84,6 +84,16 @@ def parse_family(arg):
     return name, [pathlib.Path(p) for p in paths.split(",")]
 
 
+def family_texts(args, include_dirs):
+    """[(name, paths, text)] for `NAME=PATH[,PATH...]` or `PATH` arguments:
+    each family flattened on its own, as the JIT compiles it."""
+    families = []
+    for arg in args:
+        name, paths = parse_family(str(arg))
+        families.append((name, paths, flatten(paths, include_dirs)))
+    return families
+
+
 def embed_cpp(families, namespace=_NAMESPACE, header=_HEADER):
     """C++ defining <namespace>::jit_source(family) over `families`, a list
     of (name, sources, text)."""
@@ -121,10 +131,7 @@ def main(argv=None):
         if args.cpp is None:
             sys.stdout.write(flatten(args.sources, args.include_dirs))
             return 0
-        families = []
-        for arg in args.sources:
-            name, paths = parse_family(arg)
-            families.append((name, paths, flatten(paths, args.include_dirs)))
+        families = family_texts(args.sources, args.include_dirs)
         cpp = embed_cpp(families, args.namespace, args.header)
     except FlattenError as e:
         print(f"flatten_source.py: {e}", file=sys.stderr)

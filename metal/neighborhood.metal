@@ -40,6 +40,10 @@ fa_neighborhood(
   FA_SHARED_ARRAY_DECL T k_smem[Shape::kSmemElems];
   FA_SHARED_ARRAY_DECL T v_smem[Shape::kSmemElems];
   FA_SHARED_ARRAY_DECL int coords[kCoordInts > 0 ? kCoordInts : 1];
+  static_assert(
+      sizeof(k_smem) + sizeof(v_smem) + sizeof(coords) <=
+          fa::kMetalMaxThreadgroupBytes,
+      "threadgroup arrays over Metal's threadgroup memory");
 
   fa::na_attention_block<fa::MetalTarget, Shape, N>(
       q,

@@ -48,6 +48,9 @@ fa_short_attention(
   typedef fa::ShortShape<T, D, SEQ, WR, WM, NP> Shape;
 
   FA_SHARED_ARRAY_DECL T smem[Shape::kSmemElems];
+  static_assert(
+      sizeof(smem) <= fa::kMetalMaxThreadgroupBytes,
+      "threadgroup arrays over Metal's threadgroup memory");
 
   fa::ShortAttnFeatures features;
 #define FA_READ_SHORT_FUNCTION_CONSTANT(name, index) \

@@ -42,11 +42,15 @@ AttentionCall validate(
           names[i], " must have rank 4 [B, H, L, D]; got shape ",
           qkv[i]->shape()));
     }
-    if (!is_float(qkv[i]->dtype())) {
-      throw TypeError(message(
-          names[i], " must be a floating-point array (float16, bfloat16, "
-          "float32); got ", qkv[i]->dtype()));
-    }
+  }
+  // Like mx.fast, only the promoted type must be floating (an integer q with
+  // float16 k, v runs in float16), and a bad dtype is a ValueError there too.
+  const Dtype dt = promote_types(promote_types(q.dtype(), k.dtype()), v.dtype());
+  if (!is_float(dt)) {
+    throw std::invalid_argument(message(
+        "q, k, v must promote to a floating-point type (float16, bfloat16, "
+        "float32); got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype(),
+        " (promoted: ", dt, ")"));
   }
   if (k.shape(0) != q.shape(0) || v.shape(0) != q.shape(0)) {
     throw std::invalid_argument(message(
@@ -73,7 +77,6 @@ AttentionCall validate(
     throw std::invalid_argument(message("scale must be finite; got ", scale));
   }
 
-  const Dtype dt = promote_types(promote_types(q.dtype(), k.dtype()), v.dtype());
   Stream s = to_stream(sd);
   AttentionSpec spec{scale, MaskKind::None, sinks.has_value()};
   std::vector<array> inputs = {
@@ -102,13 +105,15 @@ AttentionCall validate(
     if (m->dtype() == bool_) {
       spec.mask = MaskKind::Bool;
       inputs.push_back(broadcast_to(*m, full, s));
-    } else if (is_float(m->dtype()) && promote_types(m->dtype(), dt) == dt) {
+    } else if (promote_types(m->dtype(), dt) == dt) {
+      // Integer masks are additive after promotion, as in mx.fast.
       spec.mask = MaskKind::Additive;
       inputs.push_back(broadcast_to(astype(*m, dt, s), full, s));
     } else {
-      throw TypeError(message(
-          "mask must be bool or a floating type that promotes to ", dt,
-          " (the dtype of q, k, v); got ", m->dtype()));
+      throw std::invalid_argument(message(
+          "mask must be bool or a type that promotes to ", dt,
+          " (the dtype of q, k, v), such as ", dt, " or an integer type; got ",
+          m->dtype()));
     }
   }
 
@@ -118,10 +123,12 @@ AttentionCall validate(
           "sinks must have shape [", H_q, "] (one per query head); got ",
           sinks->shape()));
     }
-    if (!is_float(sinks->dtype()) || promote_types(sinks->dtype(), dt) != dt) {
-      throw TypeError(message(
-          "sinks must be a floating type that promotes to ", dt, "; got ",
-          sinks->dtype()));
+    // bool and integer sinks promote, as in mx.fast.
+    if (promote_types(sinks->dtype(), dt) != dt) {
+      throw std::invalid_argument(message(
+          "sinks must have a type that promotes to ", dt,
+          " (the dtype of q, k, v), such as ", dt,
+          ", bool or an integer type; got ", sinks->dtype()));
     }
     inputs.push_back(astype(*sinks, dt, s));
   }

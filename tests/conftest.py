@@ -8,7 +8,8 @@ new test lands in one without decoration):
 - ``emu``: the Metal kernels in the CPU emulator (tests/metal_emu/), which
   compiles each kernel with the host compiler;
 - ``compile``: C++, nvcc and NVRTC builds of sources that this machine
-  cannot run (files named ``*_compile.py``) and the CPU kernels' ISA builds;
+  cannot run (files named ``*_compile.py``), and the other files that run a
+  compiler or a build (COMPILE_TIER);
 - ``gpu``: also on every test that runs on a GPU (a ``device`` parameter of
   mx.gpu, or a file that needs one), so ``-m "not gpu"`` leaves them out.
 """
@@ -27,7 +28,25 @@ import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-DEVICES = [mx.cpu] + ([mx.gpu] if mx.is_available(mx.gpu) else [])
+
+def _test_devices():
+    """The devices MLX has, less those MLX_FUSED_ATTN_TEST_DEVICES leaves out
+    (comma-separated cpu, gpu; default both). `cpu` keeps the tests off a GPU
+    MLX reports but the kernels cannot use: a hosted macOS runner is a VM
+    whose Metal device has no simdgroup matrices. Without the GPU, the CPU is
+    made the default device too, for the calls that name no stream."""
+    names = os.environ.get("MLX_FUSED_ATTN_TEST_DEVICES", "cpu,gpu").split(",")
+    unknown = set(names) - {"cpu", "gpu"}
+    if unknown:
+        raise ValueError(f"MLX_FUSED_ATTN_TEST_DEVICES: unknown device(s) {sorted(unknown)}")
+    known = ((mx.cpu, "cpu"), (mx.gpu, "gpu"))
+    devices = [d for d, name in known if name in names and mx.is_available(d)]
+    if mx.gpu not in devices:
+        mx.set_default_device(mx.cpu)
+    return devices
+
+
+DEVICES = _test_devices()
 DTYPES = {"float16": mx.float16, "bfloat16": mx.bfloat16, "float32": mx.float32}
 # Error floors per dtype, for outputs of magnitude ~1: a few units in the last
 # place of the dtype (the fused kernel rounds once, on the store).
@@ -36,8 +55,10 @@ SWEEP = int(os.environ.get("MLX_FUSED_ATTN_SWEEP", "40"))
 
 
 TESTS = pathlib.Path(__file__).parent
-# Files directly in tests/ that compile C++ with the host compiler.
-COMPILES_CPP = {"test_cpu_na_isa.py"}
+# Files directly in tests/ that run a compiler or a build beyond the
+# *_compile.py checks: the CPU kernels' ISA builds (g++), the Metal
+# conformance pass (clang's AST), the metallib build (cmake, a fake xcrun).
+COMPILE_TIER = {"test_cpu_na_isa.py", "test_metal_conformance.py", "test_build_metallib.py"}
 NEEDS_GPU = {"test_gpu_jit.py", "test_cuda_backend.py"}
 
 
@@ -49,7 +70,7 @@ def tier(path):
         return "emu"
     if len(rel.parts) > 1:
         return None
-    if rel.name.endswith("_compile.py") or rel.name in COMPILES_CPP:
+    if rel.name.endswith("_compile.py") or rel.name in COMPILE_TIER:
         return "compile"
     return "ops"
 

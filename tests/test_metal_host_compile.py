@@ -91,9 +91,9 @@ MISTAKES = [
         "no previous prototype for function 'support'",
     ),
     (
-        "library builder returning the wrong type",
-        r"\[\] \{ return std::string\(metal::jit_source\(\)\); \}",
-        "[] { return metal::jit_source; }",
+        "metallib looked up by family instead of directory",
+        r"\bd\.get_library\(name, dir\)",
+        "d.get_library(name, family)",
         "no matching member function for call to 'get_library'",
     ),
 ]

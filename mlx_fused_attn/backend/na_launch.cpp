@@ -120,7 +120,7 @@ NaLaunch na_launch(
       spec.n_axes,
       l.tiles.bk,
       l.tiles.stages,
-      static_cast<long long>(p.B) * p.H,
+      static_cast<fa::stride_t>(p.B) * p.H,
       resident,
       run_override);
   return l;

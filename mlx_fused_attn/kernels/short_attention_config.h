@@ -56,8 +56,6 @@ constexpr int short_attention_problem_bytes(int seq, int head_dim, DType dtype) 
 }
 
 enum {
-  /// Threadgroup memory a Metal threadgroup may have on every Apple GPU.
-  kMetalThreadgroupBytes = 32768,
   /// Shared memory the CUDA chooser fills with sequences at 16 and 64 rows.
   kCudaShortBlockBytes = 32768,
 };
@@ -97,8 +95,10 @@ constexpr ShortAttnTiles choose_short_attention_tiles(
     return ShortAttnTiles{seq, 16, 3, 1};
   }
   const int per_problem = short_attention_problem_bytes(seq, head_dim, dtype);
-  const int budget =
-      backend == Backend::Metal ? kMetalThreadgroupBytes : kCudaShortBlockBytes;
+  // Two enums: compared as ints (-Wenum-compare).
+  const int budget = backend == Backend::Metal
+      ? static_cast<int>(kMetalMaxThreadgroupBytes)
+      : static_cast<int>(kCudaShortBlockBytes);
   int problems = budget / per_problem;
   problems = problems < 1 ? 1 : (problems > 8 ? 8 : problems);
   return ShortAttnTiles{seq, backend == Backend::Metal ? 8 : 16, 4, problems};
@@ -123,7 +123,7 @@ constexpr bool short_attention_instantiated(
   return short_attention_head_dim_supported(head_dim) &&
       (backend == Backend::Cuda ||
        short_attention_problem_bytes(seq, head_dim, dtype) <=
-           kMetalThreadgroupBytes);
+           kMetalMaxThreadgroupBytes);
 }
 
 /// The dispatch rule: the short kernel runs every call whose lengths fit a

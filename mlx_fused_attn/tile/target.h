@@ -12,6 +12,10 @@ enum class Backend { Metal, Cuda };
 /// Lanes per simdgroup (Metal) or warp (CUDA); both are 32 wide.
 enum { kSimdWidth = 32 };
 
+/// Threadgroup memory a Metal threadgroup may have on every Apple GPU; each
+/// .metal entry point asserts its threadgroup arrays fit.
+enum { kMetalMaxThreadgroupBytes = 32768 };
+
 constexpr int dtype_size(DType dtype) {
   return dtype == DType::Float32 ? 4 : 2;
 }

@@ -25,6 +25,9 @@ try:
 except ImportError as error:
     raise explain_load_error(error, _build_info) from error
 
+from .patching import MxFastPatch, PatchStats, patch_mx_fast, patch_stats, unpatch_mx_fast  # noqa: E402
+from .routing import route  # noqa: E402
+
 __all__ = [
     "FallbackWarning",
     "scaled_dot_product_attention",
@@ -33,6 +36,12 @@ __all__ = [
     "neighborhood_can_use_fused",
     "build_info",
     "kernel_status",
+    "patch_mx_fast",
+    "unpatch_mx_fast",
+    "patch_stats",
+    "route",
+    "MxFastPatch",
+    "PatchStats",
 ]
 __version__ = "0.1.0"
 
@@ -74,17 +83,31 @@ def kernel_status() -> list[dict]:
     ]
 
 
+def _scale_value(scale):
+    """The scale as a float, converted as mx.fast's binding converts it:
+    anything with ``__float__`` or ``__index__`` (Python and NumPy scalars,
+    bool, a one-element mlx array), never a string."""
+    if not isinstance(scale, (str, bytes, bytearray)):
+        try:
+            return float(scale)
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(
+        "[scaled_dot_product_attention] scale must be a real number (a Python or "
+        f"NumPy scalar, or a one-element mlx.core.array); got {scale!r}"
+    )
+
+
 def _check_types(q, k, v, scale, mask, sinks):
+    """Raise TypeError where mx.fast's binding would; return the scale as a
+    float."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, mx.array):
             raise TypeError(
                 f"[scaled_dot_product_attention] {name} must be an mlx.core.array; "
                 f"got {type(x).__name__}"
             )
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(
-            f"[scaled_dot_product_attention] scale must be a float; got {type(scale).__name__}"
-        )
+    scale = _scale_value(scale)
     if mask is not None and not isinstance(mask, (str, mx.array)):
         raise TypeError(
             "[scaled_dot_product_attention] mask must be None, \"causal\" or an "
@@ -95,6 +118,7 @@ def _check_types(q, k, v, scale, mask, sinks):
             "[scaled_dot_product_attention] sinks must be None or an mlx.core.array; "
             f"got {type(sinks).__name__}"
         )
+    return scale
 
 
 def scaled_dot_product_attention(
@@ -115,10 +139,11 @@ def scaled_dot_product_attention(
         k: keys ``[B, H_kv, L_k, D]``; ``H_q`` must be a multiple of ``H_kv``
             (grouped / multi-query attention without repeating k and v).
         v: values ``[B, H_kv, L_k, D_v]``.
-        scale: multiplies ``q @ k.T`` (typically ``D ** -0.5``).
+        scale: multiplies ``q @ k.T`` (typically ``D ** -0.5``): a Python or
+            NumPy scalar or a one-element array, as mx.fast takes it.
         mask: ``None``; ``"causal"`` (bottom-right aligned: the last query sees
             every key); a boolean array (True attends) or an additive array whose
-            dtype promotes to that of q, k, v, broadcastable to
+            dtype (floating or integer) promotes to that of q, k, v, broadcastable to
             ``[B, H_q, L_q, L_k]``. Broadcast masks are read without a copy.
         sinks: optional ``[H_q]`` attention sinks: one extra logit per head
             that takes softmax mass but contributes no value.
@@ -130,10 +155,10 @@ def scaled_dot_product_attention(
         ``[B, H_q, L_q, D_v]`` in the promoted dtype of q, k, v. The softmax
         statistics and accumulation are float32 whatever the input dtype.
     """
-    _check_types(q, k, v, scale, mask, sinks)
+    scale = _check_types(q, k, v, scale, mask, sinks)
     try:
         return _ext.scaled_dot_product_attention(
-            q, k, v, scale=float(scale), mask=mask, sinks=sinks,
+            q, k, v, scale=scale, mask=mask, sinks=sinks,
             force_fused=bool(force_fused), stream=stream,
         )
     finally:
@@ -155,10 +180,10 @@ def can_use_fused(
 
     Invalid arguments raise exactly as ``scaled_dot_product_attention`` does.
     """
-    _check_types(q, k, v, scale, mask, sinks)
+    scale = _check_types(q, k, v, scale, mask, sinks)
     try:
         return _ext.can_use_fused(
-            q, k, v, scale=float(scale), mask=mask, sinks=sinks, stream=stream
+            q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream
         )
     finally:
         _report_notices()

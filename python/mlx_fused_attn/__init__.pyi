@@ -1,3 +1,5 @@
+from typing import Literal, NamedTuple
+
 import mlx.core as mx
 
 __version__: str
@@ -49,3 +51,33 @@ def neighborhood_can_use_fused(
 ) -> tuple[bool, str]: ...
 def build_info() -> dict[str, str | bool]: ...
 def kernel_status() -> list[dict[str, str]]: ...
+
+class PatchStats(NamedTuple):
+    fused: int
+    fallback: int
+    passed_through: int
+
+class MxFastPatch:
+    policy: str
+    @property
+    def active(self) -> bool: ...
+    @property
+    def stats(self) -> PatchStats: ...
+    def remove(self) -> bool: ...
+    def __enter__(self) -> MxFastPatch: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+def patch_mx_fast(*, policy: Literal["auto", "fused"] = "auto") -> MxFastPatch: ...
+def unpatch_mx_fast() -> bool: ...
+def patch_stats() -> PatchStats: ...
+def route(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    *,
+    scale: float,
+    mask: None | str | mx.array = None,
+    sinks: mx.array | None = None,
+    stream: None | mx.Stream | mx.Device = None,
+    policy: Literal["auto", "fused"] = "auto",
+) -> tuple[Literal["fused", "fallback", "passthrough"], str]: ...

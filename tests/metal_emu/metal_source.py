@@ -11,22 +11,31 @@ class SourceError(Exception):
     """The source uses a form the emulator cannot run faithfully."""
 
 
-_LINE_MARKER = re.compile(r'#\s*\d+\s+"((?:\\.|[^"\\])*)"(.*)')
+_LINE_MARKER = re.compile(r'#\s*(\d+)\s+"((?:\\.|[^"\\])*)"(.*)')
 
 
-def _regions(preprocessed, internal):
-    """Yields (line, is_kernel_code) for the preprocessor's output: kernel code
-    is what comes from neither a system header nor a file whose path starts
-    with one of `internal` (told apart by the line markers)."""
-    keep = True
+def line_origins(preprocessed, internal):
+    """Yields (line, origin) for the preprocessor's output. For a line marker
+    (`# 12 "file" 1`) origin is ("marker", path, line number, flags); for
+    any other line it is ("code", path, presumed line, is_kernel_code), where
+    kernel code is what comes from neither a system header nor a file whose
+    path starts with one of `internal`."""
+    path, number, keep = "", 1, True
     for line in preprocessed.splitlines():
         m = _LINE_MARKER.match(line)
         if m:
-            path, flags = m.group(1), m.group(2).split()
+            number, path, flags = int(m.group(1)), m.group(2), m.group(3).split()
             keep = "3" not in flags and not any(path.startswith(d) for d in internal)
-            yield line, False
+            yield line, ("marker", path, number, flags)
         else:
-            yield line, keep
+            yield line, ("code", path, number, keep)
+            number += 1
+
+
+def _regions(preprocessed, internal):
+    """Yields (line, is_kernel_code) for the preprocessor's output."""
+    for line, origin in line_origins(preprocessed, internal):
+        yield line, origin[0] == "code" and origin[3]
 
 
 ADDRESS_SPACES = ("device", "constant", "thread", "threadgroup", "threadgroup_imageblock")

@@ -67,26 +67,44 @@ def _drop_instance_attributes(text):
     return _INSTANCE_ATTRIBUTES.sub(lambda m: "template" + " " * len(m.group(1)), text)
 
 
-def check(path, clang=None):
-    """(passed, clang's diagnostics) for one .metal file."""
-    clang = clang or find_clang()
+# Path prefixes of what is not kernel code: the strict library and the shim.
+INTERNAL = [STRICT_INCLUDE + os.sep, SHIM_INCLUDE + os.sep]
+
+
+def preprocess(path, clang, include_dirs=()):
+    """(ok, clang -E output or clang's diagnostics) for one .metal file against
+    the strict library; `include_dirs` are searched before the repository."""
     path = os.path.abspath(path)
-    includes = ["-I", STRICT_INCLUDE, "-I", SHIM_INCLUDE, "-I", REPO_ROOT,
-                "-I", os.path.dirname(path)]
+    includes = ["-I", STRICT_INCLUDE, "-I", SHIM_INCLUDE]
+    for d in include_dirs:
+        includes += ["-I", d]
+    includes += ["-I", REPO_ROOT, "-I", os.path.dirname(path)]
     pre = subprocess.run(
         [clang, "-E", *TARGET, *DEFINES, *includes, "-x", "c++", path],
         capture_output=True,
         text=True,
     )
-    if pre.returncode != 0:
-        return False, pre.stderr
-    internal = [STRICT_INCLUDE + os.sep, SHIM_INCLUDE + os.sep]
-    unit = metal_source.rewrite_address_spaces(pre.stdout, internal, ADDRESS_SPACE_ATTRIBUTE)
-    unit = _drop_instance_attributes(unit)
+    return pre.returncode == 0, pre.stdout if pre.returncode == 0 else pre.stderr
+
+
+def strict_unit(preprocessed, spelling=ADDRESS_SPACE_ATTRIBUTE):
+    """The preprocessed unit as stock clang can check it: the address-space
+    qualifiers of the kernel code written as spelling[qualifier], the
+    attributes stock clang rejects on explicit instantiations dropped."""
+    unit = metal_source.rewrite_address_spaces(preprocessed, INTERNAL, spelling)
+    return _drop_instance_attributes(unit)
+
+
+def check(path, clang=None):
+    """(passed, clang's diagnostics) for one .metal file."""
+    clang = clang or find_clang()
+    ok, pre = preprocess(path, clang)
+    if not ok:
+        return False, pre
     with tempfile.TemporaryDirectory(prefix="fa_strict_") as tmp:
         ii = os.path.join(tmp, os.path.basename(path) + ".ii")
         with open(ii, "w") as fh:
-            fh.write(unit)
+            fh.write(strict_unit(pre))
         proc = subprocess.run(
             [clang, "-fsyntax-only", *TARGET, *QUIET, "-ferror-limit=50",
              "-x", "c++-cpp-output", ii],

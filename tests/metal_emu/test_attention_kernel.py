@@ -21,7 +21,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from . import emu
+from . import emu, jit_text
 from .attn_params import AttnParams
 
 METAL = "metal/attention.metal"
@@ -507,27 +507,14 @@ def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
     assert len(host) == len(DTYPES) * len(HEAD_DIMS)
 
 
-def test_flattened_jit_source_is_self_contained_and_matches(prog, tmp_path):
-    """The text embedded for the JIT (metal/flatten_source.py) is ASCII, has
-    no quoted includes left, and computes exactly what the sources do."""
-    flat = subprocess.run(
-        [
-            "python3",
-            os.path.join(emu.REPO_ROOT, "metal", "flatten_source.py"),
-            "-I",
-            emu.REPO_ROOT,
-            os.path.join(emu.REPO_ROOT, "metal", "attention.metal"),
-            os.path.join(emu.REPO_ROOT, "metal", "strided_copy.metal"),
-        ],
-        capture_output=True,
-        check=True,
-    ).stdout
-    flat.decode("ascii")
-    assert not re.search(rb'^\s*#\s*include\s*"', flat, re.MULTILINE)
-    path = tmp_path / "attention_jit.metal"
-    path.write_bytes(flat)
-    jit = emu.load(str(path))
-    assert set(prog.kernels) <= set(jit.kernels)
+def test_flattened_jit_source_is_self_contained_and_matches(prog):
+    """The attention family's JIT text (its own library at run time) has no
+    quoted includes left, holds every kernel of the source, and computes
+    exactly what the source does."""
+    text = jit_text.family_text("attention")
+    assert not re.search(r'^\s*#\s*include\s*"', text, re.MULTILINE)
+    jit = emu.load(jit_text.write_family("attention"))
+    assert set(prog.kernels) == set(jit.kernels)
     fused_aot, _, _ = run_case(prog, dtype="bfloat16", D=80, L_q=40, L_k=33, causal=True, sinks=True, seed=23)
     fused_jit, _, _ = run_case(jit, dtype="bfloat16", D=80, L_q=40, L_k=33, causal=True, sinks=True, seed=23)
     np.testing.assert_array_equal(fused_aot, fused_jit)

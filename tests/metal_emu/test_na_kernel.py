@@ -6,9 +6,9 @@ Every case binds buffers the way mlx_fused_attn/backend/metal/na_metal.cpp
 does (q 0, k 1, v 2, out 3, NaParams 4, NaGrid 5; grid (blocks, H, B),
 threadgroup (32, warps)), poisons the output with NaN, and checks every
 output element plus the padding between the output's heads, which must stay
-untouched. The NaGrid comes from the C++ chooser (kernels/na_grid.h, through
-a small probe program), or from na_make_grid for a given split of the warps
-over the axes, so that tiles of every shape run.
+untouched. The NaGrid comes from the C++ chooser (backend/na_grid_choice.h,
+through a small probe program), or from na_make_grid for a given split of the
+warps over the axes, so that tiles of every shape run.
 """
 
 import ctypes
@@ -36,8 +36,8 @@ PROBE = r"""
 #include <cstdlib>
 #include <cstring>
 
+#include "mlx_fused_attn/backend/na_grid_choice.h"
 #include "mlx_fused_attn/kernels/na_config.h"
-#include "mlx_fused_attn/kernels/na_grid.h"
 #include "mlx_fused_attn/kernels/na_kernel_name.h"
 
 // names: every kernel name the Metal host can ask for.

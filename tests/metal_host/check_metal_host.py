@@ -301,6 +301,11 @@ def host_sources(build_dir):
 
     made_by = {}
     for output, command in generators:
+        # Only the commands that make a host source: the others (the
+        # metallibs, made in a foreach() this reader does not evaluate) are
+        # no business of this check.
+        if output not in listed:
+            continue
         for out in expand(output, variables, METAL_CMAKE):
             made_by[out] = [w for a in command for w in expand(a, variables, METAL_CMAKE)]
     sources, problems = [], []

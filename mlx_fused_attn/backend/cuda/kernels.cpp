@@ -229,7 +229,8 @@ Support kernel_ready(
   return kernel_available(
       family,
       "CUDA GPU " + std::to_string(device),
-      std::string(use_jit() ? "JIT " : "AOT ") + expression,
+      std::string(use_jit() || family_broken_by_test(family) ? "JIT " : "AOT ") +
+          expression,
       [&] {
         const CUfunction f = load();
         int max_threads = 0;

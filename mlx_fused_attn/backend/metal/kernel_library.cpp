@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -36,6 +38,19 @@ bool use_jit() {
 #endif
 }
 
+/// The compiler's message that metal/build_metallib.py installs in place of
+/// a family's metallib when the family did not compile (empty when there is
+/// none), cut short: it becomes a fallback reason and a warning.
+std::string build_log(const std::string& path) {
+  constexpr size_t kShown = 4000;
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (text.size() > kShown) {
+    text = text.substr(0, kShown) + "\n... (the whole log: " + path + ")";
+  }
+  return text;
+}
+
 std::string device_label(mx::metal::Device& d) {
   return std::string("Metal GPU ") + d.mtl_device()->name()->utf8String();
 }
@@ -63,7 +78,18 @@ MTL::Library* family_library(mx::metal::Device& d, KernelFamily family) {
       return std::string(text);
     });
   }
-  return d.get_library(name, library_dir());
+  const std::string dir = library_dir();
+  try {
+    return d.get_library(name, dir);
+  } catch (const std::exception&) {
+    std::string log = build_log(dir + "/" + name + ".metallib.log");
+    if (log.empty()) {
+      throw;
+    }
+    throw std::runtime_error(
+        std::string("metal/") + family_name(family) +
+        ".metal did not compile when this package was built: " + log);
+  }
 }
 
 Support family_ready(mx::metal::Device& d, KernelFamily family) {

@@ -1,0 +1,207 @@
+"""``patch_mx_fast``: make code that calls
+``mx.fast.scaled_dot_product_attention`` (every mlx-lm model, ``mlx.nn``'s
+attention layers) run this package's kernels where they pay.
+
+mlx-lm's models import ``mlx_lm.models.base.scaled_dot_product_attention``
+by name, and that function looks up ``mx.fast.scaled_dot_product_attention``
+at each call; replacing the attribute on ``mx.fast`` is therefore the one
+place that reaches every model. What it cannot reach:
+
+- a function ``mx.compile`` has already traced: MLX keeps one trace per
+  Python function and input shapes while a compiled version of it lives,
+  so calls with shapes traced before patching replay the op recorded then
+  (mx.fast), even through a new ``mx.compile`` of the same function. Patch
+  before the first compiled call (new shapes trace again and are routed);
+- mlx-lm's ``QuantizedKVCache``: its attention is plain quantized matmuls
+  (``quantized_scaled_dot_product_attention``) and never calls mx.fast;
+- code that saved ``mx.fast.scaled_dot_product_attention`` in a variable of
+  its own before patching.
+
+The patch is process-wide (``mx.fast`` is one module). Patches nest: each
+``patch_mx_fast()`` adds one, a context exit removes its own, and
+``mx.fast`` gets its original function back when the last one goes.
+``unpatch_mx_fast()`` removes them all; with none active it does nothing
+and returns False. The policy in force is that of the newest active patch.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import NamedTuple
+
+import mlx.core as mx
+
+import mlx_fused_attn as _package  # this module loads while the package does
+
+from .routing import FALLBACK, FUSED, PASSTHROUGH, POLICIES, route
+
+
+class PatchStats(NamedTuple):
+    """Calls through the patched mx.fast, by where they ran (see ``route``)."""
+
+    fused: int  # this package's fused kernel
+    fallback: int  # mx.fast: no fused kernel of this package covers the call
+    passed_through: int  # mx.fast: faster than ours for the call on this device
+
+    def __sub__(self, other: PatchStats) -> PatchStats:
+        return PatchStats(*(a - b for a, b in zip(self, other)))
+
+
+_FIELD = {FUSED: 0, FALLBACK: 1, PASSTHROUGH: 2}
+
+# Guards the patch state below and the counters; the patched function reads
+# `_policy` and `_original` without it (each a single attribute read).
+_lock = threading.Lock()
+_active: list[MxFastPatch] = []
+_installed = False
+# What mx.fast held when our function went in. Kept after unpatching, so that
+# a thread still holding our function (fetched before the unpatch) runs on.
+_original = None
+_policy = "auto"  # the newest active patch's policy
+_counts = [0, 0, 0]
+
+
+def patch_stats() -> PatchStats:
+    """Calls through the patched mx.fast since the process started."""
+    with _lock:
+        return PatchStats(*_counts)
+
+
+def scaled_dot_product_attention(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    *,
+    scale: float,
+    mask: None | str | mx.array = None,
+    sinks: mx.array | None = None,
+    force_fused: bool = False,
+    stream: None | mx.Stream | mx.Device = None,
+) -> mx.array:
+    """``mx.fast.scaled_dot_product_attention`` as ``patch_mx_fast`` installs
+    it: the same arguments and results, run by this package's fused kernel
+    where ``route`` says so and by the original mx.fast otherwise.
+    ``force_fused=True`` takes this package's kernel wherever one covers the
+    call, and otherwise passes the flag on to mx.fast (which raises where it
+    has no fused kernel either)."""
+    original = _original
+    policy = "fused" if force_fused else _policy
+    choice, _ = route(q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream, policy=policy)
+    with _lock:
+        _counts[_FIELD[choice]] += 1
+    if choice == FUSED:
+        return _package.scaled_dot_product_attention(
+            q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream
+        )
+    return original(
+        q, k, v, scale=scale, mask=mask, sinks=sinks, force_fused=force_fused, stream=stream
+    )
+
+
+class MxFastPatch:
+    """One active ``patch_mx_fast()``: a context manager whose exit removes
+    this patch (``remove()`` does the same outside a ``with``)."""
+
+    def __init__(self, policy: str):
+        self.policy = policy
+        self._start = patch_stats()
+        self._end: PatchStats | None = None
+
+    @property
+    def active(self) -> bool:
+        with _lock:
+            return self in _active
+
+    @property
+    def stats(self) -> PatchStats:
+        """Calls through the patched mx.fast while this patch was active
+        (calls of other threads included; a function ``mx.compile`` traced
+        counts once per trace, not per call)."""
+        return (self._end or patch_stats()) - self._start
+
+    def remove(self) -> bool:
+        """Remove this patch; False where it was removed already."""
+        with _lock:
+            if self not in _active:
+                return False
+            _active.remove(self)
+            self._end = PatchStats(*_counts)
+            _settle()
+            return True
+
+    def __enter__(self) -> MxFastPatch:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+def _settle() -> None:
+    """Install or restore mx.fast's function for the active patches (called
+    with the lock held)."""
+    global _installed, _original, _policy
+    if _active:
+        if not _installed:
+            _installed = True
+            _original = mx.fast.scaled_dot_product_attention
+            mx.fast.scaled_dot_product_attention = scaled_dot_product_attention
+        _policy = _active[-1].policy
+        return
+    if mx.fast.scaled_dot_product_attention is scaled_dot_product_attention:
+        mx.fast.scaled_dot_product_attention = _original
+    else:
+        # Someone replaced our function after patching; theirs may call ours
+        # and stays, so it keeps working.
+        warnings.warn(
+            "[unpatch_mx_fast] mx.fast.scaled_dot_product_attention was replaced "
+            "after patch_mx_fast; leaving the replacement in place",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    _installed = False
+    _policy = "auto"
+
+
+def patch_mx_fast(*, policy: str = "auto") -> MxFastPatch:
+    """Route ``mx.fast.scaled_dot_product_attention`` through this package.
+
+    Works as a plain call (patched until ``unpatch_mx_fast()`` or the
+    returned handle's ``remove()``) and as a context manager (patched inside
+    the ``with``)::
+
+        with mlx_fused_attn.patch_mx_fast() as patch:
+            text = mlx_lm.generate(model, tokenizer, prompt)
+        print(patch.stats)  # PatchStats(fused=..., fallback=..., passed_through=...)
+
+    Args:
+        policy: ``"auto"``: the per-device rule of ``route`` (this package
+            where it is faster than mx.fast); ``"fused"``: every call a fused
+            kernel of this package covers.
+
+    Returns:
+        The patch's handle (``stats``, ``active``, ``remove()``).
+    """
+    if policy not in POLICIES:
+        raise ValueError(
+            f"[patch_mx_fast] policy must be one of {', '.join(map(repr, POLICIES))}; "
+            f"got {policy!r}"
+        )
+    patch = MxFastPatch(policy)
+    with _lock:
+        _active.append(patch)
+        _settle()
+    return patch
+
+
+def unpatch_mx_fast() -> bool:
+    """Remove every active patch and give ``mx.fast`` its original function
+    back. Returns False (and does nothing) where none was active."""
+    with _lock:
+        if not _active:
+            return False
+        for patch in _active:
+            patch._end = PatchStats(*_counts)
+        _active.clear()
+        _settle()
+        return True

@@ -1,0 +1,262 @@
+"""Which attention a call through the patched ``mx.fast`` runs: this
+package's fused kernel or MLX's own, decided per device from measurements.
+
+``route(...)`` returns ``(choice, reason)``; the choice is one of
+
+- ``"fused"``: this package's fused kernel runs the call;
+- ``"fallback"``: no fused kernel of this package covers the call (or the
+  package does not accept its arguments), so ``mx.fast`` runs it;
+- ``"passthrough"``: on this device ``mx.fast`` is the faster choice for
+  the call, so ``mx.fast`` runs it (where the shapes alone decide that,
+  whether a kernel of this package covers the call is not checked).
+
+The rules, one per device, rest on the numbers in ``MEASUREMENTS`` (and in
+``benchmarks/RESULTS.md``):
+
+- CPU: always ours. MLX's CPU attention is unfused (matmul, softmax,
+  matmul through a slow CPU sgemm): 35x slower for prefill, 5.5x for
+  float16 decoding; float32 decoding is a tie (1.03x), so no call loses.
+- CUDA: ours where the short-sequence kernel takes the call (``L_q`` and
+  ``L_k`` at most 64: 1.1x-6.5x mx.fast). Everything else goes to mx.fast:
+  cuDNN is faster for float16/bfloat16 from L = 512 (ours 0.66x-0.91x its
+  speed), for float32 the one measurement of the general kernel (an older
+  kernel) lost to mx.fast's unfused TF32 path from L = 512, and decoding
+  (``L_q <= 8`` against a long cache) is 10x faster in mx.fast, whose
+  kernel splits the keys. No array-mask case was measured apart, so masks
+  follow the same rule.
+- Metal: ours where a fused kernel covers the call and ``L_q >= 32``;
+  mx.fast below, where its vector kernel serves ``L_q <= 8`` (decoding).
+  **Nothing has been measured on Apple hardware yet**: 32 is where a query
+  block of our kernel is full, not a measured crossover.
+
+``policy="fused"`` skips the device rule: every call a fused kernel covers
+runs fused (for the memory a fused kernel saves, for float32 accuracy on
+CUDA, where mx.fast multiplies in TF32, or to test the kernels inside a
+model).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import NamedTuple
+
+import mlx.core as mx
+
+import mlx_fused_attn as _package  # this module loads while the package does
+
+FUSED = "fused"
+FALLBACK = "fallback"
+PASSTHROUGH = "passthrough"
+POLICIES = ("auto", "fused")
+
+# Metal: the smallest L_q routed to our kernel (see the module docstring:
+# a full query block, not a measurement).
+METAL_MIN_QUERIES = 32
+# CUDA: calls with at most this many queries are decoding steps; mx.fast's
+# kernel for them splits the keys over blocks, ours does not.
+CUDA_DECODE_MAX_QUERIES = 8
+# The short-sequence kernel's longest L_q and L_k (README, "Short sequences").
+SHORT_MAX_LENGTH = 64
+# can_use_fused's reason for calls the short-sequence kernel takes (README,
+# "Short sequences").
+SHORT_KERNEL_REASON = "short-sequence kernel"
+
+
+class Measurement(NamedTuple):
+    """One timed case behind a routing rule."""
+
+    device: str  # the rule it supports: "cpu", "cuda" or "metal"
+    case: str  # shapes and dtype
+    ours_us: float  # this package, per call
+    mx_fast_us: float  # mx.fast.scaled_dot_product_attention, per call
+    run: str  # machine, date, commit and where the numbers are written
+
+
+_CPU_RUN = (
+    "2-core AMD EPYC (x86-64, AVX2), MLX 0.32.4, 2026-11-29, sdpa_bench.py; "
+    "benchmarks/RESULTS.md 'CPU: fused CPU kernel against mx.fast'"
+)
+_CPU_DECODE_RUN = (
+    "2-core AMD EPYC (x86-64, AVX2), MLX 0.32.4, 2026-12-01 11:47 UTC, "
+    "kernels of commit e78961d, wall-clock median of 20 calls, machine shared "
+    "(load average 10); benchmarks/RESULTS.md 'mlx-lm models under patch_mx_fast'"
+)
+_H200_LONG_RUN = (
+    "H200, MLX 0.32.4 CUDA, 2026-11-29, commit 4e93279, CUPTI kernel time; "
+    "benchmarks/RESULTS.md 'third session'"
+)
+_H200_SHORT_RUN = (
+    "H200, MLX 0.32.4 CUDA, 2026-11-29 17:12 UTC, tree of ec8f870, CUPTI; "
+    "benchmarks/RESULTS.md 'many short sequences ... (final)'"
+)
+_H200_OLD_RUN = (
+    "H200, MLX 0.32.4 CUDA, 2026-11-29, commit 504d6f3 (older general "
+    "kernel, managed-memory outputs), CUPTI; benchmarks/RESULTS.md "
+    "'Earlier run (commit 504d6f3)'"
+)
+_H200_DECODE_RUN = "H200, reported in issue 14 (not in benchmarks/RESULTS.md)"
+
+MEASUREMENTS = (
+    Measurement("cpu", "B=1 H=32 L=128 D=64 float16", 2060, 60300, _CPU_RUN),
+    Measurement("cpu", "B=1 H=32 L=1024 D=64 float16", 111300, 3927300, _CPU_RUN),
+    Measurement("cpu", "B=1 H=32 L=1024 D=128 float32", 269700, 8294400, _CPU_RUN),
+    Measurement(
+        "cpu",
+        "decode B=1 H_q=32 H_kv=8 L_q=1 L_k=4096 D=128 float16",
+        40233,
+        222443,
+        _CPU_DECODE_RUN,
+    ),
+    Measurement(
+        "cpu",
+        "decode B=1 H_q=32 H_kv=8 L_q=1 L_k=4096 D=128 float32",
+        56837,
+        58412,
+        _CPU_DECODE_RUN,
+    ),
+    Measurement("cuda", "B=1 H=32 L=512 D=128 float16", 17.4, 11.5, _H200_LONG_RUN),
+    Measurement("cuda", "B=1 H=32 L=4096 D=128 float16", 562.5, 432.6, _H200_LONG_RUN),
+    Measurement("cuda", "B=1 H=32 L=4096 D=64 float16", 350.9, 301.0, _H200_LONG_RUN),
+    Measurement("cuda", "B=4 H=32 L=8192 D=64 bfloat16", 4846.9, 4396.3, _H200_LONG_RUN),
+    Measurement("cuda", "B=4 H=32 L=8192 D=128 bfloat16", 8041.1, 6428.2, _H200_LONG_RUN),
+    Measurement("cuda", "B=1000 H=80 L=32 D=64 float16", 338.7, 1276.6, _H200_SHORT_RUN),
+    Measurement("cuda", "B=1000 H=160 L=48 D=32 float16", 515.0, 2548.4, _H200_SHORT_RUN),
+    Measurement("cuda", "B=1000 H=80 L=32 D=64 float32", 733.2, 3040.7, _H200_SHORT_RUN),
+    Measurement("cuda", "B=2000 H=64 L=16 D=64 float16", 312.4, 2044.2, _H200_SHORT_RUN),
+    Measurement("cuda", "B=1000 H=40 L=64 D=128 float16", 763.7, 855.9, _H200_SHORT_RUN),
+    Measurement("cuda", "B=1 H=8 L=64 D=64 float16", 3.5, 5.2, _H200_SHORT_RUN),
+    Measurement("cuda", "B=1 H=32 L=256 D=128 float16", 13.1, 8.0, _H200_OLD_RUN),
+    Measurement("cuda", "B=1 H=32 L=1024 D=64 float32", 237.6, 197.1, _H200_OLD_RUN),
+    Measurement("cuda", "B=1 H=32 L=1024 D=128 float32", 576.9, 217.8, _H200_OLD_RUN),
+    Measurement("cuda", "B=1 H=32 L=32 D=64 float16", 8.3, 4.7, _H200_OLD_RUN),
+    Measurement("cuda", "decode B=1 L_q=1 L_k=32768", 466.0, 44.0, _H200_DECODE_RUN),
+)
+
+
+@cache
+def _gpu_backend() -> str:
+    return _package.build_info()["gpu_backend"]
+
+
+def _device(stream) -> mx.Device:
+    """The device a call with this ``stream`` argument runs on (a Stream, a
+    Device, a DeviceType such as ``mx.cpu``, or None)."""
+    if isinstance(stream, mx.Stream):
+        return stream.device
+    if isinstance(stream, mx.DeviceType):
+        return mx.Device(stream)
+    if isinstance(stream, mx.Device):
+        return stream
+    return mx.default_device()
+
+
+def _cuda_by_shape(q: mx.array, k: mx.array) -> tuple[str, str] | None:
+    """mx.fast's verdict for calls past the short-sequence kernel's lengths,
+    from the shapes alone; None where the kernel decides."""
+    if max(q.shape[2], k.shape[2]) <= SHORT_MAX_LENGTH:
+        return None
+    if q.shape[2] <= CUDA_DECODE_MAX_QUERIES:
+        return PASSTHROUGH, (
+            f"CUDA: decoding (L_q <= {CUDA_DECODE_MAX_QUERIES}) is faster in "
+            "mx.fast (B=1 L_q=1 against 32k keys: 44 us against 466 us)"
+        )
+    if q.dtype == mx.float32:
+        return PASSTHROUGH, (
+            f"CUDA: float32 past {SHORT_MAX_LENGTH} tokens was faster in mx.fast's "
+            "unfused TF32 path (B=1 H=32 L=1024 D=128: 218 us against 577 us, "
+            'older kernel); policy="fused" keeps float32 accuracy and memory'
+        )
+    return PASSTHROUGH, (
+        f"CUDA: cuDNN (mx.fast) is faster for float16/bfloat16 past "
+        f"{SHORT_MAX_LENGTH} tokens (ours 0.66x-0.91x its speed on an H200: "
+        "B=1 H=32 L=4096 D=128 fp16 563 us against 433 us)"
+    )
+
+
+def _cuda_by_kernel(fused_reason: str) -> tuple[str, str]:
+    if fused_reason.startswith(SHORT_KERNEL_REASON):
+        return FUSED, (
+            "CUDA: the short-sequence kernel takes it (1.12x-6.5x mx.fast on "
+            "an H200: B=1000 H=80 L=32 D=64 fp16 339 us against 1277 us)"
+        )
+    return PASSTHROUGH, (
+        "CUDA: short sequences the short-sequence kernel does not take went "
+        "faster in mx.fast (general kernel, B=1 H=32 L=32 D=64 fp16: 4.7 us "
+        "against 8.3 us, older kernel)"
+    )
+
+
+def _metal_by_shape(q: mx.array) -> tuple[str, str] | None:
+    if q.shape[2] >= METAL_MIN_QUERIES:
+        return None
+    return PASSTHROUGH, (
+        f"Metal: L_q < {METAL_MIN_QUERIES} stays with mx.fast, whose vector "
+        "kernel serves decoding (unmeasured on Apple hardware)"
+    )
+
+
+def _by_shape(q, k) -> tuple[str, str] | None:
+    """A GPU rule's verdict where the shapes alone decide for mx.fast: such
+    calls skip the coverage check (a validation of every argument), which
+    matters for decoding, one call a layer a token."""
+    if not (isinstance(q, mx.array) and isinstance(k, mx.array) and q.ndim == k.ndim == 4):
+        return None
+    backend = _gpu_backend()
+    if backend == "cuda":
+        return _cuda_by_shape(q, k)
+    if backend == "metal":
+        return _metal_by_shape(q)
+    return None
+
+
+def route(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    *,
+    scale: float,
+    mask: None | str | mx.array = None,
+    sinks: mx.array | None = None,
+    stream: None | mx.Stream | mx.Device = None,
+    policy: str = "auto",
+) -> tuple[str, str]:
+    """Where ``patch_mx_fast`` sends this call, and why.
+
+    Returns ``(choice, reason)``: ``"fused"`` (this package's kernel),
+    ``"fallback"`` (no fused kernel of this package covers the call, or the
+    package does not accept its arguments: mx.fast runs it, and raises if it
+    rejects it too) or ``"passthrough"`` (mx.fast is the faster choice for
+    it on this device). ``policy="fused"`` routes every call a kernel
+    covers to this package. The rules and the measurements behind them are
+    in this module's docstring and ``MEASUREMENTS``.
+    """
+    if policy not in POLICIES:
+        raise ValueError(
+            f"[route] policy must be one of {', '.join(map(repr, POLICIES))}; got {policy!r}"
+        )
+    on_cpu = _device(stream).type == mx.DeviceType.cpu
+    if policy == "auto" and not on_cpu:
+        verdict = _by_shape(q, k)
+        if verdict:
+            return verdict
+    try:
+        ok, reason = _package.can_use_fused(
+            q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream
+        )
+    except (TypeError, ValueError) as e:
+        return FALLBACK, f"mlx_fused_attn does not accept the call ({e})"
+    if not ok:
+        return FALLBACK, f"no fused kernel: {reason}"
+    if policy == "fused":
+        return FUSED, 'policy="fused"'
+    if on_cpu:
+        return FUSED, (
+            "CPU: MLX's CPU attention is unfused (B=1 H=32 L=1024 D=64 fp16: "
+            "111 ms against 3927 ms on 2 cores)"
+        )
+    if _gpu_backend() == "cuda":
+        return _cuda_by_kernel(reason)
+    # Only Metal is left: a GPU build without kernels covers nothing.
+    return FUSED, (
+        f"Metal: L_q >= {METAL_MIN_QUERIES} fills a query block (unmeasured on Apple hardware)"
+    )

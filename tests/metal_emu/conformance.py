@@ -1,0 +1,595 @@
+#!/usr/bin/env python3
+"""Metal Shading Language conformance pass: what Metal 3.1 (macOS 14)
+forbids, found in the kernel code of a .metal file as clang's AST shows it
+(templates instantiated, macros expanded), which the emulator, the strict
+pass and the host compile checks all accept because they compile C++.
+
+    python tests/metal_emu/conformance.py [--flattened] [-v] FILE.metal ...
+
+exits 0 when every file conforms, 1 (printing one line per finding,
+`path:line:col: [rule] message`) otherwise, 2 when clang is missing.
+--flattened also checks each file's JIT text (metal/flatten_source.py, one
+file at a time); -v prints every kernel's threadgroup memory.
+
+The unit is the strict pass's (strict_check.preprocess and strict_unit) with
+one change: an explicit `thread` becomes the comment `/*thread*/` instead of
+nothing, so a pointer or reference written with `thread` is told apart from
+one written with no address space, while clang still types both the same
+(a real address space for `thread` would make `&local` mistyped). Clang
+dumps the AST as JSON; the offsets in it are offsets into the unit, which the
+line markers map back to files. RULES lists what is checked; README.md says
+how each rule is detected and where it stops.
+"""
+
+import argparse
+import bisect
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+if __package__:
+    from . import gen_trampoline, metal_source, strict_check
+else:  # run as a script: import the package so its relative imports work
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from metal_emu import gen_trampoline, metal_source, strict_check
+
+REPO_ROOT = strict_check.REPO_ROOT
+FLATTEN = os.path.join(REPO_ROOT, "metal", "flatten_source.py")
+
+
+def _max_threadgroup_bytes():
+    """fa::kMetalMaxThreadgroupBytes, which the .metal files also assert."""
+    header = os.path.join(REPO_ROOT, "mlx_fused_attn", "tile", "target.h")
+    with open(header) as fh:
+        return int(re.search(r"\bkMetalMaxThreadgroupBytes = (\d+)", fh.read()).group(1))
+
+
+MAX_THREADGROUP_BYTES = _max_threadgroup_bytes()
+
+RULES = {
+    "long-long": "`long long` is not a Metal type (Metal's `long` is 64 bits)",
+    "double": "`double` and `long double` are not Metal types",
+    "address-space": "every pointer and reference needs an address space "
+    "(`device`, `constant`, `threadgroup` or `thread`) before Metal 4.1",
+    "recursion": "Metal has no recursion",
+    "virtual": "Metal has no virtual functions or virtual bases",
+    "exception": "Metal has no exceptions",
+    "new-delete": "Metal has no `new` or `delete`",
+    "thread-local": "Metal has no `thread_local`",
+    "function-pointer": "Metal has no function pointers",
+    "goto": "Metal has no `goto`",
+    "std-header": "kernel sources may include only Metal's <metal_*> headers "
+    "and the package's own",
+    "threadgroup-memory": f"a kernel may declare at most {MAX_THREADGROUP_BYTES} "
+    "bytes of threadgroup memory",
+    "compile": "the source does not compile",
+}
+
+_THREAD_MARK = "/*thread*/"
+SPELLING = dict(strict_check.ADDRESS_SPACE_ATTRIBUTE, thread=_THREAD_MARK)
+# -fexceptions so that `throw` and `try` reach the AST instead of failing.
+AST_FLAGS = [
+    *strict_check.TARGET, "-fexceptions", "-fcxx-exceptions", *strict_check.QUIET,
+    "-fsyntax-only", "-ferror-limit=20", "-Xclang", "-ast-dump=json",
+]
+
+_FUNCTIONS = {
+    "FunctionDecl", "CXXMethodDecl", "CXXConstructorDecl", "CXXDestructorDecl",
+    "CXXConversionDecl",
+}
+_CALLS = {"CallExpr", "CXXOperatorCallExpr"}
+_TEMPLATES = {"FunctionTemplateDecl", "ClassTemplateDecl", "VarTemplateDecl"}
+_TEMPLATE_PARAMS = {"TemplateTypeParmDecl", "NonTypeTemplateParmDecl", "TemplateTemplateParmDecl"}
+_TYPED_DECLS = {"ParmVarDecl", "VarDecl", "FieldDecl", "TypedefDecl", "TypeAliasDecl"}
+_CASTS = {
+    "CStyleCastExpr", "CXXStaticCastExpr", "CXXReinterpretCastExpr", "CXXConstCastExpr",
+    "CXXFunctionalCastExpr",
+}
+_FORBIDDEN_NODES = {
+    "CXXThrowExpr": ("exception", "`throw`"),
+    "CXXTryStmt": ("exception", "`try`"),
+    "CXXNewExpr": ("new-delete", "`new`"),
+    "CXXDeleteExpr": ("new-delete", "`delete`"),
+    "GotoStmt": ("goto", "`goto`"),
+    "IndirectGotoStmt": ("goto", "computed `goto`"),
+}
+_LONG_LONG = re.compile(r"\blong long\b")
+_DOUBLE = re.compile(r"\bdouble\b")
+# Pointer to (member) function, reference to function: `void (*)(int)`,
+# `void (A::*)()`, `void (&)(int)`; `T (&)[4]` (an array) does not match.
+_FUNCTION_POINTER = re.compile(r"\((?:[\w:<>, ]*::)?[*&]+\s*(?:const\s*)?\)\s*\(")
+_ATTRIBUTE = re.compile(r"__attribute__\(\((?:[^()]|\([^()]*\))*\)\)")
+_NAMED_PARENS = re.compile(r"(\w)\([^()]*\)")
+_SCALAR_BYTES = {
+    "bool": 1, "char": 1, "signed char": 1, "unsigned char": 1,
+    "short": 2, "unsigned short": 2, "_Float16": 2, "__fp16": 2,
+    "int": 4, "unsigned int": 4, "float": 4,
+    "long": 8, "unsigned long": 8,
+}
+_EXT_VECTOR = re.compile(r"^(.*?)\s*__attribute__\(\(ext_vector_type\((\d+)\)\)\)$")
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    path: str
+    line: int
+    col: int
+    rule: str
+    message: str
+
+    def __str__(self):
+        path = self.path
+        if path.startswith(REPO_ROOT + os.sep):
+            path = os.path.relpath(path, REPO_ROOT)
+        return f"{path}:{self.line}:{self.col}: [{self.rule}] {self.message}"
+
+
+@dataclass
+class Report:
+    findings: list = field(default_factory=list)
+    # Host name -> bytes of threadgroup arrays, for every instantiated kernel.
+    threadgroup_bytes: dict = field(default_factory=dict)
+
+    @property
+    def rules(self):
+        return {f.rule for f in self.findings}
+
+
+class _SourceMap:
+    """Offsets into the unit -> (file, line, column, is kernel code)."""
+
+    def __init__(self, unit):
+        self.starts, self.origins = [], []
+        offset = 0
+        for line, origin in metal_source.line_origins(unit, strict_check.INTERNAL):
+            self.starts.append(offset)
+            self.origins.append(origin)
+            offset += len(line.encode()) + 1
+
+    def locate(self, offset):
+        i = bisect.bisect_right(self.starts, offset) - 1
+        kind, path, line, kernel = self.origins[i]
+        return path, line, offset - self.starts[i] + 1, kind == "code" and kernel
+
+
+def _offset(node):
+    loc = node.get("loc") or node.get("range", {}).get("begin") or {}
+    loc = loc.get("spellingLoc", loc)
+    return loc.get("offset")
+
+
+def _end_offset(node):
+    end = node.get("range", {}).get("end", {})
+    end = end.get("spellingLoc", end)
+    return end["offset"] + end.get("tokLen", 0) if "offset" in end else None
+
+
+def _types(node):
+    t = node.get("type") or {}
+    return [t[k] for k in ("qualType", "desugaredQualType") if k in t]
+
+
+def _return_type(function_type):
+    """`int (const float *)` -> `int `: the text before the parameter list."""
+    text = _ATTRIBUTE.sub(lambda m: "_" * len(m.group()), function_type)
+    depth = 0
+    for i, c in enumerate(text):
+        depth += c == "<"
+        depth -= c == ">"
+        if c == "(" and depth == 0:
+            return function_type[:i]
+    return function_type
+
+
+def _unqualified_declarators(type_text):
+    """How many pointer and reference declarators of a printed type have a
+    pointee with no address-space attribute (template arguments aside)."""
+    text = _ATTRIBUTE.sub(lambda m: "@AS" if "address_space" in m.group() else "", type_text)
+    # Parentheses after a name (decltype(a * b), sizeof(T *)) hold
+    # expressions and other types, not declarators of this one.
+    while True:
+        shorter = _NAMED_PARENS.sub(r"\1_", text)
+        if shorter == text:
+            break
+        text = shorter
+    count, depth, qualified, i = 0, 0, False, 0
+    while i < len(text):
+        c = text[i]
+        if c in "<[":
+            depth += 1
+        elif c in ">]":
+            depth -= 1
+        elif depth == 0 and c == "@":
+            qualified = True
+        elif depth == 0 and c in "*&":
+            count += not qualified
+            qualified = False
+            i += text[i : i + 2] == "&&"
+        elif depth == 0 and c in "(,":
+            qualified = False
+        i += 1
+    return count
+
+
+def _args(function):
+    """The template arguments of a function template specialization."""
+    return [
+        a["type"]["qualType"] if "type" in a else str(a.get("value"))
+        for a in function.get("inner", [])
+        if a.get("kind") == "TemplateArgument"
+    ]
+
+
+class _Checker:
+    def __init__(self, unit, source_map, kernel_instances):
+        self.unit = unit.encode()
+        self.map = source_map
+        self.instances = kernel_instances
+        self.findings = set()
+        self.functions = {}  # id -> (name, offset, kernel code)
+        self.previous = {}  # redeclaration id -> earlier declaration id
+        self.calls = set()  # (caller id, callee id)
+        self.typedefs = {}  # name -> aliased type, to read template arguments
+        # (name, [template arguments], id) of every function template
+        # specialization and function definition outside templates.
+        self.specializations = []
+        self.shared = {}  # function id -> [(name, type)] of its static variables
+
+    def report(self, offset, rule, detail):
+        path, line, col, _ = self.map.locate(offset)
+        self.findings.add(Finding(path, line, col, rule, f"{detail}: {RULES[rule]}"))
+
+    def marks(self, begin, end):
+        """The `thread` marks in [begin, end), and those just before begin: a
+        comment is no token, so a declaration's range starts after them."""
+        mark = _THREAD_MARK.encode()
+        while True:
+            start = len(self.unit[:begin].rstrip())
+            if not self.unit[:start].endswith(mark):
+                break
+            begin = start - len(mark)
+        return self.unit.count(mark, begin, end)
+
+    def walk(self, root):
+        # (node, kernel code, in an instantiation, enclosing function, is a callee)
+        stack = [(root, False, False, None, False)]
+        while stack:
+            node, kernel, instance, function, callee = stack.pop()
+            kind = node.get("kind", "")
+            if kind.endswith("Type") or kind == "TemplateArgument" or node.get("isImplicit"):
+                continue
+            offset = _offset(node)
+            if offset is not None:
+                kernel = self.map.locate(offset)[3]
+            if kind in _FUNCTIONS:
+                self.functions[node["id"]] = (node.get("name", ""), offset, kernel)
+                if "previousDecl" in node:
+                    self.previous[node["id"]] = node["previousDecl"]
+                function = node["id"]
+            if kind == "TypedefDecl" and "type" in node:
+                self.typedefs[node["name"]] = node["type"]["qualType"]
+            if kernel and offset is not None:
+                self.visit(node, kind, offset, instance, function, callee)
+            children = node.get("inner", [])
+            defines = any(c.get("kind") == "CompoundStmt" for c in children)
+            if kind in _FUNCTIONS and not instance and defines:
+                self.specializations.append((node.get("name"), [], node["id"]))
+            if kind in _TEMPLATES:
+                templated = [c for c in children if c.get("kind") not in _TEMPLATE_PARAMS]
+                for c in templated[1:]:
+                    if c.get("kind") in _FUNCTIONS:
+                        self.specializations.append((node.get("name"), _args(c), c["id"]))
+                pattern = templated[0]["id"] if templated else None
+                entries = [
+                    (c, kernel, instance or c["id"] != pattern, function, False)
+                    for c in children
+                ]
+            else:
+                entries = [
+                    (c, kernel, instance, function, kind in _CALLS and i == 0)
+                    for i, c in enumerate(children)
+                ]
+            stack.extend(reversed(entries))
+
+    def visit(self, node, kind, offset, instance, function, callee):
+        if kind in _FORBIDDEN_NODES:
+            rule, what = _FORBIDDEN_NODES[kind]
+            self.report(offset, rule, what)
+        if kind == "CXXMethodDecl" and node.get("virtual"):
+            self.report(offset, "virtual", f"virtual function '{node['name']}'")
+        for base in node.get("bases", []):
+            if base.get("isVirtual"):
+                self.report(offset, "virtual", f"virtual base '{base['type']['qualType']}'")
+        if kind == "VarDecl" and node.get("tls"):
+            self.report(offset, "thread-local", f"'{node['name']}'")
+        if kind in ("DeclRefExpr", "MemberExpr") and function is not None:
+            ref = node.get("referencedDecl", {})
+            if ref.get("kind") in _FUNCTIONS:
+                target = ref["id"]
+            else:
+                target = node.get("referencedMemberDecl")
+            if target:
+                self.calls.add((function, target))
+        if kind == "UnaryOperator" and node.get("opcode") == "&":
+            operand = node["inner"][0]
+            while operand.get("kind") == "ParenExpr":
+                operand = operand["inner"][0]
+            if operand.get("referencedDecl", {}).get("kind") in _FUNCTIONS:
+                name = operand["referencedDecl"].get("name")
+                self.report(offset, "function-pointer", f"address of function '{name}'")
+        decays = node.get("castKind") == "FunctionToPointerDecay"
+        if kind == "ImplicitCastExpr" and decays and not callee:
+            self.report(offset, "function-pointer", "function used as a pointer")
+        if kind == "FloatingLiteral" and "long double" in _types(node):
+            self.report(offset, "double", "`long double` literal")
+        if kind == "IntegerLiteral" and any(_LONG_LONG.search(t) for t in _types(node)):
+            self.report(offset, "long-long", "`long long` literal")
+        if kind in _TYPED_DECLS or kind in _FUNCTIONS or kind in _CASTS:
+            self.visit_typed(node, kind, offset, instance)
+        if kind == "VarDecl" and node.get("storageClass") == "static" and function is not None:
+            self.shared.setdefault(function, []).append((node["name"], node["type"]["qualType"]))
+
+    def visit_typed(self, node, kind, offset, instance):
+        types = _types(node)
+        if kind in _FUNCTIONS:
+            types = [_return_type(t) for t in types]
+        if not types:
+            return
+        written = types[0]
+        what = f"'{node['name']}'" if node.get("name") else "cast"
+        what = f"{what} has type '{written}'"
+        if any(_LONG_LONG.search(t) for t in types):
+            self.report(offset, "long-long", what)
+        # A deduced type (auto, a template argument) prints the same sugared
+        # and desugared; an unsuffixed literal is float in Metal, double here.
+        deduced = len(types) == 2 and types[0] == types[1]
+        if not instance and not deduced and any(_DOUBLE.search(t) for t in types):
+            self.report(offset, "double", what)
+        if _FUNCTION_POINTER.search(written):
+            self.report(offset, "function-pointer", what)
+            return  # a function has no address space
+        unqualified = _unqualified_declarators(written)
+        if instance or not unqualified:
+            return
+        # The `thread`s count up to the name, or over the whole of a
+        # declaration without one (a cast, a typedef, an unnamed parameter).
+        named = kind not in _CASTS and kind not in ("TypedefDecl", "TypeAliasDecl")
+        end = offset if named and node.get("name") else _end_offset(node)
+        begin = node.get("range", {}).get("begin", {}).get("offset", offset)
+        if self.marks(begin, end) < unqualified:
+            self.report(offset, "address-space", what)
+
+    def canonical(self, fid):
+        while fid in self.previous:
+            fid = self.previous[fid]
+        return fid
+
+    def check_recursion(self):
+        graph = {}
+        for caller, callee in self.calls:
+            if callee in self.functions:
+                graph.setdefault(self.canonical(caller), set()).add(self.canonical(callee))
+        for component in _strongly_connected(graph):
+            if len(component) == 1 and component[0] not in graph.get(component[0], ()):
+                continue
+            located = sorted(
+                (self.functions[f][1], self.functions[f][0], f)
+                for f in component
+                if self.functions[f][1] is not None and self.functions[f][2]
+            )
+            if located:
+                names = [name for _, name, _ in located]
+                cycle = " -> ".join(names + names[:1])
+                self.report(located[0][0], "recursion", cycle)
+
+    def resolve(self, type_name):
+        seen = set()
+        while type_name in self.typedefs and type_name not in seen:
+            seen.add(type_name)
+            type_name = self.typedefs[type_name]
+        return type_name
+
+    def check_threadgroup(self, report):
+        by_args = {}
+        for name, args, fid in self.specializations:
+            by_args[(name, tuple(self.resolve(a) for a in args))] = fid
+        for host, name, args in self.instances:
+            key = (name, tuple(self.resolve(a) for a in args))
+            if key not in by_args:
+                template = f"{name}<{', '.join(args)}>"
+                self.report(0, "threadgroup-memory", f"kernel '{host}': no {template} in the AST")
+                continue
+            fid = by_args[key]
+            where = self.functions[fid][1]
+            total, parts = 0, []
+            for array, type_text in self.shared.get(fid, []):
+                if "address_space(3)" not in type_text:
+                    continue
+                size = self.array_bytes(type_text)
+                if size is None:
+                    self.report(where, "threadgroup-memory",
+                                f"kernel '{host}': cannot size '{array}' of type '{type_text}'")
+                    continue
+                total += size
+                parts.append(f"{array} {size}")
+            report.threadgroup_bytes[host] = total
+            if total > MAX_THREADGROUP_BYTES:
+                self.report(where, "threadgroup-memory",
+                            f"kernel '{host}' declares {total} bytes of threadgroup memory "
+                            f"({', '.join(parts)})")
+
+    def array_bytes(self, type_text):
+        text = _ATTRIBUTE.sub("", type_text).replace("const ", "").strip()
+        element = self.resolve(text.split("[")[0].strip())
+        count = 1
+        for n in re.findall(r"\[(\d+)\]", text):
+            count *= int(n)
+        lanes = 1
+        m = _EXT_VECTOR.match(element)
+        if m:
+            element, lanes = m.group(1), int(m.group(2))
+            lanes += lanes == 3  # Metal's 3-vectors take the space of 4
+        scalar = _SCALAR_BYTES.get(element)
+        return None if scalar is None else scalar * lanes * count
+
+
+def _strongly_connected(graph):
+    """Tarjan's algorithm, iterative; yields lists of nodes."""
+    index, low, on_stack, stack, counter = {}, {}, set(), [], [0]
+    for start in list(graph):
+        if start in index:
+            continue
+        work = [(start, iter(graph.get(start, ())))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, successors = work[-1]
+            advanced = False
+            for w in successors:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(graph.get(w, ()))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                yield component
+
+
+def _include_findings(source_map):
+    """Headers entered from kernel code that are neither kernel code nor one
+    of Metal's <metal_*> headers (here: the strict library's or the shim's)."""
+    findings = []
+    stack = []  # [path, kernel code, line of the next code line]
+    for kind, path, line, extra in source_map.origins:
+        if kind == "code":
+            if stack:
+                stack[-1][2] = line + 1
+            continue
+        kernel = "3" not in extra and not any(path.startswith(d) for d in strict_check.INTERNAL)
+        if "1" in extra:
+            metal_header = os.path.basename(path).startswith("metal_")
+            if stack and stack[-1][1] and not kernel and not metal_header:
+                includer = stack[-1]
+                findings.append(Finding(
+                    includer[0], includer[2], 1, "std-header",
+                    f"includes {path}: {RULES['std-header']}"))
+            stack.append([path, kernel, line])
+        else:
+            if "2" in extra:
+                while stack and stack[-1][0] != path:
+                    stack.pop()
+            if stack:
+                stack[-1] = [path, kernel, line]
+            else:
+                stack.append([path, kernel, line])
+    return findings
+
+
+_NOT_FOUND = re.compile(r"^(.*?):(\d+):(\d+): fatal error: '([^']+)' file not found", re.M)
+
+
+def check(path, clang=None, include_dirs=()):
+    """The Report for one .metal file; `include_dirs` are searched before the
+    repository (to check other versions of its headers)."""
+    clang = clang or strict_check.find_clang()
+    ok, pre = strict_check.preprocess(path, clang, include_dirs)
+    if not ok:
+        missing = [
+            Finding(p, int(line), int(col), "std-header",
+                    f"includes <{name}>: {RULES['std-header']}")
+            for p, line, col, name in _NOT_FOUND.findall(pre)
+            if not any(p.startswith(d) for d in strict_check.INTERNAL)
+        ]
+        return Report(missing or [Finding(os.path.abspath(path), 0, 0, "compile", pre.strip())])
+    unit = strict_check.strict_unit(pre, SPELLING)
+    source_map = _SourceMap(unit)
+    program = gen_trampoline.parse(pre, strict_check.INTERNAL)
+    instances = [(k.host_name or k.name, k.name, []) for k in program.kernels if not k.is_template]
+    for inst in program.instances:
+        ref = gen_trampoline.tokenize(inst.ref)
+        args = ref[ref.index("<") + 1 : -1]
+        args = [gen_trampoline.join(a) for a in gen_trampoline.split_top_level(args)]
+        instances.append((inst.host_name, inst.base, args))
+
+    with tempfile.TemporaryDirectory(prefix="fa_conformance_") as tmp:
+        ii = os.path.join(tmp, os.path.basename(path) + ".ii")
+        with open(ii, "w") as fh:
+            fh.write(unit)
+        proc = subprocess.run(
+            [clang, *AST_FLAGS, "-x", "c++-cpp-output", ii], capture_output=True, text=True
+        )
+    if proc.returncode != 0:
+        return Report([Finding(os.path.abspath(path), 0, 0, "compile", proc.stderr.strip())])
+    checker = _Checker(unit, source_map, instances)
+    checker.walk(json.loads(proc.stdout))
+    report = Report()
+    checker.check_recursion()
+    checker.check_threadgroup(report)
+    report.findings = sorted(checker.findings | set(_include_findings(source_map)))
+    return report
+
+
+def flattened(path, directory):
+    """Writes the JIT text of one .metal file (flatten_source.py) into
+    `directory`, under the same name, and returns its path."""
+    text = subprocess.run(
+        [sys.executable, FLATTEN, "-I", REPO_ROOT, path], capture_output=True, text=True, check=True
+    ).stdout
+    out = os.path.join(directory, os.path.basename(path))
+    with open(out, "w") as fh:
+        fh.write(text)
+    return out
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sources", nargs="+")
+    parser.add_argument("--flattened", action="store_true", help="also check each file's JIT text")
+    parser.add_argument("-v", action="store_true", help="print every kernel's threadgroup memory")
+    args = parser.parse_args(argv)
+    clang = strict_check.find_clang()
+    if clang is None:
+        print("conformance: no clang++ found (apt-get install clang)", file=sys.stderr)
+        return 2
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="fa_flattened_") as tmp:
+        units = [(s, s) for s in args.sources]
+        if args.flattened:
+            units += [(f"{s} (flattened)", flattened(s, tmp)) for s in args.sources]
+        for label, path in units:
+            report = check(path, clang)
+            print(f"{'FAIL' if report.findings else 'ok  '} {label}")
+            for finding in report.findings:
+                print(f"  {finding}")
+            if args.v:
+                for host, size in sorted(report.threadgroup_bytes.items()):
+                    print(f"  {host}: {size} bytes of threadgroup memory")
+            failed += bool(report.findings)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

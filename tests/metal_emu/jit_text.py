@@ -1,0 +1,43 @@
+"""The JIT texts of the kernel families as the build embeds them: the
+sources cmake/metal.cmake lists, each flattened on its own by
+metal/flatten_source.py (one Metal library a family at run time)."""
+
+import os
+import re
+import sys
+
+from . import emu
+
+sys.path.insert(0, os.path.join(emu.REPO_ROOT, "metal"))
+import flatten_source  # noqa: E402
+
+
+def metal_sources():
+    """The .metal files cmake/metal.cmake embeds, by family name."""
+    with open(os.path.join(emu.REPO_ROOT, "cmake", "metal.cmake")) as fh:
+        listed = re.search(r"set\(FA_METAL_SOURCES(.*?)\)", fh.read(), re.S).group(1).split()
+    paths = [s.replace("${PROJECT_SOURCE_DIR}", emu.REPO_ROOT) for s in listed]
+    return {os.path.splitext(os.path.basename(p))[0]: p for p in paths}
+
+
+def family_text(family):
+    """The ASCII text the JIT compiles for `family`."""
+    ((_, _, text),) = flatten_source.family_texts([metal_sources()[family]], [emu.REPO_ROOT])
+    text.encode("ascii")
+    return text
+
+
+def write_family(family, suffix="", tag=""):
+    """`family`'s JIT text (plus `suffix`) as a .metal file at a stable path
+    under the emulator's build directory, so that tests share its build."""
+    directory = os.path.join(emu.BUILD_DIR, "jit")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{family}{tag}_jit.metal")
+    text = family_text(family) + suffix
+    if not os.path.exists(path) or open(path).read() != text:
+        # Published by rename: tests in other processes may read it.
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    return path

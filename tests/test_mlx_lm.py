@@ -1,0 +1,260 @@
+"""mlx-lm models under patch_mx_fast give what they give without it: logits,
+greedy tokens (KVCache, RotatingKVCache, BatchKVCache with left padding), a
+compiled forward, and LoRA / full gradients. Tiny random-weight models from
+mlx_lm.models; they run on the default device (the GPU where there is one)."""
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+from mlx.utils import tree_flatten
+
+import mlx_fused_attn as fa
+
+pytest.importorskip("mlx_lm")
+from mlx_lm.generate import generate_step  # noqa: E402
+from mlx_lm.models import gemma3_text, llama  # noqa: E402
+from mlx_lm.models.cache import BatchKVCache, RotatingKVCache  # noqa: E402
+from mlx_lm.tuner.lora import LoRALinear  # noqa: E402
+from mlx_lm.tuner.utils import linear_to_lora_layers  # noqa: E402
+
+VOCAB = 256
+PROMPT = 24  # past the sliding window, so the sliding layers get array masks
+GEN = 32
+WINDOW = 8
+ON_CPU = mx.default_device() == mx.cpu
+# On a GPU, "fused" also runs the package's kernels where mx.fast is the faster
+# choice, so that the kernels are tested inside the models there too.
+POLICIES = ["auto"] if ON_CPU else ["auto", "fused"]
+
+MODELS = {
+    # Llama with grouped-query attention (4 query heads on 2 key/value heads), D = 32.
+    "llama-gqa": (
+        llama,
+        dict(
+            model_type="llama",
+            hidden_size=128,
+            num_hidden_layers=2,
+            intermediate_size=256,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rms_norm_eps=1e-5,
+            vocab_size=VOCAB,
+            tie_word_embeddings=False,
+        ),
+    ),
+    # Mistral-style: a sliding-window layer (RotatingKVCache, array masks) and a
+    # full one, D = 64.
+    "llama-sliding": (
+        llama,
+        dict(
+            model_type="llama",
+            hidden_size=128,
+            num_hidden_layers=2,
+            intermediate_size=256,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            rms_norm_eps=1e-5,
+            vocab_size=VOCAB,
+            tie_word_embeddings=False,
+            layer_types=["sliding_attention", "full_attention"],
+            sliding_window=WINDOW,
+        ),
+    ),
+    # Gemma 3 with head dim 256 (no fused GPU kernel yet: falls back there),
+    # sliding and global layers.
+    "gemma3-d256": (
+        gemma3_text,
+        dict(
+            model_type="gemma3_text",
+            hidden_size=64,
+            num_hidden_layers=2,
+            intermediate_size=128,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=256,
+            vocab_size=VOCAB,
+            sliding_window=WINDOW,
+            sliding_window_pattern=2,
+        ),
+    ),
+}
+TOL = {mx.float32: 5e-5, mx.float16: 2e-2}
+
+
+def build(name, dtype=mx.float32):
+    module, args = MODELS[name]
+    mx.random.seed(sorted(MODELS).index(name))
+    model = module.Model(module.ModelArgs(**args))
+    model.set_dtype(dtype)
+    mx.eval(model.parameters())
+    return model
+
+
+def tokens(n, seed=0, batch=None):
+    rng = np.random.default_rng(seed)
+    return mx.array(rng.integers(0, VOCAB, (n,) if batch is None else (batch, n)))
+
+
+def assert_close(got, want, tol):
+    got, want = np.array(got.astype(mx.float32)), np.array(want.astype(mx.float32))
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1.0, np.abs(want).max()))
+
+
+def check_routed(stats, calls=None):
+    """Every attention call went through the patch; on the CPU, fused."""
+    assert sum(stats) > 0 if calls is None else sum(stats) == calls
+    if ON_CPU:
+        assert stats.fallback == stats.passed_through == 0
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("dtype", [mx.float32, mx.float16], ids=["float32", "float16"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_logits(name, dtype, policy):
+    model = build(name, dtype)
+    x = tokens(PROMPT, batch=2)
+    want = model(x)
+    with fa.patch_mx_fast(policy=policy) as patch:
+        got = model(x)
+        mx.eval(got)
+    assert_close(got, want, TOL[dtype])
+    check_routed(patch.stats, calls=len(model.layers))
+
+
+def test_head_dim_256_is_routed_by_coverage():
+    """Gemma 3's head dim 256: the CPU kernel takes any head dim; the CUDA
+    kernels stop at 128, so there the call falls back to mx.fast and route
+    says why."""
+    q = mx.zeros((2, 2, PROMPT, 256))
+    kv = mx.zeros((2, 1, PROMPT, 256))
+    choice, reason = fa.route(q, kv, kv, scale=256**-0.5, mask="causal")
+    if ON_CPU:
+        assert choice == "fused", reason
+    elif fa.build_info()["gpu_backend"] == "cuda":
+        assert choice == "fallback" and reason.startswith("no fused kernel"), reason
+
+
+def greedy(model, prompt, cache=None):
+    steps = generate_step(prompt, model, max_tokens=GEN, prompt_cache=cache)
+    return [int(t) for t, _ in steps]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize(
+    "name, cache",
+    [
+        ("llama-gqa", "default"),  # KVCache
+        ("llama-gqa", "rotating"),  # RotatingKVCache of 16 < prompt + generation
+        ("llama-sliding", "default"),  # RotatingKVCache(window) + KVCache
+        ("gemma3-d256", "default"),
+    ],
+)
+def test_greedy_generation(name, cache, policy):
+    model = build(name)
+    prompt = tokens(PROMPT, seed=1)
+
+    def make_cache():
+        if cache == "rotating":
+            return [RotatingKVCache(max_size=16) for _ in model.layers]
+        return None  # the model's own (generate_step calls make_prompt_cache)
+
+    want = greedy(model, prompt, make_cache())
+    with fa.patch_mx_fast(policy=policy) as patch:
+        got = greedy(model, prompt, make_cache())
+    assert len(want) == GEN and got == want
+    check_routed(patch.stats)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_batched_generation_with_left_padding(policy):
+    """BatchKVCache: three prompts of different lengths, left-padded; the pad
+    queries' rows are masked everywhere, which mx.fast and the package treat
+    alike (finfo.min scores: the row averages v)."""
+    model = build("llama-gqa")
+    lengths = [PROMPT, 17, 9]
+    padding = [PROMPT - n for n in lengths]
+    prompts = tokens(PROMPT, seed=2, batch=len(lengths))
+    prompts = mx.where(mx.arange(PROMPT)[None] < mx.array(padding)[:, None], 0, prompts)
+
+    def generate():
+        cache = [BatchKVCache(padding) for _ in model.layers]
+        y = prompts
+        out = []
+        for _ in range(GEN):
+            y = mx.argmax(model(y, cache=cache)[:, -1, :], axis=-1)[:, None]
+            out.append(y)
+        return np.array(mx.concatenate(out, axis=1))
+
+    want = generate()
+    with fa.patch_mx_fast(policy=policy) as patch:
+        got = generate()
+    np.testing.assert_array_equal(got, want)
+    check_routed(patch.stats, calls=GEN * len(model.layers))
+
+
+def test_quantized_kv_cache_is_not_reached():
+    """QuantizedKVCache attends with quantized matmuls of its own and never
+    calls mx.fast: only the prefill before quantizing is routed."""
+    model = build("llama-gqa")
+    prompt = tokens(PROMPT, seed=3)
+    with fa.patch_mx_fast() as patch:
+        steps = generate_step(
+            prompt, model, max_tokens=4, kv_bits=8, kv_group_size=32, quantized_kv_start=0
+        )
+        assert len([t for t, _ in steps]) == 4
+    # The prompt's first chunk runs before the cache is quantized.
+    assert sum(patch.stats) == len(model.layers)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_compiled_forward(policy):
+    """Patched before compiling, the compiled model runs the package's op and
+    gives the eager, unpatched logits (the sliding model has an array mask
+    and a causal one; compiling costs seconds on the CPU, so one model)."""
+    model = build("llama-sliding")
+    x = tokens(PROMPT, seed=4, batch=2)
+    want = model(x)
+    with fa.patch_mx_fast(policy=policy) as patch:
+        forward = mx.compile(lambda inputs: model(inputs))
+        got = forward(x)
+        again = forward(x)
+        mx.eval(got, again)
+    assert_close(got, want, TOL[mx.float32])
+    np.testing.assert_array_equal(np.array(got), np.array(again))
+    check_routed(patch.stats, calls=len(model.layers))  # traced once
+
+
+def loss_fn(model, x, y):
+    return nn.losses.cross_entropy(model(x), y, reduction="mean")
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("params", ["lora", "all"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_training_step_gradients(name, params, policy):
+    """A training step's loss and gradients (LoRA adapters from mlx-lm's
+    tuner, or every weight) match the unpatched model's."""
+    model = build(name)
+    if params == "lora":
+        model.freeze()
+        linear_to_lora_layers(model, len(model.layers), {"rank": 4, "scale": 10.0, "dropout": 0.0})
+        # LoRA starts with B = 0, where A gets no gradient; give B values.
+        mx.random.seed(5)
+        for _, layer in model.named_modules():
+            if isinstance(layer, LoRALinear):
+                layer.lora_b = 0.05 * mx.random.normal(layer.lora_b.shape)
+    data = tokens(PROMPT + 1, seed=6, batch=2)
+    x, y = data[:, :-1], data[:, 1:]
+    step = nn.value_and_grad(model, loss_fn)
+    want_loss, want_grads = step(model, x, y)
+    with fa.patch_mx_fast(policy=policy) as patch:
+        got_loss, got_grads = step(model, x, y)
+        mx.eval(got_loss, got_grads)
+    check_routed(patch.stats, calls=len(model.layers))
+    assert_close(got_loss, want_loss, 1e-5)
+    want_grads, got_grads = dict(tree_flatten(want_grads)), dict(tree_flatten(got_grads))
+    assert want_grads.keys() == got_grads.keys() and want_grads
+    for path, want in want_grads.items():
+        assert float(mx.abs(want).max()) > 0, f"{path}: no gradient"
+        assert_close(got_grads[path], want, 1e-4)

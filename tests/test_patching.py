@@ -1,0 +1,317 @@
+"""patch_mx_fast: the patched function has mx.fast's signature and results,
+routes as route() says, nests, restores mx.fast, and is safe across threads."""
+
+import inspect
+import re
+import threading
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from conftest import rand
+
+import mlx_fused_attn as fa
+from mlx_fused_attn import patching, routing
+
+ORIGINAL = mx.fast.scaled_dot_product_attention
+
+
+@pytest.fixture(autouse=True)
+def unpatched():
+    yield
+    fa.unpatch_mx_fast()
+    mx.fast.scaled_dot_product_attention = ORIGINAL
+
+
+def inputs(dtype=mx.float32, L=16, D=32, seed=0):
+    return (
+        rand((2, 4, L, D), dtype, seed),
+        rand((2, 2, L, D), dtype, seed + 1),
+        rand((2, 2, L, D), dtype, seed + 2),
+    )
+
+
+def run(q, k, v, **kw):
+    kw.setdefault("scale", q.shape[-1] ** -0.5)
+    out = mx.fast.scaled_dot_product_attention(q, k, v, **kw)
+    mx.eval(out)
+    return out
+
+
+def test_signature_is_mx_fasts():
+    """Same parameter names, order, keyword-only marker and defaults as the
+    installed MLX's binding (read from its nanobind signature)."""
+    text = ORIGINAL.__nb_signature__[0][0]
+    params = text[text.index("(") + 1 : text.rindex(")")]
+    theirs = []
+    for part in (p.strip() for p in params.split(",")):
+        if part == "*":
+            theirs.append("*")
+            continue
+        m = re.match(r"(\w+)\s*:[^=]*(?:=\s*(.+))?$", part)
+        theirs.append((m.group(1), m.group(2)))
+    ours = []
+    for p in inspect.signature(patching.scaled_dot_product_attention).parameters.values():
+        if p.kind is p.KEYWORD_ONLY and "*" not in ours:
+            ours.append("*")
+        default = None if p.default is p.empty else repr(p.default)
+        ours.append((p.name, default))
+    assert ours == theirs
+
+
+def test_context_patches_and_restores():
+    q, k, v = inputs()
+    expected = run(q, k, v, mask="causal")
+    with fa.patch_mx_fast() as patch:
+        assert mx.fast.scaled_dot_product_attention is patching.scaled_dot_product_attention
+        got = run(q, k, v, mask="causal")
+        assert patch.active
+    assert mx.fast.scaled_dot_product_attention is ORIGINAL
+    assert not patch.active
+    np.testing.assert_allclose(np.array(got), np.array(expected), atol=2e-6)
+    assert patch.stats == fa.PatchStats(fused=1, fallback=0, passed_through=0)
+
+
+def test_plain_call_and_unpatch():
+    fa.patch_mx_fast()
+    assert mx.fast.scaled_dot_product_attention is patching.scaled_dot_product_attention
+    assert fa.unpatch_mx_fast() is True
+    assert mx.fast.scaled_dot_product_attention is ORIGINAL
+    assert fa.unpatch_mx_fast() is False  # nothing to undo: a no-op
+
+
+def test_nesting():
+    with fa.patch_mx_fast() as outer:
+        with fa.patch_mx_fast(policy="fused") as inner:
+            assert patching._policy == "fused"
+        assert not inner.active and outer.active
+        assert patching._policy == "auto"
+        assert mx.fast.scaled_dot_product_attention is patching.scaled_dot_product_attention
+        # A plain call inside a context outlives it.
+        fa.patch_mx_fast()
+    assert mx.fast.scaled_dot_product_attention is patching.scaled_dot_product_attention
+    fa.unpatch_mx_fast()
+    assert mx.fast.scaled_dot_product_attention is ORIGINAL
+
+
+def test_out_of_order_removal_and_unpatch_inside_a_context():
+    a, b = fa.patch_mx_fast(), fa.patch_mx_fast(policy="fused")
+    assert a.remove() and not a.remove()
+    assert patching._policy == "fused"
+    assert b.remove()
+    assert mx.fast.scaled_dot_product_attention is ORIGINAL
+    with fa.patch_mx_fast() as patch:
+        fa.unpatch_mx_fast()
+        assert mx.fast.scaled_dot_product_attention is ORIGINAL
+    assert not patch.active and mx.fast.scaled_dot_product_attention is ORIGINAL
+
+
+def test_bad_policy():
+    with pytest.raises(ValueError, match="policy must be one of 'auto', 'fused'"):
+        fa.patch_mx_fast(policy="fast")
+    with pytest.raises(ValueError, match="policy must be one of"):
+        fa.route(*inputs(), scale=1.0, policy="always")
+    assert mx.fast.scaled_dot_product_attention is ORIGINAL
+
+
+def test_counts_by_route():
+    q, k, v = inputs()
+    with fa.patch_mx_fast() as patch:
+        run(q, k, v)  # CPU: fused
+        run(q.astype(mx.float64), k, v)  # no fused kernel for float64
+        with pytest.raises(ValueError, match="n_heads must be a multiple"):
+            run(q, mx.zeros((2, 3, 16, 32)), mx.zeros((2, 3, 16, 32)))
+    assert patch.stats.fused == 1 and patch.stats.fallback == 2
+    assert fa.patch_stats().fused >= 1
+
+
+def test_rejected_arguments_raise_mx_fasts_error():
+    """A call the package does not accept goes to mx.fast, which raises its
+    own error (or computes, for what only the package rejects)."""
+    q, k, v = inputs()
+    with fa.patch_mx_fast():
+        with pytest.raises(ValueError, match="invalid mask option"):
+            run(q, k, v, mask="upper")
+        out = run(q, k, v, scale=float("nan"))  # mx.fast computes it
+    assert np.isnan(np.array(out)).all()
+
+
+def test_force_fused_takes_our_kernel():
+    q, k, v = inputs()
+    with pytest.raises(ValueError):
+        run(q, k, v, force_fused=True, stream=mx.cpu)  # mx.fast has none on the CPU
+    with fa.patch_mx_fast() as patch:
+        run(q, k, v, force_fused=True, stream=mx.cpu)
+    assert patch.stats.fused == 1
+
+
+def test_replaced_after_patching_is_left_in_place():
+    patch = fa.patch_mx_fast()
+
+    def theirs(*args, **kw):
+        return patching.scaled_dot_product_attention(*args, **kw)
+
+    mx.fast.scaled_dot_product_attention = theirs
+    with pytest.warns(RuntimeWarning, match="replaced after patch_mx_fast"):
+        patch.remove()
+    assert mx.fast.scaled_dot_product_attention is theirs
+    run(*inputs())  # ours still works under theirs, with the original behind it
+
+
+def test_compiled_before_patching_keeps_mx_fast():
+    """mx.compile keeps a trace per Python function and input shapes while a
+    compiled version of the function lives: one traced before patching
+    replays mx.fast for those shapes (so does a new mx.compile of the same
+    function); new shapes trace again and are routed."""
+
+    def attend(q, k, v):
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=0.2, mask="causal")
+
+    q, k, v = inputs(L=16)
+    step = mx.compile(attend)
+    mx.eval(step(q, k, v))
+    with fa.patch_mx_fast() as patch:
+        mx.eval(step(q, k, v))
+        mx.eval(mx.compile(attend)(q, k, v))
+        assert patch.stats.fused == 0
+        q2, k2, v2 = inputs(L=17)
+        mx.eval(step(q2, k2, v2))
+        assert patch.stats.fused == 1
+
+
+def test_compiled_after_patching_is_routed():
+    def attend(q, k, v):
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=0.2)
+
+    q, k, v = inputs(L=19)
+    expected = run(q, k, v, scale=0.2)
+    with fa.patch_mx_fast() as patch:
+        step = mx.compile(attend)
+        got = step(q, k, v)
+        got2 = step(q, k, v)
+    np.testing.assert_allclose(np.array(got), np.array(expected), atol=2e-6)
+    np.testing.assert_array_equal(np.array(got), np.array(got2))
+    assert patch.stats.fused == 1  # traced once, replayed once
+
+
+def test_threads():
+    """Threads patching, unpatching and calling at once: every call gives
+    the right answer, and mx.fast ends as it began."""
+    q, k, v = inputs(L=33)
+    expected = np.array(run(q, k, v, mask="causal"))
+    errors = []
+
+    def worker(i):
+        try:
+            for j in range(15):
+                if (i + j) % 3 == 0:
+                    with fa.patch_mx_fast(policy=("auto", "fused")[j % 2]):
+                        got = run(q, k, v, mask="causal", stream=mx.cpu)
+                else:
+                    got = run(q, k, v, mask="causal", stream=mx.cpu)
+                np.testing.assert_allclose(np.array(got), expected, atol=2e-6)
+        except Exception as e:  # reported below, with the thread
+            errors.append((i, e))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert mx.fast.scaled_dot_product_attention is ORIGINAL
+
+
+def test_route_on_the_cpu():
+    q, k, v = inputs()
+    assert fa.route(q, k, v, scale=1.0, stream=mx.cpu)[0] == routing.FUSED
+    choice, reason = fa.route(q.astype(mx.float64), k, v, scale=1.0, stream=mx.cpu)
+    assert choice == routing.FALLBACK and "float64" in reason
+    choice, reason = fa.route(q, k, v, scale=1.0, mask="upper")
+    assert choice == routing.FALLBACK and "does not accept" in reason
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [mx.cpu, mx.Device(mx.cpu), mx.default_stream(mx.cpu), mx.new_stream(mx.cpu)],
+    ids=["DeviceType", "Device", "default Stream", "new Stream"],
+)
+def test_route_reads_the_device_of_every_stream_kind(stream):
+    assert routing._device(stream) == mx.Device(mx.cpu)
+    assert fa.route(*inputs(), scale=1.0, stream=stream)[0] == routing.FUSED
+
+
+def test_measurements_name_their_run():
+    for m in routing.MEASUREMENTS:
+        assert m.device in ("cpu", "cuda", "metal") and m.run and m.ours_us > 0 and m.mx_fast_us > 0
+
+
+@pytest.mark.parametrize(
+    "backend, shape_q, shape_kv, dtype",
+    [
+        ("cuda", (1, 32, 1, 128), (1, 8, 4096, 128), mx.float16),  # decoding
+        ("cuda", (1, 32, 1024, 128), (1, 32, 1024, 128), mx.bfloat16),  # cuDNN
+        ("cuda", (1, 32, 1024, 64), (1, 32, 1024, 64), mx.float32),  # unfused TF32
+        ("metal", (1, 32, 1, 128), (1, 8, 4096, 128), mx.float16),  # vector kernel
+        ("metal", (4, 32, 31, 64), (4, 32, 31, 64), mx.float16),
+    ],
+)
+def test_gpu_rules_decided_by_shape(monkeypatch, backend, shape_q, shape_kv, dtype):
+    """The GPU rules that the shapes alone decide, checked without a GPU:
+    mx.fast, with the reason naming the device, and no argument checks
+    (inputs the package would reject go through too)."""
+    monkeypatch.setattr(routing, "_gpu_backend", lambda: backend)
+    monkeypatch.setattr(routing, "_device", lambda stream: mx.Device(mx.gpu))
+    q, kv = mx.zeros(shape_q, dtype), mx.zeros(shape_kv, dtype)
+    choice, reason = fa.route(q, kv, kv, scale=float("nan"))
+    assert choice == routing.PASSTHROUGH
+    assert reason.startswith("CUDA" if backend == "cuda" else "Metal")
+
+
+CUDA = mx.is_available(mx.gpu) and fa.build_info()["gpu_backend"] == "cuda"
+
+
+@pytest.mark.skipif(not CUDA, reason="needs MLX's CUDA backend and this package's CUDA kernels")
+@pytest.mark.parametrize(
+    "shape_q, shape_kv, dtype, auto, fused",
+    [
+        (
+            (64, 8, 32, 64),
+            (64, 8, 32, 64),
+            mx.float16,
+            routing.FUSED,
+            routing.FUSED,
+        ),  # short kernel
+        (
+            (64, 8, 32, 80),
+            (64, 8, 32, 80),
+            mx.float16,
+            routing.PASSTHROUGH,
+            routing.FUSED,
+        ),  # general
+        (
+            (1, 32, 1, 128),
+            (1, 8, 4096, 128),
+            mx.float16,
+            routing.PASSTHROUGH,
+            routing.FUSED,
+        ),  # decoding
+        ((1, 32, 1024, 128), (1, 32, 1024, 128), mx.bfloat16, routing.PASSTHROUGH, routing.FUSED),
+        ((1, 32, 1024, 64), (1, 32, 1024, 64), mx.float32, routing.PASSTHROUGH, routing.FUSED),
+        ((1, 8, 256, 256), (1, 8, 256, 256), mx.float16, routing.PASSTHROUGH, routing.FALLBACK),
+        (
+            (1, 8, 32, 256),
+            (1, 8, 32, 256),
+            mx.float16,
+            routing.FALLBACK,
+            routing.FALLBACK,
+        ),  # no D=256 kernel
+    ],
+)
+def test_route_on_cuda(shape_q, shape_kv, dtype, auto, fused):
+    q = mx.zeros(shape_q, dtype)
+    kv = mx.zeros(shape_kv, dtype)
+    got, reason = fa.route(q, kv, kv, scale=1.0, stream=mx.gpu)
+    assert got == auto, reason
+    got, reason = fa.route(q, kv, kv, scale=1.0, stream=mx.gpu, policy="fused")
+    assert got == fused, reason
