@@ -4,7 +4,7 @@ on whatever device MLX uses. Each fused result is checked against natten-mlx whe
 it runs.
 
     python benchmarks/na_bench.py            # the default cases
-    python benchmarks/na_bench.py --json out.json
+    python benchmarks/na_bench.py --json out.json --plot out.png
 
 natten-mlx (pip install natten-mlx==0.3.3) has Metal kernels on Macs and a
 pure-MLX backend that also runs on Linux; it is imported here with
@@ -22,6 +22,7 @@ import mlx.core as mx
 import numpy as np
 
 import mlx_fused_attn as fa
+from sdpa_bench import device_name
 
 CASES = [  # name, spatial, heads, head dim, kernel, dilation, causal
     ("1d", (4096,), 8, 64, 13, 1, False),
@@ -73,11 +74,45 @@ def flops(spatial, H, D, kernel, causal):
     return 4.0 * H * D * pairs
 
 
+def cell(t):
+    """A time in ms for the table; a column that did not run says so."""
+    return f"{t * 1e3:>9.2f}" if t == t else f"{'-':>9}"
+
+
+def plot(rows, path, title):
+    """Milliseconds per call of each method, a group of bars per case (log
+    scale); a method that did not run for a case has no bar there, and one
+    that ran for none is left out of the legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = [("t_fused", "mlx_fused_attn"), ("t_natten", "natten-mlx"),
+               ("t_dense", "dense attention (mx.fast, every token)")]
+    fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(rows) + 2), 5))
+    x = np.arange(len(rows))
+    for i, (key, label) in enumerate(methods):
+        if any(r[key] == r[key] for r in rows):
+            ax.bar(x + (i - 1) * 0.27, [r[key] * 1e3 for r in rows], 0.27, label=label)
+    ax.set_yscale("log")
+    ax.set_xlim(-0.7, len(rows) - 0.3)
+    ax.set_xticks(x, [f"{r['case']}\n{r['spatial']}, H={r['H']}\nk={r['kernel']} d={r['dilation']}"
+                      for r in rows], fontsize=8)
+    ax.set_xlabel(f"case: spatial extent, heads H, kernel size k, dilation d (D={rows[0]['D']})")
+    ax.set_ylabel("ms per call (log scale; lower is faster)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", choices=["cpu", "gpu"])
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
-    ap.add_argument("--json")
+    ap.add_argument("--json", help="write the rows as JSON (times in seconds)")
+    ap.add_argument("--plot", help="write a chart of the times (PNG)")
     ap.add_argument("--no-dense", action="store_true", help="skip dense attention (slow on a CPU)")
     ap.add_argument("--natten-max-pairs", type=float, default=1e7,
                     help="skip natten-mlx's pure backend above this many (query, key) pairs")
@@ -86,19 +121,27 @@ def main(argv=None):
         mx.set_default_device(mx.cpu if args.device == "cpu" else mx.gpu)
     dtype = getattr(mx, args.dtype)
     natten = load_natten()
-    print(f"# na_bench on {mx.default_device()}, {args.dtype}, natten-mlx: "
-          f"{natten.version.__version__ + ' (' + natten.get_backend() + ')' if natten else 'not installed'}")
+    natten_name = (f"natten-mlx {natten.version.__version__} ({natten.get_backend()} backend)"
+                   if natten else "natten-mlx not installed")
+    title = (f"na_bench on {device_name()}, {args.dtype}, mlx {mx.__version__}, "
+             f"mlx_fused_attn {fa.__version__}, {natten_name}, {time.strftime('%Y-%m-%d')}")
+    print(f"# {title}")
+    if natten is None:
+        print("# natten-mlx is not installed, so its column is empty and the fused results are "
+              "not compared with it here (pip install natten-mlx==0.3.3; "
+              "tests/test_neighborhood.py checks the semantics)")
     rows = []
     hdr = f"{'case':>10} {'spatial':>10} {'H':>3} {'D':>4} {'k':>3} {'dil':>3} {'causal':>6} " \
           f"{'t_fused':>9} {'t_natten':>9} {'t_dense':>9} {'vs natten':>9} {'GFLOP/s':>8}"
-    print(hdr)
+    print(hdr, flush=True)
 
     def show(r):
+        ratio = r["t_natten"] / r["t_fused"]
         print(f"{r['case']:>10} {r['spatial']:>10} {r['H']:>3} {r['D']:>4} {r['kernel']:>3} {r['dilation']:>3} "
-              f"{str(r['causal']):>6} {r['t_fused']*1e3:>9.2f} {r['t_natten']*1e3:>9.2f} {r['t_dense']*1e3:>9.2f} "
-              f"{r['t_natten']/r['t_fused']:>8.1f}x {r['gflops_fused']:>8.2f}"
+              f"{str(r['causal']):>6} {cell(r['t_fused'])} {cell(r['t_natten'])} {cell(r['t_dense'])} "
+              + (f"{ratio:>8.1f}x" if ratio == ratio else f"{'-':>9}") + f" {r['gflops_fused']:>8.2f}"
               + ("" if r["agree"] else f"  <-- DISAGREES ({r['max_abs_diff']:.3g})")
-              + ("" if r["fused_path"] else "  (fallback)"))
+              + ("" if r["fused_path"] else "  (fallback)"), flush=True)
     for name, spatial, H, D, kernel, dil, causal in CASES:
         shape = (1,) + spatial + (H, D)
         q, k, v = (mx.random.normal(shape, key=mx.random.key(i)).astype(dtype) for i in range(3))
@@ -138,10 +181,14 @@ def main(argv=None):
         rows.append(row)
         show(row)
 
-    print("times in ms per call")
+    print("times in ms per call; vs natten = t_natten / t_fused (above 1x: mlx_fused_attn is "
+          "faster); '-': not run (natten-mlx missing, or its pure backend past "
+          "--natten-max-pairs; dense past 4096 tokens on a CPU or with --no-dense)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.plot:
+        plot(rows, args.plot, title)
     return 0 if all(r["agree"] for r in rows) else 1
 
 

@@ -1,23 +1,29 @@
-"""Fused against unfused attention on whatever device MLX uses.
+"""mlx_fused_attn against mx.fast.scaled_dot_product_attention and against
+unfused MLX ops, on whatever device MLX uses.
 
 The grid and columns follow MLX's own sdpa benchmark (B=1, 32 heads,
 qsl = ksl from 32 to 4096, head dims 64/80/128, float16 and float32;
-tpose=1 means q, k, v are transposed views of [B, L, H, D]), with a column for
-mx.fast.scaled_dot_product_attention beside ours. Each fused result is checked
-against the unfused one.
+tpose=1 means q, k, v are transposed views of [B, L, H, D]), with columns
+for mx.fast and for the speedup over it. Each fused result is checked
+against the unfused one. Rows print as they finish.
 
     python benchmarks/sdpa_bench.py              # quick subset
+    python benchmarks/sdpa_bench.py --qsl 1 --ksl 4096 --n-kvh 8 --mask causal
     python benchmarks/sdpa_bench.py --full --csv out.csv --plot out.png
     python benchmarks/sdpa_bench.py --memory     # peak memory, L=16384
+
+Shape flags (--qsl, --ksl, --hdim, --dtype, --tpose) replace the grid by the
+product of their values (a flag not given keeps its default); --batch,
+--n-qh, --n-kvh and --mask apply to every case.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -38,17 +44,42 @@ QUICK = [  # (qsl, hdim, dtype, tpose)
 ]
 
 
+MASKS = ["none", "causal", "bool", "additive"]
+
+
+def causal_keep(Lq, Lk):
+    """[Lq, Lk] bool: query i sees key j iff j <= i + Lk - Lq (bottom-right)."""
+    return mx.arange(Lk - Lq, Lk)[:, None] >= mx.arange(Lk)[None]
+
+
+def make_mask(kind, Lq, Lk, dtype):
+    """The mask argument for `kind`: None, "causal", or the causal pattern as
+    a [Lq, Lk] bool array or an additive array (0 or the dtype's lowest
+    value), which the op reads broadcast over batch and heads."""
+    if kind == "none":
+        return None
+    if kind == "causal":
+        return "causal"
+    keep = causal_keep(Lq, Lk)
+    if kind == "bool":
+        return keep
+    return mx.where(keep, mx.array(0, dtype), mx.array(mx.finfo(dtype).min, dtype))
+
+
 def attention_unfused(q, k, v, scale, mask=None):
     """Attention as separate MLX ops, materialising the L_q x L_k scores."""
     B, Hq, Lq, D = q.shape
-    Hk = k.shape[1]
+    Hk, Lk = k.shape[1], k.shape[2]
     q = (q * mx.array(scale, q.dtype)).reshape(B, Hk, Hq // Hk, Lq, D)
     k, v = mx.expand_dims(k, 2), mx.expand_dims(v, 2)
     scores = q @ k.swapaxes(-1, -2)
-    if mask == "causal":
-        Lk = k.shape[-2]
-        keep = mx.arange(Lk - Lq, Lk)[:, None] >= mx.arange(Lk)[None]
-        scores = mx.where(keep, scores, mx.array(mx.finfo(scores.dtype).min, scores.dtype))
+    lowest = mx.array(mx.finfo(scores.dtype).min, scores.dtype)
+    if isinstance(mask, str):
+        scores = mx.where(causal_keep(Lq, Lk), scores, lowest)
+    elif mask is not None and mask.dtype == mx.bool_:
+        scores = mx.where(mask, scores, lowest)
+    elif mask is not None:
+        scores = scores + mask
     probs = mx.softmax(scores, axis=-1, precise=True)
     return (probs @ v).reshape(B, Hq, Lq, -1)
 
@@ -69,9 +100,12 @@ def time_fn(fn, *args, min_time=0.3, max_iters=200):
     t0 = time.perf_counter()
     mx.eval(fn(*args))
     one = time.perf_counter() - t0
+    # Calls of a second or more (unfused ops on a CPU) are timed once: the
+    # call just made, after the warm-up.
+    if one > 1.0:
+        return one
     per_batch = max(1, min(max_iters, int(0.05 / max(one, 1e-6))))
-    # Calls of a second or more (unfused ops on a CPU) get one timed sample.
-    batches = 1 if one > 1.0 else max(3, min(15, int(min_time / max(one * per_batch, 1e-6))))
+    batches = max(3, min(15, int(min_time / max(one * per_batch, 1e-6))))
     samples = []
     for _ in range(batches):
         t0 = time.perf_counter()
@@ -82,38 +116,50 @@ def time_fn(fn, *args, min_time=0.3, max_iters=200):
     return float(np.median(samples))
 
 
-def make_inputs(B, L, D, Hq, Hk, dtype, tpose, seed=0):
+def make_inputs(B, Lq, Lk, D, Hq, Hk, dtype, tpose, seed=0):
     key = mx.random.key(seed)
     kq, kk, kv = mx.random.split(key, 3)
-    def one(k, H):
+
+    def one(k, H, L):
         if tpose:
             return mx.random.normal((B, L, H, D), key=k).astype(dtype).transpose(0, 2, 1, 3)
         return mx.random.normal((B, H, L, D), key=k).astype(dtype)
-    q, k, v = one(kq, Hq), one(kk, Hk), one(kv, Hk)
+
+    q, k, v = one(kq, Hq, Lq), one(kk, Hk, Lk), one(kv, Hk, Lk)
     mx.eval(q, k, v)
     return q, k, v
 
 
-def run_case(B, L, D, Hq, Hk, dtype_name, tpose, mask=None, skip_unfused=False):
-    dtype = DTYPES.get(dtype_name) or getattr(mx, dtype_name)
-    q, k, v = make_inputs(B, L, D, Hq, Hk, dtype, tpose)
+def run_case(case, skip_unfused=False):
+    """Times one case (a dict of the table's shape columns) three ways; the
+    times are in ms."""
+    B, Lq, Lk, D = case["B"], case["qsl"], case["ksl"], case["hdim"]
+    dtype = DTYPES.get(case["dtype"]) or getattr(mx, case["dtype"])
+    q, k, v = make_inputs(B, Lq, Lk, D, case["n_qh"], case["n_kvh"], dtype, case["tpose"])
+    mask = make_mask(case["mask"], Lq, Lk, dtype)
+    if mask is not None and not isinstance(mask, str):
+        mx.eval(mask)
     scale = D**-0.5
     fused = lambda q, k, v: fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)  # noqa: E731
     fast = lambda q, k, v: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)  # noqa: E731
     unfused = lambda q, k, v: attention_unfused(q, k, v, scale, mask)  # noqa: E731
-    row = dict(B=B, qsl=L, ksl=L, hdim=D, n_qh=Hq, n_kvh=Hk, tpose=tpose, dtype=dtype_name,
-               mask=mask or "none", fused_path=fa.can_use_fused(q, k, v, scale=scale, mask=mask)[0])
+    row = dict(case, fused_path=fa.can_use_fused(q, k, v, scale=scale, mask=mask)[0])
     o_fused = fused(q, k, v)
-    row["t_fuse"] = time_fn(fused, q, k, v)
-    row["t_fast"] = time_fn(fast, q, k, v)
+    row["t_fuse_ms"] = 1e3 * time_fn(fused, q, k, v)
+    row["t_fast_ms"] = 1e3 * time_fn(fast, q, k, v)
     if skip_unfused:
-        ref, row["t_unfs"] = fast(q, k, v), float("nan")
+        ref, row["t_unfs_ms"] = fast(q, k, v), float("nan")
     else:
         ref = unfused(q, k, v)
-        row["t_unfs"] = time_fn(unfused, q, k, v)
-    row["diff%"] = 100.0 * (row["t_unfs"] / row["t_fuse"] - 1.0)
-    row["tflops_fuse"] = flops(B, Hq, L, L, D, mask == "causal") / row["t_fuse"] / 1e12
-    tol = {"float16": 2e-2, "bfloat16": 6e-2, "float32": 2e-4}[dtype_name]
+        row["t_unfs_ms"] = 1e3 * time_fn(unfused, q, k, v)
+    row["diff%"] = 100.0 * (row["t_unfs_ms"] / row["t_fuse_ms"] - 1.0)
+    row["vs_fast"] = row["t_fast_ms"] / row["t_fuse_ms"]
+    # Only "causal" counts the visible triangle; the bool and additive masks
+    # are counted as every (query, key) pair, the work of an arbitrary mask.
+    row["tflops_fuse"] = (
+        flops(B, case["n_qh"], Lq, Lk, D, case["mask"] == "causal") / row["t_fuse_ms"] / 1e9
+    )
+    tol = {"float16": 2e-2, "bfloat16": 6e-2, "float32": 2e-4}[case["dtype"]]
     err = float(mx.max(mx.abs(o_fused.astype(mx.float32) - ref.astype(mx.float32))))
     row["max_abs_diff"] = err
     row["agree"] = bool(err <= tol)
@@ -137,18 +183,52 @@ def device_name():
         return "gpu"
 
 
-def print_table(rows, file=sys.stdout):
-    cols = ["B", "qsl", "ksl", "hdim", "n_qh", "n_kvh", "tpose", "dtype", "mask",
-            "t_unfs", "t_fuse", "t_fast", "diff%", "TFLOP/s"]
-    print(" ".join(f"{c:>8}" for c in cols), file=file)
-    for r in rows:
-        vals = [r["B"], r["qsl"], r["ksl"], r["hdim"], r["n_qh"], r["n_kvh"], r["tpose"],
-                r["dtype"], r["mask"], f"{r['t_unfs']*1e3:.3f}", f"{r['t_fuse']*1e3:.3f}",
-                f"{r['t_fast']*1e3:.3f}", f"{r['diff%']:+.1f}", f"{r['tflops_fuse']:.3f}"]
-        flag = "" if r["agree"] else f"  <-- DISAGREES (max |diff| {r['max_abs_diff']:.3g})"
-        flag += "" if r["fused_path"] else "  (fallback)"
-        print(" ".join(f"{str(v):>8}" for v in vals) + flag, file=file)
-    print("times in ms per call; diff% = t_unfs / t_fuse - 1", file=file)
+COLUMNS = ["B", "qsl", "ksl", "hdim", "n_qh", "n_kvh", "tpose", "dtype", "mask",
+           "t_unfs", "t_fuse", "t_fast", "diff%", "vs_fast", "TFLOP/s"]
+
+
+def print_header():
+    print(" ".join(f"{c:>8}" for c in COLUMNS), flush=True)
+
+
+def print_row(r):
+    def ms(t):
+        return "skipped" if t != t else f"{t:.3f}"
+
+    vals = [r["B"], r["qsl"], r["ksl"], r["hdim"], r["n_qh"], r["n_kvh"], r["tpose"],
+            r["dtype"], r["mask"], ms(r["t_unfs_ms"]), ms(r["t_fuse_ms"]), ms(r["t_fast_ms"]),
+            "" if r["diff%"] != r["diff%"] else f"{r['diff%']:+.1f}",
+            f"{r['vs_fast']:.2f}x", f"{r['tflops_fuse']:.3f}"]
+    flag = "" if r["agree"] else f"  <-- DISAGREES (max |diff| {r['max_abs_diff']:.3g})"
+    flag += "" if r["fused_path"] else "  (fallback)"
+    print(" ".join(f"{str(v):>8}" for v in vals) + flag, flush=True)
+
+
+def print_legend(skipped_unfused):
+    print("times in ms per call; diff% = t_unfs / t_fuse - 1; vs_fast = t_fast / t_fuse "
+          "(above 1x: mlx_fused_attn is faster than mx.fast)")
+    if skipped_unfused:
+        print(f"t_unfs skipped: unfused ops past L = {skipped_unfused} on the CPU take minutes "
+              "a call (--skip-unfused-above); those rows are checked against mx.fast")
+
+
+def estimate_cpu_seconds(cases, skip_above):
+    """Rough seconds for the slow columns on the CPU, where mx.fast and
+    unfused ops both materialise the scores: calibrated by one small call
+    per dtype, scaled by each case's FLOPs, two calls (warm-up, timing) each."""
+    rate = {}
+    for name in {c["dtype"] for c in cases}:
+        q, k, v = make_inputs(1, 256, 256, 64, 8, 8, getattr(mx, name), 0)
+        mx.eval(attention_unfused(q, k, v, 0.125))
+        t0 = time.perf_counter()
+        mx.eval(attention_unfused(q, k, v, 0.125))
+        rate[name] = flops(1, 8, 256, 256, 64) / (time.perf_counter() - t0)
+    seconds = 0.0
+    for c in cases:
+        paths = 1 if max(c["qsl"], c["ksl"]) > skip_above else 2
+        work = flops(c["B"], c["n_qh"], c["qsl"], c["ksl"], c["hdim"])
+        seconds += 2 * paths * work / rate[c["dtype"]]
+    return seconds
 
 
 def plot(rows, path):
@@ -157,23 +237,33 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 5))
-    labels = [f"{r['qsl']}/{r['hdim']}/{r['dtype'][5:]}/{'T' if r['tpose'] else 'N'}" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(8, 0.35 * len(rows) + 3), 5.5))
+    labels = [f"{r['qsl']}x{r['ksl']}/{r['hdim']}/{r['dtype'].replace('float', 'f')}"
+              f"/{'T' if r['tpose'] else 'N'}/{r['mask']}" for r in rows]
     x = np.arange(len(rows))
-    ax.bar(x - 0.2, [r["t_unfs"] / r["t_fuse"] for r in rows], 0.4, label="vs unfused")
-    ax.bar(x + 0.2, [r["t_fast"] / r["t_fuse"] for r in rows], 0.4, label="vs mx.fast")
+    ax.bar(x - 0.2, [r["t_unfs_ms"] / r["t_fuse_ms"] for r in rows], 0.4,
+           label="against unfused MLX ops (t_unfs / t_fuse)")
+    ax.bar(x + 0.2, [r["vs_fast"] for r in rows], 0.4,
+           label="against mx.fast (t_fast / t_fuse)")
     ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_yscale("log")
     ax.set_xticks(x, labels, rotation=90, fontsize=7)
-    ax.set_ylabel("speedup of mlx_fused_attn")
-    ax.set_title(f"sdpa_bench on {device_name()}")
-    ax.legend()
+    ax.set_xlabel("case: qsl x ksl / head dim / dtype / layout (N: [B, H, L, D]; "
+                  "T: transposed view of [B, L, H, D]) / mask")
+    ax.set_ylabel("speedup of mlx_fused_attn (log scale; above 1: faster)")
+    first = rows[0]
+    ax.set_title(f"sdpa_bench, B={first['B']}, {first['n_qh']} query heads, "
+                 f"{first['n_kvh']} kv heads, on {device_name()}\n"
+                 f"mlx {mx.__version__}, mlx_fused_attn {fa.__version__}, "
+                 f"{time.strftime('%Y-%m-%d')}", fontsize=9)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
 def memory_case(L=16384, H=8, D=64, dtype=mx.float16):
     """Peak memory of one fused call, against the size of q, k, v."""
-    q, k, v = make_inputs(1, L, D, H, H, dtype, 0)
+    q, k, v = make_inputs(1, L, L, D, H, H, dtype, 0)
     mx.synchronize()
     qkv = 3 * q.nbytes
     mx.reset_peak_memory()
@@ -189,15 +279,55 @@ def memory_case(L=16384, H=8, D=64, dtype=mx.float16):
           f"The unfused path needs the {scores / 2**30:.1f} GiB score matrix.")
 
 
+def grid(args):
+    """The cases: the quick subset, the --full grid, or the product of the
+    shape flags; with the per-case flags applied."""
+    shape_flags = (args.qsl, args.ksl, args.hdim, args.dtype, args.tpose)
+    if any(f is not None for f in shape_flags):
+        shapes = [
+            (qsl, ksl if ksl is not None else qsl, D, dt, tp)
+            for qsl, ksl, D, dt, tp in itertools.product(
+                args.qsl or [1024], args.ksl or [None], args.hdim or [64],
+                args.dtype or ["float16"], args.tpose or [0])
+        ]
+    elif args.full:
+        shapes = [(L, L, D, dt, tp) for dt in DTYPES for D in HEAD_DIMS
+                  for L in LENGTHS for tp in (0, 1)]
+    else:
+        shapes = [(L, L, D, dt, tp) for L, D, dt, tp in QUICK]
+    if args.max_len:
+        shapes = [c for c in shapes if max(c[0], c[1]) <= args.max_len]
+    n_kvh = args.n_kvh or args.n_qh
+    if args.n_qh % n_kvh:
+        raise SystemExit(f"--n-qh ({args.n_qh}) must be a multiple of --n-kvh ({n_kvh})")
+    return [
+        dict(B=args.batch, qsl=qsl, ksl=ksl, hdim=D, n_qh=args.n_qh, n_kvh=n_kvh,
+             tpose=tp, dtype=dt, mask=mask)
+        for qsl, ksl, D, dt, tp in shapes for mask in args.mask
+    ]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="the whole MLX grid (slow on a CPU)")
-    ap.add_argument("--causal", action="store_true", help="also time causal masks")
-    ap.add_argument("--max-len", type=int, default=None, help="skip sequence lengths above this")
+    ap.add_argument("--batch", type=int, default=1, help="B (default 1)")
+    ap.add_argument("--qsl", type=int, nargs="+", help="query lengths (default 1024 with other shape flags)")
+    ap.add_argument("--ksl", type=int, nargs="+", help="key lengths (default: the query length)")
+    ap.add_argument("--hdim", type=int, nargs="+", help="head dims (default 64 with other shape flags)")
+    ap.add_argument("--dtype", nargs="+", choices=["float16", "bfloat16", "float32"],
+                    help="dtypes (default float16 with other shape flags)")
+    ap.add_argument("--tpose", type=int, nargs="+", choices=[0, 1],
+                    help="1: q, k, v are transposed views of [B, L, H, D] (default 0)")
+    ap.add_argument("--n-qh", type=int, default=HEADS, help=f"query heads (default {HEADS})")
+    ap.add_argument("--n-kvh", type=int, help="key/value heads, dividing --n-qh (default: --n-qh)")
+    ap.add_argument("--mask", nargs="+", choices=MASKS, default=["none"],
+                    help="masks to time: none, causal, or the causal pattern as a bool or an "
+                         "additive [qsl, ksl] array (default none)")
+    ap.add_argument("--max-len", type=int, default=None, help="skip cases with a length above this")
     ap.add_argument("--skip-unfused-above", type=int, default=2048,
                     help="on the CPU, do not time unfused ops past this length (minutes per call)")
-    ap.add_argument("--csv", help="write the table as CSV")
-    ap.add_argument("--json", help="write the table as JSON")
+    ap.add_argument("--csv", help="write the rows as CSV (times in ms, columns *_ms)")
+    ap.add_argument("--json", help="write the rows as JSON (times in ms, keys *_ms)")
     ap.add_argument("--plot", help="write a speedup chart (PNG)")
     ap.add_argument("--memory", action="store_true", help="report peak memory at L=16384")
     ap.add_argument("--device", choices=["cpu", "gpu"], help="default: MLX's default device")
@@ -205,32 +335,31 @@ def main(argv=None):
 
     if args.device:
         mx.set_default_device(mx.cpu if args.device == "cpu" else mx.gpu)
-    print(f"# sdpa_bench on {device_name()}, mlx {mx.__version__}, "
-          f"{time.strftime('%Y-%m-%d')}, {os.environ.get('GIT_COMMIT', '')}".rstrip(", "))
+    print(f"# sdpa_bench on {device_name()}, mlx {mx.__version__}, mlx_fused_attn "
+          f"{fa.__version__}, {time.strftime('%Y-%m-%d')}, {os.environ.get('GIT_COMMIT', '')}"
+          .rstrip(", "), flush=True)
     if args.memory:
         memory_case()
         return 0
 
-    cases = []
-    if args.full:
-        for dtype in DTYPES:
-            for D in HEAD_DIMS:
-                for L in LENGTHS:
-                    for tpose in (0, 1):
-                        cases.append((L, D, dtype, tpose))
-    else:
-        cases = list(QUICK)
-    if args.max_len:
-        cases = [c for c in cases if c[0] <= args.max_len]
-    masks = [None, "causal"] if args.causal else [None]
+    cases = grid(args)
     on_cpu = mx.default_device() == mx.cpu
+    skip_above = args.skip_unfused_above if on_cpu else float("inf")
+    if on_cpu:
+        seconds = estimate_cpu_seconds(cases, skip_above)
+        took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+        print(f"# {len(cases)} case(s). On the CPU, mx.fast and the unfused ops build the "
+              f"whole score matrix: about {took} for this grid on this machine "
+              f"(--max-len, --skip-unfused-above or fewer cases shorten it)", flush=True)
+    print_header()
     rows = []
-    for L, D, dtype, tpose in cases:
-        for mask in masks:
-            skip = on_cpu and L > args.skip_unfused_above
-            rows.append(run_case(1, L, D, HEADS, HEADS, dtype, tpose, mask, skip_unfused=skip))
-            print_table(rows[-1:], file=sys.stderr) if os.environ.get("SDPA_BENCH_VERBOSE") else None
-    print_table(rows)
+    skipped = False
+    for case in cases:
+        skip = max(case["qsl"], case["ksl"]) > skip_above
+        skipped |= skip
+        rows.append(run_case(case, skip_unfused=skip))
+        print_row(rows[-1])
+    print_legend(args.skip_unfused_above if skipped else None)
     bad = [r for r in rows if not r["agree"]]
     if bad:
         print(f"{len(bad)} case(s) where fused and unfused disagree (marked above)")
@@ -243,7 +372,9 @@ def main(argv=None):
             w.writerows(rows)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": device_name(), "mlx": mx.__version__, "rows": rows}, f, indent=1)
+            json.dump({"device": device_name(), "mlx": mx.__version__,
+                       "mlx_fused_attn": fa.__version__, "date": time.strftime("%Y-%m-%d"),
+                       "rows": rows}, f, indent=1)
     if args.plot:
         plot(rows, args.plot)
     return 1 if bad else 0

@@ -5,6 +5,7 @@
 #include "mlx/ops.h"
 #include "mlx_fused_attn/errors.h"
 #include "mlx_fused_attn/fallback.h"
+#include "mlx_fused_attn/notices.h"
 #include "mlx_fused_attn/primitive.h"
 #include "mlx_fused_attn/support.h"
 
@@ -154,6 +155,7 @@ array scaled_dot_product_attention(
     throw std::invalid_argument(
         message("force_fused=True but no fused kernel runs: ", support.reason));
   }
+  note_fallback("scaled_dot_product_attention", call.stream.device, support.reason);
   return attention_fallback(call.spec, call.inputs, call.stream);
 }
 

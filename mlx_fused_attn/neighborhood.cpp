@@ -10,6 +10,7 @@
 #include "mlx_fused_attn/fallback.h"
 #include "mlx_fused_attn/na_call.h"
 #include "mlx_fused_attn/neighborhood_primitive.h"
+#include "mlx_fused_attn/notices.h"
 
 namespace mlx_fused_attn {
 
@@ -192,7 +193,9 @@ array neighborhood_attention(
     std::optional<float> scale,
     StreamOrDevice s) {
   NaCall call = validate(q, k, v, kernel_size, dilation, is_causal, scale, s);
-  if (!neighborhood_support(call).ok) {
+  const Support support = neighborhood_support(call);
+  if (!support.ok) {
+    note_fallback("neighborhood_attention", call.stream.device, support.reason);
     return neighborhood_fallback(call.spec, call.inputs, call.stream);
   }
   std::vector<array> inputs = call.inputs;

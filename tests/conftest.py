@@ -1,7 +1,21 @@
 """Shared helpers: a float64 reference with mx.fast's exact semantics, the
-FlashAttention tolerance rule, and the devices to test on."""
+FlashAttention tolerance rule, the devices to test on, and the test tiers.
+
+Tiers (markers registered in pyproject.toml, given here by file so that a
+new test lands in one without decoration):
+- ``ops``: the op on every device MLX has, the files directly in tests/
+  that compile nothing (about a minute on 2 cores: the quick tier);
+- ``emu``: the Metal kernels in the CPU emulator (tests/metal_emu/), which
+  compiles each kernel with the host compiler;
+- ``compile``: C++, nvcc and NVRTC builds of sources that this machine
+  cannot run (files named ``*_compile.py``), and the other files that run a
+  compiler or a build (COMPILE_TIER);
+- ``gpu``: also on every test that runs on a GPU (a ``device`` parameter of
+  mx.gpu, or a file that needs one), so ``-m "not gpu"`` leaves them out.
+"""
 
 import os
+import pathlib
 
 # Every kernel fills its output with NaN before running, so an element it
 # fails to write fails the comparison (read once, at the first call).
@@ -13,7 +27,6 @@ os.environ.setdefault("MLX_ENABLE_TF32", "0")
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-
 
 
 def _test_devices():
@@ -39,6 +52,41 @@ DTYPES = {"float16": mx.float16, "bfloat16": mx.bfloat16, "float32": mx.float32}
 # place of the dtype (the fused kernel rounds once, on the store).
 FLOOR = {mx.float16: 2e-3, mx.bfloat16: 1.6e-2, mx.float32: 2e-5}
 SWEEP = int(os.environ.get("MLX_FUSED_ATTN_SWEEP", "40"))
+
+
+TESTS = pathlib.Path(__file__).parent
+# Files directly in tests/ that run a compiler or a build beyond the
+# *_compile.py checks: the CPU kernels' ISA builds (g++), the Metal
+# conformance pass (clang's AST), the metallib build (cmake, a fake xcrun).
+COMPILE_TIER = {"test_cpu_na_isa.py", "test_metal_conformance.py", "test_build_metallib.py"}
+NEEDS_GPU = {"test_gpu_jit.py", "test_cuda_backend.py"}
+
+
+def tier(path):
+    """The tier marker of a test file (see the module docstring), or None
+    for files in other folders."""
+    rel = pathlib.Path(path).relative_to(TESTS)
+    if rel.parts[0] == "metal_emu":
+        return "emu"
+    if len(rel.parts) > 1:
+        return None
+    if rel.name.endswith("_compile.py") or rel.name in COMPILE_TIER:
+        return "compile"
+    return "ops"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        name = tier(item.path)
+        if name:
+            item.add_marker(name)
+        params = getattr(item, "callspec", None)
+        # Devices are parametrized as mx.gpu, or as "gpu" for child processes.
+        device = params.params.get("device") if params else None
+        if device is not None and (device == mx.gpu or device == "gpu") or (
+            item.path.name in NEEDS_GPU
+        ):
+            item.add_marker("gpu")
 
 
 def device_params():

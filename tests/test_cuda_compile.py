@@ -174,7 +174,7 @@ def cuda_include_dir():
 def test_nvrtc_compiles_the_jit_source(tmp_path):
     nvrtc = load_nvrtc()
     if nvrtc is None:
-        pytest.skip("libnvrtc not installed (pip install nvidia-cuda-nvrtc)")
+        pytest.skip("libnvrtc not installed (pip install '.[test-cuda]')")
     source = flattened_source().encode()
     # A causal bf16 attention kernel with each kind of product (mma.sync;
     # wgmma with Q in registers at D = 64; wgmma with Q in shared memory at

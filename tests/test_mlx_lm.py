@@ -123,16 +123,15 @@ def test_logits(name, dtype, policy):
 
 
 def test_head_dim_256_is_routed_by_coverage():
-    """Gemma 3's head dim 256: the CPU kernel takes any head dim; the CUDA
-    kernels stop at 128, so there the call falls back to mx.fast and route
-    says why."""
+    """Gemma 3's head dim 256: fused on every device; on CUDA, where mx.fast
+    has no fused kernel past 128, route sends it here and says why."""
     q = mx.zeros((2, 2, PROMPT, 256))
     kv = mx.zeros((2, 1, PROMPT, 256))
     choice, reason = fa.route(q, kv, kv, scale=256**-0.5, mask="causal")
     if ON_CPU:
         assert choice == "fused", reason
     elif fa.build_info()["gpu_backend"] == "cuda":
-        assert choice == "fallback" and reason.startswith("no fused kernel"), reason
+        assert choice == "fused" and "past head dim 128" in reason, reason
 
 
 def greedy(model, prompt, cache=None):
@@ -193,6 +192,7 @@ def test_batched_generation_with_left_padding(policy):
     check_routed(patch.stats, calls=GEN * len(model.layers))
 
 
+@pytest.mark.skipif(not ON_CPU, reason="MLX's CUDA quantized matmul takes no such tiny shapes")
 def test_quantized_kv_cache_is_not_reached():
     """QuantizedKVCache attends with quantized matmuls of its own and never
     calls mx.fast: only the prefill before quantizing is routed."""

@@ -121,7 +121,7 @@ def test_jit_source_instantiates_every_na_kernel(tmp_path):
 def test_nvrtc_compiles_a_na_kernel(tmp_path):
     nvrtc = load_nvrtc()
     if nvrtc is None:
-        pytest.skip("libnvrtc not installed (pip install nvidia-cuda-nvrtc)")
+        pytest.skip("libnvrtc not installed (pip install '.[test-cuda]')")
     source = embedded_text().encode()
     expr = [e for e in na_expressions(tmp_path) if e.startswith("fa::na_attention_kernel<fa::half_t, 64,")][1]
     # The options of nvrtc_compiler.cpp.

@@ -122,7 +122,7 @@ def test_jit_source_holds_the_short_kernels(tmp_path):
 def test_nvrtc_compiles_a_short_kernel(tmp_path):
     nvrtc = load_nvrtc()
     if nvrtc is None:
-        pytest.skip("libnvrtc not installed (pip install nvidia-cuda-nvrtc)")
+        pytest.skip("libnvrtc not installed (pip install '.[test-cuda]')")
     expr = [e for e in short_expressions(tmp_path) if e.startswith("fa::short_attention_kernel<fa::bfloat_t, 64, 32,")][0]
     # The options of nvrtc_compiler.cpp.
     options = [b"--gpu-architecture=sm_90a", b"--include-path=" + cuda_include_dir().encode(),

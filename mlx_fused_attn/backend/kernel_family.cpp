@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "mlx_fused_attn/notices.h"
+
 namespace mlx_fused_attn {
 
 namespace {
@@ -16,7 +18,6 @@ struct Registry {
   /// (device, what) -> (family, reason); reason empty: loaded.
   std::map<std::pair<std::string, std::string>, std::pair<KernelFamily, std::string>>
       outcomes;
-  std::vector<std::string> pending_warnings;
 };
 
 Registry& registry() {
@@ -83,7 +84,8 @@ Support kernel_available(
     }
     it = r.outcomes.emplace(key, std::make_pair(family, reason)).first;
     if (!reason.empty()) {
-      r.pending_warnings.push_back(
+      post_notice(
+          NoticeKind::KernelFailure,
           "mlx_fused_attn: the " + std::string(family_name(family)) +
           " kernels cannot run on " + device + " (" + what +
           "), so calls that need them run unfused: " + reason);
@@ -107,14 +109,6 @@ Support cpu_kernel_available(KernelFamily family) {
               "disabled by MLX_FUSED_ATTN_BREAK_FAMILY (a test hook)");
         }
       });
-}
-
-std::vector<std::string> take_kernel_warnings() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  std::vector<std::string> out;
-  out.swap(r.pending_warnings);
-  return out;
 }
 
 std::vector<KernelOutcome> kernel_outcomes() {

@@ -36,7 +36,7 @@ const char* injected_compile_error();
 /// uniquely on `device`) can be used: `load` builds or finds it and throws
 /// with the reason when it cannot. The outcome is kept for the process; a
 /// failure is returned as a reason naming the family and the message, and
-/// queued once for take_kernel_warnings.
+/// posted once as a KernelFailure notice (notices.h).
 Support kernel_available(
     KernelFamily family,
     const std::string& device,
@@ -47,10 +47,6 @@ Support kernel_available(
 /// hook, which makes it refuse (through kernel_available, as a GPU family
 /// that fails to build would).
 Support cpu_kernel_available(KernelFamily family);
-
-/// The failure messages queued since the last call (each once a process),
-/// for the Python layer to raise as warnings.
-std::vector<std::string> take_kernel_warnings();
 
 /// Every remembered outcome: (family, what, reason), reason empty when it
 /// loaded; for the selftest's report.

@@ -11,13 +11,25 @@ from __future__ import annotations
 
 import warnings
 
-import mlx.core as mx  # must be imported before the extension (shared types)
+from . import _build_info
+from ._mlx_match import built_against, check_installed_mlx, explain_load_error
 
-from . import _ext
-from .patching import MxFastPatch, PatchStats, patch_mx_fast, patch_stats, unpatch_mx_fast
-from .routing import route
+# Before anything loads a library: a mismatched MLX fails there with only an
+# undefined symbol.
+check_installed_mlx(_build_info)
+
+import mlx.core as mx  # noqa: E402  (before the extension: shared types)
+
+try:
+    from . import _ext  # noqa: E402
+except ImportError as error:
+    raise explain_load_error(error, _build_info) from error
+
+from .patching import MxFastPatch, PatchStats, patch_mx_fast, patch_stats, unpatch_mx_fast  # noqa: E402
+from .routing import route  # noqa: E402
 
 __all__ = [
+    "FallbackWarning",
     "scaled_dot_product_attention",
     "can_use_fused",
     "neighborhood_attention",
@@ -34,20 +46,30 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def _warn_kernel_failures():
-    """A kernel family that cannot be built or loaded makes its calls fall
-    back; say so once, where the user can see it."""
-    for message in _ext.take_kernel_warnings():
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+class FallbackWarning(UserWarning):
+    """A call ran as plain MLX ops instead of a fused kernel. Raised once per
+    distinct reason, and only with MLX_FUSED_ATTN_WARN_FALLBACK=1."""
+
+
+def _report_notices():
+    """Raise the extension's notices as warnings where the user sees them:
+    a kernel family that cannot be built or loaded (RuntimeWarning, always)
+    and, when switched on, each distinct reason a call fell back. The
+    extension queues each message once a process."""
+    for kind, message in _ext.take_notices():
+        category = FallbackWarning if kind == "fallback" else RuntimeWarning
+        warnings.warn(message, category, stacklevel=3)
 
 
 def build_info() -> dict:
     """The GPU backend of this build (``"metal"``, ``"cuda"`` or
     ``"none"``), whether its kernels were built ahead of time (``aot``), and
     whether they are compiled at run time now (``jit``:
-    ``MLX_FUSED_ATTN_JIT=1``, or a build without AOT kernels)."""
+    ``MLX_FUSED_ATTN_JIT=1``, or a build without AOT kernels); the running
+    ``mlx_version`` and the MLX packages it was ``built_against``."""
     info = dict(_ext.build_info())
     info["mlx_version"] = mx.__version__
+    info["built_against"] = built_against(_build_info)
     return info
 
 
@@ -140,7 +162,7 @@ def scaled_dot_product_attention(
             force_fused=bool(force_fused), stream=stream,
         )
     finally:
-        _warn_kernel_failures()
+        _report_notices()
 
 
 def can_use_fused(
@@ -164,7 +186,7 @@ def can_use_fused(
             q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream
         )
     finally:
-        _warn_kernel_failures()
+        _report_notices()
 
 
 def _per_axis(value, name, kind):
@@ -238,7 +260,7 @@ def neighborhood_attention(
             q, k, v, ks, dilation=ds, is_causal=cs, scale=sc, stream=stream
         )
     finally:
-        _warn_kernel_failures()
+        _report_notices()
 
 
 def neighborhood_can_use_fused(
@@ -260,4 +282,4 @@ def neighborhood_can_use_fused(
             q, k, v, ks, dilation=ds, is_causal=cs, scale=sc, stream=stream
         )
     finally:
-        _warn_kernel_failures()
+        _report_notices()

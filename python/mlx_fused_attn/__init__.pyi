@@ -4,6 +4,8 @@ import mlx.core as mx
 
 __version__: str
 
+class FallbackWarning(UserWarning): ...
+
 def scaled_dot_product_attention(
     q: mx.array,
     k: mx.array,

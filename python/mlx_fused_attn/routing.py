@@ -55,6 +55,9 @@ METAL_MIN_QUERIES = 32
 # CUDA: calls with at most this many queries are decoding steps; mx.fast's
 # kernel for them splits the keys over blocks, ours does not.
 CUDA_DECODE_MAX_QUERIES = 8
+# cuDNN's largest head dim: past it (or with D_v != D) mx.fast runs plain MLX
+# ops on CUDA, materialising the scores.
+CUDNN_MAX_HEAD_DIM = 128
 # The short-sequence kernel's longest L_q and L_k (README, "Short sequences").
 SHORT_MAX_LENGTH = 64
 # can_use_fused's reason for calls the short-sequence kernel takes (README,
@@ -150,7 +153,12 @@ def _device(stream) -> mx.Device:
     return mx.default_device()
 
 
-def _cuda_by_shape(q: mx.array, k: mx.array) -> tuple[str, str] | None:
+def _past_cudnn(q: mx.array, v: mx.array) -> bool:
+    """Head dims cuDNN does not take: mx.fast runs plain MLX ops for them."""
+    return q.shape[3] > CUDNN_MAX_HEAD_DIM or v.shape[3] != q.shape[3]
+
+
+def _cuda_by_shape(q: mx.array, k: mx.array, v: mx.array) -> tuple[str, str] | None:
     """mx.fast's verdict for calls past the short-sequence kernel's lengths,
     from the shapes alone; None where the kernel decides."""
     if max(q.shape[2], k.shape[2]) <= SHORT_MAX_LENGTH:
@@ -166,6 +174,8 @@ def _cuda_by_shape(q: mx.array, k: mx.array) -> tuple[str, str] | None:
             "unfused TF32 path (B=1 H=32 L=1024 D=128: 218 us against 577 us, "
             'older kernel); policy="fused" keeps float32 accuracy and memory'
         )
+    if _past_cudnn(q, v):
+        return None
     return PASSTHROUGH, (
         f"CUDA: cuDNN (mx.fast) is faster for float16/bfloat16 past "
         f"{SHORT_MAX_LENGTH} tokens (ours 0.66x-0.91x its speed on an H200: "
@@ -173,11 +183,17 @@ def _cuda_by_shape(q: mx.array, k: mx.array) -> tuple[str, str] | None:
     )
 
 
-def _cuda_by_kernel(fused_reason: str) -> tuple[str, str]:
+def _cuda_by_kernel(q: mx.array, v: mx.array, fused_reason: str) -> tuple[str, str]:
     if fused_reason.startswith(SHORT_KERNEL_REASON):
         return FUSED, (
             "CUDA: the short-sequence kernel takes it (1.12x-6.5x mx.fast on "
             "an H200: B=1000 H=80 L=32 D=64 fp16 339 us against 1277 us)"
+        )
+    if _past_cudnn(q, v):
+        return FUSED, (
+            f"CUDA: past head dim {CUDNN_MAX_HEAD_DIM} (or with D_v != D) mx.fast has "
+            "no fused kernel and runs plain MLX ops (H200: B=1 H=32 L=4096 "
+            "D=256 bf16, see MEASUREMENTS)"
         )
     return PASSTHROUGH, (
         "CUDA: short sequences the short-sequence kernel does not take went "
@@ -195,15 +211,16 @@ def _metal_by_shape(q: mx.array) -> tuple[str, str] | None:
     )
 
 
-def _by_shape(q, k) -> tuple[str, str] | None:
+def _by_shape(q, k, v) -> tuple[str, str] | None:
     """A GPU rule's verdict where the shapes alone decide for mx.fast: such
     calls skip the coverage check (a validation of every argument), which
     matters for decoding, one call a layer a token."""
-    if not (isinstance(q, mx.array) and isinstance(k, mx.array) and q.ndim == k.ndim == 4):
+    arrays = (q, k, v)
+    if not all(isinstance(x, mx.array) and x.ndim == 4 for x in arrays):
         return None
     backend = _gpu_backend()
     if backend == "cuda":
-        return _cuda_by_shape(q, k)
+        return _cuda_by_shape(q, k, v)
     if backend == "metal":
         return _metal_by_shape(q)
     return None
@@ -236,7 +253,7 @@ def route(
         )
     on_cpu = _device(stream).type == mx.DeviceType.cpu
     if policy == "auto" and not on_cpu:
-        verdict = _by_shape(q, k)
+        verdict = _by_shape(q, k, v)
         if verdict:
             return verdict
     try:
@@ -255,7 +272,7 @@ def route(
             "111 ms against 3927 ms on 2 cores)"
         )
     if _gpu_backend() == "cuda":
-        return _cuda_by_kernel(reason)
+        return _cuda_by_kernel(q, v, reason)
     # Only Metal is left: a GPU build without kernels covers nothing.
     return FUSED, (
         f"Metal: L_q >= {METAL_MIN_QUERIES} fills a query block (unmeasured on Apple hardware)"

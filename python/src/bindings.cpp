@@ -12,6 +12,7 @@
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/kernel_family.h"
 #include "mlx_fused_attn/neighborhood.h"
+#include "mlx_fused_attn/notices.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -113,9 +114,19 @@ NB_MODULE(_ext, m) {
       "is_causal"_a, "scale"_a = nb::none(), "stream"_a = nb::none());
 
   m.def(
-      "take_kernel_warnings",
-      &mlx_fused_attn::take_kernel_warnings,
-      "Kernel build failures not yet reported (each once a process).");
+      "take_notices",
+      [] {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const auto& n : mlx_fused_attn::take_notices()) {
+          out.emplace_back(
+              n.kind == mlx_fused_attn::NoticeKind::Fallback ? "fallback"
+                                                             : "kernel_failure",
+              n.message);
+        }
+        return out;
+      },
+      "(kind, message) of the notices not yet reported, each once a "
+      "process; kind is \"kernel_failure\" or \"fallback\".");
 
   m.def(
       "kernel_outcomes",
