@@ -226,7 +226,7 @@ def test_threads():
 def test_route_on_the_cpu():
     q, k, v = inputs()
     assert fa.route(q, k, v, scale=1.0, stream=mx.cpu)[0] == routing.FUSED
-    choice, reason = fa.route(q.astype(mx.float64), k, v, scale=1.0, stream=mx.cpu)
+    choice, reason = fa.route(q.astype(mx.float64, stream=mx.cpu), k, v, scale=1.0, stream=mx.cpu)
     assert choice == routing.FALLBACK and "float64" in reason
     choice, reason = fa.route(q, k, v, scale=1.0, mask="upper")
     assert choice == routing.FALLBACK and "does not accept" in reason
