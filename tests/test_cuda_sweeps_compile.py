@@ -27,4 +27,6 @@ SWEEPS = [
     "source, flags", SWEEPS, ids=[f"{s}{' quick' if len(f) > 1 else ''}" for s, f in SWEEPS]
 )
 def test_sweep_builds(tmp_path, source, flags):
-    nvcc(*flags, os.path.join(REPO, "benchmarks", source), "-o", str(tmp_path / "sweep"))
+    exe = tmp_path / "sweep"
+    nvcc(*flags, os.path.join(REPO, "benchmarks", source), "-o", str(exe))
+    assert exe.is_file() and exe.stat().st_size > 0, f"nvcc left no executable for {source}"
