@@ -13,13 +13,16 @@ come from two ceilings measured at the start: a bf16 8192^3 matmul (torch)
 and a device-to-device copy; `floor` is the larger of FLOPs / matmul rate
 and (q, k, v, o bytes) / copy bandwidth.
 
-    python benchmarks/gpu_bench.py [--quick | --short] [--out results.md]
+    python benchmarks/gpu_bench.py [--quick | --short | --workload] [--out results.md]
 
 `--short` times many short sequences (L <= 64, thousands of (batch, head)
 pairs), where the short-sequence kernel runs: it adds this package's
 general kernel on the same shapes (`fused_general`, MLX_FUSED_ATTN_SHORT=0)
 and reports the fused kernel's bandwidth, (q, k, v, o bytes) / kernel time,
-as a share of the measured copy bandwidth.
+as a share of the measured copy bandwidth. `--workload` times the calls
+models make: decoding against a long cache, chunked prefill, GQA and array
+masks, with each kernel's distance from its floor and wall-clock against
+kernel time.
 """
 
 import argparse
@@ -33,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
 from torch.profiler import ProfilerActivity, profile
 
 import mlx_fused_attn as fa
@@ -127,12 +131,18 @@ def measure_ceilings():
     return tflops, tbps
 
 
-def mlx_unfused(q, k, v, scale, causal):
+def mlx_unfused(q, k, v, scale, mask):
+    """Scores in full, as models without a fused kernel compute them."""
+    if q.shape[1] != k.shape[1]:
+        k, v = (mx.repeat(x, q.shape[1] // x.shape[1], axis=1) for x in (k, v))
     s = (q * scale) @ k.swapaxes(-1, -2)
-    if causal:
-        Lq, Lk = q.shape[2], k.shape[2]
-        allowed = mx.arange(Lk - Lq, Lk)[:, None] >= mx.arange(Lk)[None]
-        s = mx.where(allowed, s, mx.array(mx.finfo(s.dtype).min, s.dtype))
+    Lq, Lk = q.shape[2], k.shape[2]
+    if isinstance(mask, str):
+        mask = mx.arange(Lk - Lq, Lk)[:, None] >= mx.arange(Lk)[None]
+    if mask is not None and mask.dtype == mx.bool_:
+        s = mx.where(mask, s, mx.array(mx.finfo(s.dtype).min, s.dtype))
+    elif mask is not None:
+        s = s + mask
     return mx.softmax(s, axis=-1, precise=True) @ v
 
 
@@ -153,14 +163,71 @@ def general_kernel(make, iters):
         del os.environ["MLX_FUSED_ATTN_SHORT"]
 
 
-def run_case(B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused, general=False):
-    mdt, tdt = DTYPES[dtype_name]
-    scale = D**-0.5
-    mask = "causal" if causal else None
-    rng = np.random.default_rng(L * D)
-    host = [rng.standard_normal((B, H, L, D), dtype=np.float32) for _ in range(3)]
+class Case:
+    """One attention call: q [B, Hq, Lq, D], k and v [B, Hkv, Lk, D], and a
+    mask: None, "causal", or an array mask "add" / "bool" of shape
+    [1, mask_heads, Lq, Lk] broadcast over the batch (and the heads when
+    mask_heads is 1), as models build them."""
+
+    def __init__(self, B, Hq, Lq, D, dtype, mask=None, Hkv=None, Lk=None, mask_heads=1):
+        self.B, self.Hq, self.Lq, self.D, self.dtype = B, Hq, Lq, D, dtype
+        self.Hkv = Hkv or Hq
+        self.Lk = Lk or Lq
+        self.mask, self.mask_heads = mask, mask_heads
+
+    @property
+    def causal(self):
+        return self.mask == "causal"
+
+    def mask_label(self):
+        if self.mask in (None, "causal"):
+            return self.mask or "none"
+        return f"{self.mask} [1,{self.mask_heads},Lq,Lk]"
+
+    def flops(self):
+        return attention_flops(self.B, self.Hq, self.Lq, self.Lk, self.D, self.causal)
+
+    def nbytes(self):
+        """Bytes a kernel must move: q and o once, k and v once per KV head,
+        the array mask once."""
+        item = DTYPES[self.dtype][0].size
+        n = item * 2 * self.B * (self.Hq * self.Lq + self.Hkv * self.Lk) * self.D
+        if self.mask in ("add", "bool"):
+            n += self.mask_heads * self.Lq * self.Lk * (1 if self.mask == "bool" else item)
+        return n
+
+    def work(self):
+        return self.B * self.Hq * self.Lq * self.Lk * self.D
+
+
+def host_mask(case, rng):
+    """The array mask as NumPy: every query keeps its diagonal key visible
+    (no empty rows, where the providers' conventions differ) and about a
+    quarter of the others masked."""
+    shape = (1, case.mask_heads, case.Lq, case.Lk)
+    keep = rng.random(shape) > 0.25
+    rows = np.arange(case.Lq)
+    keep[..., rows, np.minimum(rows + case.Lk - case.Lq, case.Lk - 1)] = True
+    if case.mask == "bool":
+        return keep
+    return np.where(keep, 0.0, -1e4).astype(np.float32)
+
+
+def run_case(case, iters, ceilings, skip_unfused, general=False):
+    mdt, tdt = DTYPES[case.dtype]
+    c = case
+    scale = c.D**-0.5
+    rng = np.random.default_rng(c.Lq * c.D + c.Lk)
+    host = [rng.standard_normal((c.B, h, n, c.D), dtype=np.float32)
+            for h, n in ((c.Hq, c.Lq), (c.Hkv, c.Lk), (c.Hkv, c.Lk))]
     q, k, v = (mx.array(x).astype(mdt) for x in host)
     tq, tk, tv = (torch.from_numpy(x).to("cuda", tdt) for x in host)
+    mask, tmask = ("causal" if c.causal else None), None
+    if c.mask in ("add", "bool"):
+        m = host_mask(c, rng)
+        mask = mx.array(m) if c.mask == "bool" else mx.array(m).astype(mdt)
+        tmask = torch.from_numpy(m).to("cuda") if c.mask == "bool" else torch.from_numpy(m).to("cuda", tdt)
+        mx.eval(mask)
     mx.eval(q, k, v)
     del host
 
@@ -170,7 +237,7 @@ def run_case(B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused, gene
         "mx_fast": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask),
     }
     if not skip_unfused:
-        mlx_calls["mlx_unfused"] = lambda: mlx_unfused(q, k, v, scale, causal)
+        mlx_calls["mlx_unfused"] = lambda: mlx_unfused(q, k, v, scale, mask)
     if general:
         mlx_calls["fused_general"] = mlx_calls["fused"]
     for name, make in mlx_calls.items():
@@ -181,15 +248,18 @@ def run_case(B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused, gene
             results[name] = (float("nan"), float("nan"))
             print(f"  {name}: {type(e).__name__}: {str(e)[:80]}", file=sys.stderr)
     for name, backend in TORCH_BACKENDS.items():
-        if dtype_name == "float32" and name != "torch_eff":
+        if case.dtype == "float32" and name != "torch_eff":
             continue  # flash and cuDNN take fp16/bf16 only
+        # torch's is_causal is top-left aligned; MLX's causal is bottom-right.
+        causal_mask = causal_lower_right(c.Lq, c.Lk) if c.causal else tmask
         def call(backend=backend):
             with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
+                return F.scaled_dot_product_attention(
+                    tq, tk, tv, attn_mask=causal_mask, scale=scale, enable_gqa=c.Hkv != c.Hq)
         try:
             results[name] = (kernel_time_us(call, torch.cuda.synchronize, iters),
                              torch_wall_us(call, iters))
-        except Exception as e:
+        except Exception as e:  # a backend that refuses the call (masks, GQA)
             results[name] = (float("nan"), float("nan"))
             print(f"  {name}: {type(e).__name__}: {str(e)[:80]}", file=sys.stderr)
 
@@ -199,14 +269,12 @@ def run_case(B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused, gene
     want = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
     err = mx.abs(got[:, :2].astype(mx.float32) - want[:, :2].astype(mx.float32)).max().item()
 
-    flops = attention_flops(B, H, L, L, D, causal)
-    nbytes = 4 * B * H * L * D * q.itemsize
     tflops_ceiling, tbps_ceiling = ceilings
-    floor_us = max(flops / (tflops_ceiling * 1e12), nbytes / (tbps_ceiling * 1e12)) * 1e6
-    del q, k, v, tq, tk, tv
+    floor_us = max(c.flops() / (tflops_ceiling * 1e12), c.nbytes() / (tbps_ceiling * 1e12)) * 1e6
+    del q, k, v, tq, tk, tv, mask, tmask
     torch.cuda.empty_cache()
     mx.clear_cache()
-    return results, flops, floor_us, err
+    return results, floor_us, err
 
 
 def fmt_us(x):
@@ -217,6 +285,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few cases only")
     ap.add_argument("--short", action="store_true", help="many short sequences (see above)")
+    ap.add_argument("--workload", action="store_true",
+                    help="the calls models make: decode, chunked prefill, array masks, GQA")
     ap.add_argument("--iters", type=int, default=0, help="calls per measurement (default: by size)")
     ap.add_argument("--out", default=None, help="also write the markdown table here")
     ap.add_argument("--lengths", default=None, help="L of the B=1 cases, as 512,4096")
@@ -234,13 +304,16 @@ def main():
     for dtype_name in args.dtypes.split(",") if args.dtypes else ["float16", "float32"]:
         for D in dims:
             for L in lengths:
-                cases.append((1, 32, L, D, dtype_name, False))
+                cases.append(Case(1, 32, L, D, dtype_name))
     for D in [] if args.no_large else [64, 128]:
-        for causal in [False, True]:
-            cases.append((4, 32, 8192, D, "bfloat16", causal))
+        for mask in [None, "causal"]:
+            cases.append(Case(4, 32, 8192, D, "bfloat16", mask))
 
     if args.short:
         short_table(args)
+        return
+    if args.workload:
+        workload_table(args)
         return
 
     ceilings = measure_ceilings()
@@ -256,15 +329,14 @@ def main():
         "|" + "---:|" * (10 + len(PROVIDERS) - 1 + 5),
     ]
     print("\n".join(lines), flush=True)
-    for B, H, L, D, dtype_name, causal in cases:
-        work = B * H * L * L * D
-        iters = args.iters or max(3, min(100, int(2e11 / work)))
-        res, flops, floor_us, err = run_case(
-            B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused=(B * H * L * L > 2**31)
+    for c in cases:
+        iters = args.iters or max(3, min(100, int(2e11 / c.work())))
+        res, floor_us, err = run_case(
+            c, iters, ceilings, skip_unfused=(c.B * c.Hq * c.Lq * c.Lk > 2**31)
         )
         fk, fw = res["fused"]
-        cells = [str(B), str(H), str(L), str(D), dtype_name, "yes" if causal else "no",
-                 f"{fmt_us(fk)} ({fmt_us(fw)})", f"{flops / (fk * 1e-6) / 1e12:.0f}",
+        cells = [str(c.B), str(c.Hq), str(c.Lq), str(c.D), c.dtype, "yes" if c.causal else "no",
+                 f"{fmt_us(fk)} ({fmt_us(fw)})", f"{c.flops() / (fk * 1e-6) / 1e12:.0f}",
                  f"{floor_us:.1f}", f"{100 * floor_us / fk:.0f}"]
         for p in PROVIDERS[1:]:
             k_us, w_us = res.get(p, (float("nan"), float("nan")))
@@ -281,18 +353,18 @@ def main():
             f.write("\n".join(lines) + "\n")
 
 
-# (B, H, L, D, dtype, causal): the two targets of the short kernel first
+# The two targets of the short kernel first
 # (B=1000 H=80 L=32 D=64 and B=1000 H=160 L=48 D=32, fp16), then the other
 # capacities, dtypes and causal, and one small batch (launch-bound).
 SHORT_CASES = [
-    (1000, 80, 32, 64, "float16", False),
-    (1000, 160, 48, 32, "float16", False),
-    (1000, 80, 32, 64, "bfloat16", False),
-    (1000, 80, 32, 64, "float16", True),
-    (1000, 80, 32, 64, "float32", False),
-    (2000, 64, 16, 64, "float16", False),
-    (1000, 40, 64, 128, "float16", False),
-    (1, 8, 64, 64, "float16", False),
+    Case(1000, 80, 32, 64, "float16"),
+    Case(1000, 160, 48, 32, "float16"),
+    Case(1000, 80, 32, 64, "bfloat16"),
+    Case(1000, 80, 32, 64, "float16", "causal"),
+    Case(1000, 80, 32, 64, "float32"),
+    Case(2000, 64, 16, 64, "float16"),
+    Case(1000, 40, 64, 128, "float16"),
+    Case(1, 8, 64, 64, "float16"),
 ]
 SHORT_PROVIDERS = ["fused_general", "mx_fast", "torch_flash", "torch_cudnn", "torch_eff"]
 
@@ -314,16 +386,12 @@ def short_table(args):
         "|" + "---:|" * (10 + len(SHORT_PROVIDERS) + 6),
     ]
     print("\n".join(lines), flush=True)
-    for B, H, L, D, dtype_name, causal in SHORT_CASES:
-        work = B * H * L * L * D
-        iters = args.iters or max(10, min(100, int(2e11 / work)))
-        res, _, floor_us, err = run_case(
-            B, H, L, D, dtype_name, causal, iters, ceilings, skip_unfused=True, general=True
-        )
+    for c in SHORT_CASES:
+        iters = args.iters or max(10, min(100, int(2e11 / c.work())))
+        res, floor_us, err = run_case(c, iters, ceilings, skip_unfused=True, general=True)
         fk, fw = res["fused"]
-        nbytes = 4 * B * H * L * D * DTYPES[dtype_name][0].size
-        tbps = nbytes / (fk * 1e-6) / 1e12
-        cells = [str(B), str(H), str(L), str(D), dtype_name, "yes" if causal else "no",
+        tbps = c.nbytes() / (fk * 1e-6) / 1e12
+        cells = [str(c.B), str(c.Hq), str(c.Lq), str(c.D), c.dtype, "yes" if c.causal else "no",
                  f"{fmt_us(fk)} ({fmt_us(fw)})", f"{tbps:.2f}", f"{100 * tbps / ceilings[1]:.0f}",
                  f"{floor_us:.1f}"]
         for p in SHORT_PROVIDERS:
@@ -333,6 +401,62 @@ def short_table(args):
             k_us = res.get(p, (float("nan"),))[0]
             cells.append("-" if math.isnan(k_us) else f"{k_us / fk:.2f}")
         cells.append(f"{err:.2e}")
+        line = "| " + " | ".join(cells) + " |"
+        lines.append(line)
+        print(line, flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+# The calls models make (issue 16): decoding against a long cache and
+# chunked prefill with GQA (32 query heads over 8 KV heads), array masks as
+# mlx-lm passes them, and a GQA causal prefill.
+WORKLOAD_CASES = [
+    ("decode", Case(1, 32, 1, 128, "bfloat16", Hkv=8, Lk=32768)),
+    ("decode", Case(1, 32, 1, 128, "bfloat16", Hkv=8, Lk=4096)),
+    ("decode B=8", Case(8, 32, 1, 128, "bfloat16", Hkv=8, Lk=32768)),
+    ("decode B=8", Case(8, 32, 1, 128, "bfloat16", Hkv=8, Lk=4096)),
+    ("chunked prefill", Case(1, 32, 128, 128, "bfloat16", "causal", Hkv=8, Lk=32768)),
+    ("chunked prefill B=8", Case(8, 32, 128, 128, "bfloat16", "causal", Hkv=8, Lk=4096)),
+    ("array mask", Case(1, 32, 2048, 64, "float16", "add")),
+    ("array mask", Case(1, 32, 2048, 64, "float16", "add", mask_heads=32)),
+    ("array mask", Case(1, 32, 2048, 64, "float16", "bool")),
+    ("no mask", Case(1, 32, 2048, 64, "float16")),
+    ("GQA prefill", Case(1, 32, 2048, 128, "bfloat16", "causal", Hkv=8)),
+]
+WORKLOAD_PROVIDERS = ["mx_fast", "torch_flash", "torch_cudnn", "torch_eff", "mlx_unfused"]
+
+
+def workload_table(args):
+    ceilings = measure_ceilings()
+    lines = [
+        f"Ceilings: bf16 matmul {ceilings[0]:.0f} TFLOP/s, copy {ceilings[1]:.2f} TB/s. "
+        f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; MLX {mx.__version__}.",
+        "",
+        "Kernel time per call in us (CUPTI, one evaluation a call); wall-clock per call "
+        "in parentheses (a stream of async_eval calls, one synchronisation). "
+        "`floor`: the larger of FLOPs / matmul rate and (q, k, v, o, mask bytes) / copy "
+        "bandwidth. `x mx.fast`: mx.fast kernel time / fused kernel time (>1: fused is faster).",
+        "",
+        "| call | B | Hq/Hkv | Lq | Lk | D | dtype | mask | fused | floor us | % of floor | "
+        + " | ".join(WORKLOAD_PROVIDERS)
+        + " | x mx.fast | wall/kernel fused | wall/kernel mx.fast | max err vs mx.fast |",
+        "|---|" + "---:|" * (11 + len(WORKLOAD_PROVIDERS) + 4),
+    ]
+    print("\n".join(lines), flush=True)
+    for label, c in WORKLOAD_CASES:
+        iters = args.iters or max(10, min(100, int(2e11 / c.work())))
+        res, floor_us, err = run_case(c, iters, ceilings, skip_unfused=c.B * c.Hq * c.Lq * c.Lk > 2**31)
+        fk, fw = res["fused"]
+        mk, mw = res["mx_fast"]
+        cells = [label, str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.Lk), str(c.D), c.dtype,
+                 c.mask_label(), f"{fmt_us(fk)} ({fmt_us(fw)})", f"{floor_us:.1f}",
+                 f"{100 * floor_us / fk:.0f}"]
+        for p in WORKLOAD_PROVIDERS:
+            k_us, w_us = res.get(p, (float("nan"), float("nan")))
+            cells.append(f"{fmt_us(k_us)} ({fmt_us(w_us)})")
+        cells += [f"{mk / fk:.2f}", f"{fw / fk:.2f}", f"{mw / mk:.2f}", f"{err:.2e}"]
         line = "| " + " | ".join(cells) + " |"
         lines.append(line)
         print(line, flush=True)

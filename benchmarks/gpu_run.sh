@@ -11,7 +11,8 @@
 # CUDA_ARCHS (default 90a, the GPU there with its warpgroup products) the AOT
 # architectures; PYTEST_K the
 # tests' -k expression (default "not cpu"); BENCH_ARGS extra arguments for
-# gpu_bench.py (--short: the short-sequence table); MODEL_BENCH_ARGS extra
+# gpu_bench.py (--short: the short-sequence table; --workload: decode,
+# chunked prefill, array masks, GQA); MODEL_BENCH_ARGS extra
 # arguments for model_bench.py. Needs .device-cache/mlx-cuda-site.tar.xz.
 # The step "models" (issue 14: patch_mx_fast inside mlx-lm) is not in the
 # default list; it also needs the mlx-lm wheel in .device-cache (here:
