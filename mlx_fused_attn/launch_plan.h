@@ -84,6 +84,15 @@ struct FamilyCandidate {
   Support (*plan)(const Context& context, Plan& plan);
 };
 
+/// Whether `answer` lets planning go on; a "no" becomes the plan's reason.
+template <typename Plan>
+bool admitted(const Support& answer, Plan& plan) {
+  if (!answer.ok) {
+    plan.reason = answer.reason;
+  }
+  return answer.ok;
+}
+
 /// Sets `plan.family` to the first of `families` that can run it. When
 /// none can, `plan.reason` is the last one's: the list ends with the most
 /// general family, whose limits are the ones the user meets.

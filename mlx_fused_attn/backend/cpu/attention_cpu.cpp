@@ -21,11 +21,8 @@ void plan(const AttentionCall& call, AttentionPlan& plan) {
     return;
   }
   plan.dtype = *dtype;
-  const Support available = cpu_kernel_available(KernelFamily::Attention);
-  if (available.ok) {
+  if (admitted(cpu_kernel_available(KernelFamily::Attention), plan)) {
     plan.family = KernelFamily::Attention;
-  } else {
-    plan.reason = available.reason;
   }
 }
 

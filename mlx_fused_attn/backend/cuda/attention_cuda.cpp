@@ -233,9 +233,7 @@ void add_attention_node(
 } // namespace
 
 void plan(const AttentionCall& call, AttentionPlan& plan) {
-  if (Support covered = attention_kernel_covers(kOp, call.inputs, plan);
-      !covered.ok) {
-    plan.reason = covered.reason;
+  if (!admitted(attention_kernel_covers(kOp, call.inputs, plan), plan)) {
     return;
   }
   cu::Device& d = cu::device(call.stream.device);
@@ -248,13 +246,12 @@ void plan(const AttentionCall& call, AttentionPlan& plan) {
     return;
   }
   const CudaTarget target{d.cuda_device(), arch_of(d)};
-  if (Support copy =
-          cuda::copy_kernels_ready(plan.dtype, target.device, target.arch);
-      !copy.ok) {
-    plan.reason = kOp + copy.reason;
-    return;
+  if (admitted(
+          named(cuda::copy_kernels_ready(
+              plan.dtype, target.device, target.arch)),
+          plan)) {
+    choose_family(kFamilies, target, plan);
   }
-  choose_family(kFamilies, target, plan);
 }
 
 BackendInfo backend_info() {

@@ -120,20 +120,16 @@ const FamilyCandidate<AttentionPlan, MetalTarget> kFamilies[] = {
 } // namespace
 
 void plan(const AttentionCall& call, AttentionPlan& plan) {
-  if (Support covered = attention_kernel_covers(kOp, call.inputs, plan);
-      !covered.ok) {
-    plan.reason = covered.reason;
+  if (!admitted(attention_kernel_covers(kOp, call.inputs, plan), plan)) {
     return;
   }
   auto& d = mx::metal::device(call.stream.device);
   // Strided q, k, v and sinks are copied first (with_contiguous_rows), and
   // whether they are is known only at eval.
-  if (Support copy = pipeline_ready(d, strided_copy_pipeline(plan.dtype));
-      !copy.ok) {
-    plan.reason = kOp + copy.reason;
-    return;
+  if (admitted(
+          named(pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan)) {
+    choose_family(kFamilies, MetalTarget{d}, plan);
   }
-  choose_family(kFamilies, MetalTarget{d}, plan);
 }
 
 void run(
