@@ -19,16 +19,33 @@ array fused_attention(const AttentionCall& call, const AttentionPlan& plan) {
       call.inputs);
 }
 
+AttentionPlan FusedAttention::plan_for(const std::vector<array>& inputs) {
+  const fa::AttnParams& p = plan_.params;
+  const Shape planned_q = {p.B, p.H_q, p.L_q, p.D};
+  const Shape planned_k = {p.B, p.H_kv, p.L_k, p.D};
+  if (inputs[0].shape() == planned_q && inputs[1].shape() == planned_k &&
+      inputs[2].shape(3) == p.D_v) {
+    return plan_;
+  }
+  AttentionPlan plan = plan_attention({plan_.spec, inputs, stream()});
+  if (!plan.fused()) {
+    throw std::invalid_argument(
+        "[scaled_dot_product_attention] a shapeless compile reached shapes "
+        "no fused kernel runs: " + plan.reason);
+  }
+  return plan;
+}
+
 void FusedAttention::eval_cpu(
     const std::vector<array>& inputs,
     std::vector<array>& outputs) {
-  cpu::run(plan_, inputs, outputs[0], stream());
+  cpu::run(plan_for(inputs), inputs, outputs[0], stream());
 }
 
 void FusedAttention::eval_gpu(
     const std::vector<array>& inputs,
     std::vector<array>& outputs) {
-  gpu::run(plan_, inputs, outputs[0], stream());
+  gpu::run(plan_for(inputs), inputs, outputs[0], stream());
 }
 
 std::vector<array> FusedAttention::vjp(
@@ -101,6 +118,11 @@ std::pair<std::vector<array>, std::vector<int>> FusedAttention::vmap(
   shape[0] /= n;
   shape.insert(shape.begin(), n);
   return {{reshape(out, shape, s)}, {0}};
+}
+
+std::vector<Shape> FusedAttention::output_shapes(
+    const std::vector<array>& inputs) {
+  return {output_shape(inputs)};
 }
 
 bool FusedAttention::is_equivalent(const Primitive& other) const {

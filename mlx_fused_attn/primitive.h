@@ -36,6 +36,8 @@ class FusedAttention : public mlx::core::Primitive {
       const std::vector<mlx::core::array>& inputs,
       const std::vector<int>& axes) override;
 
+  std::vector<mlx::core::Shape> output_shapes(
+      const std::vector<mlx::core::array>& inputs) override;
   bool is_equivalent(const mlx::core::Primitive& other) const override;
   const char* name() const override {
     return "FusedAttention";
@@ -45,8 +47,10 @@ class FusedAttention : public mlx::core::Primitive {
   /// The plain-ops definition that transforms are taken through.
   Definition definition();
 
-  /// Made for the call's shapes, so the primitive has no output_shapes:
-  /// a shapeless compile would run it on others.
+  /// The plan made when the op was built; or, where a shapeless compile
+  /// runs the primitive on other shapes, one made for those.
+  AttentionPlan plan_for(const std::vector<mlx::core::array>& inputs);
+
   AttentionPlan plan_;
 };
 
