@@ -5,31 +5,47 @@
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/fallback.h"
-#include "mlx_fused_attn/support.h"
 #include "mlx_fused_attn/transforms.h"
 
 namespace mlx_fused_attn {
 
 using namespace mlx::core;
 
-array fused_attention(const AttentionCall& call) {
+array fused_attention(const AttentionCall& call, const AttentionPlan& plan) {
   return array(
       output_shape(call.inputs),
       call.inputs[0].dtype(),
-      std::make_shared<FusedAttention>(call.stream, call.spec),
+      std::make_shared<FusedAttention>(call.stream, plan),
       call.inputs);
+}
+
+AttentionPlan FusedAttention::plan_for(const std::vector<array>& inputs) {
+  const fa::AttnParams& p = plan_.params;
+  const Shape planned_q = {p.B, p.H_q, p.L_q, p.D};
+  const Shape planned_k = {p.B, p.H_kv, p.L_k, p.D};
+  if (inputs[0].shape() == planned_q && inputs[1].shape() == planned_k &&
+      inputs[2].shape(3) == p.D_v) {
+    return plan_;
+  }
+  AttentionPlan plan = plan_attention({plan_.spec, inputs, stream()});
+  if (!plan.fused()) {
+    throw std::invalid_argument(
+        "[scaled_dot_product_attention] a shapeless compile reached shapes "
+        "no fused kernel runs: " + plan.reason);
+  }
+  return plan;
 }
 
 void FusedAttention::eval_cpu(
     const std::vector<array>& inputs,
     std::vector<array>& outputs) {
-  cpu::attention(spec_, inputs, outputs[0], stream());
+  cpu::run(plan_for(inputs), inputs, outputs[0], stream());
 }
 
 void FusedAttention::eval_gpu(
     const std::vector<array>& inputs,
     std::vector<array>& outputs) {
-  gpu::eval(spec_, inputs, outputs[0], stream());
+  gpu::run(plan_for(inputs), inputs, outputs[0], stream());
 }
 
 std::vector<array> FusedAttention::vjp(
@@ -48,7 +64,7 @@ std::vector<array> FusedAttention::jvp(
 }
 
 Definition FusedAttention::definition() {
-  return [spec = spec_, s = stream()](const std::vector<array>& in) {
+  return [spec = plan_.spec, s = stream()](const std::vector<array>& in) {
     return attention_fallback(spec, in, s);
   };
 }
@@ -64,7 +80,8 @@ std::pair<std::vector<array>, std::vector<int>> FusedAttention::vmap(
       break;
     }
   }
-  const int sinks = sinks_index(spec_);
+  const AttentionSpec& spec = plan_.spec;
+  const int sinks = sinks_index(spec);
   if (sinks >= 0 && axes[sinks] >= 0) {
     // Sinks that vary along the mapped axis cannot fold into the batch.
     auto def = definition();
@@ -92,9 +109,11 @@ std::pair<std::vector<array>, std::vector<int>> FusedAttention::vmap(
     shape[0] *= n;
     folded.push_back(reshape(x, shape, s));
   }
-  AttentionCall call{spec_, folded, s};
-  array out = fused_support(call).ok ? fused_attention(call)
-                                     : attention_fallback(spec_, folded, s);
+  // The folded call has its own shapes, so its own plan.
+  const AttentionCall call{spec, folded, s};
+  const AttentionPlan plan = plan_attention(call);
+  array out = plan.fused() ? fused_attention(call, plan)
+                           : attention_fallback(spec, folded, s);
   Shape shape = out.shape();
   shape[0] /= n;
   shape.insert(shape.begin(), n);
@@ -108,8 +127,8 @@ std::vector<Shape> FusedAttention::output_shapes(
 
 bool FusedAttention::is_equivalent(const Primitive& other) const {
   const auto& o = static_cast<const FusedAttention&>(other);
-  return spec_.scale == o.spec_.scale && spec_.mask == o.spec_.mask &&
-      spec_.has_sinks == o.spec_.has_sinks;
+  const AttentionSpec &a = plan_.spec, &b = o.plan_.spec;
+  return a.scale == b.scale && a.mask == b.mask && a.has_sinks == b.has_sinks;
 }
 
 } // namespace mlx_fused_attn

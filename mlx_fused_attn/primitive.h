@@ -1,9 +1,11 @@
 // FusedAttention: the MLX primitive behind the op. Lazy, and transformable:
 // gradients and forward-mode derivatives come from the plain-ops definition
 // (fallback.h); vmap folds the mapped axis into the batch and stays fused.
+// It carries the call's launch plan, made when the op was built.
 #pragma once
 
 #include "mlx/primitives.h"
+#include "mlx_fused_attn/attention_plan.h"
 #include "mlx_fused_attn/call.h"
 #include "mlx_fused_attn/transforms.h"
 
@@ -11,8 +13,8 @@ namespace mlx_fused_attn {
 
 class FusedAttention : public mlx::core::Primitive {
  public:
-  FusedAttention(mlx::core::Stream stream, AttentionSpec spec)
-      : mlx::core::Primitive(stream), spec_(spec) {}
+  FusedAttention(mlx::core::Stream stream, AttentionPlan plan)
+      : mlx::core::Primitive(stream), plan_(std::move(plan)) {}
 
   void eval_cpu(
       const std::vector<mlx::core::array>& inputs,
@@ -41,18 +43,20 @@ class FusedAttention : public mlx::core::Primitive {
     return "FusedAttention";
   }
 
-  const AttentionSpec& spec() const {
-    return spec_;
-  }
-
  private:
   /// The plain-ops definition that transforms are taken through.
   Definition definition();
 
-  AttentionSpec spec_;
+  /// The plan made when the op was built; or, where a shapeless compile
+  /// runs the primitive on other shapes, one made for those.
+  AttentionPlan plan_for(const std::vector<mlx::core::array>& inputs);
+
+  AttentionPlan plan_;
 };
 
-/// The fused primitive applied to a validated call whose support check passed.
-mlx::core::array fused_attention(const AttentionCall& call);
+/// The fused primitive applied to a validated call whose plan has a family.
+mlx::core::array fused_attention(
+    const AttentionCall& call,
+    const AttentionPlan& plan);
 
 } // namespace mlx_fused_attn

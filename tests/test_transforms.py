@@ -97,6 +97,19 @@ def test_compile(device):
 
 
 @device_params()
+def test_compile_shapeless(device):
+    """A shapeless compile runs the primitive on shapes it was not planned
+    for: each evaluation runs a plan for the shapes it gets."""
+    with mx.stream(device):
+        f = mx.compile(
+            lambda q, k, v: fused(q, k, v, scale=0.125, mask="causal"), shapeless=True
+        )
+        for L in (16, 40):
+            q, k, v = (rand((2, 4, L, 64), mx.float16, s) for s in range(3))
+            assert_close(f(q, k, v), q, k, v, 0.125, "causal")
+
+
+@device_params()
 @pytest.mark.parametrize("in_axes", [(0, 0, 0), (1, None, None), (0, 0, 0, None)])
 def test_vmap(device, in_axes):
     with mx.stream(device):

@@ -8,14 +8,14 @@
 
 namespace mlx_fused_attn::gpu {
 
-Support supports(const AttentionSpec&, const std::vector<mlx::core::array>&) {
-  return Support::no(
+void plan(const AttentionCall&, AttentionPlan& plan) {
+  plan.reason =
       "this build of mlx_fused_attn has no GPU kernels (MLX has no Metal or "
-      "CUDA backend here); GPU calls run as plain MLX ops");
+      "CUDA backend here); GPU calls run as plain MLX ops";
 }
 
-void eval(
-    const AttentionSpec&,
+void run(
+    const AttentionPlan&,
     const std::vector<mlx::core::array>&,
     mlx::core::array&,
     mlx::core::Stream) {
