@@ -1,13 +1,5 @@
 #include "mlx_fused_attn/primitive.h"
 
-#include "mlx/ops.h"
-#include "mlx/transforms.h"
-#include "mlx_fused_attn/backend/cpu/attention_cpu.h"
-#include "mlx_fused_attn/backend/gpu.h"
-#include "mlx_fused_attn/fallback.h"
-#include "mlx_fused_attn/support.h"
-#include "mlx_fused_attn/transforms.h"
-
 namespace mlx_fused_attn {
 
 using namespace mlx::core;
@@ -18,98 +10,6 @@ array fused_attention(const AttentionCall& call) {
       call.inputs[0].dtype(),
       std::make_shared<FusedAttention>(call.stream, call.spec),
       call.inputs);
-}
-
-void FusedAttention::eval_cpu(
-    const std::vector<array>& inputs,
-    std::vector<array>& outputs) {
-  cpu::attention(spec_, inputs, outputs[0], stream());
-}
-
-void FusedAttention::eval_gpu(
-    const std::vector<array>& inputs,
-    std::vector<array>& outputs) {
-  gpu::eval(spec_, inputs, outputs[0], stream());
-}
-
-std::vector<array> FusedAttention::vjp(
-    const std::vector<array>& primals,
-    const std::vector<array>& cotangents,
-    const std::vector<int>& argnums,
-    const std::vector<array>&) {
-  return vjp_through(definition(), primals, cotangents, argnums);
-}
-
-std::vector<array> FusedAttention::jvp(
-    const std::vector<array>& primals,
-    const std::vector<array>& tangents,
-    const std::vector<int>& argnums) {
-  return jvp_through(definition(), primals, tangents, argnums);
-}
-
-Definition FusedAttention::definition() {
-  return [spec = spec_, s = stream()](const std::vector<array>& in) {
-    return attention_fallback(spec, in, s);
-  };
-}
-
-std::pair<std::vector<array>, std::vector<int>> FusedAttention::vmap(
-    const std::vector<array>& inputs,
-    const std::vector<int>& axes) {
-  Stream s = stream();
-  int n = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (axes[i] >= 0) {
-      n = inputs[i].shape(axes[i]);
-      break;
-    }
-  }
-  const int sinks = sinks_index(spec_);
-  if (sinks >= 0 && axes[sinks] >= 0) {
-    // Sinks that vary along the mapped axis cannot fold into the batch.
-    auto def = definition();
-    auto fun = [def](const std::vector<array>& in) {
-      return std::vector<array>{def(in)};
-    };
-    return {mlx::core::vmap(fun, axes, {0})(inputs), {0}};
-  }
-  // Fold the mapped axis into the batch axis: [n, B, ...] -> [n * B, ...].
-  std::vector<array> folded;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    array x = inputs[i];
-    if (static_cast<int>(i) == sinks) {
-      folded.push_back(x);
-      continue;
-    }
-    if (axes[i] >= 0) {
-      x = moveaxis(x, axes[i], 0, s);
-    } else {
-      Shape shape = x.shape();
-      shape.insert(shape.begin(), n);
-      x = broadcast_to(expand_dims(x, 0, s), shape, s);
-    }
-    Shape shape(x.shape().begin() + 1, x.shape().end());
-    shape[0] *= n;
-    folded.push_back(reshape(x, shape, s));
-  }
-  AttentionCall call{spec_, folded, s};
-  array out = fused_support(call).ok ? fused_attention(call)
-                                     : attention_fallback(spec_, folded, s);
-  Shape shape = out.shape();
-  shape[0] /= n;
-  shape.insert(shape.begin(), n);
-  return {{reshape(out, shape, s)}, {0}};
-}
-
-std::vector<Shape> FusedAttention::output_shapes(
-    const std::vector<array>& inputs) {
-  return {output_shape(inputs)};
-}
-
-bool FusedAttention::is_equivalent(const Primitive& other) const {
-  const auto& o = static_cast<const FusedAttention&>(other);
-  return spec_.scale == o.spec_.scale && spec_.mask == o.spec_.mask &&
-      spec_.has_sinks == o.spec_.has_sinks;
 }
 
 } // namespace mlx_fused_attn

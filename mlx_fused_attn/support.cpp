@@ -1,29 +1,11 @@
 #include "mlx_fused_attn/support.h"
 
-#include <sstream>
-
-#include "mlx/utils.h"
+#include "mlx_fused_attn/backend/cpu/cpu_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
-#include "mlx_fused_attn/backend/kernel_family.h"
 
 namespace mlx_fused_attn {
 
 using namespace mlx::core;
-
-namespace {
-
-Support cpu_support(const AttentionCall& call) {
-  const Dtype dt = call.inputs[0].dtype();
-  if (dt != float16 && dt != bfloat16 && dt != float32) {
-    std::ostringstream msg;
-    msg << "the fused CPU kernel takes float16, bfloat16 or float32, not "
-        << dt << "; this call runs as plain MLX ops";
-    return Support::no(msg.str());
-  }
-  return cpu_kernel_available(KernelFamily::Attention);
-}
-
-} // namespace
 
 Support fused_support(const AttentionCall& call) {
   for (const auto& a : call.inputs) {
@@ -32,7 +14,7 @@ Support fused_support(const AttentionCall& call) {
     }
   }
   if (call.stream.device == Device::cpu) {
-    return cpu_support(call);
+    return cpu::kernel_covers(KernelFamily::Attention, call.inputs[0].dtype());
   }
   return gpu::supports(call.spec, call.inputs);
 }

@@ -7,7 +7,7 @@
 
 #include "mlx/array.h"
 #include "mlx/stream.h"
-#include "mlx_fused_attn/na_call.h"
+#include "mlx_fused_attn/na_spec.h"
 #include "mlx_fused_attn/spec.h"
 
 namespace mlx_fused_attn::gpu {
@@ -20,7 +20,8 @@ Support na_supports(
 
 /// Runs the fused neighborhood kernel on the GPU stream `s`; called from
 /// NeighborhoodAttention::eval_gpu only when na_supports() said yes. The
-/// inputs are row-contiguous (the op asks MLX for that).
+/// inputs may have any strides: the backend copies those its kernel cannot
+/// read in place.
 void na_eval(
     const NaSpec& spec,
     const std::vector<mlx::core::array>& inputs,

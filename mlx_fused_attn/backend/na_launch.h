@@ -8,7 +8,7 @@
 #include "mlx/array.h"
 #include "mlx_fused_attn/backend/na_grid_choice.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
-#include "mlx_fused_attn/na_call.h"
+#include "mlx_fused_attn/na_spec.h"
 #include "mlx_fused_attn/na_params.h"
 #include "mlx_fused_attn/spec.h"
 

@@ -5,7 +5,7 @@
 
 #include "mlx/array.h"
 #include "mlx/stream.h"
-#include "mlx_fused_attn/na_call.h"
+#include "mlx_fused_attn/na_spec.h"
 
 namespace mlx_fused_attn::cpu {
 

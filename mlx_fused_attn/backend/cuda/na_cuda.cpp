@@ -12,6 +12,7 @@
 
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
+#include "mlx/backend/gpu/copy.h"
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
@@ -56,8 +57,8 @@ const void* aot_na_kernel(const cuda::NaKernelKey& key) {
   return nullptr;
 }
 
-/// The inputs reach the kernel row-contiguous (the op asks MLX for that), so
-/// a row starts on 16 bytes unless the array is a view at an odd offset.
+/// For a row-contiguous array (readable_rows copies the others), a row starts
+/// on 16 bytes unless the array is a view at an odd offset.
 bool rows_aligned(const mx::array& x) {
   const auto address = reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<void>(x));
   return address % kRowAlignment == 0 &&
@@ -97,6 +98,47 @@ mx::array aligned_copy(
       params);
   enc.add_temporary(copy);
   return copy;
+}
+
+/// Whether every row of a view with unit head-dim stride starts on 16 bytes
+/// when its first row does.
+bool row_strides_aligned(const mx::array& x) {
+  for (int i = 0; i + 1 < static_cast<int>(x.ndim()); ++i) {
+    if (x.shape(i) > 1 && (x.strides()[i] * x.itemsize()) % kRowAlignment) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// A row-contiguous copy of `x` in any layout, by MLX's strided copy, into a
+/// fresh (so aligned) buffer kept alive by the encoder until its graph has run.
+mx::array row_contiguous_copy(
+    const mx::array& x,
+    cu::CommandEncoder& enc,
+    mx::Stream s) {
+  mx::array copy(x.shape(), x.dtype(), nullptr, {});
+  cuda::set_device_data(copy, enc);
+  mx::copy_gpu_inplace(x, copy, mx::CopyType::General, s);
+  enc.add_temporary(copy);
+  return copy;
+}
+
+/// q, k or v as the kernel reads it, with unit head-dim stride and rows on
+/// 16 bytes: itself, or a copy (a row-contiguous array at an odd offset
+/// needs only the flat aligned_copy).
+mx::array readable_rows(
+    const mx::array& x,
+    fa::DType dtype,
+    cu::CommandEncoder& enc,
+    mx::Stream s,
+    int device,
+    int arch) {
+  if (x.strides().back() == 1 && rows_aligned(x) && row_strides_aligned(x)) {
+    return x;
+  }
+  return x.flags().row_contiguous ? aligned_copy(x, dtype, enc, device, arch)
+                                  : row_contiguous_copy(x, enc, s);
 }
 
 void poison(mx::array& out, cu::CommandEncoder& enc, int device, int arch) {
@@ -208,9 +250,7 @@ void na_eval(
 
   mx::array qkv[3] = {inputs[0], inputs[1], inputs[2]};
   for (mx::array& x : qkv) {
-    if (!rows_aligned(x)) {
-      x = aligned_copy(x, dtype, enc, device, arch);
-    }
+    x = readable_rows(x, dtype, enc, s, device, arch);
   }
   cuda::set_device_data(out, enc);
   if (poison_outputs()) {

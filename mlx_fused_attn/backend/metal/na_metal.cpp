@@ -5,6 +5,7 @@
 #include <string>
 
 #include "mlx/allocator.h"
+#include "mlx/backend/gpu/copy.h"
 #include "mlx/backend/metal/device.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
@@ -29,6 +30,22 @@ MetalPipeline na_pipeline(int n_axes, fa::DType dtype, int head_dim) {
   p.hash_name = p.kernel_name;
   p.threads = size_t(fa::kSimdWidth) * tiles.warps;
   return p;
+}
+
+/// `x` as the kernel reads it, with a unit stride along the head dim (its
+/// loads take any other stride): `x` itself, or MLX's row-contiguous copy,
+/// kept alive until the command buffer completes. Encodes its own dispatch,
+/// so it runs before the kernel's pipeline is set.
+mx::array with_unit_head_stride(
+    const mx::array& x,
+    mx::metal::CommandEncoder& enc,
+    mx::Stream s) {
+  if (x.strides().back() == 1 || x.shape(-1) == 1) {
+    return x;
+  }
+  mx::array copy = mx::contiguous_copy_gpu(x, s);
+  enc.add_temporary(copy);
+  return copy;
 }
 
 } // namespace
@@ -58,16 +75,17 @@ void na_eval(
   }
   auto& d = mx::metal::device(s.device);
   auto& enc = mx::metal::get_command_encoder(s);
+  const mx::array q = with_unit_head_stride(inputs[0], enc, s);
+  const mx::array k = with_unit_head_stride(inputs[1], enc, s);
+  const mx::array v = with_unit_head_stride(inputs[2], enc, s);
   out.set_data(mx::allocator::malloc(out.nbytes()));
-  const mx::array& q = inputs[0];
-  const NaLaunch l = na_launch(
-      spec, fa::Backend::Metal, dtype, q, inputs[1], inputs[2], out);
+  const NaLaunch l = na_launch(spec, fa::Backend::Metal, dtype, q, k, v, out);
 
   enc.set_compute_pipeline_state(
       get_pipeline(d, na_pipeline(l.n_axes, dtype, l.head_dim)));
   enc.set_input_array(q, 0);
-  enc.set_input_array(inputs[1], 1);
-  enc.set_input_array(inputs[2], 2);
+  enc.set_input_array(k, 1);
+  enc.set_input_array(v, 2);
   enc.set_output_array(out, 3);
   enc.set_bytes(l.params, 4);
   enc.set_bytes(l.grid, 5);
