@@ -1,30 +1,16 @@
 #include "mlx_fused_attn/backend/na_launch.h"
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <sstream>
 
 #include "mlx/utils.h"
+#include "mlx_fused_attn/backend/na_params_fill.h"
 #include "mlx_fused_attn/kernels/na_config.h"
 
 namespace mlx_fused_attn::gpu {
 
 namespace mx = mlx::core;
-
-namespace {
-
-/// Strides of [batch, axis 0..2, head] of a [B, *spatial, H, D] array; 0 on
-/// unused axes.
-void na_strides(const mx::array& x, int n_axes, fa::stride_t* dst) {
-  dst[0] = x.strides()[0];
-  for (int a = 0; a < fa::kNaMaxAxes; ++a) {
-    dst[1 + a] = a < n_axes ? x.strides()[1 + a] : 0;
-  }
-  dst[4] = x.strides()[1 + n_axes];
-}
-
-} // namespace
 
 Support na_kernel_covers(
     const char* op,
@@ -90,24 +76,7 @@ NaLaunch na_launch(
   l.n_axes = spec.n_axes;
   l.head_dim = q.shape(-1);
   l.tiles = fa::choose_na_tiles(l.head_dim, dtype, backend, spec.n_axes);
-
-  fa::NaParams& p = l.params;
-  p.B = q.shape(0);
-  p.H = q.shape(-2);
-  p.D = l.head_dim;
-  p.D_v = v.shape(-1);
-  p.n_axes = spec.n_axes;
-  p.L = 1;
-  for (int a = 0; a < fa::kNaMaxAxes; ++a) {
-    p.axes[a] = spec.axes[a];
-    p.L *= spec.axes[a].n;
-  }
-  p.scale_log2 = spec.scale * static_cast<float>(M_LOG2E);
-  na_strides(q, spec.n_axes, p.q_strides);
-  na_strides(k, spec.n_axes, p.k_strides);
-  na_strides(v, spec.n_axes, p.v_strides);
-  na_strides(out, spec.n_axes, p.o_strides);
-
+  l.params = na_params(spec, q, k, v, out);
   l.grid = fa::na_choose_grid(
       spec.axes,
       spec.n_axes,
@@ -120,7 +89,7 @@ NaLaunch na_launch(
       spec.n_axes,
       l.tiles.bk,
       l.tiles.stages,
-      static_cast<fa::stride_t>(p.B) * p.H,
+      static_cast<fa::stride_t>(l.params.B) * l.params.H,
       resident,
       run_override);
   return l;
