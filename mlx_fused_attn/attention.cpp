@@ -3,11 +3,11 @@
 #include <cmath>
 
 #include "mlx/ops.h"
+#include "mlx_fused_attn/attention_plan.h"
 #include "mlx_fused_attn/errors.h"
 #include "mlx_fused_attn/fallback.h"
 #include "mlx_fused_attn/notices.h"
 #include "mlx_fused_attn/primitive.h"
-#include "mlx_fused_attn/support.h"
 
 namespace mlx_fused_attn {
 
@@ -147,15 +147,15 @@ array scaled_dot_product_attention(
     bool force_fused,
     StreamOrDevice s) {
   AttentionCall call = validate(q, k, v, scale, mask, sinks, s);
-  Support support = fused_support(call);
-  if (support.ok) {
-    return fused_attention(call);
+  const AttentionPlan plan = plan_attention(call);
+  if (plan.fused()) {
+    return fused_attention(call, plan);
   }
   if (force_fused) {
     throw std::invalid_argument(
-        message("force_fused=True but no fused kernel runs: ", support.reason));
+        message("force_fused=True but no fused kernel runs: ", plan.reason));
   }
-  note_fallback("scaled_dot_product_attention", call.stream.device, support.reason);
+  note_fallback("scaled_dot_product_attention", call.stream.device, plan.reason);
   return attention_fallback(call.spec, call.inputs, call.stream);
 }
 
@@ -167,8 +167,9 @@ std::pair<bool, std::string> can_use_fused(
     const Mask& mask,
     const std::optional<array>& sinks,
     StreamOrDevice s) {
-  Support support = fused_support(validate(q, k, v, scale, mask, sinks, s));
-  return {support.ok, support.reason};
+  const AttentionPlan plan =
+      plan_attention(validate(q, k, v, scale, mask, sinks, s));
+  return {plan.fused(), plan.fused() ? plan_note(plan) : plan.reason};
 }
 
 } // namespace mlx_fused_attn

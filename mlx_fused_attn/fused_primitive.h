@@ -1,17 +1,19 @@
 // FusedPrimitive: what the fused MLX primitives (FusedAttention,
-// NeighborhoodAttention) share. Lazy and transformable: eval runs the
-// family's CPU or GPU kernel; gradients and forward-mode derivatives come
-// from its plain-ops definition; vmap folds the mapped axis into the batch
-// and stays fused.
+// NeighborhoodAttention) share. Each carries its call's launch plan, made
+// when the op was built. Lazy and transformable: eval runs the plan on the
+// CPU or GPU; gradients and forward-mode derivatives come from the family's
+// plain-ops definition; vmap folds the mapped axis into the batch and stays
+// fused.
 //
 // A family is a struct of static members:
-//   Spec, Call                 what a call asks for; a validated call
+//   Spec, Call, Plan           what a call asks for; a validated call; its
+//                              launch plan (with .spec, .fused())
 //   kName                      the primitive's name
-//   eval_cpu, eval_gpu         (spec, inputs, out, stream): run the kernel
+//   plan                       (call): the call's plan
+//   fused                      (call, plan): the primitive applied to a
+//                              call whose plan has a family
+//   eval_cpu, eval_gpu         (plan, inputs, out, stream): run the kernel
 //   plain                      (spec, inputs, stream): the op as plain ops
-//   support, fused             (call): whether a kernel covers it; the
-//                              primitive applied to it
-//   output_shape               (inputs)
 //   batched                    (spec, input index): whether that input has
 //                              the batch as axis 0
 //   equivalent                 (spec, spec): the same computation
@@ -41,19 +43,20 @@ class FusedPrimitive : public mlx::core::Primitive {
  public:
   using Spec = typename Family::Spec;
   using Call = typename Family::Call;
+  using Plan = typename Family::Plan;
 
-  FusedPrimitive(mlx::core::Stream stream, Spec spec)
-      : mlx::core::Primitive(stream), spec_(spec) {}
+  FusedPrimitive(mlx::core::Stream stream, Plan plan)
+      : mlx::core::Primitive(stream), plan_(std::move(plan)) {}
 
   void eval_cpu(
       const std::vector<mlx::core::array>& inputs,
       std::vector<mlx::core::array>& outputs) override {
-    Family::eval_cpu(spec_, inputs, outputs[0], stream());
+    Family::eval_cpu(plan_, inputs, outputs[0], stream());
   }
   void eval_gpu(
       const std::vector<mlx::core::array>& inputs,
       std::vector<mlx::core::array>& outputs) override {
-    Family::eval_gpu(spec_, inputs, outputs[0], stream());
+    Family::eval_gpu(plan_, inputs, outputs[0], stream());
   }
 
   std::vector<mlx::core::array> vjp(
@@ -74,45 +77,41 @@ class FusedPrimitive : public mlx::core::Primitive {
       const std::vector<int>& axes) override {
     std::vector<bool> batched;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      batched.push_back(Family::batched(spec_, static_cast<int>(i)));
+      batched.push_back(Family::batched(plan_.spec, static_cast<int>(i)));
     }
-    auto apply = [spec = spec_, s = stream()](
+    // The folded call has its own shapes, so its own plan.
+    auto apply = [spec = plan_.spec, s = stream()](
                      const std::vector<mlx::core::array>& in) {
       const Call call{spec, in, s};
-      return Family::support(call).ok ? Family::fused(call)
-                                      : Family::plain(spec, in, s);
+      const Plan plan = Family::plan(call);
+      return plan.fused() ? Family::fused(call, plan)
+                          : Family::plain(spec, in, s);
     };
     return {
         {vmap_by_folding(apply, definition(), inputs, axes, batched, stream())},
         {0}};
   }
 
-  std::vector<mlx::core::Shape> output_shapes(
-      const std::vector<mlx::core::array>& inputs) override {
-    return {Family::output_shape(inputs)};
-  }
   bool is_equivalent(const mlx::core::Primitive& other) const override {
     return Family::equivalent(
-        spec_, static_cast<const FusedPrimitive&>(other).spec_);
+        plan_.spec, static_cast<const FusedPrimitive&>(other).plan_.spec);
   }
   const char* name() const override {
     return Family::kName;
   }
 
-  const Spec& spec() const {
-    return spec_;
-  }
-
  private:
   /// The plain-ops definition that transforms are taken through.
   Definition definition() {
-    return [spec = spec_, s = stream()](
+    return [spec = plan_.spec, s = stream()](
                const std::vector<mlx::core::array>& in) {
       return Family::plain(spec, in, s);
     };
   }
 
-  Spec spec_;
+  /// Made for the call's shapes, so the primitive has no output_shapes:
+  /// a shapeless compile would run it on others.
+  Plan plan_;
 };
 
 } // namespace mlx_fused_attn

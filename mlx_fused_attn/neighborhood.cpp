@@ -5,7 +5,7 @@
 #include "mlx/ops.h"
 #include "mlx_fused_attn/errors.h"
 #include "mlx_fused_attn/na_fallback.h"
-#include "mlx_fused_attn/na_support.h"
+#include "mlx_fused_attn/na_plan.h"
 #include "mlx_fused_attn/neighborhood_primitive.h"
 #include "mlx_fused_attn/notices.h"
 
@@ -127,11 +127,11 @@ array neighborhood_attention(
     std::optional<float> scale,
     StreamOrDevice s) {
   NaCall call = validate(q, k, v, kernel_size, dilation, is_causal, scale, s);
-  const Support support = neighborhood_support(call);
-  if (support.ok) {
-    return fused_neighborhood(call);
+  const NaPlan plan = plan_neighborhood(call);
+  if (plan.fused()) {
+    return fused_neighborhood(call, plan);
   }
-  note_fallback("neighborhood_attention", call.stream.device, support.reason);
+  note_fallback("neighborhood_attention", call.stream.device, plan.reason);
   return neighborhood_fallback(call.spec, call.inputs, call.stream);
 }
 
@@ -144,9 +144,9 @@ std::pair<bool, std::string> neighborhood_can_use_fused(
     const std::vector<bool>& is_causal,
     std::optional<float> scale,
     StreamOrDevice s) {
-  Support support = neighborhood_support(
+  const NaPlan plan = plan_neighborhood(
       validate(q, k, v, kernel_size, dilation, is_causal, scale, s));
-  return {support.ok, support.reason};
+  return {plan.fused(), plan.reason};
 }
 
 } // namespace mlx_fused_attn

@@ -4,11 +4,11 @@ namespace mlx_fused_attn {
 
 using namespace mlx::core;
 
-array fused_neighborhood(const NaCall& call) {
+array fused_neighborhood(const NaCall& call, const NaPlan& plan) {
   return array(
       na_output_shape(call.inputs),
       call.inputs[0].dtype(),
-      std::make_shared<NeighborhoodAttention>(call.stream, call.spec),
+      std::make_shared<NeighborhoodAttention>(call.stream, plan),
       call.inputs);
 }
 

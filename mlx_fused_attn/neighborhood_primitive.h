@@ -1,7 +1,8 @@
-// NeighborhoodAttention: the MLX primitive behind neighborhood_attention.
-// Lazy, and transformable: gradients and forward-mode derivatives come from
-// the plain-ops definition (na_fallback.h); vmap folds the mapped axis into
-// the batch and stays fused (fused_primitive.h).
+// NeighborhoodAttention: the MLX primitive behind neighborhood_attention
+// (fused_primitive.h). It carries the call's launch plan; gradients and
+// forward-mode derivatives come from the plain-ops definition
+// (na_fallback.h); vmap folds the mapped axis into the batch and stays
+// fused.
 #pragma once
 
 #include "mlx_fused_attn/backend/cpu/na_cpu.h"
@@ -9,24 +10,24 @@
 #include "mlx_fused_attn/fused_primitive.h"
 #include "mlx_fused_attn/na_call.h"
 #include "mlx_fused_attn/na_fallback.h"
-#include "mlx_fused_attn/na_support.h"
+#include "mlx_fused_attn/na_plan.h"
 
 namespace mlx_fused_attn {
 
-/// The fused primitive applied to a validated call whose support check passed.
-mlx::core::array fused_neighborhood(const NaCall& call);
+/// The fused primitive applied to a validated call whose plan has a family.
+mlx::core::array fused_neighborhood(const NaCall& call, const NaPlan& plan);
 
 /// Neighborhood attention as a FusedPrimitive family.
 struct NeighborhoodFamily {
   using Spec = NaSpec;
   using Call = NaCall;
+  using Plan = NaPlan;
   static constexpr const char* kName = "NeighborhoodAttention";
-  static constexpr auto eval_cpu = &cpu::neighborhood;
-  static constexpr auto eval_gpu = &gpu::na_eval;
-  static constexpr auto plain = &neighborhood_fallback;
-  static constexpr auto support = &neighborhood_support;
+  static constexpr auto plan = &plan_neighborhood;
   static constexpr auto fused = &fused_neighborhood;
-  static constexpr auto output_shape = &na_output_shape;
+  static constexpr auto eval_cpu = &cpu::na_run;
+  static constexpr auto eval_gpu = &gpu::na_run;
+  static constexpr auto plain = &neighborhood_fallback;
   /// q, k and v all have the batch as axis 0.
   static bool batched(const Spec&, int) {
     return true;

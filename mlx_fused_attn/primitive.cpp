@@ -4,11 +4,11 @@ namespace mlx_fused_attn {
 
 using namespace mlx::core;
 
-array fused_attention(const AttentionCall& call) {
+array fused_attention(const AttentionCall& call, const AttentionPlan& plan) {
   return array(
       output_shape(call.inputs),
       call.inputs[0].dtype(),
-      std::make_shared<FusedAttention>(call.stream, call.spec),
+      std::make_shared<FusedAttention>(call.stream, plan),
       call.inputs);
 }
 

@@ -1,32 +1,34 @@
-// FusedAttention: the MLX primitive behind the op. Lazy, and transformable:
-// gradients and forward-mode derivatives come from the plain-ops definition
-// (fallback.h); vmap folds the mapped axis into the batch and stays fused
-// (fused_primitive.h).
+// FusedAttention: the MLX primitive behind the op (fused_primitive.h). It
+// carries the call's launch plan; gradients and forward-mode derivatives
+// come from the plain-ops definition (fallback.h); vmap folds the mapped
+// axis into the batch and stays fused.
 #pragma once
 
+#include "mlx_fused_attn/attention_plan.h"
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/call.h"
 #include "mlx_fused_attn/fallback.h"
 #include "mlx_fused_attn/fused_primitive.h"
-#include "mlx_fused_attn/support.h"
 
 namespace mlx_fused_attn {
 
-/// The fused primitive applied to a validated call whose support check passed.
-mlx::core::array fused_attention(const AttentionCall& call);
+/// The fused primitive applied to a validated call whose plan has a family.
+mlx::core::array fused_attention(
+    const AttentionCall& call,
+    const AttentionPlan& plan);
 
 /// Attention as a FusedPrimitive family.
 struct AttentionFamily {
   using Spec = AttentionSpec;
   using Call = AttentionCall;
+  using Plan = AttentionPlan;
   static constexpr const char* kName = "FusedAttention";
-  static constexpr auto eval_cpu = &cpu::attention;
-  static constexpr auto eval_gpu = &gpu::eval;
-  static constexpr auto plain = &attention_fallback;
-  static constexpr auto support = &fused_support;
+  static constexpr auto plan = &plan_attention;
   static constexpr auto fused = &fused_attention;
-  static constexpr auto output_shape = &mlx_fused_attn::output_shape;
+  static constexpr auto eval_cpu = &cpu::run;
+  static constexpr auto eval_gpu = &gpu::run;
+  static constexpr auto plain = &attention_fallback;
   /// Sinks [H_q] have no batch axis.
   static bool batched(const Spec& spec, int input) {
     return input != sinks_index(spec);

@@ -86,9 +86,9 @@ MISTAKES = [
     ),
     (
         "backend/gpu.h function defined under a misspelt name",
-        r"\bSupport supports\(",
-        "Support support(",
-        "no previous prototype for function 'support'",
+        r"\bvoid plan\(const AttentionCall",
+        "void plans(const AttentionCall",
+        "no previous prototype for function 'plans'",
     ),
     (
         "metallib looked up by family instead of directory",

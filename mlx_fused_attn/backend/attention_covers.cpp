@@ -35,32 +35,21 @@ std::string head_dims_with_a_kernel() {
 
 } // namespace
 
-bool kernel_dtype(mx::Dtype dtype, fa::DType* out) {
-  if (dtype == mx::float16) {
-    *out = fa::DType::Float16;
-  } else if (dtype == mx::bfloat16) {
-    *out = fa::DType::BFloat16;
-  } else if (dtype == mx::float32) {
-    *out = fa::DType::Float32;
-  } else {
-    return false;
-  }
-  return true;
-}
-
 Support attention_kernel_covers(
     const char* op,
     const std::vector<mx::array>& inputs,
-    fa::DType* dtype) {
+    AttentionPlan& plan) {
   const mx::array& q = inputs[0];
   const mx::array& k = inputs[1];
   const mx::array& v = inputs[2];
-  if (!kernel_dtype(q.dtype(), dtype)) {
+  const auto dtype = kernel_dtype(q.dtype());
+  if (!dtype) {
     std::ostringstream msg;
     msg << op << "no kernel for dtype " << q.dtype()
         << " (float16, bfloat16 and float32 have one)";
     return Support::no(msg.str());
   }
+  plan.dtype = *dtype;
   const int D = q.shape(3);
   const int D_v = v.shape(3);
   if (!fa::attention_head_dims_supported(D, D_v)) {

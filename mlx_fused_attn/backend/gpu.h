@@ -8,21 +8,21 @@
 
 #include "mlx/array.h"
 #include "mlx/stream.h"
-#include "mlx_fused_attn/spec.h"
+#include "mlx_fused_attn/attention_plan.h"
+#include "mlx_fused_attn/call.h"
 
 namespace mlx_fused_attn::gpu {
 
-/// Whether this build's GPU kernels cover the call. Shapes and dtypes are
-/// already validated by the op; inputs are {q, k, v[, mask][, sinks]} as the
-/// primitive receives them (mask broadcast to [B, H_q, L_q, L_k]).
-Support supports(
-    const AttentionSpec& spec,
-    const std::vector<mlx::core::array>& inputs);
+/// Plans a validated call for its GPU stream's device: admits the dtype,
+/// then sets `plan`'s family to the first of this backend's families
+/// (short, then general) that can run it, or leaves the reason none can.
+/// `plan` comes with the shapes, scale and mask features set.
+void plan(const AttentionCall& call, AttentionPlan& plan);
 
-/// Runs the fused kernel on the GPU stream `s`; called from
-/// FusedAttention::eval_gpu only when supports() said yes.
-void eval(
-    const AttentionSpec& spec,
+/// Runs a plan that has a family on the GPU stream `s`; inputs are
+/// {q, k, v[, mask][, sinks]} as the primitive receives them.
+void run(
+    const AttentionPlan& plan,
     const std::vector<mlx::core::array>& inputs,
     mlx::core::array& out,
     mlx::core::Stream s);

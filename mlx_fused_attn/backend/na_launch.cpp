@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "mlx/utils.h"
-#include "mlx_fused_attn/backend/na_params_fill.h"
+#include "mlx_fused_attn/backend/na_grid_choice.h"
 #include "mlx_fused_attn/kernels/na_config.h"
 
 namespace mlx_fused_attn::gpu {
@@ -15,22 +15,18 @@ namespace mx = mlx::core;
 Support na_kernel_covers(
     const char* op,
     const std::vector<mx::array>& inputs,
-    fa::DType* dtype) {
+    NaPlan& plan) {
   const mx::array& q = inputs[0];
   const mx::array& v = inputs[2];
   std::ostringstream msg;
   msg << op;
-  if (q.dtype() == mx::float16) {
-    *dtype = fa::DType::Float16;
-  } else if (q.dtype() == mx::bfloat16) {
-    *dtype = fa::DType::BFloat16;
-  } else if (q.dtype() == mx::float32) {
-    *dtype = fa::DType::Float32;
-  } else {
+  const auto dtype = kernel_dtype(q.dtype());
+  if (!dtype) {
     msg << "no kernel for dtype " << q.dtype()
         << " (float16, bfloat16 and float32 have one)";
     return Support::no(msg.str());
   }
+  plan.dtype = *dtype;
   const int D = q.shape(-1);
   if (v.shape(-1) != D) {
     msg << "the kernel needs one head dim for q, k and v; got " << D
@@ -45,10 +41,6 @@ Support na_kernel_covers(
     msg << "have one)";
     return Support::no(msg.str());
   }
-  if (q.size() == 0) {
-    msg << "empty input (nothing to launch)";
-    return Support::no(msg.str());
-  }
   // Token and key indices are ints in the kernel.
   int64_t tokens = 1;
   for (int a = 1; a + 2 < static_cast<int>(q.ndim()); ++a) {
@@ -61,38 +53,36 @@ Support na_kernel_covers(
   return Support::yes();
 }
 
-NaLaunch na_launch(
-    const NaSpec& spec,
+void plan_na_launch(
+    NaPlan& plan,
     fa::Backend backend,
-    fa::DType dtype,
-    const mx::array& q,
-    const mx::array& k,
-    const mx::array& v,
-    const mx::array& out,
-    long long resident,
+    int sm_count,
     int run_override) {
-  NaLaunch l{};
-  l.dtype = dtype;
-  l.n_axes = spec.n_axes;
-  l.head_dim = q.shape(-1);
-  l.tiles = fa::choose_na_tiles(l.head_dim, dtype, backend, spec.n_axes);
-  l.params = na_params(spec, q, k, v, out);
-  l.grid = fa::na_choose_grid(
+  const NaSpec& spec = plan.spec;
+  const fa::NaParams& p = plan.params;
+  const fa::AttnTiles tiles =
+      fa::choose_na_tiles(p.D, plan.dtype, backend, spec.n_axes);
+  plan.tiles = tiles;
+  const long long resident =
+      sm_count > 0 && fa::na_use_runs(p.D, plan.dtype, backend, spec.n_axes)
+      ? static_cast<long long>(sm_count) * tiles.min_blocks
+      : 0;
+  fa::NaGrid g = fa::na_choose_grid(
+      spec.axes, spec.n_axes, tiles.warps, tiles.bq / tiles.warps, tiles.bk);
+  g = fa::na_run_for(
+      g,
       spec.axes,
       spec.n_axes,
-      l.tiles.warps,
-      l.tiles.bq / l.tiles.warps,
-      l.tiles.bk);
-  l.grid = fa::na_run_for(
-      l.grid,
-      spec.axes,
-      spec.n_axes,
-      l.tiles.bk,
-      l.tiles.stages,
-      static_cast<fa::stride_t>(l.params.B) * l.params.H,
+      tiles.bk,
+      tiles.stages,
+      static_cast<fa::stride_t>(p.B) * p.H,
       resident,
       run_override);
-  return l;
+  plan.na_grid = g;
+  plan.grid.x = static_cast<unsigned>(g.blocks);
+  plan.grid.y = static_cast<unsigned>(p.H);
+  plan.grid.z = static_cast<unsigned>(p.B);
+  plan.grid.warps = tiles.warps;
 }
 
 } // namespace mlx_fused_attn::gpu

@@ -8,14 +8,14 @@
 
 namespace mlx_fused_attn::gpu {
 
-Support supports(const AttentionSpec&, const std::vector<mlx::core::array>&) {
-  return Support::no(
+void plan(const AttentionCall&, AttentionPlan& plan) {
+  plan.reason =
       "this build of mlx_fused_attn has no GPU kernels (MLX has no Metal or "
-      "CUDA backend here); GPU calls run as plain MLX ops");
+      "CUDA backend here); GPU calls run as plain MLX ops";
 }
 
-void eval(
-    const AttentionSpec&,
+void run(
+    const AttentionPlan&,
     const std::vector<mlx::core::array>&,
     mlx::core::array&,
     mlx::core::Stream) {
@@ -24,15 +24,15 @@ void eval(
       "kernels");
 }
 
-Support na_supports(const NaSpec&, const std::vector<mlx::core::array>&) {
-  return Support::no(
+void na_plan(const NaCall&, NaPlan& plan) {
+  plan.reason =
       "this build of mlx_fused_attn has no GPU kernels (MLX has no Metal or "
       "CUDA backend here); GPU calls run as plain MLX ops with an explicit "
-      "neighborhood mask");
+      "neighborhood mask";
 }
 
-void na_eval(
-    const NaSpec&,
+void na_run(
+    const NaPlan&,
     const std::vector<mlx::core::array>&,
     mlx::core::array&,
     mlx::core::Stream) {

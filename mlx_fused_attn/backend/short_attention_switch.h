@@ -1,8 +1,8 @@
 // Whether the GPU backends may run the short-sequence kernel: yes, unless
-// MLX_FUSED_ATTN_SHORT=0. Read at each call (as MLX_FUSED_ATTN_JIT is), so
-// that one process can time or check the general kernel on the same shapes
-// (benchmarks/gpu_bench.py --short, the tests). Set it for the whole of a
-// call, its evaluation included: the support check and the launch both ask.
+// MLX_FUSED_ATTN_SHORT=0. Read when each call is planned (as
+// MLX_FUSED_ATTN_JIT is read at each call), so that one process can time or
+// check the general kernel on the same shapes (benchmarks/gpu_bench.py
+// --short, the tests); the plan keeps the answer until the call runs.
 #pragma once
 
 #include <cstdlib>

@@ -3,13 +3,12 @@
 #include <sstream>
 
 #include "mlx/utils.h"
+#include "mlx_fused_attn/launch_plan.h"
 
 namespace mlx_fused_attn::cpu {
 
-using namespace mlx::core;
-
-Support kernel_covers(KernelFamily family, Dtype dtype) {
-  if (dtype != float16 && dtype != bfloat16 && dtype != float32) {
+Support kernel_covers(KernelFamily family, mlx::core::Dtype dtype) {
+  if (!mlx_fused_attn::kernel_dtype(dtype)) {
     std::ostringstream msg;
     msg << "the fused CPU kernel takes float16, bfloat16 or float32, not "
         << dtype << "; this call runs as plain MLX ops";

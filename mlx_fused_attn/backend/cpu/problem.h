@@ -3,19 +3,18 @@
 #pragma once
 
 #include "mlx/dtype.h"
+#include "mlx_fused_attn/launch_plan.h"
 #include "mlx_fused_attn/na_params.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/spec.h"
 
 namespace mlx_fused_attn::cpu {
 
-enum class Dtype { Float16, BFloat16, Float32 };
+using Dtype = fa::DType;
 
-/// The kernels' name for an MLX float dtype the support checks admitted.
+/// The kernels' dtype of an MLX float dtype the support checks admitted.
 inline Dtype kernel_dtype(mlx::core::Dtype t) {
-  return t == mlx::core::float16 ? Dtype::Float16
-      : t == mlx::core::bfloat16 ? Dtype::BFloat16
-                                 : Dtype::Float32;
+  return *mlx_fused_attn::kernel_dtype(t);
 }
 
 struct Problem {

@@ -1,6 +1,7 @@
-// The GPU interface (backend/gpu.h) on MLX's CUDA backend: what the fused
-// kernel covers, and its launch through MLX's command encoder (a node of
-// the encoder's CUDA graph, ordered after the nodes that write its inputs).
+// The GPU interface (backend/gpu.h) on MLX's CUDA backend: the plan of a
+// call (which kernel family runs it on the stream's device), and the plan's
+// launch through MLX's command encoder (a node of the encoder's CUDA graph,
+// ordered after the nodes that write its inputs).
 //
 // Kernels come from nvcc (AOT, built into this library for sm_80 and sm_90)
 // or from NVRTC (JIT) when MLX_FUSED_ATTN_JIT=1 or the build has no AOT
@@ -9,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -24,11 +26,8 @@
 #include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/poison.h"
-#include "mlx_fused_attn/kernels/attention_config.h"
-#include "mlx_fused_attn/kernels/attention_features.h"
-#include "mlx_fused_attn/kernels/short_attention_names.h"
+#include "mlx_fused_attn/kernels/attention_kernel_name.h"
 #include "mlx_fused_attn/kernels/strided_copy_params.h"
-#include "mlx_fused_attn/params.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -47,53 +46,23 @@ int arch_of(cu::Device& d) {
   return d.compute_capability_major() * 10 + d.compute_capability_minor();
 }
 
-/// The kernel for a problem on `device`: its tiles come from the kernel's
-/// dtype, head dim, mask, the GPU's products and the grid's size. A grid
-/// with more query blocks than one wave of the default tiles (their blocks
-/// a multiprocessor times the multiprocessors) takes the large-grid tiles
-/// (choose_attention_tiles says why).
-cuda::AttentionKernelKey attention_key(
-    const AttentionSpec& spec,
-    fa::DType dtype,
-    const mx::array& q,
-    const mx::array& v,
-    int device,
-    int arch) {
-  cuda::AttentionKernelKey key{
-      dtype,
-      static_cast<int>(q.shape(3)),
-      static_cast<int>(v.shape(3)),
-      spec.mask == MaskKind::Causal,
-      spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive,
-      cuda::has_wgmma(arch),
-      false};
-  const fa::AttnTiles tiles = cuda::attention_tiles(key);
-  const long long q_blocks =
-      (q.shape(2) + tiles.bq - 1) / tiles.bq * q.shape(1) * q.shape(0);
-  key.large_grid = q_blocks >
-      static_cast<long long>(tiles.min_blocks) *
-          cuda::multiprocessor_count(device);
-  return key;
+/// The general kernel of a plan with its tiles.
+cuda::AttentionKernelKey general_key(const AttentionPlan& plan) {
+  return {
+      plan.dtype,
+      plan.params.D,
+      plan.params.D_v,
+      plan.features.causal,
+      plan.features.has_mask,
+      plan.wgmma,
+      plan.large_grid};
 }
 
 /// Whether the kernel can read `x` in place: unit stride along the head dim
 /// and every row (and every batch and head start) 16-byte aligned.
 bool rows_readable(const mx::array& x) {
-  if (x.strides()[3] != 1) {
-    return false;
-  }
-  const auto address = reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<void>(x));
-  if (address % kRowAlignment != 0) {
-    return false;
-  }
-  for (int i = 0; i < 3; ++i) {
-    if (x.shape(i) > 1 &&
-        (x.strides()[i] * static_cast<int64_t>(x.itemsize())) % kRowAlignment !=
-            0) {
-      return false;
-    }
-  }
-  return true;
+  return !needs_row_copy(
+      x, reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<void>(x)), kRowAlignment);
 }
 
 /// A row-contiguous copy of `x` (rank 4 or less) made on the GPU, kept
@@ -165,72 +134,124 @@ void poison(mx::array& out, cu::CommandEncoder& enc, int device, int arch) {
       n);
 }
 
-} // namespace
+Support named(const Support& answer) {
+  return answer.ok ? answer : Support::no(kOp + answer.reason);
+}
 
-Support supports(
-    const AttentionSpec& spec,
-    const std::vector<mx::array>& inputs) {
-  const mx::array& q = inputs[0];
-  const mx::array& v = inputs[2];
-  const int D = q.shape(3);
-  const int D_v = v.shape(3);
-  fa::DType dtype;
-  if (Support covered = attention_kernel_covers(kOp, inputs, &dtype);
+Support smem_fits(const char* kernel, const AttentionPlan& plan, int device) {
+  const int allowed = cuda::max_smem_per_block(device);
+  if (plan.grid.smem_bytes <= allowed) {
+    return Support::yes();
+  }
+  std::ostringstream msg;
+  msg << kOp << "the " << kernel << " for head dims " << plan.params.D
+      << " (q, k) and " << plan.params.D_v << " (v) and "
+      << fa::dtype_name(plan.dtype) << " needs " << plan.grid.smem_bytes
+      << " bytes of shared memory a block; this GPU allows " << allowed;
+  return Support::no(msg.str());
+}
+
+/// Where a call is planned: the stream's device.
+struct CudaTarget {
+  int device;
+  int arch;
+};
+
+Support plan_short(const CudaTarget& target, AttentionPlan& plan) {
+  if (Support covered = plan_short_launch(plan, fa::Backend::Cuda);
       !covered.ok) {
     return covered;
   }
-  // The kernel runs on the stream's device; support is answered for the
-  // default GPU (MLX's CUDA backend uses one).
-  cu::Device& d = cu::device(mx::Device(mx::Device::gpu, 0));
+  if (Support fits = smem_fits("short kernel", plan, target.device); !fits.ok) {
+    return fits;
+  }
+  return named(cuda::short_attention_ready(plan, target.device, target.arch));
+}
+
+Support plan_general(const CudaTarget& target, AttentionPlan& plan) {
+  const fa::AttnParams& p = plan.params;
+  if (p.B > kMaxGridYZ || p.H_q > kMaxGridYZ) {
+    std::ostringstream msg;
+    msg << kOp << "batch " << p.B << " or query heads " << p.H_q
+        << " over the grid limit of " << kMaxGridYZ;
+    return Support::no(msg.str());
+  }
+  plan_general_launch(
+      plan, fa::Backend::Cuda, cuda::has_wgmma(target.arch),
+      cuda::multiprocessor_count(target.device));
+  if (Support fits = smem_fits("kernel", plan, target.device); !fits.ok) {
+    return fits;
+  }
+  const cuda::AttentionKernelKey key = general_key(plan);
+  return named(cuda::kernel_ready(
+      KernelFamily::Attention,
+      cuda::attention_kernel_expression(key),
+      target.device,
+      plan.grid.warps * fa::kSimdWidth,
+      [&] { return cuda::attention_function(key, target.device, target.arch); }));
+}
+
+/// The families in order of preference: short sequences run the short
+/// kernel (short_attention_covers), whose grid is one axis of sequences;
+/// all others the general one.
+const FamilyCandidate<AttentionPlan, CudaTarget> kFamilies[] = {
+    {KernelFamily::ShortAttention, plan_short},
+    {KernelFamily::Attention, plan_general},
+};
+
+/// Adds the plan's kernel `function` to the encoder's graph; both families
+/// take these arguments, each with its own features.
+template <typename Features>
+void add_attention_node(
+    cu::CommandEncoder& enc,
+    CUfunction function,
+    const AttentionPlan& plan,
+    fa::AttnParams params,
+    const mx::array& q,
+    const mx::array& k,
+    const mx::array& v,
+    mx::array& out,
+    const void* mask,
+    const void* sinks,
+    Features features) {
+  enc.add_kernel_node_ex(
+      function,
+      dim3(plan.grid.x, plan.grid.y, plan.grid.z),
+      dim3(plan.grid.warps * fa::kSimdWidth),
+      {},
+      static_cast<uint32_t>(plan.grid.smem_bytes),
+      mx::gpu_ptr<void>(q),
+      mx::gpu_ptr<void>(k),
+      mx::gpu_ptr<void>(v),
+      mx::gpu_ptr<void>(out),
+      params,
+      mask,
+      sinks,
+      features);
+}
+
+} // namespace
+
+void plan(const AttentionCall& call, AttentionPlan& plan) {
+  if (!admitted(attention_kernel_covers(kOp, call.inputs, plan), plan)) {
+    return;
+  }
+  cu::Device& d = cu::device(call.stream.device);
   if (d.compute_capability_major() < 8) {
     std::ostringstream msg;
     msg << kOp << "the kernel needs compute capability 8.0 (mma.sync with "
         << "bf16); this GPU has " << d.compute_capability_major() << "."
         << d.compute_capability_minor();
-    return Support::no(msg.str());
+    plan.reason = msg.str();
+    return;
   }
-  const int device = d.cuda_device();
-  const int arch = arch_of(d);
-  if (Support copy = cuda::copy_kernels_ready(dtype, device, arch); !copy.ok) {
-    return {false, kOp + copy.reason};
+  const CudaTarget target{d.cuda_device(), arch_of(d)};
+  if (admitted(
+          named(cuda::copy_kernels_ready(
+              plan.dtype, target.device, target.arch)),
+          plan)) {
+    choose_family(kFamilies, target, plan);
   }
-  // Short sequences run the short kernel (short_attention_covers), whose
-  // grid is one axis of sequences; the reason names it.
-  if (auto short_tiles =
-          cuda::short_attention_tiles_cuda(inputs, dtype, device)) {
-    const Support ready =
-        cuda::short_attention_ready(dtype, *short_tiles, D, device, arch);
-    if (!ready.ok) {
-      return {false, kOp + ready.reason};
-    }
-    return {true, fa::short_attention_note(*short_tiles)};
-  }
-  if (q.shape(0) > kMaxGridYZ || q.shape(1) > kMaxGridYZ) {
-    std::ostringstream msg;
-    msg << kOp << "batch " << q.shape(0) << " or query heads " << q.shape(1)
-        << " over the grid limit of " << kMaxGridYZ;
-    return Support::no(msg.str());
-  }
-  const cuda::AttentionKernelKey key =
-      attention_key(spec, dtype, q, v, device, arch);
-  const fa::AttnTiles tiles = cuda::attention_tiles(key);
-  const int smem =
-      fa::attention_smem_bytes(tiles, D, D_v, dtype, fa::Backend::Cuda);
-  if (smem > cuda::max_smem_per_block(device)) {
-    std::ostringstream msg;
-    msg << kOp << "the kernel for head dims " << D << " (q, k) and " << D_v
-        << " (v) and " << q.dtype()
-        << " needs " << smem << " bytes of shared memory a block; this GPU "
-        << "allows " << cuda::max_smem_per_block(device);
-    return Support::no(msg.str());
-  }
-  const Support ready = cuda::kernel_ready(
-      KernelFamily::Attention,
-      cuda::attention_kernel_expression(key),
-      device,
-      tiles.warps * fa::kSimdWidth,
-      [&] { return cuda::attention_function(key, device, arch); });
-  return ready.ok ? ready : Support::no(kOp + ready.reason);
 }
 
 BackendInfo backend_info() {
@@ -242,8 +263,8 @@ BackendInfo backend_info() {
   return {"cuda", aot, cuda::use_jit()};
 }
 
-void eval(
-    const AttentionSpec& spec,
+void run(
+    const AttentionPlan& plan,
     const std::vector<mx::array>& inputs,
     mx::array& out,
     mx::Stream s) {
@@ -253,103 +274,49 @@ void eval(
   const int arch = arch_of(dev);
   cu::CommandEncoder& enc = cu::get_command_encoder(s);
 
-  fa::DType dtype;
-  if (!kernel_dtype(out.dtype(), &dtype)) {
-    throw std::logic_error(
-        std::string(kOp) + "internal error: eval without a supported dtype");
-  }
-  const bool has_mask =
-      spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive;
+  const fa::DType dtype = plan.dtype;
+  const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
   const mx::array q = readable_rows(inputs[0], dtype, enc, device, arch);
   const mx::array k = readable_rows(inputs[1], dtype, enc, device, arch);
   const mx::array v = readable_rows(inputs[2], dtype, enc, device, arch);
   // Sinks are read as sinks[head]: a strided view is copied.
-  mx::array sinks = inputs.back();
-  if (spec.has_sinks && sinks.strides()[0] != 1 && sinks.shape(0) > 1) {
-    sinks = contiguous_copy(sinks, dtype, enc, device, arch);
+  std::optional<mx::array> sinks;
+  if (si >= 0) {
+    sinks = needs_row_copy(inputs[si])
+        ? contiguous_copy(inputs[si], dtype, enc, device, arch)
+        : inputs[si];
   }
   cuda::set_device_data(out, enc);
   if (poison_outputs()) {
     poison(out, enc, device, arch);
   }
+  const mx::array* mask = mi >= 0 ? &inputs[mi] : nullptr;
+  const fa::AttnParams params = launch_params(plan, q, k, v, out, mask);
 
-  const int B = q.shape(0);
-  const int H_q = q.shape(1);
-  const int L_q = q.shape(2);
-  const int L_k = k.shape(2);
-  const int D = q.shape(3);
-  const int D_v = v.shape(3);
-
-  const cuda::AttentionKernelKey key =
-      attention_key(spec, dtype, q, v, device, arch);
-  const fa::AttnTiles tiles = cuda::attention_tiles(key);
-  fa::AttnFeatures features{};
-  features.has_mask = has_mask;
-  features.bool_mask = spec.mask == MaskKind::Bool;
-  features.causal = spec.mask == MaskKind::Causal;
-  features.has_sinks = spec.has_sinks;
-  features.align_q = L_q % tiles.bq == 0;
-  features.align_k = L_k % tiles.bk == 0;
-
-  fa::AttnParams params{};
-  params.B = B;
-  params.H_q = H_q;
-  params.H_kv = k.shape(1);
-  params.gqa_factor = H_q / params.H_kv;
-  params.L_q = L_q;
-  params.L_k = L_k;
-  params.D = D;
-  params.D_v = D_v;
-  params.causal_offset = L_k - L_q;
-  params.scale_log2 = spec.scale * 1.4426950408889634f;
-  for (int i = 0; i < 3; ++i) {
-    params.q_strides[i] = q.strides()[i];
-    params.k_strides[i] = k.strides()[i];
-    params.v_strides[i] = v.strides()[i];
-    params.o_strides[i] = out.strides()[i];
-  }
   const void* mask_ptr = nullptr;
-  if (has_mask) {
-    for (int i = 0; i < 4; ++i) {
-      params.mask_strides[i] = inputs[3].strides()[i];
-    }
-    mask_ptr = mx::gpu_ptr<void>(inputs[3]);
-    enc.set_input_array(inputs[3]);
+  if (mask != nullptr) {
+    mask_ptr = mx::gpu_ptr<void>(*mask);
+    enc.set_input_array(*mask);
   }
   const void* sinks_ptr = nullptr;
-  if (spec.has_sinks) {
-    sinks_ptr = mx::gpu_ptr<void>(sinks);
-    enc.set_input_array(sinks);
+  if (sinks) {
+    sinks_ptr = mx::gpu_ptr<void>(*sinks);
+    enc.set_input_array(*sinks);
   }
   enc.set_input_array(q);
   enc.set_input_array(k);
   enc.set_input_array(v);
   enc.set_output_array(out);
 
-  if (auto short_tiles = cuda::short_attention_tiles_cuda(inputs, dtype, device)) {
-    cuda::launch_short_attention(
-        enc, spec, dtype, *short_tiles, params, mx::gpu_ptr<void>(q),
-        mx::gpu_ptr<void>(k), mx::gpu_ptr<void>(v), mx::gpu_ptr<void>(out),
-        mask_ptr, sinks_ptr, device, arch);
-    return;
+  if (plan.family == KernelFamily::ShortAttention) {
+    add_attention_node(
+        enc, cuda::short_attention_function(plan, device, arch), plan, params,
+        q, k, v, out, mask_ptr, sinks_ptr, short_features(plan.features));
+  } else {
+    add_attention_node(
+        enc, cuda::attention_function(general_key(plan), device, arch), plan,
+        params, q, k, v, out, mask_ptr, sinks_ptr, plan.features);
   }
-
-  const dim3 grid((L_q + tiles.bq - 1) / tiles.bq, H_q, B);
-  enc.add_kernel_node_ex(
-      cuda::attention_function(key, device, arch),
-      grid,
-      dim3(tiles.warps * fa::kSimdWidth),
-      {},
-      static_cast<uint32_t>(
-          fa::attention_smem_bytes(tiles, D, D_v, dtype, fa::Backend::Cuda)),
-      mx::gpu_ptr<void>(q),
-      mx::gpu_ptr<void>(k),
-      mx::gpu_ptr<void>(v),
-      mx::gpu_ptr<void>(out),
-      params,
-      mask_ptr,
-      sinks_ptr,
-      features);
 }
 
 } // namespace mlx_fused_attn::gpu

@@ -1,27 +1,23 @@
-// The GPU interface (backend/gpu.h) on Metal: what the fused kernel covers,
-// and its dispatch through MLX's Metal device and command encoder.
+// The GPU interface (backend/gpu.h) on Metal: the plan of a call (which
+// kernel family runs it on the stream's device) and the plan's dispatch
+// through MLX's Metal device and command encoder.
 //
-// Kernels come from their family's library (kernel_library.h). supports()
+// Kernels come from their family's library (kernel_library.h). Planning
 // builds the pipeline a call will use and checks it against the dispatch,
 // so that a kernel that cannot run makes the call fall back before its
 // graph exists; MLX's Device caches the libraries and pipelines for eval.
 #include <algorithm>
-#include <stdexcept>
+#include <optional>
 #include <string>
 
 #include "mlx/allocator.h"
 #include "mlx/backend/metal/device.h"
-#include "mlx/utils.h"
 #include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/backend/metal/short_attention_metal.h"
-#include "mlx_fused_attn/kernels/attention_config.h"
-#include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
-#include "mlx_fused_attn/kernels/short_attention_names.h"
 #include "mlx_fused_attn/kernels/strided_copy_params.h"
-#include "mlx_fused_attn/params.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -51,7 +47,7 @@ mx::array with_contiguous_rows(
     fa::DType dtype,
     mx::metal::Device& d,
     mx::metal::CommandEncoder& enc) {
-  if (x.ndim() == 0 || x.strides()[x.ndim() - 1] == 1 || x.shape(-1) == 1) {
+  if (!needs_row_copy(x)) {
     return x;
   }
   mx::array copy(x.shape(), x.dtype(), nullptr, {});
@@ -76,160 +72,102 @@ mx::array with_contiguous_rows(
   return copy;
 }
 
-/// The general kernel's pipeline for a call.
-MetalPipeline general_pipeline(
-    const AttentionSpec& spec,
-    fa::DType dtype,
-    int L_q,
-    int L_k,
-    int D,
-    int D_v) {
-  const fa::AttnTiles tiles = fa::choose_attention_tiles(
-      D, D_v, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
-  fa::AttnFeatures features{};
-  features.has_mask =
-      spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive;
-  features.bool_mask = spec.mask == MaskKind::Bool;
-  features.causal = spec.mask == MaskKind::Causal;
-  features.has_sinks = spec.has_sinks;
-  features.align_q = L_q % tiles.bq == 0;
-  features.align_k = L_k % tiles.bk == 0;
-
+/// The general kernel's pipeline for a plan with its tiles.
+MetalPipeline general_pipeline(const AttentionPlan& plan) {
+  const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
   MetalPipeline p;
   p.family = KernelFamily::Attention;
-  p.kernel_name = fa::attention_kernel_name(dtype, D, D_v, tiles);
-  p.hash_name = fa::attention_pipeline_name(p.kernel_name, features);
+  p.kernel_name = fa::attention_kernel_name(
+      plan.dtype, plan.params.D, plan.params.D_v, tiles);
+  p.hash_name = fa::attention_pipeline_name(p.kernel_name, plan.features);
 #define FA_FUNCTION_CONSTANT(name, index) \
-  p.constants.push_back({index, features.name});
+  p.constants.push_back({index, plan.features.name});
   FA_ATTENTION_FEATURES(FA_FUNCTION_CONSTANT)
 #undef FA_FUNCTION_CONSTANT
   p.threads = size_t(fa::kSimdWidth) * tiles.warps;
   return p;
 }
 
-/// The pipeline that runs a covered call: the short kernel's or the
-/// general one's.
-MetalPipeline call_pipeline(
-    const AttentionSpec& spec,
-    const std::vector<mx::array>& inputs,
-    fa::DType dtype) {
-  const int D = inputs[0].shape(3);
-  if (auto tiles = short_attention_tiles_metal(inputs, dtype)) {
-    return short_attention_pipeline(spec, dtype, *tiles, D);
-  }
-  return general_pipeline(
-      spec, dtype, inputs[0].shape(2), inputs[1].shape(2), D,
-      inputs[2].shape(3));
+Support named(const Support& answer) {
+  return answer.ok ? answer : Support::no(kOp + answer.reason);
 }
 
-} // namespace
+/// Where a call is planned: the stream's device.
+struct MetalTarget {
+  mx::metal::Device& device;
+};
 
-Support supports(
-    const AttentionSpec& spec,
-    const std::vector<mx::array>& inputs) {
-  fa::DType dtype;
-  if (Support covered = attention_kernel_covers(kOp, inputs, &dtype);
+Support plan_short(const MetalTarget& target, AttentionPlan& plan) {
+  if (Support covered = plan_short_launch(plan, fa::Backend::Metal);
       !covered.ok) {
     return covered;
   }
-  auto& d = mx::metal::device(mx::Device::gpu);
-  // Strided q, k, v and sinks are copied first (with_contiguous_rows), and
-  // whether they are is known only at eval.
-  if (Support copy = pipeline_ready(d, strided_copy_pipeline(dtype));
-      !copy.ok) {
-    return {false, kOp + copy.reason};
-  }
-  if (Support ready = pipeline_ready(d, call_pipeline(spec, inputs, dtype));
-      !ready.ok) {
-    return {false, kOp + ready.reason};
-  }
-  // Short sequences run the short kernel (short_attention_covers); the
-  // reason names it.
-  if (auto tiles = short_attention_tiles_metal(inputs, dtype)) {
-    return {true, fa::short_attention_note(*tiles)};
-  }
-  return Support::yes();
+  return named(pipeline_ready(target.device, short_attention_pipeline(plan)));
 }
 
-void eval(
-    const AttentionSpec& spec,
+Support plan_general(const MetalTarget& target, AttentionPlan& plan) {
+  plan_general_launch(plan, fa::Backend::Metal);
+  return named(pipeline_ready(target.device, general_pipeline(plan)));
+}
+
+/// The families in order of preference: short sequences run the short
+/// kernel (short_attention_covers), all others the general one.
+const FamilyCandidate<AttentionPlan, MetalTarget> kFamilies[] = {
+    {KernelFamily::ShortAttention, plan_short},
+    {KernelFamily::Attention, plan_general},
+};
+
+} // namespace
+
+void plan(const AttentionCall& call, AttentionPlan& plan) {
+  if (!admitted(attention_kernel_covers(kOp, call.inputs, plan), plan)) {
+    return;
+  }
+  auto& d = mx::metal::device(call.stream.device);
+  // Strided q, k, v and sinks are copied first (with_contiguous_rows), and
+  // whether they are is known only at eval.
+  if (admitted(
+          named(pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan)) {
+    choose_family(kFamilies, MetalTarget{d}, plan);
+  }
+}
+
+void run(
+    const AttentionPlan& plan,
     const std::vector<mx::array>& inputs,
     mx::array& out,
     mx::Stream s) {
   auto& d = mx::metal::device(s.device);
   auto& enc = mx::metal::get_command_encoder(s);
-
-  fa::DType dtype;
-  if (!kernel_dtype(out.dtype(), &dtype)) {
-    throw std::logic_error(
-        std::string(kOp) + "internal error: eval without a supported dtype");
+  const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
+  const mx::array q = with_contiguous_rows(inputs[0], plan.dtype, d, enc);
+  const mx::array k = with_contiguous_rows(inputs[1], plan.dtype, d, enc);
+  const mx::array v = with_contiguous_rows(inputs[2], plan.dtype, d, enc);
+  std::optional<mx::array> sinks;
+  if (si >= 0) {
+    sinks = with_contiguous_rows(inputs[si], plan.dtype, d, enc);
   }
-  const bool has_mask =
-      spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive;
-  const mx::array q = with_contiguous_rows(inputs[0], dtype, d, enc);
-  const mx::array k = with_contiguous_rows(inputs[1], dtype, d, enc);
-  const mx::array v = with_contiguous_rows(inputs[2], dtype, d, enc);
-  const mx::array sinks = spec.has_sinks
-      ? with_contiguous_rows(inputs.back(), dtype, d, enc)
-      : inputs.back();
   out.set_data(mx::allocator::malloc(out.nbytes()));
+  const fa::AttnParams params =
+      launch_params(plan, q, k, v, out, mi >= 0 ? &inputs[mi] : nullptr);
 
-  const int B = q.shape(0);
-  const int H_q = q.shape(1);
-  const int H_kv = k.shape(1);
-  const int L_q = q.shape(2);
-  const int L_k = k.shape(2);
-  const int D = q.shape(3);
-  const int D_v = v.shape(3);
-
-  fa::AttnParams params{};
-  params.B = B;
-  params.H_q = H_q;
-  params.H_kv = H_kv;
-  params.gqa_factor = H_q / H_kv;
-  params.L_q = L_q;
-  params.L_k = L_k;
-  params.D = D;
-  params.D_v = D_v;
-  params.causal_offset = L_k - L_q;
-  params.scale_log2 = spec.scale * 1.4426950408889634f;
-  for (int i = 0; i < 3; ++i) {
-    params.q_strides[i] = q.strides()[i];
-    params.k_strides[i] = k.strides()[i];
-    params.v_strides[i] = v.strides()[i];
-    params.o_strides[i] = out.strides()[i];
-  }
-  if (has_mask) {
-    for (int i = 0; i < 4; ++i) {
-      params.mask_strides[i] = inputs[3].strides()[i];
-    }
-  }
-
-  const MetalPipeline pipeline = call_pipeline(spec, inputs, dtype);
-  auto* kernel = get_pipeline(d, pipeline);
-  if (auto short_tiles = short_attention_tiles_metal(inputs, dtype)) {
-    encode_short_attention(
-        enc, kernel, spec, *short_tiles, params, inputs, q, k, v, sinks, out);
-    return;
-  }
-
-  enc.set_compute_pipeline_state(kernel);
+  const MetalPipeline pipeline = plan.family == KernelFamily::ShortAttention
+      ? short_attention_pipeline(plan)
+      : general_pipeline(plan);
+  enc.set_compute_pipeline_state(get_pipeline(d, pipeline));
   enc.set_input_array(q, 0);
   enc.set_input_array(k, 1);
   enc.set_input_array(v, 2);
   enc.set_output_array(out, 3);
   enc.set_bytes(params, 4);
-  if (has_mask) {
-    enc.set_input_array(inputs[3], 5);
+  if (mi >= 0) {
+    enc.set_input_array(inputs[mi], 5);
   }
-  if (spec.has_sinks) {
-    enc.set_input_array(sinks, 6);
+  if (sinks) {
+    enc.set_input_array(*sinks, 6);
   }
-
-  const fa::AttnTiles tiles = fa::choose_attention_tiles(
-      D, D_v, dtype, fa::Backend::Metal, spec.mask == MaskKind::Causal, false);
-  const MTL::Size grid((L_q + tiles.bq - 1) / tiles.bq, H_q, B);
-  const MTL::Size group(fa::kSimdWidth, tiles.warps, 1);
+  const MTL::Size grid(plan.grid.x, plan.grid.y, plan.grid.z);
+  const MTL::Size group(fa::kSimdWidth, plan.grid.warps, 1);
   enc.dispatch_threadgroups(grid, group);
 }
 

@@ -1,0 +1,86 @@
+// How one attention call runs: its launch plan, built once from the call
+// and its stream's device when the op is built, carried by the primitive
+// and read by every backend at eval. Which calls a fused kernel covers is
+// the plan's to say: a plan without a family carries the reason.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "mlx/array.h"
+#include "mlx_fused_attn/call.h"
+#include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/kernels/short_attention_config.h"
+#include "mlx_fused_attn/kernels/short_attention_features.h"
+#include "mlx_fused_attn/launch_plan.h"
+#include "mlx_fused_attn/params.h"
+
+namespace mlx_fused_attn {
+
+struct AttentionPlan {
+  AttentionSpec spec;
+  /// The kernel family that runs the call; none: it runs as plain MLX ops,
+  /// for `reason`.
+  std::optional<KernelFamily> family;
+  /// The kernels' dtype of q, k, v and the output (set once a backend
+  /// admits it).
+  fa::DType dtype = fa::DType::Float32;
+  /// The tiles of the family that runs: the general kernel's, the short
+  /// kernel's, or none (the CPU kernel has no tiles).
+  std::variant<std::monostate, fa::AttnTiles, fa::ShortAttnTiles> tiles;
+  /// The chooser's device inputs for the general kernel on CUDA: Hopper's
+  /// warpgroup products, and a grid of more than one wave of blocks.
+  bool wgmma = false;
+  bool large_grid = false;
+  /// Shapes and scale; the strides are known only at eval (launch_params).
+  fa::AttnParams params{};
+  /// The general kernel's; the short kernel reads the ones it shares
+  /// (short_features).
+  fa::AttnFeatures features{};
+  LaunchGrid grid;
+  /// Why no family runs the call (empty when one does).
+  std::string reason;
+
+  bool fused() const {
+    return family.has_value();
+  }
+};
+
+/// The plan for a validated call on its stream's device.
+AttentionPlan plan_attention(const AttentionCall& call);
+
+/// What can_use_fused says of a plan that runs: the family where it is not
+/// the general kernel ("short-sequence kernel: ..."), else nothing.
+std::string plan_note(const AttentionPlan& plan);
+
+/// The plan's parameters with the strides of the arrays the kernel reads at
+/// eval: q, k, v (after any row copies), the output, and the mask if any.
+fa::AttnParams launch_params(
+    const AttentionPlan& plan,
+    const mlx::core::array& q,
+    const mlx::core::array& k,
+    const mlx::core::array& v,
+    const mlx::core::array& out,
+    const mlx::core::array* mask);
+
+/// The short kernel's features, as the general kernel's are for the call.
+fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features);
+
+// The backends' family lists build on these.
+
+/// Sets the general kernel's tiles and grid for `backend` (on CUDA with the
+/// chooser's device inputs `wgmma` and, through `sm_count`, large_grid).
+void plan_general_launch(
+    AttentionPlan& plan,
+    fa::Backend backend,
+    bool wgmma = false,
+    int sm_count = 0);
+
+/// Sets the short kernel's tiles and grid for `backend`, or says why it
+/// does not take the call.
+Support plan_short_launch(AttentionPlan& plan, fa::Backend backend);
+
+} // namespace mlx_fused_attn
