@@ -9,11 +9,7 @@ namespace mlx_fused_attn::cpu {
 using namespace mlx::core;
 
 void plan(const AttentionCall& call, AttentionPlan& plan) {
-  const mlx::core::Dtype dt = call.inputs[0].dtype();
-  if (admitted(kernel_covers(KernelFamily::Attention, dt), plan)) {
-    plan.dtype = kernel_dtype(dt);
-    plan.family = KernelFamily::Attention;
-  }
+  plan_cpu_kernel(KernelFamily::Attention, call.inputs[0].dtype(), plan);
 }
 
 void run(

@@ -9,11 +9,7 @@ namespace mlx_fused_attn::cpu {
 using namespace mlx::core;
 
 void na_plan(const NaCall& call, NaPlan& plan) {
-  const mlx::core::Dtype dt = call.inputs[0].dtype();
-  if (admitted(kernel_covers(KernelFamily::Neighborhood, dt), plan)) {
-    plan.dtype = kernel_dtype(dt);
-    plan.family = KernelFamily::Neighborhood;
-  }
+  plan_cpu_kernel(KernelFamily::Neighborhood, call.inputs[0].dtype(), plan);
 }
 
 void na_run(

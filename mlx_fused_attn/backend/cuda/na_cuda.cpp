@@ -150,6 +150,11 @@ CUfunction na_function(const cuda::NaKernelKey& key, int device, int arch) {
       aot_na_kernel(key));
 }
 
+/// `answer`, its reason naming the op and backend.
+Support named(const Support& answer) {
+  return answer.ok ? answer : Support::no(kOp + answer.reason);
+}
+
 /// MLX_FUSED_ATTN_NA_RUN=n: 1-D threadgroups take runs of n tiles where the
 /// kernel can (1: a tile each), whatever the device holds; read at every
 /// call, so that tests can set it.
@@ -200,8 +205,9 @@ void na_plan(const NaCall& call, NaPlan& plan) {
   }
   const int arch =
       d.compute_capability_major() * 10 + d.compute_capability_minor();
-  if (Support copy = cuda::copy_kernels_ready(plan.dtype, device, arch);
-      !admitted(copy.ok ? copy : Support::no(kOp + copy.reason), plan)) {
+  const Support copies =
+      named(cuda::copy_kernels_ready(plan.dtype, device, arch));
+  if (!admitted(copies, plan)) {
     return;
   }
   const cuda::NaKernelKey key{plan.dtype, p.D, p.n_axes};
@@ -211,7 +217,7 @@ void na_plan(const NaCall& call, NaPlan& plan) {
       device,
       cuda::na_tiles(key).warps * fa::kSimdWidth,
       [&] { return na_function(key, device, arch); });
-  if (admitted(ready.ok ? ready : Support::no(kOp + ready.reason), plan)) {
+  if (admitted(named(ready), plan)) {
     plan.family = KernelFamily::Neighborhood;
   }
 }
