@@ -1,14 +1,11 @@
 #include "mlx_fused_attn/neighborhood.h"
 
 #include <cmath>
-#include <sstream>
 
 #include "mlx/ops.h"
-#include "mlx_fused_attn/backend/gpu_na.h"
-#include "mlx_fused_attn/backend/kernel_family.h"
 #include "mlx_fused_attn/errors.h"
-#include "mlx_fused_attn/fallback.h"
-#include "mlx_fused_attn/na_call.h"
+#include "mlx_fused_attn/na_fallback.h"
+#include "mlx_fused_attn/na_plan.h"
 #include "mlx_fused_attn/neighborhood_primitive.h"
 #include "mlx_fused_attn/notices.h"
 
@@ -120,69 +117,6 @@ NaCall validate(
 
 } // namespace
 
-Support neighborhood_support(const NaCall& call) {
-  const Dtype dt = call.inputs[0].dtype();
-  if (call.inputs[0].size() == 0) {
-    return Support::no("an input is empty; empty calls run as plain MLX ops");
-  }
-  if (call.stream.device != Device::cpu) {
-    return gpu::na_supports(call.spec, call.inputs);
-  }
-  if (dt != float16 && dt != bfloat16 && dt != float32) {
-    std::ostringstream msg;
-    msg << "the fused CPU kernel takes float16, bfloat16 or float32, not " << dt
-        << "; this call runs as plain MLX ops";
-    return Support::no(msg.str());
-  }
-  return cpu_kernel_available(KernelFamily::Neighborhood);
-}
-
-array neighborhood_fallback(
-    const NaSpec& spec,
-    const std::vector<array>& inputs,
-    Stream s) {
-  const array& q = inputs[0];
-  const int B = q.shape(0), H = q.shape(-2);
-  int L = 1;
-  for (int a = 0; a < spec.n_axes; ++a) {
-    L *= spec.axes[a].n;
-  }
-  // allowed[i][j]: token j is in token i's neighborhood.
-  std::vector<bool> allowed(static_cast<size_t>(L) * L, false);
-  for (int i = 0; i < L; ++i) {
-    fa::NaWindow win[fa::kNaMaxAxes];
-    for (int a = fa::kNaMaxAxes - 1, t = i; a >= 0; --a) {
-      win[a] = fa::na_window(spec.axes[a], t % spec.axes[a].n);
-      t /= spec.axes[a].n;
-    }
-    for (int i0 = 0; i0 < win[0].count; ++i0) {
-      for (int i1 = 0; i1 < win[1].count; ++i1) {
-        for (int i2 = 0; i2 < win[2].count; ++i2) {
-          const int c0 = win[0].first + i0 * spec.axes[0].d;
-          const int c1 = win[1].first + i1 * spec.axes[1].d;
-          const int c2 = win[2].first + i2 * spec.axes[2].d;
-          const int j = (c0 * spec.axes[1].n + c1) * spec.axes[2].n + c2;
-          allowed[static_cast<size_t>(i) * L + j] = true;
-        }
-      }
-    }
-  }
-  std::vector<uint8_t> bytes(allowed.begin(), allowed.end());
-  array mask = astype(array(bytes.data(), {L, L}, uint8), bool_, s);
-
-  auto to_bhld = [&](const array& x) {
-    return transpose(reshape(x, {B, L, H, x.shape(-1)}, s), {0, 2, 1, 3}, s);
-  };
-  std::vector<array> attn_inputs = {
-      to_bhld(inputs[0]), to_bhld(inputs[1]), to_bhld(inputs[2]),
-      broadcast_to(mask, {B, H, L, L}, s)};
-  AttentionSpec attn{spec.scale, MaskKind::Bool, false};
-  array out = attention_fallback(attn, attn_inputs, s);
-  Shape shape = q.shape();
-  shape.back() = out.shape(-1);
-  return reshape(transpose(out, {0, 2, 1, 3}, s), shape, s);
-}
-
 array neighborhood_attention(
     const array& q,
     const array& k,
@@ -193,26 +127,12 @@ array neighborhood_attention(
     std::optional<float> scale,
     StreamOrDevice s) {
   NaCall call = validate(q, k, v, kernel_size, dilation, is_causal, scale, s);
-  const Support support = neighborhood_support(call);
-  if (!support.ok) {
-    note_fallback("neighborhood_attention", call.stream.device, support.reason);
-    return neighborhood_fallback(call.spec, call.inputs, call.stream);
+  const NaPlan plan = plan_neighborhood(call);
+  if (plan.fused()) {
+    return fused_neighborhood(call, plan);
   }
-  std::vector<array> inputs = call.inputs;
-  if (call.stream.device != Device::cpu) {
-    // The GPU kernels read each token's head-dim run as contiguous elements;
-    // MLX copies only inputs that are not row-contiguous already.
-    for (array& x : inputs) {
-      x = contiguous(x, false, call.stream);
-    }
-  }
-  Shape shape = inputs[0].shape();
-  shape.back() = inputs[2].shape(-1);
-  return array(
-      shape,
-      inputs[0].dtype(),
-      std::make_shared<NeighborhoodAttention>(call.stream, call.spec),
-      inputs);
+  note_fallback("neighborhood_attention", call.stream.device, plan.reason);
+  return neighborhood_fallback(call.spec, call.inputs, call.stream);
 }
 
 std::pair<bool, std::string> neighborhood_can_use_fused(
@@ -224,9 +144,9 @@ std::pair<bool, std::string> neighborhood_can_use_fused(
     const std::vector<bool>& is_causal,
     std::optional<float> scale,
     StreamOrDevice s) {
-  Support support = neighborhood_support(
+  const NaPlan plan = plan_neighborhood(
       validate(q, k, v, kernel_size, dilation, is_causal, scale, s));
-  return {support.ok, support.reason};
+  return {plan.fused(), plan.reason};
 }
 
 } // namespace mlx_fused_attn

@@ -1,49 +1,44 @@
-// NeighborhoodAttention: the MLX primitive behind neighborhood_attention.
-// Gradients, forward-mode derivatives and vmap come from the plain-ops
-// definition (explicit neighborhood mask).
+// NeighborhoodAttention: the MLX primitive behind neighborhood_attention
+// (fused_primitive.h). It carries the call's launch plan; gradients and
+// forward-mode derivatives come from the plain-ops definition
+// (na_fallback.h); vmap folds the mapped axis into the batch and stays
+// fused.
 #pragma once
 
-#include "mlx/primitives.h"
+#include "mlx_fused_attn/backend/cpu/na_cpu.h"
+#include "mlx_fused_attn/backend/gpu_na.h"
+#include "mlx_fused_attn/fused_primitive.h"
 #include "mlx_fused_attn/na_call.h"
-#include "mlx_fused_attn/transforms.h"
+#include "mlx_fused_attn/na_fallback.h"
+#include "mlx_fused_attn/na_plan.h"
 
 namespace mlx_fused_attn {
 
-class NeighborhoodAttention : public mlx::core::Primitive {
- public:
-  NeighborhoodAttention(mlx::core::Stream stream, NaSpec spec)
-      : mlx::core::Primitive(stream), spec_(spec) {}
+/// The fused primitive applied to a validated call whose plan has a family.
+mlx::core::array fused_neighborhood(const NaCall& call, const NaPlan& plan);
 
-  void eval_cpu(
-      const std::vector<mlx::core::array>& inputs,
-      std::vector<mlx::core::array>& outputs) override;
-  void eval_gpu(
-      const std::vector<mlx::core::array>& inputs,
-      std::vector<mlx::core::array>& outputs) override;
-
-  std::vector<mlx::core::array> vjp(
-      const std::vector<mlx::core::array>& primals,
-      const std::vector<mlx::core::array>& cotangents,
-      const std::vector<int>& argnums,
-      const std::vector<mlx::core::array>& outputs) override;
-  std::vector<mlx::core::array> jvp(
-      const std::vector<mlx::core::array>& primals,
-      const std::vector<mlx::core::array>& tangents,
-      const std::vector<int>& argnums) override;
-  std::pair<std::vector<mlx::core::array>, std::vector<int>> vmap(
-      const std::vector<mlx::core::array>& inputs,
-      const std::vector<int>& axes) override;
-
-  std::vector<mlx::core::Shape> output_shapes(
-      const std::vector<mlx::core::array>& inputs) override;
-  bool is_equivalent(const mlx::core::Primitive& other) const override;
-  const char* name() const override {
-    return "NeighborhoodAttention";
+/// Neighborhood attention as a FusedPrimitive family.
+struct NeighborhoodFamily {
+  using Spec = NaSpec;
+  using Call = NaCall;
+  using Plan = NaPlan;
+  static constexpr const char* kName = "NeighborhoodAttention";
+  static constexpr auto plan = &plan_neighborhood;
+  static constexpr auto fused = &fused_neighborhood;
+  static constexpr auto eval_cpu = &cpu::na_run;
+  static constexpr auto eval_gpu = &gpu::na_run;
+  static constexpr auto plain = &neighborhood_fallback;
+  static constexpr auto output_shape = &na_output_shape;
+  /// q, k and v all have the batch as axis 0.
+  static bool batched(const Spec&, int) {
+    return true;
   }
+  static bool equivalent(const Spec& a, const Spec& b);
+};
 
- private:
-  Definition definition();
-  NaSpec spec_;
+class NeighborhoodAttention : public FusedPrimitive<NeighborhoodFamily> {
+ public:
+  using FusedPrimitive::FusedPrimitive;
 };
 
 } // namespace mlx_fused_attn

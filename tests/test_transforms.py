@@ -1,4 +1,6 @@
-"""Gradients, forward-mode derivatives, mx.compile and mx.vmap through the op."""
+"""Gradients, forward-mode derivatives, mx.compile and mx.vmap through the ops."""
+
+import io
 
 import mlx.core as mx
 import numpy as np
@@ -145,3 +147,55 @@ def test_vmap_over_sinks(device):
             np.testing.assert_allclose(
                 np.array(out[i]), reference(q, k, v, 0.5, None, sinks[i]), rtol=1e-4, atol=1e-5
             )
+
+
+def graph(out):
+    """out's unevaluated graph in DOT: one node a primitive, by name."""
+    dot = io.StringIO()
+    mx.export_to_dot(dot, out)
+    return dot.getvalue()
+
+
+@device_params()
+@pytest.mark.parametrize(
+    "spatial, kernel, dilation, in_axes",
+    [
+        ((33,), 5, 2, (0, 0, 0)),
+        ((7, 9), 3, 2, (2, None, 0)),
+        ((4, 5, 6), 3, 1, (None, 1, None)),
+    ],
+)
+def test_neighborhood_vmap_stays_fused(device, spatial, kernel, dilation, in_axes):
+    n, B, H, D = 3, 2, 2, 32
+    shape = (B, *spatial, H, D)
+    # Each input carries the mapped axis (of n) at its in_axes position.
+    q, k, v = (
+        rand(shape, mx.float32, seed) if axis is None else mx.moveaxis(rand((n, *shape), mx.float32, seed), 0, axis)
+        for seed, axis in enumerate(in_axes)
+    )
+
+    def na(q, k, v):
+        return fa.neighborhood_attention(q, k, v, kernel, dilation=dilation, stream=device)
+
+    out = mx.vmap(na, in_axes=in_axes)(q, k, v)
+    dot = graph(out)
+    assert '"NeighborhoodAttention"' in dot and '"Softmax"' not in dot, dot
+    for i in range(n):
+        qi, ki, vi = (x if axis is None else mx.take(x, i, axis) for x, axis in zip((q, k, v), in_axes))
+        np.testing.assert_allclose(np.array(out[i]), np.array(na(qi, ki, vi)), rtol=1e-5, atol=1e-6)
+
+
+@device_params()
+def test_neighborhood_compile_shapeless(device):
+    """The windows are checked against the op's spatial shape: a shapeless
+    compile on the same shape runs fused, and one that changes it is refused
+    with a reason, not run with stale windows."""
+    f = mx.compile(
+        lambda q, k, v: fa.neighborhood_attention(q, k, v, (3, 3), stream=device), shapeless=True
+    )
+    q, k, v = (rand((1, 6, 6, 2, 32), mx.float32, s) for s in range(3))
+    want = fa.neighborhood_attention(q, k, v, (3, 3), stream=device)
+    np.testing.assert_allclose(np.array(f(q, k, v)), np.array(want), rtol=1e-5, atol=1e-6)
+    q, k, v = (rand((1, 8, 8, 2, 32), mx.float32, s) for s in range(3))
+    with pytest.raises(ValueError, match="spatial shape differs"):
+        mx.eval(f(q, k, v))

@@ -8,21 +8,20 @@
 #include "mlx/array.h"
 #include "mlx/stream.h"
 #include "mlx_fused_attn/na_call.h"
-#include "mlx_fused_attn/spec.h"
+#include "mlx_fused_attn/na_plan.h"
 
 namespace mlx_fused_attn::gpu {
 
-/// Whether this build's neighborhood kernel covers the call; inputs are the
-/// validated {q, k, v} in the output dtype.
-Support na_supports(
-    const NaSpec& spec,
-    const std::vector<mlx::core::array>& inputs);
+/// Plans a validated call for its GPU stream's device: admits the call and
+/// sets `plan`'s tiles, grid and family, or leaves the reason the kernel
+/// cannot run it. `plan` comes with the shapes set.
+void na_plan(const NaCall& call, NaPlan& plan);
 
-/// Runs the fused neighborhood kernel on the GPU stream `s`; called from
-/// NeighborhoodAttention::eval_gpu only when na_supports() said yes. The
-/// inputs are row-contiguous (the op asks MLX for that).
-void na_eval(
-    const NaSpec& spec,
+/// Runs a plan that has a family on the GPU stream `s`; called from
+/// NeighborhoodAttention::eval_gpu. The inputs may have any strides: the
+/// backend copies those its kernel cannot read in place.
+void na_run(
+    const NaPlan& plan,
     const std::vector<mlx::core::array>& inputs,
     mlx::core::array& out,
     mlx::core::Stream s);

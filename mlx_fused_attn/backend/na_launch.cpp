@@ -1,50 +1,32 @@
 #include "mlx_fused_attn/backend/na_launch.h"
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <sstream>
 
 #include "mlx/utils.h"
+#include "mlx_fused_attn/backend/na_grid_choice.h"
 #include "mlx_fused_attn/kernels/na_config.h"
 
 namespace mlx_fused_attn::gpu {
 
 namespace mx = mlx::core;
 
-namespace {
-
-/// Strides of [batch, axis 0..2, head] of a [B, *spatial, H, D] array; 0 on
-/// unused axes.
-void na_strides(const mx::array& x, int n_axes, fa::stride_t* dst) {
-  dst[0] = x.strides()[0];
-  for (int a = 0; a < fa::kNaMaxAxes; ++a) {
-    dst[1 + a] = a < n_axes ? x.strides()[1 + a] : 0;
-  }
-  dst[4] = x.strides()[1 + n_axes];
-}
-
-} // namespace
-
 Support na_kernel_covers(
     const char* op,
     const std::vector<mx::array>& inputs,
-    fa::DType* dtype) {
+    NaPlan& plan) {
   const mx::array& q = inputs[0];
   const mx::array& v = inputs[2];
   std::ostringstream msg;
   msg << op;
-  if (q.dtype() == mx::float16) {
-    *dtype = fa::DType::Float16;
-  } else if (q.dtype() == mx::bfloat16) {
-    *dtype = fa::DType::BFloat16;
-  } else if (q.dtype() == mx::float32) {
-    *dtype = fa::DType::Float32;
-  } else {
+  const auto dtype = kernel_dtype(q.dtype());
+  if (!dtype) {
     msg << "no kernel for dtype " << q.dtype()
         << " (float16, bfloat16 and float32 have one)";
     return Support::no(msg.str());
   }
+  plan.dtype = *dtype;
   const int D = q.shape(-1);
   if (v.shape(-1) != D) {
     msg << "the kernel needs one head dim for q, k and v; got " << D
@@ -59,10 +41,6 @@ Support na_kernel_covers(
     msg << "have one)";
     return Support::no(msg.str());
   }
-  if (q.size() == 0) {
-    msg << "empty input (nothing to launch)";
-    return Support::no(msg.str());
-  }
   // Token and key indices are ints in the kernel.
   int64_t tokens = 1;
   for (int a = 1; a + 2 < static_cast<int>(q.ndim()); ++a) {
@@ -75,55 +53,36 @@ Support na_kernel_covers(
   return Support::yes();
 }
 
-NaLaunch na_launch(
-    const NaSpec& spec,
+void plan_na_launch(
+    NaPlan& plan,
     fa::Backend backend,
-    fa::DType dtype,
-    const mx::array& q,
-    const mx::array& k,
-    const mx::array& v,
-    const mx::array& out,
-    long long resident,
+    int sm_count,
     int run_override) {
-  NaLaunch l{};
-  l.dtype = dtype;
-  l.n_axes = spec.n_axes;
-  l.head_dim = q.shape(-1);
-  l.tiles = fa::choose_na_tiles(l.head_dim, dtype, backend, spec.n_axes);
-
-  fa::NaParams& p = l.params;
-  p.B = q.shape(0);
-  p.H = q.shape(-2);
-  p.D = l.head_dim;
-  p.D_v = v.shape(-1);
-  p.n_axes = spec.n_axes;
-  p.L = 1;
-  for (int a = 0; a < fa::kNaMaxAxes; ++a) {
-    p.axes[a] = spec.axes[a];
-    p.L *= spec.axes[a].n;
-  }
-  p.scale_log2 = spec.scale * static_cast<float>(M_LOG2E);
-  na_strides(q, spec.n_axes, p.q_strides);
-  na_strides(k, spec.n_axes, p.k_strides);
-  na_strides(v, spec.n_axes, p.v_strides);
-  na_strides(out, spec.n_axes, p.o_strides);
-
-  l.grid = fa::na_choose_grid(
+  const NaSpec& spec = plan.spec;
+  const fa::NaParams& p = plan.params;
+  const fa::AttnTiles tiles =
+      fa::choose_na_tiles(p.D, plan.dtype, backend, spec.n_axes);
+  plan.tiles = tiles;
+  const long long resident =
+      sm_count > 0 && fa::na_use_runs(p.D, plan.dtype, backend, spec.n_axes)
+      ? static_cast<long long>(sm_count) * tiles.min_blocks
+      : 0;
+  fa::NaGrid g = fa::na_choose_grid(
+      spec.axes, spec.n_axes, tiles.warps, tiles.bq / tiles.warps, tiles.bk);
+  g = fa::na_run_for(
+      g,
       spec.axes,
       spec.n_axes,
-      l.tiles.warps,
-      l.tiles.bq / l.tiles.warps,
-      l.tiles.bk);
-  l.grid = fa::na_run_for(
-      l.grid,
-      spec.axes,
-      spec.n_axes,
-      l.tiles.bk,
-      l.tiles.stages,
+      tiles.bk,
+      tiles.stages,
       static_cast<fa::stride_t>(p.B) * p.H,
       resident,
       run_override);
-  return l;
+  plan.na_grid = g;
+  plan.grid.x = static_cast<unsigned>(g.blocks);
+  plan.grid.y = static_cast<unsigned>(p.H);
+  plan.grid.z = static_cast<unsigned>(p.B);
+  plan.grid.warps = tiles.warps;
 }
 
 } // namespace mlx_fused_attn::gpu

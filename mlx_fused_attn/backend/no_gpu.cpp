@@ -24,15 +24,15 @@ void run(
       "kernels");
 }
 
-Support na_supports(const NaSpec&, const std::vector<mlx::core::array>&) {
-  return Support::no(
+void na_plan(const NaCall&, NaPlan& plan) {
+  plan.reason =
       "this build of mlx_fused_attn has no GPU kernels (MLX has no Metal or "
       "CUDA backend here); GPU calls run as plain MLX ops with an explicit "
-      "neighborhood mask");
+      "neighborhood mask";
 }
 
-void na_eval(
-    const NaSpec&,
+void na_run(
+    const NaPlan&,
     const std::vector<mlx::core::array>&,
     mlx::core::array&,
     mlx::core::Stream) {

@@ -1,8 +1,6 @@
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 
-#include <sstream>
-
-#include "mlx/utils.h"
+#include "mlx_fused_attn/backend/cpu/cpu_covers.h"
 #include "mlx_fused_attn/backend/cpu/dispatch.h"
 #include "mlx_fused_attn/backend/cpu/problem.h"
 
@@ -11,19 +9,7 @@ namespace mlx_fused_attn::cpu {
 using namespace mlx::core;
 
 void plan(const AttentionCall& call, AttentionPlan& plan) {
-  const mlx::core::Dtype dt = call.inputs[0].dtype();
-  const auto dtype = mlx_fused_attn::kernel_dtype(dt);
-  if (!dtype) {
-    std::ostringstream msg;
-    msg << "the fused CPU kernel takes float16, bfloat16 or float32, not "
-        << dt << "; this call runs as plain MLX ops";
-    plan.reason = msg.str();
-    return;
-  }
-  plan.dtype = *dtype;
-  if (admitted(cpu_kernel_available(KernelFamily::Attention), plan)) {
-    plan.family = KernelFamily::Attention;
-  }
+  plan_cpu_kernel(KernelFamily::Attention, call.inputs[0].dtype(), plan);
 }
 
 void run(

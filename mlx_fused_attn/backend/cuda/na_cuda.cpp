@@ -12,6 +12,7 @@
 
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
+#include "mlx/backend/gpu/copy.h"
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
@@ -56,14 +57,6 @@ const void* aot_na_kernel(const cuda::NaKernelKey& key) {
   return nullptr;
 }
 
-/// The inputs reach the kernel row-contiguous (the op asks MLX for that), so
-/// a row starts on 16 bytes unless the array is a view at an odd offset.
-bool rows_aligned(const mx::array& x) {
-  const auto address = reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<void>(x));
-  return address % kRowAlignment == 0 &&
-      (x.shape(-1) * x.itemsize()) % kRowAlignment == 0;
-}
-
 /// A fresh copy of the row-contiguous `x` (as [1, 1, rows, D] for the
 /// strided copy kernel), kept alive by the encoder until its graph has run.
 mx::array aligned_copy(
@@ -99,6 +92,38 @@ mx::array aligned_copy(
   return copy;
 }
 
+/// A row-contiguous copy of `x` in any layout, by MLX's strided copy, into a
+/// fresh (so aligned) buffer kept alive by the encoder until its graph has run.
+mx::array row_contiguous_copy(
+    const mx::array& x,
+    cu::CommandEncoder& enc,
+    mx::Stream s) {
+  mx::array copy(x.shape(), x.dtype(), nullptr, {});
+  cuda::set_device_data(copy, enc);
+  mx::copy_gpu_inplace(x, copy, mx::CopyType::General, s);
+  enc.add_temporary(copy);
+  return copy;
+}
+
+/// q, k or v as the kernel reads it, with unit head-dim stride and rows on
+/// 16 bytes: itself, or a copy (a row-contiguous array at an odd offset
+/// needs only the flat aligned_copy).
+mx::array readable_rows(
+    const mx::array& x,
+    fa::DType dtype,
+    cu::CommandEncoder& enc,
+    mx::Stream s,
+    int device,
+    int arch) {
+  if (!needs_row_copy(
+          x, reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<void>(x)),
+          kRowAlignment)) {
+    return x;
+  }
+  return x.flags().row_contiguous ? aligned_copy(x, dtype, enc, device, arch)
+                                  : row_contiguous_copy(x, enc, s);
+}
+
 void poison(mx::array& out, cu::CommandEncoder& enc, int device, int arch) {
   unsigned long long n = out.nbytes();
   const unsigned long long blocks =
@@ -125,6 +150,11 @@ CUfunction na_function(const cuda::NaKernelKey& key, int device, int arch) {
       aot_na_kernel(key));
 }
 
+/// `answer`, its reason naming the op and backend.
+Support named(const Support& answer) {
+  return answer.ok ? answer : Support::no(kOp + answer.reason);
+}
+
 /// MLX_FUSED_ATTN_NA_RUN=n: 1-D threadgroups take runs of n tiles where the
 /// kernel can (1: a tile each), whatever the device holds; read at every
 /// call, so that tests can set it.
@@ -135,70 +165,68 @@ int run_override() {
 
 } // namespace
 
-Support na_supports(const NaSpec& spec, const std::vector<mx::array>& inputs) {
-  fa::DType dtype;
-  Support covered = na_kernel_covers(kOp, inputs, &dtype);
-  if (!covered.ok) {
-    return covered;
+void na_plan(const NaCall& call, NaPlan& plan) {
+  if (!admitted(na_kernel_covers(kOp, call.inputs, plan), plan)) {
+    return;
   }
-  const mx::array& q = inputs[0];
-  const int B = q.shape(0);
-  const int H = q.shape(-2);
-  if (B > kMaxGridYZ || H > kMaxGridYZ) {
+  const fa::NaParams& p = plan.params;
+  if (p.B > kMaxGridYZ || p.H > kMaxGridYZ) {
     std::ostringstream msg;
-    msg << kOp << "batch " << B << " or heads " << H
+    msg << kOp << "batch " << p.B << " or heads " << p.H
         << " over the grid limit of " << kMaxGridYZ;
-    return Support::no(msg.str());
+    plan.reason = msg.str();
+    return;
   }
-  cu::Device& d = cu::device(mx::Device(mx::Device::gpu, 0));
+  cu::Device& d = cu::device(call.stream.device);
   if (d.compute_capability_major() < 8) {
     std::ostringstream msg;
     msg << kOp << "the kernel needs compute capability 8.0 (mma.sync with "
         << "bf16); this GPU has " << d.compute_capability_major() << "."
         << d.compute_capability_minor();
-    return Support::no(msg.str());
-  }
-  const int D = q.shape(-1);
-  const int smem = fa::na_smem_bytes(
-      fa::choose_na_tiles(D, dtype, fa::Backend::Cuda, spec.n_axes),
-      D,
-      dtype,
-      spec.n_axes);
-  if (smem > cuda::max_smem_per_block(d.cuda_device())) {
-    std::ostringstream msg;
-    msg << kOp << "the kernel for head dim " << D << " and " << q.dtype()
-        << " needs " << smem << " bytes of shared memory a block; this GPU "
-        << "allows " << cuda::max_smem_per_block(d.cuda_device());
-    return Support::no(msg.str());
+    plan.reason = msg.str();
+    return;
   }
   const int device = d.cuda_device();
+  plan_na_launch(
+      plan,
+      fa::Backend::Cuda,
+      cuda::multiprocessor_count(device),
+      run_override());
+  plan.grid.smem_bytes =
+      fa::na_smem_bytes(plan.tiles, p.D, plan.dtype, p.n_axes);
+  if (plan.grid.smem_bytes > cuda::max_smem_per_block(device)) {
+    std::ostringstream msg;
+    msg << kOp << "the kernel for head dim " << p.D << " and "
+        << call.inputs[0].dtype() << " needs " << plan.grid.smem_bytes
+        << " bytes of shared memory a block; this GPU allows "
+        << cuda::max_smem_per_block(device);
+    plan.reason = msg.str();
+    return;
+  }
   const int arch =
       d.compute_capability_major() * 10 + d.compute_capability_minor();
-  if (Support copy = cuda::copy_kernels_ready(dtype, device, arch); !copy.ok) {
-    return {false, kOp + copy.reason};
+  const Support copies =
+      named(cuda::copy_kernels_ready(plan.dtype, device, arch));
+  if (!admitted(copies, plan)) {
+    return;
   }
-  const cuda::NaKernelKey key{dtype, D, spec.n_axes};
+  const cuda::NaKernelKey key{plan.dtype, p.D, p.n_axes};
   const Support ready = cuda::kernel_ready(
       KernelFamily::Neighborhood,
       cuda::na_kernel_expression(key),
       device,
       cuda::na_tiles(key).warps * fa::kSimdWidth,
       [&] { return na_function(key, device, arch); });
-  return ready.ok ? ready : Support::no(kOp + ready.reason);
+  if (admitted(named(ready), plan)) {
+    plan.family = KernelFamily::Neighborhood;
+  }
 }
 
-void na_eval(
-    const NaSpec& spec,
+void na_run(
+    const NaPlan& plan,
     const std::vector<mx::array>& inputs,
     mx::array& out,
     mx::Stream s) {
-  fa::DType dtype;
-  const Support covered = na_kernel_covers(kOp, inputs, &dtype);
-  if (!covered.ok) {
-    throw std::logic_error(
-        std::string(kOp) + "internal error: eval of an uncovered call: " +
-        covered.reason);
-  }
   cu::Device& dev = cu::device(s.device);
   dev.make_current();
   const int device = dev.cuda_device();
@@ -208,37 +236,16 @@ void na_eval(
 
   mx::array qkv[3] = {inputs[0], inputs[1], inputs[2]};
   for (mx::array& x : qkv) {
-    if (!rows_aligned(x)) {
-      x = aligned_copy(x, dtype, enc, device, arch);
-    }
+    x = readable_rows(x, plan.dtype, enc, s, device, arch);
   }
   cuda::set_device_data(out, enc);
   if (poison_outputs()) {
     poison(out, enc, device, arch);
   }
   // Not const: the encoder takes its kernel arguments by non-const address.
-  // 1-D runs of tiles: one round of threadgroups, min_blocks a
-  // multiprocessor (choose_na_tiles sizes them to fit).
-  const int head_dim = qkv[0].shape(-1);
-  const fa::AttnTiles tiles =
-      fa::choose_na_tiles(head_dim, dtype, fa::Backend::Cuda, spec.n_axes);
-  const long long resident =
-      fa::na_use_runs(head_dim, dtype, fa::Backend::Cuda, spec.n_axes)
-      ? static_cast<long long>(cuda::multiprocessor_count(device)) *
-          tiles.min_blocks
-      : 0;
-  NaLaunch l = na_launch(
-      spec,
-      fa::Backend::Cuda,
-      dtype,
-      qkv[0],
-      qkv[1],
-      qkv[2],
-      out,
-      resident,
-      run_override());
-  const cuda::NaKernelKey key{dtype, l.head_dim, l.n_axes};
-  const int smem = fa::na_smem_bytes(l.tiles, l.head_dim, dtype, l.n_axes);
+  fa::NaParams params = na_launch_params(plan, qkv[0], qkv[1], qkv[2], out);
+  fa::NaGrid na_grid = plan.na_grid;
+  const cuda::NaKernelKey key{plan.dtype, plan.params.D, plan.params.n_axes};
 
   for (const mx::array& x : qkv) {
     enc.set_input_array(x);
@@ -246,16 +253,16 @@ void na_eval(
   enc.set_output_array(out);
   enc.add_kernel_node_ex(
       na_function(key, device, arch),
-      dim3(l.grid.blocks, l.params.H, l.params.B),
-      dim3(l.tiles.warps * fa::kSimdWidth),
+      dim3(plan.grid.x, plan.grid.y, plan.grid.z),
+      dim3(plan.grid.warps * fa::kSimdWidth),
       {},
-      static_cast<uint32_t>(smem),
+      static_cast<uint32_t>(plan.grid.smem_bytes),
       mx::gpu_ptr<void>(qkv[0]),
       mx::gpu_ptr<void>(qkv[1]),
       mx::gpu_ptr<void>(qkv[2]),
       mx::gpu_ptr<void>(out),
-      l.params,
-      l.grid);
+      params,
+      na_grid);
 }
 
 } // namespace mlx_fused_attn::gpu

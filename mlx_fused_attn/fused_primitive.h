@@ -1,0 +1,150 @@
+// FusedPrimitive: what the fused MLX primitives (FusedAttention,
+// NeighborhoodAttention) share. Each carries its call's launch plan, made
+// when the op was built. Lazy and transformable: eval runs the plan on the
+// CPU or GPU; gradients and forward-mode derivatives come from the family's
+// plain-ops definition; vmap folds the mapped axis into the batch and stays
+// fused.
+//
+// A family is a struct of static members:
+//   Spec, Call, Plan           what a call asks for; a validated call; its
+//                              launch plan (with .spec, .fused())
+//   kName                      the primitive's name
+//   plan                       (call): the call's plan
+//   fused                      (call, plan): the primitive applied to a
+//                              call whose plan has a family
+//   eval_cpu, eval_gpu         (plan, inputs, out, stream): run the kernel
+//   plain                      (spec, inputs, stream): the op as plain ops
+//   batched                    (spec, input index): whether that input has
+//                              the batch as axis 0
+//   equivalent                 (spec, spec): the same computation
+//   output_shape               (inputs): the output's shape
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mlx/primitives.h"
+#include "mlx_fused_attn/transforms.h"
+
+namespace mlx_fused_attn {
+
+/// vmap by folding the mapped axis into the batch, [n, B, ...] -> [n * B,
+/// ...], of every input whose `batched` entry is set; `apply` computes on
+/// the folded inputs. Calls folding cannot express go through `plain`.
+mlx::core::array vmap_by_folding(
+    const Definition& apply,
+    const Definition& plain,
+    const std::vector<mlx::core::array>& inputs,
+    const std::vector<int>& axes,
+    const std::vector<bool>& batched,
+    mlx::core::Stream s);
+
+template <typename Family>
+class FusedPrimitive : public mlx::core::Primitive {
+ public:
+  using Spec = typename Family::Spec;
+  using Call = typename Family::Call;
+  using Plan = typename Family::Plan;
+
+  FusedPrimitive(
+      mlx::core::Stream stream,
+      Plan plan,
+      const std::vector<mlx::core::array>& inputs)
+      : mlx::core::Primitive(stream), plan_(std::move(plan)) {
+    for (const auto& x : inputs) {
+      planned_shapes_.push_back(x.shape());
+    }
+  }
+
+  void eval_cpu(
+      const std::vector<mlx::core::array>& inputs,
+      std::vector<mlx::core::array>& outputs) override {
+    Family::eval_cpu(plan_for(inputs), inputs, outputs[0], stream());
+  }
+  void eval_gpu(
+      const std::vector<mlx::core::array>& inputs,
+      std::vector<mlx::core::array>& outputs) override {
+    Family::eval_gpu(plan_for(inputs), inputs, outputs[0], stream());
+  }
+
+  std::vector<mlx::core::array> vjp(
+      const std::vector<mlx::core::array>& primals,
+      const std::vector<mlx::core::array>& cotangents,
+      const std::vector<int>& argnums,
+      const std::vector<mlx::core::array>&) override {
+    return vjp_through(definition(), primals, cotangents, argnums);
+  }
+  std::vector<mlx::core::array> jvp(
+      const std::vector<mlx::core::array>& primals,
+      const std::vector<mlx::core::array>& tangents,
+      const std::vector<int>& argnums) override {
+    return jvp_through(definition(), primals, tangents, argnums);
+  }
+  std::pair<std::vector<mlx::core::array>, std::vector<int>> vmap(
+      const std::vector<mlx::core::array>& inputs,
+      const std::vector<int>& axes) override {
+    std::vector<bool> batched;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      batched.push_back(Family::batched(plan_.spec, static_cast<int>(i)));
+    }
+    // The folded call has its own shapes, so its own plan.
+    auto apply = [spec = plan_.spec, s = stream()](
+                     const std::vector<mlx::core::array>& in) {
+      const Call call{spec, in, s};
+      const Plan plan = Family::plan(call);
+      return plan.fused() ? Family::fused(call, plan)
+                          : Family::plain(spec, in, s);
+    };
+    return {
+        {vmap_by_folding(apply, definition(), inputs, axes, batched, stream())},
+        {0}};
+  }
+
+  std::vector<mlx::core::Shape> output_shapes(
+      const std::vector<mlx::core::array>& inputs) override {
+    return {Family::output_shape(inputs)};
+  }
+  bool is_equivalent(const mlx::core::Primitive& other) const override {
+    return Family::equivalent(
+        plan_.spec, static_cast<const FusedPrimitive&>(other).plan_.spec);
+  }
+  const char* name() const override {
+    return Family::kName;
+  }
+
+ private:
+  /// The plain-ops definition that transforms are taken through.
+  Definition definition() {
+    return [spec = plan_.spec, s = stream()](
+               const std::vector<mlx::core::array>& in) {
+      return Family::plain(spec, in, s);
+    };
+  }
+
+  /// The plan made when the op was built; or, where a shapeless compile
+  /// runs the primitive on other shapes, one made for those.
+  Plan plan_for(const std::vector<mlx::core::array>& inputs) {
+    bool same = inputs.size() == planned_shapes_.size();
+    for (size_t i = 0; same && i < inputs.size(); ++i) {
+      same = inputs[i].shape() == planned_shapes_[i];
+    }
+    if (same) {
+      return plan_;
+    }
+    Plan plan = Family::plan(Call{plan_.spec, inputs, stream()});
+    if (!plan.fused()) {
+      throw std::invalid_argument(
+          std::string("[") + Family::kName +
+          "] a shapeless compile reached shapes no fused kernel runs: " +
+          plan.reason);
+    }
+    return plan;
+  }
+
+  Plan plan_;
+  std::vector<mlx::core::Shape> planned_shapes_;
+};
+
+} // namespace mlx_fused_attn
