@@ -16,18 +16,16 @@
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
 #include "mlx/utils.h"
-#include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/device_limits.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
+#include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/cuda/short_attention_cuda.h"
 #include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
-#include "mlx_fused_attn/backend/poison.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/short_attention_names.h"
-#include "mlx_fused_attn/kernels/strided_copy_params.h"
 #include "mlx_fused_attn/params.h"
 
 namespace mlx_fused_attn::gpu {
@@ -40,12 +38,6 @@ namespace {
 constexpr const char* kOp = "[scaled_dot_product_attention] CUDA: ";
 /// Grid limits of the y (heads) and z (batch) axes.
 constexpr int kMaxGridYZ = 65535;
-/// cp.async copies and ldmatrix read 16-byte units.
-constexpr int kRowAlignment = 16;
-
-int arch_of(cu::Device& d) {
-  return d.compute_capability_major() * 10 + d.compute_capability_minor();
-}
 
 /// The kernel for a problem on `device`: its tiles come from the kernel's
 /// dtype, head dim, mask, the GPU's products and the grid's size. A grid
@@ -67,102 +59,13 @@ cuda::AttentionKernelKey attention_key(
       spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive,
       cuda::has_wgmma(arch),
       false};
-  const fa::AttnTiles tiles = cuda::attention_tiles(key);
+  const fa::AttnTiles tiles = key.tiles();
   const long long q_blocks =
       (q.shape(2) + tiles.bq - 1) / tiles.bq * q.shape(1) * q.shape(0);
   key.large_grid = q_blocks >
       static_cast<long long>(tiles.min_blocks) *
           cuda::multiprocessor_count(device);
   return key;
-}
-
-/// Whether the kernel can read `x` in place: unit stride along the head dim
-/// and every row (and every batch and head start) 16-byte aligned.
-bool rows_readable(const mx::array& x) {
-  if (x.strides()[3] != 1) {
-    return false;
-  }
-  const auto address = reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<void>(x));
-  if (address % kRowAlignment != 0) {
-    return false;
-  }
-  for (int i = 0; i < 3; ++i) {
-    if (x.shape(i) > 1 &&
-        (x.strides()[i] * static_cast<int64_t>(x.itemsize())) % kRowAlignment !=
-            0) {
-      return false;
-    }
-  }
-  return true;
-}
-
-/// A row-contiguous copy of `x` (rank 4 or less) made on the GPU, kept
-/// alive by the encoder until its graph has run.
-mx::array contiguous_copy(
-    const mx::array& x,
-    fa::DType dtype,
-    cu::CommandEncoder& enc,
-    int device,
-    int arch) {
-  mx::array copy(x.shape(), x.dtype(), nullptr, {});
-  cuda::set_device_data(copy, enc);
-  fa::StridedCopyParams params{};
-  const int pad = 4 - static_cast<int>(x.ndim());
-  for (int i = 0; i < 4; ++i) {
-    params.shape[i] = i < pad ? 1 : x.shape(i - pad);
-    params.strides[i] = i < pad ? 0 : x.strides()[i - pad];
-  }
-  const int inner = params.shape[2] * params.shape[3];
-  const dim3 grid(
-      (inner + fa::kStridedCopyThreads - 1) / fa::kStridedCopyThreads,
-      params.shape[1],
-      params.shape[0]);
-  enc.set_input_array(x);
-  enc.set_output_array(copy);
-  enc.add_kernel_node_ex(
-      cuda::strided_copy_function(dtype, device, arch),
-      grid,
-      dim3(fa::kStridedCopyThreads),
-      {},
-      0,
-      mx::gpu_ptr<void>(x),
-      mx::gpu_ptr<void>(copy),
-      params);
-  enc.add_temporary(copy);
-  return copy;
-}
-
-/// q, k or v as the kernel can read it: itself, or a copy.
-mx::array readable_rows(
-    const mx::array& x,
-    fa::DType dtype,
-    cu::CommandEncoder& enc,
-    int device,
-    int arch) {
-  if (rows_readable(x)) {
-    return x;
-  }
-  mx::array copy = contiguous_copy(x, dtype, enc, device, arch);
-  if (!rows_readable(copy)) {
-    throw std::logic_error(
-        std::string(kOp) + "internal error: a fresh buffer is not aligned");
-  }
-  return copy;
-}
-
-void poison(mx::array& out, cu::CommandEncoder& enc, int device, int arch) {
-  unsigned long long n = out.nbytes();
-  const unsigned long long blocks =
-      (n + fa::kPoisonThreads - 1) / fa::kPoisonThreads;
-  enc.set_output_array(out);
-  enc.add_kernel_node_ex(
-      cuda::poison_function(device, arch),
-      dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)),
-      dim3(fa::kPoisonThreads),
-      {},
-      0,
-      mx::gpu_ptr<void>(out),
-      n);
 }
 
 } // namespace
@@ -182,15 +85,11 @@ Support supports(
   // The kernel runs on the stream's device; support is answered for the
   // default GPU (MLX's CUDA backend uses one).
   cu::Device& d = cu::device(mx::Device(mx::Device::gpu, 0));
-  if (d.compute_capability_major() < 8) {
-    std::ostringstream msg;
-    msg << kOp << "the kernel needs compute capability 8.0 (mma.sync with "
-        << "bf16); this GPU has " << d.compute_capability_major() << "."
-        << d.compute_capability_minor();
-    return Support::no(msg.str());
+  if (Support s = cuda::device_supported(kOp, d); !s.ok) {
+    return s;
   }
   const int device = d.cuda_device();
-  const int arch = arch_of(d);
+  const int arch = cuda::arch_of(d);
   if (Support copy = cuda::copy_kernels_ready(dtype, device, arch); !copy.ok) {
     return {false, kOp + copy.reason};
   }
@@ -213,9 +112,7 @@ Support supports(
   }
   const cuda::AttentionKernelKey key =
       attention_key(spec, dtype, q, v, device, arch);
-  const fa::AttnTiles tiles = cuda::attention_tiles(key);
-  const int smem =
-      fa::attention_smem_bytes(tiles, D, D_v, dtype, fa::Backend::Cuda);
+  const int smem = key.smem_bytes();
   if (smem > cuda::max_smem_per_block(device)) {
     std::ostringstream msg;
     msg << kOp << "the kernel for head dims " << D << " (q, k) and " << D_v
@@ -224,12 +121,7 @@ Support supports(
         << "allows " << cuda::max_smem_per_block(device);
     return Support::no(msg.str());
   }
-  const Support ready = cuda::kernel_ready(
-      KernelFamily::Attention,
-      cuda::attention_kernel_expression(key),
-      device,
-      tiles.warps * fa::kSimdWidth,
-      [&] { return cuda::attention_function(key, device, arch); });
+  const Support ready = cuda::kernel_ready(key, device, arch);
   return ready.ok ? ready : Support::no(kOp + ready.reason);
 }
 
@@ -250,7 +142,7 @@ void eval(
   cu::Device& dev = cu::device(s.device);
   dev.make_current();
   const int device = dev.cuda_device();
-  const int arch = arch_of(dev);
+  const int arch = cuda::arch_of(dev);
   cu::CommandEncoder& enc = cu::get_command_encoder(s);
 
   fa::DType dtype;
@@ -260,18 +152,16 @@ void eval(
   }
   const bool has_mask =
       spec.mask == MaskKind::Bool || spec.mask == MaskKind::Additive;
-  const mx::array q = readable_rows(inputs[0], dtype, enc, device, arch);
-  const mx::array k = readable_rows(inputs[1], dtype, enc, device, arch);
-  const mx::array v = readable_rows(inputs[2], dtype, enc, device, arch);
+  const mx::array q = cuda::readable_rows(inputs[0], dtype, enc, device, arch);
+  const mx::array k = cuda::readable_rows(inputs[1], dtype, enc, device, arch);
+  const mx::array v = cuda::readable_rows(inputs[2], dtype, enc, device, arch);
   // Sinks are read as sinks[head]: a strided view is copied.
   mx::array sinks = inputs.back();
   if (spec.has_sinks && sinks.strides()[0] != 1 && sinks.shape(0) > 1) {
-    sinks = contiguous_copy(sinks, dtype, enc, device, arch);
+    sinks = cuda::contiguous_copy(sinks, dtype, enc, device, arch);
   }
   cuda::set_device_data(out, enc);
-  if (poison_outputs()) {
-    poison(out, enc, device, arch);
-  }
+  cuda::poison(out, enc, device, arch);
 
   const int B = q.shape(0);
   const int H_q = q.shape(1);
@@ -282,7 +172,7 @@ void eval(
 
   const cuda::AttentionKernelKey key =
       attention_key(spec, dtype, q, v, device, arch);
-  const fa::AttnTiles tiles = cuda::attention_tiles(key);
+  const fa::AttnTiles tiles = key.tiles();
   fa::AttnFeatures features{};
   features.has_mask = has_mask;
   features.bool_mask = spec.mask == MaskKind::Bool;
@@ -336,12 +226,11 @@ void eval(
 
   const dim3 grid((L_q + tiles.bq - 1) / tiles.bq, H_q, B);
   enc.add_kernel_node_ex(
-      cuda::attention_function(key, device, arch),
+      cuda::kernel_function(key, device, arch),
       grid,
-      dim3(tiles.warps * fa::kSimdWidth),
+      dim3(key.threads()),
       {},
-      static_cast<uint32_t>(
-          fa::attention_smem_bytes(tiles, D, D_v, dtype, fa::Backend::Cuda)),
+      static_cast<uint32_t>(key.smem_bytes()),
       mx::gpu_ptr<void>(q),
       mx::gpu_ptr<void>(k),
       mx::gpu_ptr<void>(v),

@@ -4,7 +4,6 @@
 // encoder.
 #include <cuda_runtime.h>
 
-#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -13,19 +12,13 @@
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
 #include "mlx/utils.h"
-#include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/device_limits.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
-#include "mlx_fused_attn/backend/cuda/na_names.h"
+#include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
 #include "mlx_fused_attn/backend/na_launch.h"
-#include "mlx_fused_attn/backend/poison.h"
 #include "mlx_fused_attn/kernels/na_config.h"
-#include "mlx_fused_attn/kernels/strided_copy_params.h"
-#ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
-#include "mlx_fused_attn/backend/cuda/na_aot.h"
-#endif
 
 namespace mlx_fused_attn::gpu {
 
@@ -37,93 +30,6 @@ namespace {
 constexpr const char* kOp = "[neighborhood_attention] CUDA: ";
 /// Grid limits of the y (heads) and z (batch) axes.
 constexpr int kMaxGridYZ = 65535;
-/// cp.async copies and the fragments' paired loads and stores take rows
-/// that start on 16 bytes.
-constexpr int kRowAlignment = 16;
-
-/// The nvcc-built kernel for `key`, nullptr in a build without them.
-const void* aot_na_kernel(const cuda::NaKernelKey& key) {
-#ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
-  switch (key.n_axes) {
-#define FA_NA_AOT_CASE(n) \
-  case n:                 \
-    return cuda::aot_na_kernel_n##n(key.dtype, key.head_dim);
-    FA_NA_AXES(FA_NA_AOT_CASE)
-#undef FA_NA_AOT_CASE
-  }
-#endif
-  (void)key;
-  return nullptr;
-}
-
-/// The inputs reach the kernel row-contiguous (the op asks MLX for that), so
-/// a row starts on 16 bytes unless the array is a view at an odd offset.
-bool rows_aligned(const mx::array& x) {
-  const auto address = reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<void>(x));
-  return address % kRowAlignment == 0 &&
-      (x.shape(-1) * x.itemsize()) % kRowAlignment == 0;
-}
-
-/// A fresh copy of the row-contiguous `x` (as [1, 1, rows, D] for the
-/// strided copy kernel), kept alive by the encoder until its graph has run.
-mx::array aligned_copy(
-    const mx::array& x,
-    fa::DType dtype,
-    cu::CommandEncoder& enc,
-    int device,
-    int arch) {
-  mx::array copy(x.shape(), x.dtype(), nullptr, {});
-  cuda::set_device_data(copy, enc);
-  const int D = x.shape(-1);
-  fa::StridedCopyParams params{};
-  params.shape[0] = params.shape[1] = 1;
-  params.shape[2] = static_cast<int>(x.size() / D);
-  params.shape[3] = D;
-  params.strides[2] = D;
-  params.strides[3] = 1;
-  const int64_t inner = static_cast<int64_t>(x.size());
-  const dim3 grid(
-      (inner + fa::kStridedCopyThreads - 1) / fa::kStridedCopyThreads, 1, 1);
-  enc.set_input_array(x);
-  enc.set_output_array(copy);
-  enc.add_kernel_node_ex(
-      cuda::strided_copy_function(dtype, device, arch),
-      grid,
-      dim3(fa::kStridedCopyThreads),
-      {},
-      0,
-      mx::gpu_ptr<void>(x),
-      mx::gpu_ptr<void>(copy),
-      params);
-  enc.add_temporary(copy);
-  return copy;
-}
-
-void poison(mx::array& out, cu::CommandEncoder& enc, int device, int arch) {
-  unsigned long long n = out.nbytes();
-  const unsigned long long blocks =
-      (n + fa::kPoisonThreads - 1) / fa::kPoisonThreads;
-  enc.set_output_array(out);
-  enc.add_kernel_node_ex(
-      cuda::poison_function(device, arch),
-      dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)),
-      dim3(fa::kPoisonThreads),
-      {},
-      0,
-      mx::gpu_ptr<void>(out),
-      n);
-}
-
-CUfunction na_function(const cuda::NaKernelKey& key, int device, int arch) {
-  return cuda::kernel_function(
-      KernelFamily::Neighborhood,
-      cuda::na_kernel_expression(key),
-      device,
-      arch,
-      fa::na_smem_bytes(
-          cuda::na_tiles(key), key.head_dim, key.dtype, key.n_axes),
-      aot_na_kernel(key));
-}
 
 /// MLX_FUSED_ATTN_NA_RUN=n: 1-D threadgroups take runs of n tiles where the
 /// kernel can (1: a tile each), whatever the device holds; read at every
@@ -151,12 +57,8 @@ Support na_supports(const NaSpec& spec, const std::vector<mx::array>& inputs) {
     return Support::no(msg.str());
   }
   cu::Device& d = cu::device(mx::Device(mx::Device::gpu, 0));
-  if (d.compute_capability_major() < 8) {
-    std::ostringstream msg;
-    msg << kOp << "the kernel needs compute capability 8.0 (mma.sync with "
-        << "bf16); this GPU has " << d.compute_capability_major() << "."
-        << d.compute_capability_minor();
-    return Support::no(msg.str());
+  if (Support s = cuda::device_supported(kOp, d); !s.ok) {
+    return s;
   }
   const int D = q.shape(-1);
   const int smem = fa::na_smem_bytes(
@@ -172,18 +74,12 @@ Support na_supports(const NaSpec& spec, const std::vector<mx::array>& inputs) {
     return Support::no(msg.str());
   }
   const int device = d.cuda_device();
-  const int arch =
-      d.compute_capability_major() * 10 + d.compute_capability_minor();
+  const int arch = cuda::arch_of(d);
   if (Support copy = cuda::copy_kernels_ready(dtype, device, arch); !copy.ok) {
     return {false, kOp + copy.reason};
   }
   const cuda::NaKernelKey key{dtype, D, spec.n_axes};
-  const Support ready = cuda::kernel_ready(
-      KernelFamily::Neighborhood,
-      cuda::na_kernel_expression(key),
-      device,
-      cuda::na_tiles(key).warps * fa::kSimdWidth,
-      [&] { return na_function(key, device, arch); });
+  const Support ready = cuda::kernel_ready(key, device, arch);
   return ready.ok ? ready : Support::no(kOp + ready.reason);
 }
 
@@ -202,20 +98,15 @@ void na_eval(
   cu::Device& dev = cu::device(s.device);
   dev.make_current();
   const int device = dev.cuda_device();
-  const int arch =
-      dev.compute_capability_major() * 10 + dev.compute_capability_minor();
+  const int arch = cuda::arch_of(dev);
   cu::CommandEncoder& enc = cu::get_command_encoder(s);
 
   mx::array qkv[3] = {inputs[0], inputs[1], inputs[2]};
   for (mx::array& x : qkv) {
-    if (!rows_aligned(x)) {
-      x = aligned_copy(x, dtype, enc, device, arch);
-    }
+    x = cuda::readable_rows(x, dtype, enc, device, arch);
   }
   cuda::set_device_data(out, enc);
-  if (poison_outputs()) {
-    poison(out, enc, device, arch);
-  }
+  cuda::poison(out, enc, device, arch);
   // Not const: the encoder takes its kernel arguments by non-const address.
   // 1-D runs of tiles: one round of threadgroups, min_blocks a
   // multiprocessor (choose_na_tiles sizes them to fit).
@@ -245,7 +136,7 @@ void na_eval(
   }
   enc.set_output_array(out);
   enc.add_kernel_node_ex(
-      na_function(key, device, arch),
+      cuda::kernel_function(key, device, arch),
       dim3(l.grid.blocks, l.params.H, l.params.B),
       dim3(l.tiles.warps * fa::kSimdWidth),
       {},

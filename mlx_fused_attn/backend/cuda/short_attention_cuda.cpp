@@ -7,51 +7,12 @@
 
 #include "mlx_fused_attn/backend/cuda/device_limits.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
-#include "mlx_fused_attn/backend/cuda/short_attention_names.h"
 #include "mlx_fused_attn/backend/short_attention_switch.h"
 #include "mlx_fused_attn/kernels/short_attention_features.h"
-#ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
-#include "mlx_fused_attn/backend/cuda/short_attention_aot.h"
-#endif
 
 namespace mlx_fused_attn::cuda {
 
 namespace mx = mlx::core;
-
-namespace {
-
-/// The nvcc-built kernel for `key`, nullptr in a build without them.
-const void* aot_short_attention_kernel(const ShortAttentionKernelKey& key) {
-#ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
-  switch (key.head_dim) {
-#define FA_SHORT_AOT_CASE(d) \
-  case d:                    \
-    return aot_short_attention_kernel_d##d(key.dtype, key.seq);
-    FA_SHORT_ATTENTION_HEAD_DIMS(FA_SHORT_AOT_CASE)
-#undef FA_SHORT_AOT_CASE
-  }
-#endif
-  (void)key;
-  return nullptr;
-}
-
-CUfunction short_attention_function(
-    fa::DType dtype,
-    fa::ShortAttnTiles tiles,
-    int head_dim,
-    int device,
-    int arch) {
-  const ShortAttentionKernelKey key{dtype, head_dim, tiles.seq};
-  return kernel_function(
-      KernelFamily::ShortAttention,
-      short_attention_kernel_expression(key),
-      device,
-      arch,
-      fa::short_attention_smem_bytes(tiles, head_dim, dtype),
-      aot_short_attention_kernel(key));
-}
-
-} // namespace
 
 Support short_attention_ready(
     fa::DType dtype,
@@ -60,13 +21,7 @@ Support short_attention_ready(
     int device,
     int arch) {
   return kernel_ready(
-      KernelFamily::ShortAttention,
-      short_attention_kernel_expression({dtype, head_dim, tiles.seq}),
-      device,
-      tiles.warps * fa::kSimdWidth,
-      [&] {
-        return short_attention_function(dtype, tiles, head_dim, device, arch);
-      });
+      ShortAttentionKernelKey{dtype, head_dim, tiles.seq}, device, arch);
 }
 
 std::optional<fa::ShortAttnTiles> short_attention_tiles_cuda(
@@ -115,18 +70,16 @@ void launch_short_attention(
   features.causal = spec.mask == MaskKind::Causal;
   features.has_sinks = spec.has_sinks;
 
-  const int smem = fa::short_attention_smem_bytes(tiles, params.D, dtype);
-  const CUfunction function =
-      short_attention_function(dtype, tiles, params.D, device, arch);
+  const ShortAttentionKernelKey key{dtype, params.D, tiles.seq};
   const int64_t sequences = int64_t(params.B) * params.H_q;
   const dim3 grid(
       static_cast<unsigned>((sequences + tiles.problems - 1) / tiles.problems));
   enc.add_kernel_node_ex(
-      function,
+      kernel_function(key, device, arch),
       grid,
-      dim3(tiles.warps * fa::kSimdWidth),
+      dim3(key.threads()),
       {},
-      static_cast<uint32_t>(smem),
+      static_cast<uint32_t>(key.smem_bytes()),
       q,
       k,
       v,
