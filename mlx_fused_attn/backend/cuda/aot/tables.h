@@ -18,4 +18,4 @@
   X(neighborhood_1d) \
   X(neighborhood_2d) \
   X(neighborhood_3d) \
-  X(copy)
+  X(strided_copy)
