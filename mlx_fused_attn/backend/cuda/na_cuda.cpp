@@ -4,6 +4,7 @@
 // encoder.
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
