@@ -1,7 +1,7 @@
 // Host-side names of the Metal neighborhood-attention kernels: the one
 // place they are built. metal/neighborhood.metal spells the same names in
-// its instantiation list, and tests/metal_emu/test_na_kernel.py checks that
-// they agree.
+// its instantiation list (written by tools/gen_instances.py), and
+// tests/metal_emu/test_na_kernel.py checks that they agree.
 #pragma once
 
 #include <string>
