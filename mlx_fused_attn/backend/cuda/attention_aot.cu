@@ -24,7 +24,7 @@ const void* instance() {
   constexpr int D = FA_AOT_HEAD_DIM;
   constexpr int DV = FA_AOT_HEAD_DIM_V;
   constexpr fa::AttnTiles t = fa::choose_attention_tiles(
-      D, DV, fa::DTypeOf<T>::value, fa::Backend::Cuda, kCausal, kWgmma,
+      D, DV, fa::DTypeOf<T>::value, fa::Backend::Cuda, kWgmma,
       kLarge);
   return reinterpret_cast<const void*>(
       &fa::attention_kernel<

@@ -42,7 +42,6 @@ inline fa::AttnTiles attention_tiles(const AttentionKernelKey& key) {
       key.head_dim_v,
       key.dtype,
       fa::Backend::Cuda,
-      key.causal,
       key.wgmma,
       key.large_grid);
 }
