@@ -127,7 +127,7 @@ struct Case {
   /// for that many rounds of resident threadgroups; 0: a tile a threadgroup.
   template <int BQ, int BK, int WM, int ST, int MB>
   void shape(int reps, int waves = 1) {
-    constexpr fa::AttnTiles tiles = {BQ, BK, WM, ST, MB};
+    constexpr fa::NaTiles tiles = {BQ / WM, BK, WM, ST, MB};
     const int smem = fa::na_smem_bytes(tiles, D, fa::DType::Float16, N);
     auto kernel = fa::na_attention_kernel<T, D, BQ, BK, WM, ST, MB, N>;
     CHECK(cudaFuncSetAttribute(

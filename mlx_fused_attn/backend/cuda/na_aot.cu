@@ -19,12 +19,13 @@ namespace {
 
 template <typename T, int D>
 const void* instance() {
-  constexpr fa::AttnTiles t =
+  constexpr fa::NaTiles t =
       fa::choose_na_tiles(
       D, fa::DTypeOf<T>::value, fa::Backend::Cuda, FA_NA_AOT_AXES);
   return reinterpret_cast<const void*>(
       &fa::na_attention_kernel<
-          T, D, t.bq, t.bk, t.warps, t.stages, t.min_blocks, FA_NA_AOT_AXES>);
+          T, D, fa::na_tile_queries(t), t.key_block, t.warps, t.stages,
+          t.min_blocks, FA_NA_AOT_AXES>);
 }
 
 template <typename T>

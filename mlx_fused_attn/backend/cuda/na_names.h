@@ -18,16 +18,17 @@ struct NaKernelKey {
   int n_axes;
 };
 
-inline fa::AttnTiles na_tiles(const NaKernelKey& key) {
+inline fa::NaTiles na_tiles(const NaKernelKey& key) {
   return fa::choose_na_tiles(
       key.head_dim, key.dtype, fa::Backend::Cuda, key.n_axes);
 }
 
 inline std::string na_kernel_expression(const NaKernelKey& key) {
-  const fa::AttnTiles t = na_tiles(key);
+  const fa::NaTiles t = na_tiles(key);
   return std::string("fa::na_attention_kernel<") +
       device_type_name(key.dtype) + ", " + std::to_string(key.head_dim) +
-      ", " + std::to_string(t.bq) + ", " + std::to_string(t.bk) + ", " +
+      ", " + std::to_string(fa::na_tile_queries(t)) + ", " +
+      std::to_string(t.key_block) + ", " +
       std::to_string(t.warps) + ", " + std::to_string(t.stages) + ", " +
       std::to_string(t.min_blocks) + ", " + std::to_string(key.n_axes) + ">";
 }
