@@ -78,7 +78,7 @@ constexpr bool attention_head_dims_supported(int head_dim, int head_dim_v) {
 
 /// CUDA tiles past D = 128: one warpgroup of 64 queries, 16 rows a warp,
 /// since a warp's O alone is D_v / 2 fp32 registers a thread; each variant
-/// is the largest that does not spill (ptxas -v) and fits an A100's 163 KB.
+/// chosen not to spill (ptxas -v) within the 163 KB an A100 block may have.
 constexpr AttnTiles choose_large_head_dim_tiles(
     int head_dim,
     DType dtype,
@@ -141,8 +141,8 @@ constexpr AttnTiles choose_attention_tiles(
   if (wgmma && large_grid && d == 96) {
     return AttnTiles{128, 64, 8, 1, 2, true, true};
   }
-  // One warpgroup a block, as many blocks a multiprocessor as fit without
-  // harmful spills (D = 72 stays at 3: its spill at 4 is not measured).
+  // One warpgroup a block (128 keys up to D = 64), as many blocks a
+  // multiprocessor as fit without harmful spills (72's spill at 4 unmeasured).
   if (wgmma) {
     const int bk = d <= 64 ? 128 : 64;
     const int min_blocks = head_dim == 80 ? 4 : head_dim == 96 ? 2 : 3;

@@ -60,8 +60,8 @@ constexpr int na_tile_queries(NaTiles tiles) {
 /// share a multiprocessor and cover one another's waits.
 constexpr NaTiles
 choose_na_tiles(int head_dim, DType dtype, Backend backend, int n_axes) {
-  // 8 x 8 queries in 2-D; plain loads, one stage; bk = 16 at D = 128 keeps
-  // fp32 K and V within 32 KB.
+  // 8 x 8 queries in 2-D; plain loads, one stage; 16-key blocks at D = 128
+  // keep fp32 K and V within 32 KB.
   if (backend == Backend::Metal) {
     return NaTiles{8, head_dim < 128 ? 32 : 16, 8, 1};
   }
