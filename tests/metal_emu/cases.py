@@ -217,16 +217,21 @@ def run_case(
     )
     fused = output(res[3], places["out"], dtype)
     ref = reference(q64, k64, v64, scale, dtype, causal=causal, **ref_kwargs)
-    atol, rtol = TOL[dtype]
-    np.testing.assert_allclose(
+    check(
         fused,
         ref,
-        atol=atol,
-        rtol=rtol,
-        err_msg=f"{launch.name} D={D} D_v={D_v} L_q={L_q} L_k={L_k} B={B} H_q={H_q} H_kv={H_kv} "
+        dtype,
+        f"{launch.name} D={D} D_v={D_v} L_q={L_q} L_k={L_k} B={B} H_q={H_q} H_kv={H_kv} "
         f"causal={causal} mask={mask} sinks={sinks} layout={layouts or layout} seed={seed}",
     )
     return fused, ref, v64
+
+
+def check(fused, ref, dtype, what):
+    """Every output element against the float64 reference, within TOL;
+    `what` names the case in a failure."""
+    atol, rtol = TOL[dtype]
+    np.testing.assert_allclose(fused, ref, atol=atol, rtol=rtol, err_msg=what)
 
 
 def place_inputs(inputs, dtype, layout, layouts, mask):
