@@ -226,19 +226,19 @@ struct Case {
 /// (waves = 0, the kernel before), over 2 to 8 warps; a ring needs the box
 /// (bq + k - 1 keys, at worst alignment) in stages - 1 blocks.
 void sweep_1d(Case<1>& c) {
-  c.shape<fa::NaTilesOf<64, 32, 4, 6, 4>>(20, 0);
-  c.shape<fa::NaTilesOf<64, 32, 4, 6, 4>>(20, 1);
-  c.shape<fa::NaTilesOf<64, 32, 4, 6, 4>>(20, 2);
-  c.shape<fa::NaTilesOf<64, 32, 4, 6, 3>>(20, 1);
-  c.shape<fa::NaTilesOf<32, 32, 2, 5, 6>>(20, 1);
-  c.shape<fa::NaTilesOf<128, 32, 8, 8, 2>>(20, 1);
+  c.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(20, 0);
+  c.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(20, 1);
+  c.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(20, 2);
+  c.shape<fa::NaTilesOf<16, 32, 4, 6, 3>>(20, 1);
+  c.shape<fa::NaTilesOf<16, 32, 2, 5, 6>>(20, 1);
+  c.shape<fa::NaTilesOf<16, 32, 8, 8, 2>>(20, 1);
 }
 
 /// The 2-D tiles: the chosen one and the 8-warp one before it (no runs in
 /// 2-D; a check that the 1-D change leaves them where they were).
 void sweep_2d(Case<2>& c) {
-  c.shape<fa::NaTilesOf<128, 64, 8, 3, 2>>(20, 0);
-  c.shape<fa::NaTilesOf<64, 64, 4, 3, 4>>(20, 0);
+  c.shape<fa::NaTilesOf<16, 64, 8, 3, 2>>(20, 0);
+  c.shape<fa::NaTilesOf<16, 64, 4, 3, 4>>(20, 0);
 }
 
 int main() {
@@ -246,10 +246,10 @@ int main() {
   std::printf("copy bandwidth %.2f TB/s\n", copy);
   if (profile()) {
     Case<1> c63("1d k63", 1, 16384, 1, 63, copy);
-    c63.shape<fa::NaTilesOf<64, 32, 4, 6, 4>>(1, 1);
-    c63.shape<fa::NaTilesOf<64, 32, 4, 6, 4>>(1, 0);
+    c63.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(1, 1);
+    c63.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(1, 0);
     Case<1> c7("1d k7", 1, 16384, 1, 7, copy);
-    c7.shape<fa::NaTilesOf<64, 32, 4, 6, 4>>(1, 1);
+    c7.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(1, 1);
     return 0;
   }
   {

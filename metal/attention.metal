@@ -39,10 +39,7 @@ fa_attention(
   constexpr fa::DType dtype = fa::DTypeOf<T>::value;
   constexpr fa::Backend kMetal = fa::Backend::Metal;
   static_assert(
-      tiles ==
-              fa::choose_attention_tiles(D, DV, dtype, kMetal, false, false) &&
-          tiles ==
-              fa::choose_attention_tiles(D, DV, dtype, kMetal, true, false),
+      tiles == fa::choose_attention_tiles(D, DV, dtype, kMetal, false),
       "instantiation list disagrees with choose_attention_tiles");
   typedef fa::AttnShape<T, D, BQ, BK, WM, tiles.stages, DV> Shape;
 

@@ -27,7 +27,7 @@ fa_neighborhood(
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
   // Metal's loads are plain (synchronous) loads: one K/V stage.
-  constexpr fa::AttnTiles tiles = {BQ, BK, WM, 1};
+  constexpr fa::NaTiles tiles = {BQ / WM, BK, WM, 1};
   static_assert(
       tiles ==
           fa::choose_na_tiles(

@@ -87,8 +87,8 @@ void attention(fa::DType t, int d, int dv) {
       }
     }
   }
-  const fa::AttnTiles m = fa::choose_attention_tiles(
-      d, dv, t, fa::Backend::Metal, false, false);
+  const fa::AttnTiles m =
+      fa::choose_attention_tiles(d, dv, t, fa::Backend::Metal, false);
   metal("attention", "FA_INSTANTIATE", t, {d, dv, m.bq, m.bk, m.warps});
 }
 
@@ -107,7 +107,7 @@ void neighborhood(fa::DType t, int d, int n) {
   cuda("neighborhood_" + std::to_string(n) + "d",
        NaKernelKey{t, d, n}.expression());
   const auto m = fa::choose_na_tiles(d, t, fa::Backend::Metal, n);
-  metal("neighborhood", "FA_NA_INSTANTIATE", t, {d, m.bq, m.bk, m.warps, n});
+  metal("neighborhood", "FA_NA_INSTANTIATE", t, {d, fa::na_tile_queries(m), m.key_block, m.warps, n});
 }
 
 int main() {

@@ -177,7 +177,7 @@ FA_FUNC void na_load_kv_block(
 /// division an element is an IEEE division on CUDA (about 15 instructions
 /// with its slow-path check): with the 32 output elements of a lane it cost
 /// a 1-D tile about as many instructions as a key block's whole step
-/// (the SASS, benchmarks/RESULTS.md). A row whose every score was -inf has sum 0
+/// (the SASS, docs/gpu_kernels.md). A row whose every score was -inf has sum 0
 /// and becomes NaN, as with the division (no neighborhood row is empty).
 template <typename OTile, int kSlots>
 FA_FUNC void na_finalize(

@@ -15,7 +15,7 @@
 // mma_ab, so they return with their accumulators ready, as the per-warp
 // products do; the other threadgroups on the multiprocessor fill the wait.
 // Leaving them in flight across the softmax (FlashAttention-3's overlap) was
-// measured slower here (benchmarks/RESULTS.md); two things ptxas (CUDA 13.0)
+// measured slower here (docs/gpu_kernels.md); two things ptxas (CUDA 13.0)
 // then reports: with too few registers for two score tiles it serialises
 // every wgmma of the kernel (C7512), and so it does when a product is
 // started under a branch that ptxas cannot resolve (C7514), so a pipelined

@@ -48,8 +48,7 @@ struct AttentionKernelKey {
 
   fa::AttnTiles tiles() const {
     return fa::choose_attention_tiles(
-        head_dim, head_dim_v, dtype, fa::Backend::Cuda, causal, wgmma,
-        large_grid);
+        head_dim, head_dim_v, dtype, fa::Backend::Cuda, wgmma, large_grid);
   }
   std::string expression() const {
     const fa::AttnTiles t = tiles();
@@ -122,9 +121,10 @@ struct NaKernelKey {
     const auto t = tiles();
     return std::string("fa::na_attention_kernel<") + device_type_name(dtype) +
         ", " + std::to_string(head_dim) + ", fa::NaTilesOf<" +
-        std::to_string(t.bq) + ", " + std::to_string(t.bk) + ", " +
-        std::to_string(t.warps) + ", " + std::to_string(t.stages) + ", " +
-        std::to_string(t.min_blocks) + ">, " + std::to_string(n_axes) + ">";
+        std::to_string(t.warp_rows) + ", " + std::to_string(t.key_block) +
+        ", " + std::to_string(t.warps) + ", " + std::to_string(t.stages) +
+        ", " + std::to_string(t.min_blocks) + ">, " + std::to_string(n_axes) +
+        ">";
   }
   int threads() const {
     return tiles().warps * fa::kSimdWidth;

@@ -28,9 +28,9 @@ struct ShortTilesOf {
   static constexpr ShortAttnTiles value = {SEQ, WR, WM, NP};
 };
 
-template <int BQ, int BK, int WM, int ST, int MB>
+template <int WR, int KB, int WM, int ST, int MB>
 struct NaTilesOf {
-  static constexpr AttnTiles value = {BQ, BK, WM, ST, MB};
+  static constexpr NaTiles value = {WR, KB, WM, ST, MB};
 };
 
 } // namespace fa

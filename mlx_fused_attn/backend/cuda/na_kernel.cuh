@@ -3,9 +3,8 @@
 // makes the shared geometry (na_window.h, na_grid.h) device code, declares
 // the shared memory and maps the grid.
 //
-// Template: element type, head dim, tiles (a type whose `value` holds bq,
-// bk, warps, stages and min_blocks, kernel_tiles.h) and the number of
-// spatial axes.
+// Template: element type, head dim, tiles (a type whose `value` is the
+// fa::NaTiles, kernel_tiles.h) and the number of spatial axes.
 //
 // Grid: (grid.blocks, H, B); block: warps * 32 threads; dynamic shared
 // memory: na_smem_bytes(tiles, D, dtype, N).
@@ -33,7 +32,8 @@ __global__ void __launch_bounds__(
     const NaParams params,
     const NaGrid grid) {
   constexpr auto t = Tiles::value;
-  typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages> Shape;
+  typedef AttnShape<T, D, na_tile_queries(t), t.key_block, t.warps, t.stages>
+      Shape;
   extern __shared__ __align__(16) unsigned char smem[];
   T* k_smem = reinterpret_cast<T*>(smem);
   T* v_smem = k_smem + Shape::kSmemElems;

@@ -24,7 +24,8 @@ template <typename T, int D, int BQ, int BK, int WM, int ST, int N>
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
   typedef fa::AttnShape<T, D, BQ, BK, WM, ST> Shape;
-  constexpr int kCoordInts = fa::na_coord_ints(fa::AttnTiles{BQ, BK, WM, ST}, N);
+  constexpr int kCoordInts =
+      fa::na_coord_ints(fa::NaTiles{BQ / WM, BK, WM, ST}, N);
   FA_SHARED_ARRAY_DECL T k_smem[Shape::kSmemElems];
   FA_SHARED_ARRAY_DECL T v_smem[Shape::kSmemElems];
   FA_SHARED_ARRAY_DECL int coords[kCoordInts > 0 ? kCoordInts : 1];
