@@ -157,6 +157,25 @@ struct AttnKVSource {
   }
 };
 
+/// The source of (batch, kv_head)'s key blocks.
+template <typename Target, typename Shape>
+FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
+    const FA_CONSTANT AttnParams& p,
+    const FA_DEVICE typename Shape::elem_type* k,
+    const FA_DEVICE typename Shape::elem_type* v,
+    FA_THREADGROUP typename Shape::elem_type* k_smem,
+    FA_THREADGROUP typename Shape::elem_type* v_smem,
+    bool align_k,
+    int batch,
+    int kv_head) {
+  const AttnKVSource<Target, Shape> src = {
+      k + batch * p.k_strides[0] + kv_head * p.k_strides[1],
+      v + batch * p.v_strides[0] + kv_head * p.v_strides[1],
+      p.k_strides[2], p.v_strides[2], p.L_k, p.L_k / Shape::kBK, align_k,
+      k_smem, v_smem};
+  return src;
+}
+
 /// The key blocks a query block visits, 0 .. end - 1, of which blocks
 /// causal onwards need the causal mask. Causal: query i sees keys j <= i +
 /// causal_offset, so blocks right of the block's last diagonal are skipped
@@ -230,25 +249,17 @@ FA_FUNC void attention_block(
   const int kv_head = head / p.gqa_factor;
   const AttnKeyBlocks blocks = attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
 
-  const Source src = {
-      k + batch * p.k_strides[0] + kv_head * p.k_strides[1],
-      v + batch * p.v_strides[0] + kv_head * p.v_strides[1],
-      p.k_strides[2], p.v_strides[2], p.L_k, p.L_k / kBK, f.align_k,
-      k_smem, v_smem};
-  const Pipeline pipe =
-      kv_pipeline<Pipeline>(src, blocks.end, warp * kSimdWidth + lane);
+  const Pipeline pipe = kv_pipeline<Pipeline>(
+      attention_kv_source<Target, Shape>(
+          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head),
+      blocks.end, warp * kSimdWidth + lane);
   AttnBlockMasks<T, kBK> masks = attention_block_masks<T, kBK>(
       p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, q_row0);
   masks.align_k = f.align_k;
   masks.kb_causal = blocks.causal;
 
   AttnStep<Target, T, Shape::kWarpRows, kBK, kVCols> st;
-  // Sinks are raw logits, not scaled: MLX puts them beside the scaled scores.
-  if (f.has_sinks) {
-    attention_step_begin(st, static_cast<float>(sinks[head]) * FA_LOG2E, 1.0f);
-  } else {
-    attention_step_begin(st, -FA_FLT_MAX, 0.0f);
-  }
+  attention_step_begin(st, f.has_sinks, f.has_sinks ? sinks[head] : T(0));
 
   // ---------------------------------------------------------------- load Q
   // First, and with no commit of its own: a Q copied into threadgroup memory

@@ -41,11 +41,17 @@ struct AttnStep {
   OnlineSoftmax<STile::kRowSlots> softmax;
 };
 
-/// O = 0, and the softmax starts from max0 and sum0: -FLT_MAX and 0, or a
-/// sink's logit and 1 (the sink is one more score, exp2(sink - max) = 1).
-template <typename Step>
-FA_FUNC void attention_step_begin(FA_THREAD Step& st, float max0, float sum0) {
-  softmax_init(st.softmax, max0, sum0);
+/// O = 0, and the softmax starts empty, or from a sink: one more logit,
+/// raw, not scaled (MLX puts it beside the scaled scores), which starts the
+/// max and adds exp2(sink - max) to the sum.
+template <typename Step, typename T>
+FA_FUNC void
+attention_step_begin(FA_THREAD Step& st, bool has_sink, T sink) {
+  if (has_sink) {
+    softmax_init(st.softmax, static_cast<float>(sink) * FA_LOG2E, 1.0f);
+  } else {
+    softmax_init(st.softmax, -FA_FLT_MAX, 0.0f);
+  }
   tile_fill(st.o, 0.0f);
 }
 

@@ -136,6 +136,29 @@ struct NaBlockMasks {
   }
 };
 
+/// The masks of the rows of a tile along `axis` (its dilation group of
+/// length m, its box from box0), every block masked; the caller sets the
+/// warp's rows and, in 1-D runs, the blocks that need none.
+template <int kNdim, int kBK, int kStages>
+FA_FUNC NaBlockMasks<kNdim, kBK, kStages> na_block_masks(
+    NaAxis axis,
+    int m,
+    int box0,
+    const FA_THREADGROUP int* coords,
+    float scale_log2) {
+  NaBlockMasks<kNdim, kBK, kStages> masks;
+  masks.op.axis = axis;
+  masks.op.m = m;
+  masks.op.row0 = 0;
+  masks.op.box0 = box0;
+  masks.op.coords = coords;
+  masks.op.key0 = 0;
+  masks.inner_first = 0;
+  masks.inner_last = -1;
+  masks.scale_log2 = scale_log2;
+  return masks;
+}
+
 /// Where box key `key` lies: its box coordinate along each axis, and its
 /// offsets from the box's first key in K and V.
 template <int kNdim>
@@ -328,13 +351,42 @@ FA_FUNC void na_key_blocks(
     int hi,
     int kBK,
     lane_t lane) {
-  attention_step_begin(st, -FA_FLT_MAX, 0.0f);
+  attention_step_begin(st, false, 0.0f);
   for (int b = lo; b <= hi; ++b) {
     if (b * kBK <= keys.last && b * kBK + kBK > keys.first) {
       attention_step<Block, Block>(st, q, masks, pipe, b, lane);
     }
   }
   attention_step_end(st);
+}
+
+/// A 1-D threadgroup's run: tiles tile_first .. tile_end - 1 of one
+/// dilation group, and its ring of keys: the group's, from the first box's
+/// first key (`base`) to the group's end (keys past it are zero-filled and
+/// in no window).
+struct NaRun {
+  NaAxis axis;
+  int group;
+  int m; ///< the group's length
+  int tile_first;
+  int tile_end;
+  int base;
+};
+
+FA_FUNC NaRun
+na_run(const FA_CONSTANT NaParams& p, const FA_CONSTANT NaGrid& grid, int block) {
+  NaRun r;
+  r.axis = na_axis(p, 0);
+  const int extent = grid.extent[0];
+  const int runs = (grid.tiles[0] + grid.run - 1) / grid.run;
+  r.group = block / runs;
+  r.m = na_group_length(r.axis.n, r.axis.d, r.group);
+  r.tile_first = (block % runs) * grid.run;
+  r.tile_end =
+      na_min(r.tile_first + grid.run, (r.m + extent - 1) / extent);
+  const int q0 = r.tile_first * extent;
+  r.base = na_union_window(r.axis, r.m, q0, na_min(q0 + extent, r.m) - 1).first;
+  return r;
 }
 
 /// 1-D, a run of consecutive query tiles of one dilation group
@@ -379,55 +431,37 @@ FA_FUNC void na_attention_run_1d(
   constexpr int kGroupWarps = Block::kProductWarps;
 
   // ------------------------------------------------------------ the run
-  const NaAxis axis = na_axis(p, 0);
-  const int extent = grid.extent[0];
-  const int runs = (grid.tiles[0] + grid.run - 1) / grid.run;
-  const int group = block / runs;
-  const int m = na_group_length(axis.n, axis.d, group);
-  const int tile_first = (block % runs) * grid.run;
-  const int tile_end =
-      na_min(tile_first + grid.run, (m + extent - 1) / extent);
-  if (tile_first >= tile_end) {
+  const NaRun run = na_run(p, grid, block);
+  if (run.tile_first >= run.tile_end) {
     return;
   }
+  const NaAxis axis = run.axis;
+  const int m = run.m;
+  const int base = run.base;
+  const int extent = grid.extent[0];
   const stride_t q_ld = axis.d * p.q_strides[1];
   const stride_t o_ld = axis.d * p.o_strides[1];
-  const FA_DEVICE T* q_group =
-      q + batch * p.q_strides[0] + head * p.q_strides[4] + group * p.q_strides[1];
+  const FA_DEVICE T* q_group = q + batch * p.q_strides[0] +
+      head * p.q_strides[4] + run.group * p.q_strides[1];
   FA_DEVICE T* o_group = out + batch * p.o_strides[0] +
-      head * p.o_strides[4] + group * p.o_strides[1];
-
-  // The ring's keys: the group's, from the first box's first key to the
-  // group's end (keys past it are zero-filled and in no window).
-  const int base =
-      na_union_window(axis, m, tile_first * extent,
-                      na_min(tile_first * extent + extent, m) - 1)
-          .first;
-  Source src;
-  src.k_smem = k_smem;
-  src.v_smem = v_smem;
-  src.coords = coords;
-  src.k = k + batch * p.k_strides[0] + head * p.k_strides[4] +
-      (group + base * axis.d) * p.k_strides[1];
-  src.v = v + batch * p.v_strides[0] + head * p.v_strides[4] +
-      (group + base * axis.d) * p.v_strides[1];
-  src.box.first[0] = base;
-  src.box.side[0] = m - base;
-  src.box.count = m - base;
-  src.box.k_step[0] = axis.d * p.k_strides[1];
-  src.box.v_step[0] = axis.d * p.v_strides[1];
+      head * p.o_strides[4] + run.group * p.o_strides[1];
+  const NaKeyBox<1> ring = {
+      {base}, {m - base}, m - base, {axis.d * p.k_strides[1]},
+      {axis.d * p.v_strides[1]}};
+  const Source src = {
+      k_smem, v_smem, coords,
+      k + batch * p.k_strides[0] + head * p.k_strides[4] +
+          (run.group + base * axis.d) * p.k_strides[1],
+      v + batch * p.v_strides[0] + head * p.v_strides[4] +
+          (run.group + base * axis.d) * p.v_strides[1],
+      ring};
   const Pipeline pipe = kv_pipeline<Pipeline>(
       src, (m - base + kBK - 1) / kBK, warp * kSimdWidth + lane);
-
-  NaBlockMasks<1, kBK, Shape::kStages> masks;
-  masks.op.axis = axis;
-  masks.op.m = m;
-  masks.op.box0 = base;
-  masks.op.coords = coords;
-  masks.scale_log2 = p.scale_log2;
+  NaBlockMasks<1, kBK, Shape::kStages> masks =
+      na_block_masks<1, kBK, Shape::kStages>(axis, m, base, coords, p.scale_log2);
 
   // ------------------------------------------- the first tile's K, V and Q
-  NaRingTile cur = na_ring_tile(axis, m, extent, base, kBK, tile_first);
+  NaRingTile cur = na_ring_tile(axis, m, extent, base, kBK, run.tile_first);
   pipe.load_blocks(cur.lo, cur.hi);
   int next = cur.hi + 1; // the first ring block not yet copied
   QInRegisters<typename Target::template FragA<T>, kWarpRows, D> q_op;
@@ -437,7 +471,7 @@ FA_FUNC void na_attention_run_1d(
       q_op.tile, q_group + na_min(wq, m - 1) * q_ld, q_ld, m - wq, lane);
 
   AttnStep<Target, T, kWarpRows, kBK, D> st;
-  for (int t = tile_first; t < tile_end; ++t) {
+  for (int t = run.tile_first; t < run.tile_end; ++t) {
     // ----------------------------------------- this tile's blocks, landed
     if (next <= cur.hi) {
       // Copies that did not fit beside the previous box: their stages are
@@ -450,7 +484,7 @@ FA_FUNC void na_attention_run_1d(
 
     // ------------------------- the next tile's new blocks and Q, in flight
     NaRingTile nxt = cur;
-    if (t + 1 < tile_end) {
+    if (t + 1 < run.tile_end) {
       nxt = na_ring_tile(axis, m, extent, base, kBK, t + 1);
       const int stop = na_min(nxt.hi, cur.lo + Shape::kStages - 1);
       pipe.load_blocks(next, stop);
@@ -692,36 +726,28 @@ FA_FUNC void na_attention_block(
   }
   stride_t k_off;
   stride_t v_off;
-  Source src;
-  src.box = na_key_box(p, grid, tile, k_off, v_off);
-  src.k_smem = k_smem;
-  src.v_smem = v_smem;
-  src.coords = coords;
-  src.k = k + batch * p.k_strides[0] + head * p.k_strides[4] + k_off;
-  src.v = v + batch * p.v_strides[0] + head * p.v_strides[4] + v_off;
-  const NaWarp<kNdim> w = na_warp<kNdim, kWarpRows>(p, grid, tile, src.box, warp);
+  const NaKeyBox<kNdim> box = na_key_box(p, grid, tile, k_off, v_off);
+  const Source src = {
+      k_smem, v_smem, coords,
+      k + batch * p.k_strides[0] + head * p.k_strides[4] + k_off,
+      v + batch * p.v_strides[0] + head * p.v_strides[4] + v_off, box};
+  const NaWarp<kNdim> w = na_warp<kNdim, kWarpRows>(p, grid, tile, box, warp);
   // A block outside `keys` gives the rows only -inf scores.
   NaKeyRange keys = w.keys;
   for (int i = 1; i < kGroupWarps; ++i) {
     const int other = warp / kGroupWarps * kGroupWarps + (warp + i) % kGroupWarps;
     keys = na_key_union(
-        keys, na_warp<kNdim, kWarpRows>(p, grid, tile, src.box, other).keys);
+        keys, na_warp<kNdim, kWarpRows>(p, grid, tile, box, other).keys);
   }
 
-  NaBlockMasks<kNdim, kBK, kStages> masks;
-  masks.op.axis = tile.axes[R];
-  masks.op.m = tile.m[R];
+  NaBlockMasks<kNdim, kBK, kStages> masks = na_block_masks<kNdim, kBK, kStages>(
+      tile.axes[R], tile.m[R], box.first[R], coords, p.scale_log2);
   masks.op.row0 = w.wq_row;
-  masks.op.box0 = src.box.first[R];
   FA_UNROLL
   for (int a = 0; a < kNdim; ++a) {
     masks.op.lo[a] = w.lo[a];
     masks.op.count[a] = w.count[a];
   }
-  masks.op.coords = coords;
-  masks.inner_first = 0; // every block is masked
-  masks.inner_last = -1;
-  masks.scale_log2 = p.scale_log2;
 
   // ---------------------------------------------------------------- load Q
   const stride_t q_ld = tile.axes[R].d * p.q_strides[1 + R];
@@ -738,7 +764,7 @@ FA_FUNC void na_attention_block(
   // their blocks without meeting again. A longer box streams through the
   // pipeline. `resident` is the same in every thread of the threadgroup,
   // so the barriers stay uniform.
-  const int n_blocks = (src.box.count + kBK - 1) / kBK;
+  const int n_blocks = (box.count + kBK - 1) / kBK;
   const Pipeline pipe =
       kv_pipeline<Pipeline>(src, n_blocks, warp * kSimdWidth + lane);
   const bool resident = n_blocks <= kStages;
@@ -749,7 +775,7 @@ FA_FUNC void na_attention_block(
     pipe.start();
   }
   AttnStep<Target, T, kWarpRows, kBK, D> st;
-  attention_step_begin(st, -FA_FLT_MAX, 0.0f);
+  attention_step_begin(st, false, 0.0f);
   for (int kb = 0; kb < n_blocks; ++kb) {
     if (!resident) {
       pipe.acquire(kb);

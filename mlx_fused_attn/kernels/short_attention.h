@@ -65,6 +65,54 @@ struct ShortShape {
   static_assert(kSeq % kWarpRows == 0, "row groups must tile the sequence");
 };
 
+/// Copies Q, K and V of sequences first .. first + problems - 1 into
+/// `smem`, each a Block of kSeq rows, and waits for them. Rows past L_q and
+/// L_k are zero-filled: finite, so that a masked key's zero weight times its
+/// value stays zero.
+template <typename Block, typename Shape>
+FA_FUNC void short_load_problems(
+    const FA_CONSTANT AttnParams& p,
+    const FA_DEVICE typename Shape::elem_type* q,
+    const FA_DEVICE typename Shape::elem_type* k,
+    const FA_DEVICE typename Shape::elem_type* v,
+    FA_THREADGROUP typename Shape::elem_type* smem,
+    int first,
+    int problems,
+    int tid) {
+  constexpr int kBlock = Shape::kBlockElems;
+  FA_UNROLL
+  for (int i = 0; i < Shape::kProblems; ++i) {
+    if (i < problems) {
+      const int pid = first + i;
+      const int batch = pid / p.H_q;
+      const int head = pid - batch * p.H_q;
+      const int kv_head = head / p.gqa_factor;
+      FA_THREADGROUP typename Shape::elem_type* dst = smem + 3 * i * kBlock;
+      Block::load_safe(
+          dst,
+          q + batch * p.q_strides[0] + head * p.q_strides[1],
+          p.q_strides[2],
+          p.L_q,
+          tid);
+      Block::load_safe(
+          dst + kBlock,
+          k + batch * p.k_strides[0] + kv_head * p.k_strides[1],
+          p.k_strides[2],
+          p.L_k,
+          tid);
+      Block::load_safe(
+          dst + 2 * kBlock,
+          v + batch * p.v_strides[0] + kv_head * p.v_strides[1],
+          p.v_strides[2],
+          p.L_k,
+          tid);
+    }
+  }
+  Block::commit();
+  Block::template wait<0>();
+  FA_BARRIER();
+}
+
 template <typename Target, typename Shape>
 FA_FUNC void short_attention_block(
     const FA_DEVICE typename Shape::elem_type* q,
@@ -98,39 +146,7 @@ FA_FUNC void short_attention_block(
       : Shape::kProblems;
 
   // ------------------------------------------------------- load Q, K, V
-  // Rows past L_q and L_k are zero-filled: finite, so that a masked key's
-  // zero weight times its value stays zero.
-  FA_UNROLL
-  for (int i = 0; i < Shape::kProblems; ++i) {
-    if (i < problems) {
-      const int pid = first + i;
-      const int batch = pid / p.H_q;
-      const int head = pid - batch * p.H_q;
-      const int kv_head = head / p.gqa_factor;
-      FA_THREADGROUP T* dst = smem + 3 * i * kBlock;
-      Block::load_safe(
-          dst,
-          q + batch * p.q_strides[0] + head * p.q_strides[1],
-          p.q_strides[2],
-          p.L_q,
-          tid);
-      Block::load_safe(
-          dst + kBlock,
-          k + batch * p.k_strides[0] + kv_head * p.k_strides[1],
-          p.k_strides[2],
-          p.L_k,
-          tid);
-      Block::load_safe(
-          dst + 2 * kBlock,
-          v + batch * p.v_strides[0] + kv_head * p.v_strides[1],
-          p.v_strides[2],
-          p.L_k,
-          tid);
-    }
-  }
-  Block::commit();
-  Block::template wait<0>();
-  FA_BARRIER();
+  short_load_problems<Block, Shape>(p, q, k, v, smem, first, problems, tid);
 
   const int row_groups = (p.L_q + kWarpRows - 1) / kWarpRows;
   for (int item = warp; item < problems * row_groups; item += Shape::kWarps) {
@@ -148,13 +164,7 @@ FA_FUNC void short_attention_block(
     QInRegisters<FragA, kWarpRows, D> q_op;
     tile_load_shared<kLd, 1>(q_op.tile, seq + row0 * kLd, lane);
     AttnStep<Target, T, kWarpRows, kSeq, D> st;
-    // A sink is one more logit: it starts the max and adds exp2(sink - max)
-    // to the sum.
-    if (f.has_sinks) {
-      attention_step_begin(st, static_cast<float>(sinks[head]) * FA_LOG2E, 1.0f);
-    } else {
-      attention_step_begin(st, -FA_FLT_MAX, 0.0f);
-    }
+    attention_step_begin(st, f.has_sinks, f.has_sinks ? sinks[head] : T(0));
     attention_step<Block, Block>(st, q_op, masks, kv, 0, lane);
     attention_step_end(st);
 
