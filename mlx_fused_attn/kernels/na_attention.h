@@ -677,6 +677,25 @@ FA_FUNC NaWarp<kNdim> na_warp(
   return w;
 }
 
+/// The box keys that warp `warp` and the warps running their products
+/// with it reach (`own`: the warp's): a block outside them gives all
+/// their rows only -inf scores, and the group skips it together.
+template <int kNdim, int kWarpRows, int kGroupWarps>
+FA_FUNC NaKeyRange na_group_keys(
+    const FA_CONSTANT NaParams& p,
+    const FA_CONSTANT NaGrid& grid,
+    const FA_THREAD NaTile<kNdim>& t,
+    const FA_THREAD NaKeyBox<kNdim>& box,
+    int warp,
+    NaKeyRange own) {
+  for (int i = 1; i < kGroupWarps; ++i) {
+    const int other = warp / kGroupWarps * kGroupWarps + (warp + i) % kGroupWarps;
+    own = na_key_union(
+        own, na_warp<kNdim, kWarpRows>(p, grid, t, box, other).keys);
+  }
+  return own;
+}
+
 template <typename Target, typename Shape, int kNdim>
 FA_FUNC void na_attention_block(
     const FA_DEVICE typename Shape::elem_type* q,
@@ -702,8 +721,6 @@ FA_FUNC void na_attention_block(
   constexpr int kWarpRows = Shape::kWarpRows;
   constexpr int kStages = Shape::kStages;
   constexpr int R = kNdim - 1; // the axis a warp's rows run along
-  // Warps that run their products together share their key blocks.
-  constexpr int kGroupWarps = Block::kProductWarps;
   static_assert(kNdim >= 1 && kNdim <= kNaMaxAxes, "1 to 3 spatial axes");
   static_assert(
       D % Target::template FragA<T>::kCols == 0,
@@ -732,13 +749,8 @@ FA_FUNC void na_attention_block(
       k + batch * p.k_strides[0] + head * p.k_strides[4] + k_off,
       v + batch * p.v_strides[0] + head * p.v_strides[4] + v_off, box};
   const NaWarp<kNdim> w = na_warp<kNdim, kWarpRows>(p, grid, tile, box, warp);
-  // A block outside `keys` gives the rows only -inf scores.
-  NaKeyRange keys = w.keys;
-  for (int i = 1; i < kGroupWarps; ++i) {
-    const int other = warp / kGroupWarps * kGroupWarps + (warp + i) % kGroupWarps;
-    keys = na_key_union(
-        keys, na_warp<kNdim, kWarpRows>(p, grid, tile, box, other).keys);
-  }
+  const NaKeyRange keys = na_group_keys<kNdim, kWarpRows, Block::kProductWarps>(
+      p, grid, tile, box, warp, w.keys);
 
   NaBlockMasks<kNdim, kBK, kStages> masks = na_block_masks<kNdim, kBK, kStages>(
       tile.axes[R], tile.m[R], box.first[R], coords, p.scale_log2);
@@ -769,8 +781,7 @@ FA_FUNC void na_attention_block(
       kv_pipeline<Pipeline>(src, n_blocks, warp * kSimdWidth + lane);
   const bool resident = n_blocks <= kStages;
   if (resident) {
-    pipe.load_blocks(0, n_blocks - 1);
-    pipe.wait_all();
+    pipe.load_all();
   } else {
     pipe.start();
   }

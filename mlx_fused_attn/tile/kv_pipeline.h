@@ -54,6 +54,13 @@ struct KVPipelineBase {
     Block::commit();
   }
 
+  /// Every block in its own stage (n_blocks <= kStages): all copies at
+  /// once, behind one wait and one barrier, and none after.
+  FA_FUNC void load_all() const {
+    load_blocks(0, n_blocks - 1);
+    wait_all();
+  }
+
   /// Every copy this threadgroup started has landed and is visible to all
   /// its threads: this thread's wait, then a barrier for everyone's.
   FA_FUNC void wait_all() const {
