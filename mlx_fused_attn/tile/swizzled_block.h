@@ -34,8 +34,8 @@
 
 namespace fa {
 
-/// The copy is cp.async into the swizzled layout: load, load_safe and commit
-/// come from the loader; wait adds the fence the tensor cores need. Of the
+/// The copy is cp.async into the swizzled layout: load, load_safe, load_row
+/// and commit come from the loader; wait adds the fence the tensor cores need. Of the
 /// kCols columns the first kSrcCols are copied, the rest zero-filled.
 template <typename T, int kRows, int kCols, int kSrcCols, int kThreads>
 struct SwizzledBlock : CpAsyncLoader<
@@ -48,6 +48,8 @@ struct SwizzledBlock : CpAsyncLoader<
   typedef SwizzledRows<T, kRows, kCols> Layout;
   typedef CpAsyncLoader<T, kRows, kCols, Layout, kThreads, kSrcCols> Loader;
   FA_CONST int kElems = kRows * kCols;
+  /// A warpgroup's warps issue each product together.
+  FA_CONST int kProductWarps = 4;
   /// The widest product here: one 128-byte panel (64 columns), whose
   /// accumulators are 32 registers a thread.
   FA_CONST int kMaxN = Layout::kWideCols;
