@@ -1,11 +1,13 @@
 #include "mlx_fused_attn/attention_plan.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/short_attention_switch.h"
+#include "mlx_fused_attn/backend/split_keys_switch.h"
 #include "mlx_fused_attn/kernels/short_attention_names.h"
 
 namespace mlx_fused_attn {
@@ -16,6 +18,54 @@ namespace {
 
 unsigned blocks_of(int64_t items, int per_block) {
   return static_cast<unsigned>((items + per_block - 1) / per_block);
+}
+
+/// A split visits at least this many key blocks, so that its fixed costs
+/// (loading Q, writing a partial row) stay small beside its keys.
+constexpr int kMinSplitKeyBlocks = 4;
+/// At most this many splits: bounds the partials and the combine's loop.
+constexpr int kMaxKeySplits = 128;
+
+/// Whether the call runs best as decode with GQA packed (packed_gqa): one
+/// query row a head, heads sharing K/V, and one sink a block's rows would
+/// not share.
+bool packs_gqa(const AttentionPlan& plan) {
+  const fa::AttnParams& p = plan.params;
+  return p.L_q == 1 && p.gqa_factor > 1 && !plan.features.has_sinks;
+}
+
+/// The packed plan's shapes: H_kv heads of gqa_factor rows. At L_q = 1 the
+/// causal mask hides no key, so the rows need none.
+void pack_gqa_rows(AttentionPlan& plan) {
+  fa::AttnParams& p = plan.params;
+  p.L_q = p.gqa_factor;
+  p.H_q = p.H_kv;
+  p.gqa_factor = 1;
+  plan.features.causal = false;
+  plan.packed_gqa = true;
+}
+
+/// The packed strides: a query head is a row, gqa_factor heads a head.
+void pack_gqa_strides(fa::AttnParams& p) {
+  const int g = p.L_q;
+  for (fa::stride_t* s : {p.q_strides, p.o_strides}) {
+    s[2] = s[1];
+    s[1] *= g;
+  }
+  p.mask_strides[2] = p.mask_strides[1];
+  p.mask_strides[1] *= g;
+}
+
+/// Splits of each query block's keys so that `groups` threadgroups come
+/// near a wave of `wave`; 1 when they fill one already.
+int key_splits(int64_t groups, int64_t wave, int key_blocks) {
+  if (!split_keys_enabled() || groups >= wave) {
+    return 1;
+  }
+  const int64_t to_fill = (wave + groups - 1) / groups;
+  const int64_t most = std::min<int64_t>(
+      key_blocks / kMinSplitKeyBlocks, kMaxKeySplits);
+  return static_cast<int>(std::max<int64_t>(1, std::min(to_fill, most)));
 }
 
 /// The plan's family-independent part: shapes, scale and mask features.
@@ -88,6 +138,9 @@ fa::AttnParams launch_params(
       p.mask_strides[i] = mask->strides()[i];
     }
   }
+  if (plan.packed_gqa) {
+    pack_gqa_strides(p);
+  }
   return p;
 }
 
@@ -104,7 +157,11 @@ void plan_general_launch(
     AttentionPlan& plan,
     fa::Backend backend,
     bool wgmma,
-    int sm_count) {
+    int sm_count,
+    int cores) {
+  if (packs_gqa(plan)) {
+    pack_gqa_rows(plan);
+  }
   const fa::AttnParams& p = plan.params;
   const auto choose = [&](bool large_grid) {
     return fa::choose_attention_tiles(
@@ -123,12 +180,22 @@ void plan_general_launch(
   plan.tiles = tiles;
   plan.features.align_q = p.L_q % tiles.bq == 0;
   plan.features.align_k = p.L_k % tiles.bk == 0;
+  plan.key_splits = key_splits(
+      int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B,
+      int64_t(tiles.min_blocks) * cores,
+      static_cast<int>(blocks_of(p.L_k, tiles.bk)));
+  plan.features.split_keys = plan.key_splits > 1;
   plan.grid = {
-      blocks_of(p.L_q, tiles.bq),
+      blocks_of(p.L_q, tiles.bq) * plan.key_splits,
       static_cast<unsigned>(p.H_q),
       static_cast<unsigned>(p.B),
       tiles.warps,
       fa::attention_smem_bytes(tiles, p.D, p.D_v, plan.dtype, backend)};
+}
+
+int64_t split_rows(const AttentionPlan& plan) {
+  const fa::AttnParams& p = plan.params;
+  return int64_t(plan.key_splits) * p.B * p.H_q * p.L_q;
 }
 
 Support plan_short_launch(AttentionPlan& plan, fa::Backend backend) {

@@ -35,6 +35,14 @@ struct AttentionPlan {
   /// warpgroup products, and a grid of more than one wave of blocks.
   bool wgmma = false;
   bool large_grid = false;
+  /// Decode with GQA (L_q = 1, no sinks) on the general kernel: the query
+  /// heads that share a key/value head run as the rows of one query block,
+  /// which reads that head's K and V once. `params` then hold H_kv heads of
+  /// gqa_factor rows (pack_gqa_rows).
+  bool packed_gqa = false;
+  /// Threadgroups sharing each query block's keys (split_keys.h): more than
+  /// one when the grid is under a wave. grid.x counts them.
+  int key_splits = 1;
   /// Shapes and scale; the strides are known only at eval (launch_params).
   fa::AttnParams params{};
   /// The general kernel's; the short kernel reads the ones it shares
@@ -71,13 +79,20 @@ fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features);
 
 // The backends' family lists build on these.
 
-/// Sets the general kernel's tiles and grid for `backend` (on CUDA with the
-/// chooser's device inputs `wgmma` and, through `sm_count`, large_grid).
+/// Sets the general kernel's tiles, key splits and grid for `backend` (on
+/// CUDA with the chooser's device inputs `wgmma` and, through `sm_count`,
+/// large_grid). `cores`, the device's multiprocessors or GPU cores, sizes
+/// the wave that split keys fill.
 void plan_general_launch(
     AttentionPlan& plan,
     fa::Backend backend,
-    bool wgmma = false,
-    int sm_count = 0);
+    bool wgmma,
+    int sm_count,
+    int cores);
+
+/// The partials of a plan with split keys: [key_splits, B, H, L_q] rows as
+/// the kernel's parameters count them (split_keys.h).
+int64_t split_rows(const AttentionPlan& plan);
 
 /// Sets the short kernel's tiles and grid for `backend`, or says why it
 /// does not take the call.

@@ -126,6 +126,7 @@ int main() {
   }
   FA_NA_AXES(FA_NA)
   for (fa::DType t : kDTypes) {
+    cuda("attention_split_combine", SplitCombineKernelKey{t}.expression());
     cuda("strided_copy", StridedCopyKernelKey{t}.expression());
   }
   cuda("strided_copy", PoisonKernelKey{}.expression());

@@ -27,11 +27,16 @@
 // of each backend picks it and fills the features (function constants or
 // template bools). The mask arrives as bytes: it holds bool or T, as the
 // features say.
+//
+// With split keys (split_keys.h) the threadgroup visits only its split of
+// the query block's key blocks and writes a partial output and log-sum-exp
+// in place of the output.
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/attention_masks.h"
 #include "mlx_fused_attn/kernels/attention_step.h"
+#include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/backend.h"
 #include "mlx_fused_attn/tile/kv_pipeline.h"
@@ -157,7 +162,8 @@ struct AttnKVSource {
   }
 };
 
-/// The source of (batch, kv_head)'s key blocks.
+/// The source of (batch, kv_head)'s key blocks from block kb_first on (its
+/// block 0).
 template <typename Target, typename Shape>
 FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
     const FA_CONSTANT AttnParams& p,
@@ -167,12 +173,16 @@ FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
     FA_THREADGROUP typename Shape::elem_type* v_smem,
     bool align_k,
     int batch,
-    int kv_head) {
+    int kv_head,
+    int kb_first) {
+  const int key0 = kb_first * Shape::kBK;
   const AttnKVSource<Target, Shape> src = {
-      k + batch * p.k_strides[0] + kv_head * p.k_strides[1],
-      v + batch * p.v_strides[0] + kv_head * p.v_strides[1],
-      p.k_strides[2], p.v_strides[2], p.L_k, p.L_k / Shape::kBK, align_k,
-      k_smem, v_smem};
+      k + batch * p.k_strides[0] + kv_head * p.k_strides[1] +
+          key0 * p.k_strides[2],
+      v + batch * p.v_strides[0] + kv_head * p.v_strides[1] +
+          key0 * p.v_strides[2],
+      p.k_strides[2], p.v_strides[2], p.L_k - key0,
+      (p.L_k - key0) / Shape::kBK, align_k, k_smem, v_smem};
   return src;
 }
 
@@ -210,6 +220,25 @@ attention_key_blocks(const FA_CONSTANT AttnParams& p, bool causal, int q_block) 
   return blocks;
 }
 
+/// Rows of a warp's output tile into `dst` (row stride ld): only the
+/// `rows` that exist, and the real columns of a padded D_v.
+template <typename Shape, int kVCols, typename U, typename OTile>
+FA_FUNC void attention_store_rows(
+    FA_DEVICE U* dst,
+    const FA_THREAD OTile& o,
+    stride_t ld,
+    int rows,
+    bool ragged,
+    lane_t lane) {
+  if (ragged || Shape::kHeadDimV < kVCols) {
+    if (rows > 0) {
+      tile_store_device_safe(dst, o, ld, rows, Shape::kHeadDimV, lane);
+    }
+  } else {
+    tile_store_device(dst, o, ld, lane);
+  }
+}
+
 template <typename Target, typename Shape>
 FA_FUNC void attention_block(
     const FA_DEVICE typename Shape::elem_type* q,
@@ -222,6 +251,7 @@ FA_FUNC void attention_block(
     FA_THREADGROUP typename Shape::elem_type* k_smem,
     FA_THREADGROUP typename Shape::elem_type* v_smem,
     AttnFeatures f,
+    AttnSplit split,
     int q_block,
     int head,
     int batch,
@@ -248,18 +278,24 @@ FA_FUNC void attention_block(
   const bool q_ragged = !f.align_q && q_block == p.L_q / kBQ;
   const int kv_head = head / p.gqa_factor;
   const AttnKeyBlocks blocks = attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
+  const AttnSplitBlocks mine =
+      split_key_blocks(blocks.end, split.index, split.count);
 
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
-          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head),
-      blocks.end, warp * kSimdWidth + lane);
+          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, mine.first),
+      mine.end - mine.first, warp * kSimdWidth + lane);
   AttnBlockMasks<T, kBK> masks = attention_block_masks<T, kBK>(
       p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, q_row0);
   masks.align_k = f.align_k;
   masks.kb_causal = blocks.causal;
+  masks.kb_first = mine.first;
 
-  AttnStep<Target, T, Shape::kWarpRows, kBK, kVCols> st;
-  attention_step_begin(st, f.has_sinks, f.has_sinks ? sinks[head] : T(0));
+  typedef AttnStep<Target, T, Shape::kWarpRows, kBK, kVCols> Step;
+  Step st;
+  // The sink is one logit of the row: split 0 counts it.
+  const bool sink = f.has_sinks && split.index == 0;
+  attention_step_begin(st, sink, sink ? sinks[head] : T(0));
 
   // ---------------------------------------------------------------- load Q
   // First, and with no commit of its own: a Q copied into threadgroup memory
@@ -276,24 +312,28 @@ FA_FUNC void attention_block(
       v_smem + Shape::kStages * VBlock::kElems, warp, lane);
 
   // ------------------------------------------------------- the key blocks
+  // (Numbered from the split's first: the pipeline's and the masks' block 0.)
   pipe.start();
-  for (int kb = 0; kb < blocks.end; ++kb) {
+  for (int kb = 0; kb < mine.end - mine.first; ++kb) {
     pipe.acquire(kb);
     attention_step<KBlock, VBlock>(st, q_op, masks, pipe, kb, lane);
   }
 
   // ----------------------------------------------------------------- store
-  // Only the rows that exist, and the real columns of a padded D_v.
-  attention_step_end(st);
-  out += batch * p.o_strides[0] + head * p.o_strides[1] +
-      q_row0 * p.o_strides[2];
-  if (q_ragged || Shape::kHeadDimV < kVCols) {
-    if (p.L_q - q_row0 > 0) {
-      tile_store_device_safe(
-          out, st.o, p.o_strides[2], p.L_q - q_row0, Shape::kHeadDimV, lane);
-    }
+  if (f.split_keys) {
+    float lse[Step::STile::kRowSlots];
+    attention_step_end_split(st, lse);
+    const stride_t row = split_row(p, split.index, batch, head, q_row0);
+    tile_store_rows<typename Step::OTile>(
+        split.lse + row, lse, p.L_q - q_row0, lane);
+    attention_store_rows<Shape, kVCols>(
+        split.o + row * p.D_v, st.o, p.D_v, p.L_q - q_row0, q_ragged, lane);
   } else {
-    tile_store_device(out, st.o, p.o_strides[2], lane);
+    attention_step_end(st);
+    attention_store_rows<Shape, kVCols>(
+        out + batch * p.o_strides[0] + head * p.o_strides[1] +
+            q_row0 * p.o_strides[2],
+        st.o, p.o_strides[2], p.L_q - q_row0, q_ragged, lane);
   }
 }
 

@@ -11,13 +11,16 @@
 //   has_sinks  per-head sink logits are bound (buffer 6)
 //   align_q    L_q is a multiple of the query block: no ragged query block
 //   align_k    L_k is a multiple of the key block: no ragged key block
+//   split_keys the keys are split (split_keys.h): partials are bound
+//              (buffers 7, 8) with the split count (buffer 9)
 #define FA_ATTENTION_FEATURES(X) \
   X(has_mask, 300)               \
   X(bool_mask, 301)              \
   X(causal, 302)                 \
   X(has_sinks, 303)              \
   X(align_q, 200)                \
-  X(align_k, 201)
+  X(align_k, 201)                \
+  X(split_keys, 304)
 
 namespace fa {
 

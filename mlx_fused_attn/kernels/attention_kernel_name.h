@@ -36,6 +36,11 @@ inline std::string attention_kernel_name(
       std::to_string(tiles.warps);
 }
 
+/// The combine of split keys (split_keys.h) writing `dtype`.
+inline std::string split_combine_kernel_name(DType dtype) {
+  return std::string("fa_split_combine_") + dtype_name(dtype);
+}
+
 /// The kernel specialised for one set of features (its pipeline cache key).
 inline std::string attention_pipeline_name(
     const std::string& kernel_name,

@@ -80,8 +80,8 @@ struct AddMaskOp {
   }
 };
 
-/// The masks of one warp's rows against key block kb (kBK keys from
-/// kb * kBK), applied by `apply`, which returns the scale still to apply to
+/// The masks of one warp's rows against key block kb_first + kb (kBK keys
+/// from there), applied by `apply`, which returns the scale still to apply to
 /// the scores (the softmax folds it into its FFMA). Masks act on scores in
 /// the exp2 domain, so a block with any mask is scaled first; unmasked
 /// blocks (nearly all, without an array mask) keep the raw products, which
@@ -94,6 +94,7 @@ struct AttnBlockMasks {
   bool align_k; ///< every key block is whole
   int q_row0; ///< the warp's first query row
   int kb_causal; ///< the first block that the causal mask cuts
+  int kb_first; ///< the block that the caller numbers 0 (split_keys.h)
   int n_full_kblocks; ///< a ragged last block is block n_full_kblocks
   float scale_log2;
   CausalMaskOp causal_op;
@@ -106,7 +107,9 @@ struct AttnBlockMasks {
   int l_q;
 
   template <typename F, int R, int C>
-  FA_FUNC float apply(FA_THREAD Tile<F, R, C>& s, int kb, lane_t lane) const {
+  FA_FUNC float
+  apply(FA_THREAD Tile<F, R, C>& s, int kb_local, lane_t lane) const {
+    const int kb = kb_first + kb_local;
     const int key0 = kb * kBK;
     const bool causal_block = causal && kb >= kb_causal;
     const bool ragged = !align_k && kb == n_full_kblocks;
@@ -157,6 +160,7 @@ FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
   m.align_k = false;
   m.q_row0 = q_row0;
   m.kb_causal = 0;
+  m.kb_first = 0;
   m.n_full_kblocks = p.L_k / kBK;
   m.scale_log2 = p.scale_log2;
   m.causal_op.offset = p.causal_offset;

@@ -34,10 +34,11 @@ struct AttnStep {
   static_assert(kVCols % FragC::kCols == 0, "O must be whole fragments");
 
   typedef Tile<FragC, kWarpRows / FragC::kRows, kBK / FragC::kCols> STile;
+  typedef Tile<FragC, kWarpRows / FragC::kRows, kVCols / FragC::kCols> OTile;
 
   STile s; ///< scores
   Tile<FragA, kWarpRows / FragA::kRows, kBK / FragA::kCols> p; ///< weights
-  Tile<FragC, kWarpRows / FragC::kRows, kVCols / FragC::kCols> o; ///< output
+  OTile o; ///< output
   OnlineSoftmax<STile::kRowSlots> softmax;
 };
 
@@ -92,6 +93,13 @@ FA_FUNC void attention_step(
 template <typename Step>
 FA_FUNC void attention_step_end(FA_THREAD Step& st) {
   softmax_finalize(st.o, st.softmax);
+}
+
+/// As attention_step_end for one split of the keys (split_keys.h), with
+/// each row slot's log-sum-exp in `lse`.
+template <typename Step>
+FA_FUNC void attention_step_end_split(FA_THREAD Step& st, FA_THREAD float* lse) {
+  softmax_finalize_split(st.o, st.softmax, lse);
 }
 
 } // namespace fa

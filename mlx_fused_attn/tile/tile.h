@@ -131,6 +131,28 @@ FA_FUNC void tile_store_device(
   }
 }
 
+/// dst[r] = rows[the slot of row r] for the rows r < lim_rows of a tile of
+/// type TileT: one value a row (per-row statistics beside a tile), written
+/// by the lane holding the row's column 0.
+template <typename TileT>
+FA_FUNC void tile_store_rows(
+    FA_DEVICE float* dst,
+    const FA_THREAD float* rows,
+    int lim_rows,
+    lane_t lane) {
+  typedef typename TileT::frag_type F;
+  FA_UNROLL
+  for (int i = 0; i < TileT::kTileRows; ++i) {
+    FA_UNROLL
+    for (int e = 0; e < F::kElems; ++e) {
+      const int r = i * F::kRows + F::row(lane, e);
+      if (F::col(lane, e) == 0 && r < lim_rows) {
+        dst[r] = rows[i * F::kRowsPerLane + F::row_slot(e)];
+      }
+    }
+  }
+}
+
 /// Writes only rows < lim_rows and columns < lim_cols (counted from dst).
 template <typename F, int R, int C, typename U>
 FA_FUNC void tile_store_device_safe(

@@ -148,6 +148,7 @@ def run_case(
     race_check=False,
     edit=None,
     scale=None,
+    dispatch=None,
 ):
     """Runs `launch` on one case and checks it. D is the head dim of q and
     k, D_v that of v and the output. features: the family's function
@@ -156,8 +157,10 @@ def run_case(
     L_q, L_k] through zero strides). layouts: {"q" | "k" | "v" | "out" |
     "mask": Layout} in place of named_layouts(layout) (a mask given one is
     stored whole, its padding poisoned). edit(inputs) may change the float32
-    inputs (a dict) before the launch. Returns the fused output, the
-    reference and v, as float64."""
+    inputs (a dict) before the launch. dispatch(buffers, constants,
+    schedule, race_check), in place of one launch of `launch`, runs the
+    kernels and returns the buffers (the output at 3). Returns the fused
+    output, the reference and v, as float64."""
     H_kv = H_kv or H_q
     rng = np.random.default_rng(seed)
     scale = 1.0 / np.sqrt(D) if scale is None else scale
@@ -206,15 +209,18 @@ def run_case(
     # the emulator wants a value for each, though only this family's are read.
     for index in prog.constants:
         constants.setdefault(index, False)
-    res = prog.launch(
-        launch.name,
-        buffers=buffers,
-        constants=constants,
-        grid=launch.grid,
-        threadgroup=(32, launch.warps, 1),
-        schedule=schedule,
-        race_check=race_check,
-    )
+    if dispatch is None:
+        res = prog.launch(
+            launch.name,
+            buffers=buffers,
+            constants=constants,
+            grid=launch.grid,
+            threadgroup=(32, launch.warps, 1),
+            schedule=schedule,
+            race_check=race_check,
+        )
+    else:
+        res = dispatch(buffers, constants, schedule, race_check)
     fused = output(res[3], places["out"], dtype)
     ref = reference(q64, k64, v64, scale, dtype, causal=causal, **ref_kwargs)
     check(

@@ -93,11 +93,19 @@ Support plan_general(const CudaTarget& target, AttentionPlan& plan) {
         << " over the grid limit of " << kMaxGridYZ;
     return Support::no(msg.str());
   }
+  const int sms = cuda::multiprocessor_count(target.device);
   plan_general_launch(
-      plan, fa::Backend::Cuda, cuda::has_wgmma(target.arch),
-      cuda::multiprocessor_count(target.device));
+      plan, fa::Backend::Cuda, cuda::has_wgmma(target.arch), sms, sms);
   if (Support fits = smem_fits("kernel", plan, target.device); !fits.ok) {
     return fits;
+  }
+  if (plan.key_splits > 1) {
+    if (Support ready = cuda::kernel_ready(
+            cuda::SplitCombineKernelKey{plan.dtype}, target.device,
+            target.arch);
+        !ready.ok) {
+      return named(ready);
+    }
   }
   return named(cuda::kernel_ready(general_key(plan), target.device, target.arch));
 }
@@ -110,9 +118,49 @@ const FamilyCandidate<AttentionPlan, CudaTarget> kFamilies[] = {
     {KernelFamily::Attention, plan_general},
 };
 
+/// An fp32 temporary of `n` elements in device memory, kept until the
+/// encoder's graph has run.
+mx::array temporary_floats(int64_t n, cu::CommandEncoder& enc) {
+  mx::array a({static_cast<int>(n)}, mx::float32, nullptr, {});
+  cuda::set_device_data(a, enc);
+  enc.add_temporary(a);
+  return a;
+}
+
+/// Merges the partials of a plan with split keys into `out`.
+void add_combine_node(
+    cu::CommandEncoder& enc,
+    const AttentionPlan& plan,
+    const fa::AttnParams& params,
+    const mx::array& o_part,
+    const mx::array& lse,
+    mx::array& out,
+    int device,
+    int arch) {
+  const int inner = params.L_q * params.D_v;
+  enc.set_input_array(o_part);
+  enc.set_input_array(lse);
+  enc.set_output_array(out);
+  enc.add_kernel_node_ex(
+      cuda::kernel_function(
+          cuda::SplitCombineKernelKey{plan.dtype}, device, arch),
+      dim3((inner + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads,
+           params.H_q,
+           params.B),
+      dim3(fa::kSplitCombineThreads),
+      {},
+      0,
+      mx::gpu_ptr<float>(o_part),
+      mx::gpu_ptr<float>(lse),
+      mx::gpu_ptr<void>(out),
+      params,
+      plan.key_splits);
+}
+
 /// Adds the plan's kernel `function` to the encoder's graph; both families
-/// take these arguments, each with its own features.
-template <typename Features>
+/// take these arguments, each with its own features, and the general one
+/// also where split keys write (`extra`).
+template <typename Features, typename... Extra>
 void add_attention_node(
     cu::CommandEncoder& enc,
     CUfunction function,
@@ -124,7 +172,8 @@ void add_attention_node(
     mx::array& out,
     const void* mask,
     const void* sinks,
-    Features features) {
+    Features features,
+    Extra... extra) {
   enc.add_kernel_node_ex(
       function,
       dim3(plan.grid.x, plan.grid.y, plan.grid.z),
@@ -138,7 +187,8 @@ void add_attention_node(
       params,
       mask,
       sinks,
-      features);
+      features,
+      extra...);
 }
 
 } // namespace
@@ -216,10 +266,26 @@ void run(
     add_attention_node(
         enc, cuda::short_attention_function(plan, device, arch), plan, params,
         q, k, v, out, mask_ptr, sinks_ptr, short_features(plan.features));
-  } else {
-    add_attention_node(
-        enc, cuda::kernel_function(general_key(plan), device, arch), plan,
-        params, q, k, v, out, mask_ptr, sinks_ptr, plan.features);
+    return;
+  }
+  // Split keys: the kernel writes partials, which the combine merges.
+  std::optional<mx::array> o_part, lse;
+  float* o_part_ptr = nullptr;
+  float* lse_ptr = nullptr;
+  if (plan.key_splits > 1) {
+    o_part = temporary_floats(split_rows(plan) * params.D_v, enc);
+    lse = temporary_floats(split_rows(plan), enc);
+    o_part_ptr = mx::gpu_ptr<float>(*o_part);
+    lse_ptr = mx::gpu_ptr<float>(*lse);
+    enc.set_output_array(*o_part);
+    enc.set_output_array(*lse);
+  }
+  add_attention_node(
+      enc, cuda::kernel_function(general_key(plan), device, arch), plan,
+      params, q, k, v, out, mask_ptr, sinks_ptr, plan.features, o_part_ptr,
+      lse_ptr, plan.key_splits);
+  if (plan.key_splits > 1) {
+    add_combine_node(enc, plan, params, *o_part, *lse, out, device, arch);
   }
 }
 

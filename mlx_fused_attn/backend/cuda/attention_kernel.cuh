@@ -11,14 +11,18 @@
 // per block or per kernel, so specialising them would only multiply the
 // instances that nvcc and NVRTC build.
 //
-// Grid: (query blocks, H_q, B); block: warps * 32 threads; dynamic shared
-// memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
+// Grid: (query blocks * splits, H_q, B); block: warps * 32 threads; dynamic
+// shared memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
+// With split keys (split_keys.h, features.split_keys) the kernel writes
+// n_splits partials to o_part and lse, split blockIdx.x % n_splits.
 #pragma once
 
+#include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
@@ -59,7 +63,10 @@ __global__ void __launch_bounds__(
     const AttnParams params,
     const unsigned char* mask,
     const T* sinks,
-    AttnFeatures features) {
+    AttnFeatures features,
+    float* o_part,
+    float* lse,
+    int n_splits) {
   // A warpgroup-product instance exists in every architecture's image of a
   // fat binary, but the host launches it only on sm_90a (kernels.h,
   // has_wgmma).
@@ -83,7 +90,8 @@ __global__ void __launch_bounds__(
     features.has_mask = kHasMask;
     // Under a causal mask the last query blocks see the most keys: start
     // them first, so that the short ones fill the tail of the grid.
-    const int q_block = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int x = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const AttnSplit split = {o_part, lse, x % n_splits, n_splits};
     attention_block<Target, Shape>(
         q,
         k,
@@ -95,12 +103,27 @@ __global__ void __launch_bounds__(
         k_smem,
         v_smem,
         features,
-        q_block,
+        split,
+        x / n_splits,
         blockIdx.y,
         blockIdx.z,
         threadIdx.x / kSimdWidth,
         threadIdx.x % kSimdWidth);
   }
+}
+
+/// The combine of split keys (split_keys.h) into the output. Grid:
+/// (ceil(L_q * D_v / kSplitCombineThreads), H_q, B).
+template <typename T>
+__global__ void __launch_bounds__(kSplitCombineThreads) split_combine_kernel(
+    const float* o_part,
+    const float* lse,
+    T* out,
+    const AttnParams params,
+    int n_splits) {
+  split_combine_element(
+      o_part, lse, out, params, n_splits,
+      blockIdx.x * kSplitCombineThreads + threadIdx.x, blockIdx.y, blockIdx.z);
 }
 
 } // namespace fa

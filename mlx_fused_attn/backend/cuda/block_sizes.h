@@ -4,6 +4,10 @@
 
 namespace fa {
 
-enum { kStridedCopyThreads = 256, kPoisonThreads = 256 };
+enum {
+  kStridedCopyThreads = 256,
+  kPoisonThreads = 256,
+  kSplitCombineThreads = 256
+};
 
 } // namespace fa

@@ -75,6 +75,28 @@ struct AttentionKernelKey {
   }
 };
 
+/// The combine of split keys (attention_kernel.cuh, split_keys.h): part of
+/// the general kernel's family, whose source holds it.
+struct SplitCombineKernelKey {
+  static constexpr KernelFamily kFamily = KernelFamily::Attention;
+
+  fa::DType dtype; ///< of the output
+
+  std::string expression() const {
+    return std::string("fa::split_combine_kernel<") + device_type_name(dtype) +
+        ">";
+  }
+  int threads() const {
+    return fa::kSplitCombineThreads;
+  }
+  int smem_bytes() const {
+    return 0;
+  }
+  bool max_shared() const {
+    return false;
+  }
+};
+
 /// The short-sequence kernel (short_attention_kernel.cuh).
 struct ShortAttentionKernelKey {
   static constexpr KernelFamily kFamily = KernelFamily::ShortAttention;

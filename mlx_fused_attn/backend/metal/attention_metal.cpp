@@ -27,8 +27,14 @@ namespace {
 
 constexpr const char* kOp = "[scaled_dot_product_attention] Metal: ";
 
-/// Threads a threadgroup of the strided copy (at most).
+/// Threads a threadgroup of the strided copy and of the split-key combine
+/// (at most).
 constexpr size_t kCopyThreads = 256;
+
+/// The GPU cores whose wave split keys fill. Neither Metal nor MLX reports
+/// a core count; Apple's GPUs have 8 (M1) to 80 (M3 Ultra), and 32 splits
+/// decode finely on all of them while keeping a split's keys long.
+constexpr int kMetalGpuCores = 32;
 
 MetalPipeline strided_copy_pipeline(fa::DType dtype) {
   MetalPipeline p;
@@ -88,6 +94,47 @@ MetalPipeline general_pipeline(const AttentionPlan& plan) {
   return p;
 }
 
+/// The combine of split keys (split_keys.h), in the general kernel's
+/// library.
+MetalPipeline split_combine_pipeline(fa::DType dtype) {
+  MetalPipeline p;
+  p.family = KernelFamily::Attention;
+  p.kernel_name = fa::split_combine_kernel_name(dtype);
+  p.hash_name = p.kernel_name;
+  p.threads = kCopyThreads;
+  return p;
+}
+
+/// Merges the partials of a plan with split keys into `out`.
+void combine_splits(
+    const AttentionPlan& plan,
+    const fa::AttnParams& params,
+    const mx::array& o_part,
+    const mx::array& lse,
+    mx::array& out,
+    mx::metal::Device& d,
+    mx::metal::CommandEncoder& enc) {
+  enc.set_compute_pipeline_state(
+      get_pipeline(d, split_combine_pipeline(plan.dtype)));
+  enc.set_input_array(o_part, 0);
+  enc.set_input_array(lse, 1);
+  enc.set_output_array(out, 2);
+  enc.set_bytes(params, 3);
+  enc.set_bytes(plan.key_splits, 4);
+  const size_t inner = size_t(params.L_q) * params.D_v;
+  enc.dispatch_threads(
+      MTL::Size(inner, params.H_q, params.B),
+      MTL::Size(std::min(inner, kCopyThreads), 1, 1));
+}
+
+/// An fp32 temporary of `n` elements, kept until the command buffer ends.
+mx::array temporary_floats(int64_t n, mx::metal::CommandEncoder& enc) {
+  mx::array a({static_cast<int>(n)}, mx::float32, nullptr, {});
+  a.set_data(mx::allocator::malloc(a.nbytes()));
+  enc.add_temporary(a);
+  return a;
+}
+
 Support named(const Support& answer) {
   return answer.ok ? answer : Support::no(kOp + answer.reason);
 }
@@ -106,7 +153,14 @@ Support plan_short(const MetalTarget& target, AttentionPlan& plan) {
 }
 
 Support plan_general(const MetalTarget& target, AttentionPlan& plan) {
-  plan_general_launch(plan, fa::Backend::Metal);
+  plan_general_launch(plan, fa::Backend::Metal, false, 0, kMetalGpuCores);
+  if (plan.key_splits > 1) {
+    if (Support ready = pipeline_ready(
+            target.device, split_combine_pipeline(plan.dtype));
+        !ready.ok) {
+      return named(ready);
+    }
+  }
   return named(pipeline_ready(target.device, general_pipeline(plan)));
 }
 
@@ -166,9 +220,20 @@ void run(
   if (sinks) {
     enc.set_input_array(*sinks, 6);
   }
+  std::optional<mx::array> o_part, lse;
+  if (plan.key_splits > 1) {
+    o_part = temporary_floats(split_rows(plan) * params.D_v, enc);
+    lse = temporary_floats(split_rows(plan), enc);
+    enc.set_output_array(*o_part, 7);
+    enc.set_output_array(*lse, 8);
+    enc.set_bytes(plan.key_splits, 9);
+  }
   const MTL::Size grid(plan.grid.x, plan.grid.y, plan.grid.z);
   const MTL::Size group(fa::kSimdWidth, plan.grid.warps, 1);
   enc.dispatch_threadgroups(grid, group);
+  if (plan.key_splits > 1) {
+    combine_splits(plan, params, *o_part, *lse, out, d, enc);
+  }
 }
 
 } // namespace mlx_fused_attn::gpu

@@ -66,9 +66,10 @@ template <typename Target, typename T, int D, int DV, int BQ, int BK, int ST>
   FA_ATTENTION_FEATURES(FA_READ_FUNCTION_CONSTANT)
 #undef FA_READ_FUNCTION_CONSTANT
 
+  const fa::AttnSplit unsplit = {nullptr, nullptr, 0, 1};
   fa::attention_block<Target, Shape>(
-      q, k, v, out, params, mask, sinks, k_smem, v_smem, features, tgid.x,
-      tgid.y, tgid.z, warp, lane);
+      q, k, v, out, params, mask, sinks, k_smem, v_smem, features, unsplit,
+      tgid.x, tgid.y, tgid.z, warp, lane);
 }
 
 #define FA_VARIANT(Target, suffix, tname, T, D, DV, BQ, BK, ST)            \

@@ -18,4 +18,5 @@
   X(neighborhood_1d) \
   X(neighborhood_2d) \
   X(neighborhood_3d) \
+  X(attention_split_combine) \
   X(strided_copy)
