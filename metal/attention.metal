@@ -5,12 +5,12 @@
 // choose_attention_tiles picks.
 //
 // Buffers: 0 q, 1 k, 2 v, 3 out, 4 params, 5 mask (has_mask; bool or T as
-// bool_mask says), 6 sinks (has_sinks), 7 partial outputs, 8 partial
-// log-sum-exps and 9 the split count (split_keys). Grid: (query blocks *
+// bool_mask says), 6 sinks (has_sinks), 7 partial outputs, 8 their
+// row statistics and 9 the split count (split_keys). Grid: (query blocks *
 // splits, H_q, B); threadgroup: (32, warps, 1).
 //
 // The combine of split keys, fa_split_combine_<dtype>: buffers 0 partial
-// outputs, 1 partial log-sum-exps, 2 out, 3 params, 4 the split count; grid
+// outputs, 1 their row statistics, 2 out, 3 params, 4 the split count; grid
 // (threads): (L_q * D_v or more, H_q, B).
 
 #include "mlx_fused_attn/kernels/attention.h"
@@ -38,7 +38,7 @@ fa_attention(
     const device uchar* mask [[buffer(5), function_constant(fc_has_mask)]],
     const device T* sinks [[buffer(6), function_constant(fc_has_sinks)]],
     device float* o_part [[buffer(7), function_constant(fc_split_keys)]],
-    device float* lse_part [[buffer(8), function_constant(fc_split_keys)]],
+    device float* stats [[buffer(8), function_constant(fc_split_keys)]],
     constant int& n_splits [[buffer(9), function_constant(fc_split_keys)]],
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],
@@ -70,7 +70,7 @@ fa_attention(
 #undef FA_READ_FUNCTION_CONSTANT
   const int splits = features.split_keys ? n_splits : 1;
   const fa::AttnSplit split = {
-      o_part, lse_part, int(tgid.x) % splits, splits};
+      o_part, stats, int(tgid.x) % splits, splits};
 
   fa::attention_block<fa::MetalTarget, Shape>(
       q,
@@ -135,13 +135,13 @@ FA_INSTANTIATE(float32, float, 256, 256, 32, 8, 4)
 template <typename T>
 [[kernel]] void fa_split_combine(
     const device float* o_part [[buffer(0)]],
-    const device float* lse_part [[buffer(1)]],
+    const device float* stats [[buffer(1)]],
     device T* out [[buffer(2)]],
     constant fa::AttnParams& params [[buffer(3)]],
     constant int& n_splits [[buffer(4)]],
     uint3 gid [[thread_position_in_grid]]) {
   fa::split_combine_element(
-      o_part, lse_part, out, params, n_splits, gid.x, gid.y, gid.z);
+      o_part, stats, out, params, n_splits, gid.x, gid.y, gid.z);
 }
 
 // Names must match split_combine_kernel_name() in

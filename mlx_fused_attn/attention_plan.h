@@ -90,8 +90,9 @@ void plan_general_launch(
     int sm_count,
     int cores);
 
-/// The partials of a plan with split keys: [key_splits, B, H, L_q] rows as
-/// the kernel's parameters count them (split_keys.h).
+/// The rows of the partials of a plan with split keys: [key_splits, B, H,
+/// L_q] as the kernel's parameters count them (split_keys.h); a row holds
+/// D_v outputs and two statistics.
 int64_t split_rows(const AttentionPlan& plan);
 
 /// Sets the short kernel's tiles and grid for `backend`, or says why it

@@ -6,7 +6,8 @@ finds out-of-bounds and misaligned accesses, racecheck shared-memory races):
 
 Covers each dtype, each kernel variant (unmasked, causal, bool and additive
 masks), sinks, GQA, ragged query and key blocks, a misaligned (copied) input,
-grids past one wave (the large-grid tiles), head dims padded to whole
+grids past one wave (the large-grid tiles), grids under one with split keys
+(decode with GQA packed, chunked prefill), head dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
 a poisoned output; each result is checked against mx.fast on the CPU.
 Not collected by pytest: under the sanitizers a run takes minutes.
@@ -71,6 +72,12 @@ def main():
         case(mx.bfloat16, 256, 130, 90, "additive", True, 12),
         case(mx.float16, 192, 70, 129, "causal", False, 13, Dv=128),
         case(mx.float32, 256, 40, 33, None, True, 14),
+        # Under a wave with long keys: split keys and their combine; decode
+        # without sinks packs the 2 query heads of each KV head as rows.
+        case(mx.bfloat16, 128, 1, 4000, None, False, 15),
+        case(mx.float16, 64, 1, 3001, "additive", True, 16),
+        case(mx.float16, 128, 100, 3000, "causal", True, 17),
+        case(mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)

@@ -83,13 +83,15 @@ def test_aot_table_builds(tmp_path, group):
 # host can hand to NVRTC, through the family's record.
 HOST_KEYS = {
     # Every head dim pair, plain, causal and array mask, with and without
-    # warpgroup products, for grids of one wave and past it.
+    # warpgroup products, for grids of one wave and past it; the combine of
+    # split keys.
     "attention": """
   for (fa::DType t : types) {
 #define FA_PRINT(d, dv) \\
     for (int v = 0; v < 12; ++v) print(AttentionKernelKey{t, d, dv, v % 3 == 1, v % 3 == 2, v % 6 >= 3, v >= 6});
     FA_ATTENTION_HEAD_DIMS(FA_PRINT)
-  }""",
+  }
+  for (fa::DType t : types) print(SplitCombineKernelKey{t});""",
     # Whatever short_attention_covers sends to the short kernel, at each
     # capacity's own length.
     "short_attention": """
@@ -135,7 +137,7 @@ def expected_count(family):
     short_seqs = listed("short_attention_config.h", "FA_SHORT_ATTENTION_SEQS")
     na = len(listed("na_config.h", "FA_NA_HEAD_DIMS")) * len(listed("na_config.h", "FA_NA_AXES"))
     return {
-        "attention": 3 * N_HEAD_DIMS * 12,
+        "attention": 3 * N_HEAD_DIMS * 12 + 3,
         "short_attention": 3 * len(short_dims) * len(short_seqs),
         "neighborhood": 3 * na,
         "strided_copy": 3 + 1,
@@ -226,7 +228,8 @@ def nvrtc_attention(names):
     """A causal bf16 kernel with each kind of product (mma.sync; wgmma with
     Q in registers at D = 64; wgmma with Q in shared memory at D = 128, for
     a grid of one wave and past it); the head dims past 128 and the padded
-    72, with warpgroup products (causal; a mask) and fp32's 3xTF32 mma.sync."""
+    72, with warpgroup products (causal; a mask) and fp32's 3xTF32 mma.sync;
+    the bf16 combine of split keys."""
     d128 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
     d64 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 64,")]
     assert ", false, false>, true, false>" in d128[1], d128[1]
@@ -243,7 +246,7 @@ def nvrtc_attention(names):
         found = [e for e in names if e.startswith(f"fa::attention_kernel<{prefix}")]
         assert len(found) == 12, (prefix, found)
         exprs += [found[i] for i in variants]
-    return exprs
+    return exprs + [e for e in names if e.startswith("fa::split_combine_kernel<fa::bfloat_t>")]
 
 
 NVRTC_PICKS = {

@@ -29,8 +29,8 @@
 // features say.
 //
 // With split keys (split_keys.h) the threadgroup visits only its split of
-// the query block's key blocks and writes a partial output and log-sum-exp
-// in place of the output.
+// the query block's key blocks and writes a partial output and its softmax
+// statistics in place of the output.
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_features.h"
@@ -321,11 +321,13 @@ FA_FUNC void attention_block(
 
   // ----------------------------------------------------------------- store
   if (f.split_keys) {
-    float lse[Step::STile::kRowSlots];
-    attention_step_end_split(st, lse);
+    attention_step_end_split(st);
     const stride_t row = split_row(p, split.index, batch, head, q_row0);
+    const stride_t sums = split_row(p, split.count, 0, 0, 0);
     tile_store_rows<typename Step::OTile>(
-        split.lse + row, lse, p.L_q - q_row0, lane);
+        split.stats + row, st.softmax.row_max, p.L_q - q_row0, lane);
+    tile_store_rows<typename Step::OTile>(
+        split.stats + sums + row, st.softmax.row_sum, p.L_q - q_row0, lane);
     attention_store_rows<Shape, kVCols>(
         split.o + row * p.D_v, st.o, p.D_v, p.L_q - q_row0, q_ragged, lane);
   } else {

@@ -95,11 +95,10 @@ FA_FUNC void attention_step_end(FA_THREAD Step& st) {
   softmax_finalize(st.o, st.softmax);
 }
 
-/// As attention_step_end for one split of the keys (split_keys.h), with
-/// each row slot's log-sum-exp in `lse`.
+/// As attention_step_end for one split of the keys (split_keys.h).
 template <typename Step>
-FA_FUNC void attention_step_end_split(FA_THREAD Step& st, FA_THREAD float* lse) {
-  softmax_finalize_split(st.o, st.softmax, lse);
+FA_FUNC void attention_step_end_split(FA_THREAD Step& st) {
+  softmax_finalize_split(st.o, st.softmax);
 }
 
 } // namespace fa

@@ -1,16 +1,20 @@
 // Split keys (the FlashDecoding pattern): when a call's query blocks fill
 // less than a wave of the GPU, n_splits threadgroups share each query
-// block's key blocks. Each writes its rows' output over its keys, normalised
-// (fp32), and their log-sum-exp; the combine step merges the splits:
+// block's key blocks. Each writes its rows' output over its keys,
+// normalised (fp32), with their softmax statistics, max m_i and sum l_i
+// (exp2 domain); the combine step merges the splits exactly:
 //
-//   O = sum_i exp2(lse_i - m) O_i / sum_i exp2(lse_i - m),  m = max_i lse_i
+//   O = sum_i w_i O_i / sum_i w_i,   w_i = l_i exp2(m_i - max_j m_j)
 //
-// which is exact: exp2(lse_i) is split i's softmax denominator, so each O_i
-// gets back its share of the whole row's. A split that saw no key has lse
-// -inf and O_i = 0, and adds nothing. Scores are in the exp2 domain.
+// since w_i is split i's share of the whole row's softmax denominator. A
+// split that saw no key has l_i = 0 and adds nothing. Not the log-sum-exp
+// m_i + log2(l_i): a masked score is finite (MaskedScore) and so large that
+// log2(l_i) is lost beside it, and with it how many keys a fully masked
+// split averaged.
 //
-// The partials are [n_splits, B, H_q, L_q] rows (O_i: of D_v floats), H_q
-// and L_q as the kernel's parameters say (packed GQA included).
+// The partials are [n_splits, B, H_q, L_q] rows (O_i of D_v floats; the
+// statistics all the maxima, then all the sums), H_q and L_q as the
+// kernel's parameters say (packed GQA included).
 #pragma once
 
 #include "mlx_fused_attn/params.h"
@@ -22,7 +26,7 @@ namespace fa {
 /// `count` (count 1: no split, the output itself is written).
 struct AttnSplit {
   FA_DEVICE float* o; ///< the partial outputs (count > 1)
-  FA_DEVICE float* lse; ///< the partial log-sum-exps, exp2 domain
+  FA_DEVICE float* stats; ///< the partial row maxima, then row sums
   int index;
   int count;
 };
@@ -43,7 +47,8 @@ FA_FUNC AttnSplitBlocks split_key_blocks(int n_blocks, int index, int count) {
   return blocks;
 }
 
-/// The partials' row of (batch, head, query row) in split `index`.
+/// The partials' row of (batch, head, query row) in split `index`; with
+/// index n_splits, the number of rows (where the sums start).
 FA_FUNC stride_t split_row(
     const FA_CONSTANT AttnParams& p,
     int index,
@@ -59,7 +64,7 @@ FA_FUNC stride_t split_row(
 template <typename T>
 FA_FUNC void split_combine_element(
     const FA_DEVICE float* o_part,
-    const FA_DEVICE float* lse,
+    const FA_DEVICE float* stats,
     FA_DEVICE T* out,
     const FA_CONSTANT AttnParams& p,
     int n_splits,
@@ -71,19 +76,21 @@ FA_FUNC void split_combine_element(
   }
   const int row = inner / p.D_v;
   const int col = inner % p.D_v;
-  float lse_max = -FA_INFINITY;
+  const stride_t sums = split_row(p, n_splits, 0, 0, 0);
+  float max_all = -FA_INFINITY;
   for (int i = 0; i < n_splits; ++i) {
-    lse_max = FA_MAX(lse_max, lse[split_row(p, i, batch, head, row)]);
+    max_all = FA_MAX(max_all, stats[split_row(p, i, batch, head, row)]);
   }
   float weight_sum = 0.0f;
   float acc = 0.0f;
   for (int i = 0; i < n_splits; ++i) {
     const stride_t r = split_row(p, i, batch, head, row);
-    // A NaN log-sum-exp (NaN in q) makes its weight, and the row, NaN.
-    const float weight = FA_EXP2(lse[r] - lse_max);
+    // NaN in a split's scores makes its sum, and the row, NaN.
+    const float weight = stats[sums + r] * FA_EXP2(stats[r] - max_all);
     weight_sum += weight;
     acc += weight * o_part[r * p.D_v + col];
   }
+  // All sums 0 (every score -inf): 0 / 0, NaN, as the softmax gives.
   out[batch * p.o_strides[0] + head * p.o_strides[1] + row * p.o_strides[2] +
       col] = static_cast<T>(acc / weight_sum);
 }

@@ -104,20 +104,17 @@ FA_FUNC void softmax_finalize(
   row_bin_op<MulOp>(o, inv_sum);
 }
 
-/// As softmax_finalize for a part of the row's keys, with each row slot's
-/// log-sum-exp (exp2 domain) in `lse`. A row that saw no key (sum 0)
-/// keeps o = 0 and gets lse -inf: no weight when the parts are merged.
+/// As softmax_finalize for a part of the row's keys, whose statistics are
+/// merged with the other parts' later: a row that saw no key (sum 0) keeps
+/// o = 0 rather than NaN.
 template <int kSlots, typename FO, int RO, int CO>
 FA_FUNC void softmax_finalize_split(
     FA_THREAD Tile<FO, RO, CO>& o,
-    const FA_THREAD OnlineSoftmax<kSlots>& st,
-    FA_THREAD float* lse) {
+    const FA_THREAD OnlineSoftmax<kSlots>& st) {
   float inv_sum[kSlots];
   FA_UNROLL
   for (int i = 0; i < kSlots; ++i) {
-    const bool empty = st.row_sum[i] == 0.0f;
-    inv_sum[i] = empty ? 0.0f : 1.0f / st.row_sum[i];
-    lse[i] = empty ? -FA_INFINITY : st.row_max[i] + FA_LOG2(st.row_sum[i]);
+    inv_sum[i] = st.row_sum[i] == 0.0f ? 0.0f : 1.0f / st.row_sum[i];
   }
   row_bin_op<MulOp>(o, inv_sum);
 }

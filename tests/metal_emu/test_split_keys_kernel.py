@@ -37,9 +37,11 @@ def pack_gqa(p):
     return packed
 
 
-def run_split(prog, n_splits, *, dtype="float16", D=64, L_q=1, L_k=200, packed=False, checks=None, **case):
+def run_split(prog, n_splits, *, dtype="float16", D=64, B=1, H_q=2, L_q=1, L_k=200, packed=False, checks=None,
+              **case):
     """One case through the split kernel and the combine. checks(o_part,
-    lse, params) may look at the partials (n_splits rows of [B, H, L])."""
+    row_max, row_sum, params) may look at the partials (each n_splits rows
+    of [B, H, L])."""
     name, bq, bk, warps = kernel_for(prog, dtype, D, D)
 
     def dispatch(buffers, constants, schedule, race_check):
@@ -47,10 +49,10 @@ def run_split(prog, n_splits, *, dtype="float16", D=64, L_q=1, L_k=200, packed=F
         buffers[4] = p
         rows = p.B * p.H_q * p.L_q
         o_part = np.full((n_splits, rows, D), np.nan, np.float32)
-        lse = np.full((n_splits, rows), np.nan, np.float32)
+        stats = np.full((2, n_splits, rows), np.nan, np.float32)
         res = prog.launch(
             name,
-            buffers={**buffers, 7: o_part, 8: lse, 9: np.array([n_splits], np.int32)},
+            buffers={**buffers, 7: o_part, 8: stats, 9: np.array([n_splits], np.int32)},
             constants={
                 **constants,
                 SPLIT_KEYS: True,
@@ -66,7 +68,7 @@ def run_split(prog, n_splits, *, dtype="float16", D=64, L_q=1, L_k=200, packed=F
         )
         assert not np.isnan(res[7]).any() and not np.isnan(res[8]).any(), "a partial row was not written"
         if checks is not None:
-            checks(res[7], res[8], p)
+            checks(res[7], res[8][0], res[8][1], p)
         combined = prog.launch(
             f"fa_split_combine_{dtype}",
             buffers={0: res[7], 1: res[8], 2: buffers[3], 3: p, 4: np.array([n_splits], np.int32)},
@@ -80,7 +82,8 @@ def run_split(prog, n_splits, *, dtype="float16", D=64, L_q=1, L_k=200, packed=F
 
     launch = cases.Launch(name, grid=None, warps=warps, constants={})
     return cases.run_case(
-        prog, launch, SPLIT_FC, dtype=dtype, D=D, D_v=D, L_q=L_q, L_k=L_k, dispatch=dispatch, **case
+        prog, launch, SPLIT_FC, dtype=dtype, D=D, D_v=D, B=B, H_q=H_q, L_q=L_q, L_k=L_k, dispatch=dispatch,
+        **case
     )
 
 
@@ -98,8 +101,8 @@ def test_dtypes_and_head_dims(prog, dtype, D):
 
 def test_more_splits_than_key_blocks(prog):
     # 65 keys are 3 blocks: splits 3 to 7 visit none and must add nothing.
-    def empty_splits_add_nothing(o_part, lse, p):
-        assert np.isneginf(lse[3:]).all() and (o_part[3:] == 0).all()
+    def empty_splits_add_nothing(o_part, row_max, row_sum, p):
+        assert (row_sum[3:] == 0).all() and (o_part[3:] == 0).all()
 
     run_split(prog, 8, L_k=65, H_q=2, checks=empty_splits_add_nothing)
 

@@ -133,13 +133,13 @@ void add_combine_node(
     const AttentionPlan& plan,
     const fa::AttnParams& params,
     const mx::array& o_part,
-    const mx::array& lse,
+    const mx::array& stats,
     mx::array& out,
     int device,
     int arch) {
   const int inner = params.L_q * params.D_v;
   enc.set_input_array(o_part);
-  enc.set_input_array(lse);
+  enc.set_input_array(stats);
   enc.set_output_array(out);
   enc.add_kernel_node_ex(
       cuda::kernel_function(
@@ -151,7 +151,7 @@ void add_combine_node(
       {},
       0,
       mx::gpu_ptr<float>(o_part),
-      mx::gpu_ptr<float>(lse),
+      mx::gpu_ptr<float>(stats),
       mx::gpu_ptr<void>(out),
       params,
       plan.key_splits);
@@ -269,23 +269,23 @@ void run(
     return;
   }
   // Split keys: the kernel writes partials, which the combine merges.
-  std::optional<mx::array> o_part, lse;
+  std::optional<mx::array> o_part, stats;
   float* o_part_ptr = nullptr;
-  float* lse_ptr = nullptr;
+  float* stats_ptr = nullptr;
   if (plan.key_splits > 1) {
     o_part = temporary_floats(split_rows(plan) * params.D_v, enc);
-    lse = temporary_floats(split_rows(plan), enc);
+    stats = temporary_floats(2 * split_rows(plan), enc);
     o_part_ptr = mx::gpu_ptr<float>(*o_part);
-    lse_ptr = mx::gpu_ptr<float>(*lse);
+    stats_ptr = mx::gpu_ptr<float>(*stats);
     enc.set_output_array(*o_part);
-    enc.set_output_array(*lse);
+    enc.set_output_array(*stats);
   }
   add_attention_node(
       enc, cuda::kernel_function(general_key(plan), device, arch), plan,
       params, q, k, v, out, mask_ptr, sinks_ptr, plan.features, o_part_ptr,
-      lse_ptr, plan.key_splits);
+      stats_ptr, plan.key_splits);
   if (plan.key_splits > 1) {
-    add_combine_node(enc, plan, params, *o_part, *lse, out, device, arch);
+    add_combine_node(enc, plan, params, *o_part, *stats, out, device, arch);
   }
 }
 

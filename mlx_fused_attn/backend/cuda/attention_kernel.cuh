@@ -14,7 +14,7 @@
 // Grid: (query blocks * splits, H_q, B); block: warps * 32 threads; dynamic
 // shared memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
 // With split keys (split_keys.h, features.split_keys) the kernel writes
-// n_splits partials to o_part and lse, split blockIdx.x % n_splits.
+// n_splits partials to o_part and stats (split_keys.h), split blockIdx.x % n_splits.
 #pragma once
 
 #include "mlx_fused_attn/backend/cuda/block_sizes.h"
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(
     const T* sinks,
     AttnFeatures features,
     float* o_part,
-    float* lse,
+    float* stats,
     int n_splits) {
   // A warpgroup-product instance exists in every architecture's image of a
   // fat binary, but the host launches it only on sm_90a (kernels.h,
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(
     // Under a causal mask the last query blocks see the most keys: start
     // them first, so that the short ones fill the tail of the grid.
     const int x = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const AttnSplit split = {o_part, lse, x % n_splits, n_splits};
+    const AttnSplit split = {o_part, stats, x % n_splits, n_splits};
     attention_block<Target, Shape>(
         q,
         k,
@@ -117,12 +117,12 @@ __global__ void __launch_bounds__(
 template <typename T>
 __global__ void __launch_bounds__(kSplitCombineThreads) split_combine_kernel(
     const float* o_part,
-    const float* lse,
+    const float* stats,
     T* out,
     const AttnParams params,
     int n_splits) {
   split_combine_element(
-      o_part, lse, out, params, n_splits,
+      o_part, stats, out, params, n_splits,
       blockIdx.x * kSplitCombineThreads + threadIdx.x, blockIdx.y, blockIdx.z);
 }
 

@@ -110,14 +110,14 @@ void combine_splits(
     const AttentionPlan& plan,
     const fa::AttnParams& params,
     const mx::array& o_part,
-    const mx::array& lse,
+    const mx::array& stats,
     mx::array& out,
     mx::metal::Device& d,
     mx::metal::CommandEncoder& enc) {
   enc.set_compute_pipeline_state(
       get_pipeline(d, split_combine_pipeline(plan.dtype)));
   enc.set_input_array(o_part, 0);
-  enc.set_input_array(lse, 1);
+  enc.set_input_array(stats, 1);
   enc.set_output_array(out, 2);
   enc.set_bytes(params, 3);
   enc.set_bytes(plan.key_splits, 4);
@@ -220,19 +220,19 @@ void run(
   if (sinks) {
     enc.set_input_array(*sinks, 6);
   }
-  std::optional<mx::array> o_part, lse;
+  std::optional<mx::array> o_part, stats;
   if (plan.key_splits > 1) {
     o_part = temporary_floats(split_rows(plan) * params.D_v, enc);
-    lse = temporary_floats(split_rows(plan), enc);
+    stats = temporary_floats(2 * split_rows(plan), enc);
     enc.set_output_array(*o_part, 7);
-    enc.set_output_array(*lse, 8);
+    enc.set_output_array(*stats, 8);
     enc.set_bytes(plan.key_splits, 9);
   }
   const MTL::Size grid(plan.grid.x, plan.grid.y, plan.grid.z);
   const MTL::Size group(fa::kSimdWidth, plan.grid.warps, 1);
   enc.dispatch_threadgroups(grid, group);
   if (plan.key_splits > 1) {
-    combine_splits(plan, params, *o_part, *lse, out, d, enc);
+    combine_splits(plan, params, *o_part, *stats, out, d, enc);
   }
 }
 

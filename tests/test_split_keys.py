@@ -1,0 +1,75 @@
+"""Split keys on the GPU (kernels/split_keys.h): grids under a wave with long
+keys, decode (L_q = 1, GQA packed) and chunked prefill, against the float64
+reference (conftest.assert_close) and against the same call unsplit
+(MLX_FUSED_ATTN_SPLIT_KEYS=0, read when each call is planned)."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+import mlx_fused_attn as fa
+from conftest import DEVICES, assert_close, rand, to_np
+
+pytestmark = pytest.mark.skipif(mx.gpu not in DEVICES, reason="no GPU to test")
+
+# (dtype, B, H_q, H_kv, L_q, L_k, D, mask, sinks): decode with and without
+# GQA (packed without sinks), ragged key counts, every mask kind, chunked
+# prefill under a causal mask whose first query blocks leave splits empty.
+CASES = [
+    (mx.bfloat16, 1, 32, 8, 1, 32768, 128, None, False),
+    (mx.float16, 1, 32, 8, 1, 4097, 128, "causal", False),
+    (mx.float16, 2, 8, 8, 1, 5000, 64, "bool", False),
+    (mx.bfloat16, 1, 16, 4, 1, 3001, 128, "additive", True),
+    (mx.float32, 1, 8, 2, 1, 2500, 64, None, False),
+    (mx.bfloat16, 1, 32, 8, 128, 8192, 128, "causal", False),
+    (mx.float16, 1, 4, 4, 77, 3000, 96, "causal", True),
+    (mx.float16, 3, 6, 2, 1, 1999, 80, "bool", True),
+]
+IDS = [f"{str(c[0]).split('.')[-1]}-B{c[1]}-H{c[2]}/{c[3]}-Lq{c[4]}-Lk{c[5]}-D{c[6]}-{c[7]}-sinks{c[8]}" for c in CASES]
+
+
+def make(dtype, B, Hq, Hk, Lq, Lk, D, mask, sinks, seed):
+    q = rand((B, Hq, Lq, D), dtype, seed)
+    k = rand((B, Hk, Lk, D), dtype, seed + 1)
+    v = rand((B, Hk, Lk, D), dtype, seed + 2)
+    key = mx.random.key(seed + 3)
+    if mask == "bool":
+        mask = mx.random.uniform(shape=(B, Hq, Lq, Lk), key=key) > 0.3
+    elif mask == "additive":
+        mask = mx.random.normal((1, Hq, Lq, Lk), key=key).astype(dtype)
+    s = rand((Hq,), dtype, seed + 4) if sinks else None
+    return q, k, v, mask, s
+
+
+def run(q, k, v, mask, sinks):
+    out = fa.scaled_dot_product_attention(
+        q, k, v, scale=q.shape[-1] ** -0.5, mask=mask, sinks=sinks, force_fused=True, stream=mx.gpu
+    )
+    mx.eval(out)
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_split_matches_the_reference_and_the_unsplit_kernel(case, monkeypatch):
+    q, k, v, mask, sinks = make(*case, seed=sum(case[1:7]))
+    split = run(q, k, v, mask, sinks)
+    assert_close(split, q, k, v, q.shape[-1] ** -0.5, mask, sinks, what=str(case))
+    monkeypatch.setenv("MLX_FUSED_ATTN_SPLIT_KEYS", "0")
+    unsplit = run(q, k, v, mask, sinks)
+    # Both round once from fp32; the splits only regroup the sums.
+    np.testing.assert_allclose(to_np(split), to_np(unsplit), atol=2e-2, rtol=2e-2)
+
+
+def test_fully_masked_decode_rows_are_the_mean_of_v():
+    q, k, v, _, _ = make(mx.float16, 1, 8, 2, 1, 4000, 64, None, False, seed=5)
+    mask = mx.zeros((1, 8, 1, 4000), dtype=mx.bool_)
+    out = run(q, k, v, mask, None)
+    assert_close(out, q, k, v, 0.125, mask, what="all masked")
+
+
+def test_keys_masked_in_whole_splits_add_nothing():
+    q, k, v, _, _ = make(mx.bfloat16, 1, 8, 8, 1, 8192, 128, None, False, seed=6)
+    visible = mx.arange(8192) % 4096 < 100
+    mask = mx.broadcast_to(visible, (1, 8, 1, 8192))
+    out = run(q, k, v, mask, None)
+    assert_close(out, q, k, v, 128**-0.5, mask, what="whole splits masked")
