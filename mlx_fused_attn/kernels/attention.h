@@ -321,7 +321,7 @@ FA_FUNC void attention_block(
 
   // ----------------------------------------------------------------- store
   if (f.split_keys) {
-    attention_step_end_split(st);
+    attention_step_end(st, true);
     const stride_t row = split_row(p, split.index, batch, head, q_row0);
     const stride_t sums = split_row(p, split.count, 0, 0, 0);
     tile_store_rows<typename Step::OTile>(

@@ -89,16 +89,11 @@ FA_FUNC void attention_step(
   VBlock::mma_ab(st.o, st.p, pipe.v_block(kb), lane);
 }
 
-/// O / row sum, one reciprocal a row (online_softmax.h).
+/// O / row sum, one reciprocal a row (online_softmax.h); `part`: the
+/// blocks were one split of the keys (split_keys.h).
 template <typename Step>
-FA_FUNC void attention_step_end(FA_THREAD Step& st) {
-  softmax_finalize(st.o, st.softmax);
-}
-
-/// As attention_step_end for one split of the keys (split_keys.h).
-template <typename Step>
-FA_FUNC void attention_step_end_split(FA_THREAD Step& st) {
-  softmax_finalize_split(st.o, st.softmax);
+FA_FUNC void attention_step_end(FA_THREAD Step& st, bool part = false) {
+  softmax_finalize(st.o, st.softmax, part);
 }
 
 } // namespace fa

@@ -91,30 +91,17 @@ FA_FUNC void softmax_step(
 /// division an element is an IEEE division on CUDA (about 15 instructions
 /// with its slow-path check), as many as a key block's whole step costs a
 /// small tile. A row whose every score was -inf has sum 0 and becomes NaN
-/// (0 * inf), as the softmax of all -inf does.
+/// (0 * inf), as the softmax of all -inf does; over a `part` of the row's
+/// keys (split keys, merged by their sums later) it stays 0 instead.
 template <int kSlots, typename FO, int RO, int CO>
 FA_FUNC void softmax_finalize(
     FA_THREAD Tile<FO, RO, CO>& o,
-    const FA_THREAD OnlineSoftmax<kSlots>& st) {
+    const FA_THREAD OnlineSoftmax<kSlots>& st,
+    bool part = false) {
   float inv_sum[kSlots];
   FA_UNROLL
   for (int i = 0; i < kSlots; ++i) {
-    inv_sum[i] = 1.0f / st.row_sum[i];
-  }
-  row_bin_op<MulOp>(o, inv_sum);
-}
-
-/// As softmax_finalize for a part of the row's keys, whose statistics are
-/// merged with the other parts' later: a row that saw no key (sum 0) keeps
-/// o = 0 rather than NaN.
-template <int kSlots, typename FO, int RO, int CO>
-FA_FUNC void softmax_finalize_split(
-    FA_THREAD Tile<FO, RO, CO>& o,
-    const FA_THREAD OnlineSoftmax<kSlots>& st) {
-  float inv_sum[kSlots];
-  FA_UNROLL
-  for (int i = 0; i < kSlots; ++i) {
-    inv_sum[i] = st.row_sum[i] == 0.0f ? 0.0f : 1.0f / st.row_sum[i];
+    inv_sum[i] = part && st.row_sum[i] == 0.0f ? 0.0f : 1.0f / st.row_sum[i];
   }
   row_bin_op<MulOp>(o, inv_sum);
 }
