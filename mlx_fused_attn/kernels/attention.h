@@ -280,11 +280,12 @@ FA_FUNC void attention_block(
   const AttnKeyBlocks blocks = attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
   const AttnSplitBlocks mine =
       split_key_blocks(blocks.end, split.index, split.count);
+  const int n_blocks = mine.end - mine.first;
 
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
           p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, mine.first),
-      mine.end - mine.first, warp * kSimdWidth + lane);
+      n_blocks, warp * kSimdWidth + lane);
   AttnBlockMasks<T, kBK> masks = attention_block_masks<T, kBK>(
       p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, q_row0);
   masks.align_k = f.align_k;
@@ -297,26 +298,30 @@ FA_FUNC void attention_block(
   const bool sink = f.has_sinks && split.index == 0;
   attention_step_begin(st, sink, sink ? sinks[head] : T(0));
 
-  // ---------------------------------------------------------------- load Q
-  // First, and with no commit of its own: a Q copied into threadgroup memory
-  // (asynchronously) joins the copy group of key block 0, so the wait and
-  // barrier before block 0's products cover it; that memory follows the V
-  // stages. Register loads do not block until the first product, so their
-  // latency overlaps the first K/V copies either way.
-  AttnQOperand<Target, Shape> q_op;
-  q_load(
-      q_op,
-      q + batch * p.q_strides[0] + head * p.q_strides[1] +
-          q_block * kBQ * p.q_strides[2],
-      p.q_strides[2], p.L_q - q_block * kBQ, q_ragged,
-      v_smem + Shape::kStages * VBlock::kElems, warp, lane);
+  // A split past a causal query block's keys visits none, and copies
+  // nothing: a copy never waited for could land after the threadgroup ends.
+  if (n_blocks > 0) {
+    // -------------------------------------------------------------- load Q
+    // First, and with no commit of its own: a Q copied into threadgroup
+    // memory (asynchronously) joins the copy group of key block 0, so the
+    // wait and barrier before block 0's products cover it; that memory
+    // follows the V stages. Register loads do not block until the first
+    // product, so their latency overlaps the first K/V copies either way.
+    AttnQOperand<Target, Shape> q_op;
+    q_load(
+        q_op,
+        q + batch * p.q_strides[0] + head * p.q_strides[1] +
+            q_block * kBQ * p.q_strides[2],
+        p.q_strides[2], p.L_q - q_block * kBQ, q_ragged,
+        v_smem + Shape::kStages * VBlock::kElems, warp, lane);
 
-  // ------------------------------------------------------- the key blocks
-  // (Numbered from the split's first: the pipeline's and the masks' block 0.)
-  pipe.start();
-  for (int kb = 0; kb < mine.end - mine.first; ++kb) {
-    pipe.acquire(kb);
-    attention_step<KBlock, VBlock>(st, q_op, masks, pipe, kb, lane);
+    // ----------------------------------------------------- the key blocks
+    // Numbered from the split's first: the pipeline's and the masks' 0.
+    pipe.start();
+    for (int kb = 0; kb < n_blocks; ++kb) {
+      pipe.acquire(kb);
+      attention_step<KBlock, VBlock>(st, q_op, masks, pipe, kb, lane);
+    }
   }
 
   // ----------------------------------------------------------------- store

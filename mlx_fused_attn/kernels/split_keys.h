@@ -32,8 +32,9 @@ struct AttnSplit {
 };
 
 /// The key blocks first .. end - 1 of a query block's n_blocks that split
-/// `index` of `count` visits: equal runs, the last one shorter, and empty
-/// for splits past the blocks a causal query block sees.
+/// `index` of `count` visits: equal runs, the last one shorter, and none
+/// (first = end = n_blocks) for splits past the blocks a causal query block
+/// sees.
 struct AttnSplitBlocks {
   int first;
   int end;
@@ -41,9 +42,9 @@ struct AttnSplitBlocks {
 
 FA_FUNC AttnSplitBlocks split_key_blocks(int n_blocks, int index, int count) {
   const int per_split = (n_blocks + count - 1) / count;
-  const int first = index * per_split;
+  const int first = index * per_split < n_blocks ? index * per_split : n_blocks;
   const int end = first + per_split < n_blocks ? first + per_split : n_blocks;
-  const AttnSplitBlocks blocks = {first, end > first ? end : first};
+  const AttnSplitBlocks blocks = {first, end};
   return blocks;
 }
 
