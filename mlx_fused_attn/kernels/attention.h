@@ -109,19 +109,21 @@ using AttnQOperand = typename Target::template QOperand<
     Shape::kThreads>;
 
 /// The copies of one (batch, head)'s key blocks into K's and V's stages,
-/// for the pipeline (kv_pipeline.h's Source): block kb holds keys kb * kBK
-/// onwards; a ragged last block zero-fills its missing keys.
+/// for the pipeline (kv_pipeline.h's Source): its block kb is key block
+/// kb_first + kb, keys from (kb_first + kb) * kBK; a ragged last block
+/// zero-fills its missing keys.
 template <typename Target, typename Shape>
 struct AttnKVSource {
   typedef typename Shape::elem_type elem_type;
   typedef AttnKBlock<Target, Shape> KBlock;
   typedef AttnVBlock<Target, Shape> VBlock;
 
+  /// Lengths and strides are read from here where used: copies would hold
+  /// registers across the key loop.
+  const FA_CONSTANT AttnParams* p;
   const FA_DEVICE elem_type* k; ///< this (batch, head)'s key 0
   const FA_DEVICE elem_type* v;
-  stride_t k_stride; ///< between keys
-  stride_t v_stride;
-  int l_k;
+  int kb_first; ///< the key block the pipeline numbers 0 (split_keys.h)
   int n_full_kblocks;
   bool align_k;
   FA_THREADGROUP elem_type* k_smem;
@@ -134,10 +136,10 @@ struct AttnKVSource {
     return v_smem + stage * VBlock::kElems;
   }
   FA_FUNC void load_k(int kb, int stage, int tid) const {
-    load<KBlock>(k_smem + stage * KBlock::kElems, k, k_stride, kb, tid);
+    load<KBlock>(k_smem + stage * KBlock::kElems, k, p->k_strides[2], kb, tid);
   }
   FA_FUNC void load_v(int kb, int stage, int tid) const {
-    load<VBlock>(v_smem + stage * VBlock::kElems, v, v_stride, kb, tid);
+    load<VBlock>(v_smem + stage * VBlock::kElems, v, p->v_strides[2], kb, tid);
   }
   FA_FUNC void load_kv(int kb, int stage, int tid) const {
     load_k(kb, stage, tid);
@@ -150,12 +152,13 @@ struct AttnKVSource {
       FA_THREADGROUP elem_type* smem,
       const FA_DEVICE elem_type* src,
       stride_t stride,
-      int kb,
+      int kb_local,
       int tid) const {
+    const int kb = kb_first + kb_local;
     const int key0 = kb * Shape::kBK;
     src += key0 * stride;
     if (!align_k && kb == n_full_kblocks) {
-      Block::load_safe(smem, src, stride, l_k - key0, tid);
+      Block::load_safe(smem, src, stride, p->L_k - key0, tid);
     } else {
       Block::load(smem, src, stride, tid);
     }
@@ -175,14 +178,11 @@ FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
     int batch,
     int kv_head,
     int kb_first) {
-  const int key0 = kb_first * Shape::kBK;
   const AttnKVSource<Target, Shape> src = {
-      k + batch * p.k_strides[0] + kv_head * p.k_strides[1] +
-          key0 * p.k_strides[2],
-      v + batch * p.v_strides[0] + kv_head * p.v_strides[1] +
-          key0 * p.v_strides[2],
-      p.k_strides[2], p.v_strides[2], p.L_k - key0,
-      (p.L_k - key0) / Shape::kBK, align_k, k_smem, v_smem};
+      &p,
+      k + batch * p.k_strides[0] + kv_head * p.k_strides[1],
+      v + batch * p.v_strides[0] + kv_head * p.v_strides[1],
+      kb_first, p.L_k / Shape::kBK, align_k, k_smem, v_smem};
   return src;
 }
 
