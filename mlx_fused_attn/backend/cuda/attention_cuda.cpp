@@ -131,13 +131,14 @@ mx::array temporary_floats(int64_t n, cu::CommandEncoder& enc) {
 void add_combine_node(
     cu::CommandEncoder& enc,
     const AttentionPlan& plan,
-    const fa::AttnParams& params,
+    fa::AttnParams params,
     const mx::array& o_part,
     const mx::array& stats,
     mx::array& out,
     int device,
     int arch) {
   const int inner = params.L_q * params.D_v;
+  int n_splits = plan.key_splits;
   enc.set_input_array(o_part);
   enc.set_input_array(stats);
   enc.set_output_array(out);
@@ -154,7 +155,7 @@ void add_combine_node(
       mx::gpu_ptr<float>(stats),
       mx::gpu_ptr<void>(out),
       params,
-      plan.key_splits);
+      n_splits);
 }
 
 /// Adds the plan's kernel `function` to the encoder's graph; both families
