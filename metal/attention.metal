@@ -9,9 +9,9 @@
 // row statistics and 9 the split count (split_keys). Grid: (query blocks *
 // splits, H_q, B); threadgroup: (32, warps, 1).
 //
-// The combine of split keys, fa_split_combine_<dtype>: buffers 0 partial
-// outputs, 1 their row statistics, 2 out, 3 params, 4 the split count; grid
-// (threads): (L_q * D_v or more, H_q, B).
+// The combine of split keys, fa_split_combine_<dtype>, binds the same
+// indices: 3 out, 4 params, 7 partial outputs, 8 their row statistics, 9
+// the split count; grid (threads): (L_q * D_v or more, H_q, B).
 
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
@@ -39,7 +39,7 @@ fa_attention(
     const device T* sinks [[buffer(6), function_constant(fc_has_sinks)]],
     device float* o_part [[buffer(7), function_constant(fc_split_keys)]],
     device float* stats [[buffer(8), function_constant(fc_split_keys)]],
-    constant int& n_splits [[buffer(9), function_constant(fc_split_keys)]],
+    constant int* n_splits [[buffer(9), function_constant(fc_split_keys)]],
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
@@ -68,7 +68,8 @@ fa_attention(
 #define FA_READ_FUNCTION_CONSTANT(name, index) features.name = fc_##name;
   FA_ATTENTION_FEATURES(FA_READ_FUNCTION_CONSTANT)
 #undef FA_READ_FUNCTION_CONSTANT
-  const int splits = features.split_keys ? n_splits : 1;
+  // Unbound without split keys: read only with them.
+  const int splits = features.split_keys ? *n_splits : 1;
   const fa::AttnSplit split = {
       o_part, stats, int(tgid.x) % splits, splits};
 
@@ -134,11 +135,11 @@ FA_INSTANTIATE(float32, float, 256, 256, 32, 8, 4)
 
 template <typename T>
 [[kernel]] void fa_split_combine(
-    const device float* o_part [[buffer(0)]],
-    const device float* stats [[buffer(1)]],
-    device T* out [[buffer(2)]],
-    constant fa::AttnParams& params [[buffer(3)]],
-    constant int& n_splits [[buffer(4)]],
+    device T* out [[buffer(3)]],
+    constant fa::AttnParams& params [[buffer(4)]],
+    const device float* o_part [[buffer(7)]],
+    const device float* stats [[buffer(8)]],
+    constant int& n_splits [[buffer(9)]],
     uint3 gid [[thread_position_in_grid]]) {
   fa::split_combine_element(
       o_part, stats, out, params, n_splits, gid.x, gid.y, gid.z);

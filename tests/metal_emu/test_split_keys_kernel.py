@@ -71,14 +71,14 @@ def run_split(prog, n_splits, *, dtype="float16", D=64, B=1, H_q=2, L_q=1, L_k=2
             checks(res[7], res[8][0], res[8][1], p)
         combined = prog.launch(
             f"fa_split_combine_{dtype}",
-            buffers={0: res[7], 1: res[8], 2: buffers[3], 3: p, 4: np.array([n_splits], np.int32)},
+            buffers={3: buffers[3], 4: p, 7: res[7], 8: res[8], 9: np.array([n_splits], np.int32)},
             constants=constants,
             grid=(-(-p.L_q * D // 96), p.H_q, p.B),
             threadgroup=(96, 1, 1),
             schedule=schedule,
             race_check=race_check,
         )
-        return {3: combined[2]}
+        return {3: combined[3]}
 
     launch = cases.Launch(name, grid=None, warps=warps, constants={})
     return cases.run_case(

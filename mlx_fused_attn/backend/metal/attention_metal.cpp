@@ -74,11 +74,11 @@ void combine_splits(
     mx::metal::CommandEncoder& enc) {
   enc.set_compute_pipeline_state(
       get_pipeline(d, split_combine_pipeline(plan.dtype)));
-  enc.set_input_array(o_part, 0);
-  enc.set_input_array(stats, 1);
-  enc.set_output_array(out, 2);
-  enc.set_bytes(params, 3);
-  enc.set_bytes(plan.key_splits, 4);
+  enc.set_output_array(out, 3);
+  enc.set_bytes(params, 4);
+  enc.set_input_array(o_part, 7);
+  enc.set_input_array(stats, 8);
+  enc.set_bytes(plan.key_splits, 9);
   const size_t inner = size_t(params.L_q) * params.D_v;
   enc.dispatch_threads(
       MTL::Size(inner, params.H_q, params.B),
