@@ -165,7 +165,7 @@ def jit_text(family):
     argument of flatten_source.py), for NVRTC."""
     with open(os.path.join(REPO, "cmake", "cuda.cmake")) as fh:
         arg = re.search(rf"^\s*({family}=\S+)$", fh.read(), re.M).group(1)
-    sys.path.insert(0, os.path.join(REPO, "metal"))
+    sys.path.insert(0, os.path.join(REPO, "cmake"))
     try:
         import flatten_source
     finally:
