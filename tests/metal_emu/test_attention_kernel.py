@@ -385,8 +385,9 @@ def test_strided_copy_instances():
 
 
 def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
-    """attention_kernel_name() with choose_attention_tiles() names exactly
-    the kernels metal/attention.metal instantiates."""
+    """attention_kernel_name() with choose_attention_tiles(), and
+    split_combine_kernel_name(), name exactly the kernels
+    metal/attention.metal instantiates."""
     main = tmp_path / "names.cpp"
     main.write_text(
         '#include <cstdio>\n#include "mlx_fused_attn/kernels/attention_kernel_name.h"\n'
@@ -398,13 +399,15 @@ def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
         "        if (fa::attention_head_dims_supported(d, dv))\n"
         '          std::printf("%s\\n", fa::attention_kernel_name(t, d, dv,\n'
         "              fa::choose_attention_tiles(d, dv, t, fa::Backend::Metal, false)).c_str());\n"
+        "  for (fa::DType t : dtypes)\n"
+        '    std::printf("%s\\n", fa::split_combine_kernel_name(t).c_str());\n'
         "}\n"
     )
     exe = tmp_path / "names"
     subprocess.run([emu.CXX, "-std=c++17", "-I", emu.REPO_ROOT, str(main), "-o", str(exe)], check=True)
     host = set(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
     assert host == set(prog.kernels)
-    assert len(host) == len(DTYPES) * len(HEAD_DIMS)
+    assert len(host) == len(DTYPES) * (len(HEAD_DIMS) + 1)
 
 
 def test_flattened_jit_source_is_self_contained_and_matches(prog):
