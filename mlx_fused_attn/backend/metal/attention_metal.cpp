@@ -93,10 +93,6 @@ mx::array temporary_floats(int64_t n, mx::metal::CommandEncoder& enc) {
   return a;
 }
 
-Support named(const Support& answer) {
-  return answer.ok ? answer : Support::no(kOp + answer.reason);
-}
-
 /// Where a call is planned: the stream's device.
 struct MetalTarget {
   mx::metal::Device& device;
@@ -107,7 +103,7 @@ Support plan_short(const MetalTarget& target, AttentionPlan& plan) {
       !covered.ok) {
     return covered;
   }
-  return named(pipeline_ready(target.device, short_attention_pipeline(plan)));
+  return named(kOp, pipeline_ready(target.device, short_attention_pipeline(plan)));
 }
 
 Support plan_general(const MetalTarget& target, AttentionPlan& plan) {
@@ -116,10 +112,10 @@ Support plan_general(const MetalTarget& target, AttentionPlan& plan) {
     if (Support ready = pipeline_ready(
             target.device, split_combine_pipeline(plan.dtype));
         !ready.ok) {
-      return named(ready);
+      return named(kOp, ready);
     }
   }
-  return named(pipeline_ready(target.device, general_pipeline(plan)));
+  return named(kOp, pipeline_ready(target.device, general_pipeline(plan)));
 }
 
 /// The families in order of preference: short sequences run the short
@@ -139,7 +135,7 @@ void plan(const AttentionCall& call, AttentionPlan& plan) {
   // Strided q, k, v and sinks are copied first (with_contiguous_rows), and
   // whether they are is known only at eval.
   if (admitted(
-          named(pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan)) {
+          named(kOp, pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan)) {
     choose_family(kFamilies, MetalTarget{d}, plan);
   }
 }
