@@ -270,17 +270,9 @@ def test_lora_step_runs_the_fused_backward():
     pytest.importorskip("mlx_lm")
     import mlx.nn as nn
     from mlx.utils import tree_flatten
-    from test_mlx_lm import assert_close, build, loss_fn, tokens
-    from mlx_lm.tuner.lora import LoRALinear
-    from mlx_lm.tuner.utils import linear_to_lora_layers
+    from test_mlx_lm import assert_close, lora_model, loss_fn, tokens
 
-    model = build("llama-gqa")
-    model.freeze()
-    linear_to_lora_layers(model, len(model.layers), {"rank": 4, "scale": 10.0, "dropout": 0.0})
-    mx.random.seed(5)
-    for _, layer in model.named_modules():
-        if isinstance(layer, LoRALinear):
-            layer.lora_b = 0.05 * mx.random.normal(layer.lora_b.shape)
+    model = lora_model("llama-gqa")
     data = tokens(65, seed=6, batch=2)
     x, y = data[:, :-1], data[:, 1:]
     step = nn.value_and_grad(model, loss_fn)
