@@ -123,18 +123,19 @@ struct Case {
     cudaFree(err);
   }
 
-  /// One tile shape. `waves` > 0: 1-D runs of tiles (fa::na_run_for) sized
-  /// for that many rounds of resident threadgroups; 0: a tile a threadgroup.
-  template <int BQ, int BK, int WM, int ST, int MB>
+  /// One tile shape, a type whose `value` holds the tiles (kernel_tiles.h).
+  /// `waves` > 0: 1-D runs of tiles (fa::na_run_for) sized for that many
+  /// rounds of resident threadgroups; 0: a tile a threadgroup.
+  template <typename Tiles>
   void shape(int reps, int waves = 1) {
-    constexpr fa::AttnTiles tiles = {BQ, BK, WM, ST, MB};
+    constexpr auto tiles = Tiles::value;
     const int smem = fa::na_smem_bytes(tiles, D, fa::DType::Float16, N);
-    auto kernel = fa::na_attention_kernel<T, D, BQ, BK, WM, ST, MB, N>;
+    auto kernel = fa::na_attention_kernel<T, D, Tiles, N>;
     CHECK(cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, kernel, WM * 32, smem));
+        &per_sm, kernel, tiles.warps * 32, smem));
 
     fa::NaParams p{};
     p.B = 1;
@@ -169,18 +170,19 @@ struct Case {
       }
       s[4] = D;
     }
-    fa::NaGrid grid = fa::na_choose_grid(axes, N, WM, BQ / WM, BK);
+    fa::NaGrid grid = fa::na_choose_grid(
+        axes, N, tiles.warps, tiles.bq / tiles.warps, tiles.bk);
     if (waves > 0) {
       int sms = 0;
       CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
       grid = fa::na_run_for(
-          grid, axes, N, BK, ST, H, (long long)waves * sms * per_sm, 0);
+          grid, axes, N, tiles.bk, tiles.stages, H, (long long)waves * sms * per_sm, 0);
     }
     const dim3 blocks(grid.blocks, H, 1);
 
     CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
     CHECK(cudaMemset(err, 0, sizeof(unsigned)));
-    kernel<<<blocks, WM * 32, smem>>>(q, k, v, o, p, grid);
+    kernel<<<blocks, tiles.warps * 32, smem>>>(q, k, v, o, p, grid);
     CHECK(cudaGetLastError());
     max_error<<<1024, 256>>>(o, ref, n, err);
     unsigned err_bits;
@@ -189,14 +191,14 @@ struct Case {
     std::memcpy(&max_err, &err_bits, sizeof(float));
 
     for (int i = 0; i < (profile() ? 0 : 3); ++i) {
-      kernel<<<blocks, WM * 32, smem>>>(q, k, v, o, p, grid);
+      kernel<<<blocks, tiles.warps * 32, smem>>>(q, k, v, o, p, grid);
     }
     cudaEvent_t e0, e1;
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
     CHECK(cudaEventRecord(e0));
     for (int i = 0; i < reps; ++i) {
-      kernel<<<blocks, WM * 32, smem>>>(q, k, v, o, p, grid);
+      kernel<<<blocks, tiles.warps * 32, smem>>>(q, k, v, o, p, grid);
     }
     CHECK(cudaEventRecord(e1));
     CHECK(cudaEventSynchronize(e1));
@@ -212,7 +214,8 @@ struct Case {
         "%-9s bq=%3d bk=%2d warps=%2d stages=%2d min_blocks=%d "
         "(%d/SM) smem=%6d run=%3d (%5d groups) %7.1f us %3.0f%% of floor  "
         "err %.2e%s\n",
-        name, BQ, BK, WM, ST, MB, per_sm, smem, grid.run, grid.blocks * H, us,
+        name, tiles.bq, tiles.bk, tiles.warps, tiles.stages, tiles.min_blocks,
+        per_sm, smem, grid.run, grid.blocks * H, us,
         100.0 * floor_us / us, max_err, chosen ? "  (chosen)" : "");
     std::fflush(stdout);
   }
@@ -223,19 +226,19 @@ struct Case {
 /// (waves = 0, the kernel before), over 2 to 8 warps; a ring needs the box
 /// (bq + k - 1 keys, at worst alignment) in stages - 1 blocks.
 void sweep_1d(Case<1>& c) {
-  c.shape<64, 32, 4, 6, 4>(20, 0);
-  c.shape<64, 32, 4, 6, 4>(20, 1);
-  c.shape<64, 32, 4, 6, 4>(20, 2);
-  c.shape<64, 32, 4, 6, 3>(20, 1);
-  c.shape<32, 32, 2, 5, 6>(20, 1);
-  c.shape<128, 32, 8, 8, 2>(20, 1);
+  c.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(20, 0);
+  c.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(20, 1);
+  c.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(20, 2);
+  c.shape<fa::NaTilesOf<16, 32, 4, 6, 3>>(20, 1);
+  c.shape<fa::NaTilesOf<16, 32, 2, 5, 6>>(20, 1);
+  c.shape<fa::NaTilesOf<16, 32, 8, 8, 2>>(20, 1);
 }
 
 /// The 2-D tiles: the chosen one and the 8-warp one before it (no runs in
 /// 2-D; a check that the 1-D change leaves them where they were).
 void sweep_2d(Case<2>& c) {
-  c.shape<128, 64, 8, 3, 2>(20, 0);
-  c.shape<64, 64, 4, 3, 4>(20, 0);
+  c.shape<fa::NaTilesOf<16, 64, 8, 3, 2>>(20, 0);
+  c.shape<fa::NaTilesOf<16, 64, 4, 3, 4>>(20, 0);
 }
 
 int main() {
@@ -243,10 +246,10 @@ int main() {
   std::printf("copy bandwidth %.2f TB/s\n", copy);
   if (profile()) {
     Case<1> c63("1d k63", 1, 16384, 1, 63, copy);
-    c63.shape<64, 32, 4, 6, 4>(1, 1);
-    c63.shape<64, 32, 4, 6, 4>(1, 0);
+    c63.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(1, 1);
+    c63.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(1, 0);
     Case<1> c7("1d k7", 1, 16384, 1, 7, copy);
-    c7.shape<64, 32, 4, 6, 4>(1, 1);
+    c7.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(1, 1);
     return 0;
   }
   {

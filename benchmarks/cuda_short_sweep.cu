@@ -90,12 +90,14 @@ struct Case {
     cudaFree(err);
   }
 
-  template <int SEQ, int WM, int NP>
+  /// One tile shape: a type whose `value` is a ShortAttnTiles
+  /// (kernel_tiles.h).
+  template <typename Tiles>
   void shape(int reps) {
     constexpr fa::DType dtype = fa::DTypeOf<T>::value;
-    constexpr fa::ShortAttnTiles tiles = {SEQ, 16, WM, NP};
+    constexpr fa::ShortAttnTiles tiles = Tiles::value;
     const int smem = fa::short_attention_smem_bytes(tiles, D, dtype);
-    auto kernel = fa::short_attention_kernel<T, D, SEQ, 16, WM, NP>;
+    auto kernel = fa::short_attention_kernel<T, D, Tiles>;
     CHECK(cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     fa::AttnParams p{};
@@ -114,11 +116,11 @@ struct Case {
       s[2] = D;
     }
     const fa::ShortAttnFeatures f{};
-    const unsigned grid = unsigned((size_t(B) * H + NP - 1) / NP);
+    const unsigned grid = unsigned((size_t(B) * H + tiles.problems - 1) / tiles.problems);
 
     CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
     CHECK(cudaMemset(err, 0, sizeof(unsigned)));
-    kernel<<<grid, WM * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f);
+    kernel<<<grid, tiles.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f);
     CHECK(cudaGetLastError());
     max_error<<<1024, 256>>>(o, ref, n, err);
     unsigned err_bits;
@@ -131,7 +133,7 @@ struct Case {
     CHECK(cudaEventCreate(&e1));
     CHECK(cudaEventRecord(e0));
     for (int i = 0; i < reps; ++i) {
-      kernel<<<grid, WM * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f);
+      kernel<<<grid, tiles.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f);
     }
     CHECK(cudaEventRecord(e1));
     CHECK(cudaEventSynchronize(e1));
@@ -141,12 +143,12 @@ struct Case {
     const double us = ms * 1e3 / reps;
     const double tbps = 4.0 * n * sizeof(T) / (us * 1e-6) / 1e12;
     const bool chosen = tiles == fa::choose_short_attention_tiles(
-                                     D, dtype, fa::Backend::Cuda, SEQ) &&
-        SEQ == fa::short_attention_seq(L, L);
+                                     D, dtype, fa::Backend::Cuda, tiles.seq) &&
+        tiles.seq == fa::short_attention_seq(L, L);
     std::printf(
         "B=%d H=%d L=%d D=%d %zuB  seq=%d warps=%d problems=%d smem=%6d "
         "%8.1f us %5.2f TB/s %4.0f%% of copy  err %.2e%s\n",
-        B, H, L, D, sizeof(T), SEQ, WM, NP, smem, us, tbps,
+        B, H, L, D, sizeof(T), tiles.seq, tiles.warps, tiles.problems, smem, us, tbps,
         100.0 * tbps / copy, max_err, chosen ? "  (chosen)" : "");
     std::fflush(stdout);
   }
@@ -157,24 +159,24 @@ int main() {
   std::printf("copy bandwidth %.2f TB/s\n", copy);
   {
     Case<fa::half_t, 64> c(1000, 80, 32, copy);
-    c.shape<32, 4, 2>(20);
-    c.shape<32, 4, 1>(20);
-    c.shape<32, 4, 4>(20);
-    c.shape<32, 2, 1>(20);
-    c.shape<32, 8, 4>(20);
-    c.shape<32, 8, 8>(20);
-    c.shape<64, 4, 1>(20);
+    c.shape<fa::ShortTilesOf<32, 16, 4, 2>>(20);
+    c.shape<fa::ShortTilesOf<32, 16, 4, 1>>(20);
+    c.shape<fa::ShortTilesOf<32, 16, 4, 4>>(20);
+    c.shape<fa::ShortTilesOf<32, 16, 2, 1>>(20);
+    c.shape<fa::ShortTilesOf<32, 16, 8, 4>>(20);
+    c.shape<fa::ShortTilesOf<32, 16, 8, 8>>(20);
+    c.shape<fa::ShortTilesOf<64, 16, 4, 1>>(20);
   }
   {
     Case<fa::half_t, 32> c(1000, 160, 48, copy);
-    c.shape<64, 4, 2>(20);
-    c.shape<64, 4, 1>(20);
-    c.shape<64, 4, 4>(20);
-    c.shape<64, 8, 4>(20);
-    c.shape<48, 4, 2>(20);
-    c.shape<48, 4, 4>(20);
-    c.shape<48, 3, 1>(20);
-    c.shape<48, 6, 2>(20);
+    c.shape<fa::ShortTilesOf<64, 16, 4, 2>>(20);
+    c.shape<fa::ShortTilesOf<64, 16, 4, 1>>(20);
+    c.shape<fa::ShortTilesOf<64, 16, 4, 4>>(20);
+    c.shape<fa::ShortTilesOf<64, 16, 8, 4>>(20);
+    c.shape<fa::ShortTilesOf<48, 16, 4, 2>>(20);
+    c.shape<fa::ShortTilesOf<48, 16, 4, 4>>(20);
+    c.shape<fa::ShortTilesOf<48, 16, 3, 1>>(20);
+    c.shape<fa::ShortTilesOf<48, 16, 6, 2>>(20);
   }
   return 0;
 }

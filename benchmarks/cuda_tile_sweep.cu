@@ -74,8 +74,7 @@ double flops(const Problem& p) {
   return 4.0 * p.B * p.H * pairs * p.D;
 }
 
-template <typename T, int D, int BQ, int BK, int WM, int ST, int MB, bool WG, bool QS,
-          bool C>
+template <typename T, int D, typename Tiles, bool C>
 float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
           int reps) {
   fa::AttnParams p{};
@@ -87,28 +86,27 @@ float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
   for (auto* s : {p.q_strides, p.k_strides, p.v_strides, p.o_strides}) {
     s[0] = s0; s[1] = s1; s[2] = s2;
   }
+  constexpr fa::AttnTiles t = Tiles::value;
   fa::AttnFeatures f{};
-  f.align_q = pr.L % BQ == 0;
-  f.align_k = pr.L % BK == 0;
-  constexpr fa::AttnTiles tiles = {BQ, BK, WM, ST, MB, WG, QS};
+  f.align_q = pr.L % t.bq == 0;
+  f.align_k = pr.L % t.bk == 0;
   const int smem = fa::attention_smem_bytes(
-      tiles, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
-  auto kernel =
-      fa::attention_kernel<T, D, D, BQ, BK, WM, ST, MB, WG, QS, C, false>;
+      t, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
+  auto kernel = fa::attention_kernel<T, D, D, Tiles, C, false>;
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  if (MB > 2) {  // as the library does (kernels.cpp): all of L1 as shared memory
+  if (t.min_blocks > 2) {  // as the library does (kernel_families.h): all of L1 as shared memory
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                cudaSharedmemCarveoutMaxShared));
   }
-  dim3 grid((pr.L + BQ - 1) / BQ, pr.H, pr.B);
+  dim3 grid((pr.L + t.bq - 1) / t.bq, pr.H, pr.B);
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
-  kernel<<<grid, WM * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f);
+  kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f);
   CHECK(cudaGetLastError());
   CHECK(cudaEventRecord(a));
   for (int i = 0; i < reps; ++i) {
-    kernel<<<grid, WM * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f);
+    kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f);
   }
   CHECK(cudaEventRecord(b));
   CHECK(cudaEventSynchronize(b));
@@ -166,13 +164,14 @@ struct Case {
   }
   bool has_ref = false;
 
-  template <int BQ, int BK, int WM, int ST, int MB = 1, bool WG = false,
-            bool QS = false>
+  /// One tile shape: a type whose `value` is an AttnTiles (kernel_tiles.h).
+  template <typename Tiles>
   void shape(int reps) {
+    constexpr fa::AttnTiles t = Tiles::value;
     CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
     const float ms =
-        pr.causal ? run<T, D, BQ, BK, WM, ST, MB, WG, QS, true>(pr, q, k, v, o, reps)
-                  : run<T, D, BQ, BK, WM, ST, MB, WG, QS, false>(pr, q, k, v, o, reps);
+        pr.causal ? run<T, D, Tiles, true>(pr, q, k, v, o, reps)
+                  : run<T, D, Tiles, false>(pr, q, k, v, o, reps);
     if (!has_ref) {  // the first shape becomes the reference
       to_float<<<1024, 256>>>(o, ref, n);
       has_ref = true;
@@ -181,7 +180,8 @@ struct Case {
     std::printf("%-5s B=%d H=%d L=%5d D=%3d %-6s %-5s bq=%3d bk=%3d warps=%d stages=%d "
                 "blocks/SM>=%d %9.1f us %6.1f TFLOP/s  err %.2e\n",
                 type, pr.B, pr.H, pr.L, D, pr.causal ? "causal" : "full",
-                WG ? (QS ? "wg-sq" : "wg-rq") : "mma", BQ, BK, WM, ST, MB, ms * 1e3,
+                t.wgmma ? (t.q_shared ? "wg-sq" : "wg-rq") : "mma", t.bq, t.bk,
+                t.warps, t.stages, t.min_blocks, ms * 1e3,
                 flops(pr) / (ms * 1e-3) / 1e12, err);
     std::fflush(stdout);
   }
@@ -200,23 +200,23 @@ int main() {
   for (int L : {512, 1024, 2048, 4096}) {
     Case<fa::half_t, 128> c("f16", {1, 32, L, 128, false});
     const int reps = L < 2048 ? 50 : 10;
-    c.shape<64, 64, 4, 1, 4, true, true>(reps);
-    c.shape<64, 128, 4, 1, 2, true, true>(reps);
-    c.shape<64, 64, 4, 2, 3, true>(reps);
-    c.shape<64, 64, 4, 2, 2, true, true>(reps);
-    c.shape<128, 64, 8, 1, 2, true, true>(reps);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(reps);
+    c.shape<fa::AttnTilesOf<64, 128, 4, 1, 2, true, true>>(reps);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 2, 3, true>>(reps);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 2, 2, true, true>>(reps);
+    c.shape<fa::AttnTilesOf<128, 64, 8, 1, 2, true, true>>(reps);
   }
   for (bool causal : {false, true}) {
     Case<fa::bfloat_t, 128> c("bf16", {4, 32, 8192, 128, causal});
-    c.shape<64, 64, 4, 1, 4, true, true>(3);
-    c.shape<64, 64, 4, 2, 3, true>(3);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(3);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 2, 3, true>>(3);
   }
   for (int L : {512, 1024, 2048}) {
     Case<fa::half_t, 96> c("f16", {1, 32, L, 96, false});
     const int reps = L < 2048 ? 50 : 10;
-    c.shape<64, 64, 4, 1, 4, true, true>(reps);
-    c.shape<64, 64, 4, 2, 2, true>(reps);
-    c.shape<128, 64, 8, 1, 2, true, true>(reps);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(reps);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 2, 2, true>>(reps);
+    c.shape<fa::AttnTilesOf<128, 64, 8, 1, 2, true, true>>(reps);
   }
   return 0;
 }
@@ -225,68 +225,68 @@ int main() {
   // Large problems: the throughput that matters.
   for (bool causal : {false, true}) {
     Case<fa::bfloat_t, 128> c("bf16", {4, 32, 8192, 128, causal});
-    c.shape<64, 64, 4, 2>(3);
-    c.shape<128, 64, 8, 2>(3);
-    c.shape<128, 32, 4, 2>(3);
-    c.shape<128, 16, 4, 2>(3);
-    c.shape<64, 32, 2, 2>(3);
-    c.shape<128, 32, 4, 3>(3);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 2>>(3);
+    c.shape<fa::AttnTilesOf<128, 64, 8, 2>>(3);
+    c.shape<fa::AttnTilesOf<128, 32, 4, 2>>(3);
+    c.shape<fa::AttnTilesOf<128, 16, 4, 2>>(3);
+    c.shape<fa::AttnTilesOf<64, 32, 2, 2>>(3);
+    c.shape<fa::AttnTilesOf<128, 32, 4, 3>>(3);
   }
   {
     Case<fa::half_t, 128> c("f16", {1, 32, 4096, 128, false});
-    c.shape<64, 64, 4, 2>(10);
-    c.shape<128, 32, 4, 2>(10);
-    c.shape<128, 16, 4, 2>(10);
-    c.shape<64, 32, 2, 2>(10);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 2>>(10);
+    c.shape<fa::AttnTilesOf<128, 32, 4, 2>>(10);
+    c.shape<fa::AttnTilesOf<128, 16, 4, 2>>(10);
+    c.shape<fa::AttnTilesOf<64, 32, 2, 2>>(10);
   }
   {
     Case<fa::bfloat_t, 64> c("bf16", {4, 32, 8192, 64, false});
-    c.shape<128, 64, 8, 2>(3);
-    c.shape<128, 64, 4, 2>(3);
-    c.shape<64, 64, 2, 2>(3);
-    c.shape<128, 32, 4, 2>(3);
+    c.shape<fa::AttnTilesOf<128, 64, 8, 2>>(3);
+    c.shape<fa::AttnTilesOf<128, 64, 4, 2>>(3);
+    c.shape<fa::AttnTilesOf<64, 64, 2, 2>>(3);
+    c.shape<fa::AttnTilesOf<128, 32, 4, 2>>(3);
   }
   for (int D_case = 0; D_case < 2; ++D_case) {
     if (D_case == 0) {
       Case<fa::half_t, 80> c("f16", {1, 32, 2048, 80, false});
-      c.shape<64, 64, 4, 2>(20);
-      c.shape<128, 64, 8, 2>(20);
-      c.shape<128, 32, 4, 2>(20);
-      c.shape<128, 64, 4, 2>(20);
+      c.shape<fa::AttnTilesOf<64, 64, 4, 2>>(20);
+      c.shape<fa::AttnTilesOf<128, 64, 8, 2>>(20);
+      c.shape<fa::AttnTilesOf<128, 32, 4, 2>>(20);
+      c.shape<fa::AttnTilesOf<128, 64, 4, 2>>(20);
     } else {
       Case<fa::half_t, 96> c("f16", {1, 32, 2048, 96, false});
-      c.shape<64, 64, 4, 2>(20);
-      c.shape<128, 64, 8, 2>(20);
-      c.shape<128, 32, 4, 2>(20);
-      c.shape<128, 64, 4, 2>(20);
+      c.shape<fa::AttnTilesOf<64, 64, 4, 2>>(20);
+      c.shape<fa::AttnTilesOf<128, 64, 8, 2>>(20);
+      c.shape<fa::AttnTilesOf<128, 32, 4, 2>>(20);
+      c.shape<fa::AttnTilesOf<128, 64, 4, 2>>(20);
     }
   }
   // Small problems: one wave of blocks or less.
   {
     Case<fa::half_t, 64> c("f16", {1, 32, 512, 64, false});
-    c.shape<64, 64, 4, 2>(50);
-    c.shape<128, 64, 8, 2>(50);
-    c.shape<128, 64, 4, 2>(50);
-    c.shape<64, 64, 2, 2>(50);
-    c.shape<64, 32, 2, 2>(50);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 2>>(50);
+    c.shape<fa::AttnTilesOf<128, 64, 8, 2>>(50);
+    c.shape<fa::AttnTilesOf<128, 64, 4, 2>>(50);
+    c.shape<fa::AttnTilesOf<64, 64, 2, 2>>(50);
+    c.shape<fa::AttnTilesOf<64, 32, 2, 2>>(50);
   }
   {
     Case<fa::half_t, 128> c("f16", {1, 32, 512, 128, false});
-    c.shape<64, 64, 4, 2>(50);
-    c.shape<128, 32, 4, 2>(50);
-    c.shape<64, 32, 2, 2>(50);
-    c.shape<32, 64, 2, 2>(50);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 2>>(50);
+    c.shape<fa::AttnTilesOf<128, 32, 4, 2>>(50);
+    c.shape<fa::AttnTilesOf<64, 32, 2, 2>>(50);
+    c.shape<fa::AttnTilesOf<32, 64, 2, 2>>(50);
   }
   {
     Case<fa::half_t, 32> c("f16", {1, 32, 1024, 32, false});
-    c.shape<64, 64, 4, 2>(50);
-    c.shape<128, 64, 4, 2>(50);
-    c.shape<128, 64, 8, 2>(50);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 2>>(50);
+    c.shape<fa::AttnTilesOf<128, 64, 4, 2>>(50);
+    c.shape<fa::AttnTilesOf<128, 64, 8, 2>>(50);
   }
   {
     Case<float, 128> c("f32", {1, 32, 1024, 128, false});
-    c.shape<64, 32, 4, 2>(10);
-    c.shape<32, 32, 2, 2>(10);
+    c.shape<fa::AttnTilesOf<64, 32, 4, 2>>(10);
+    c.shape<fa::AttnTilesOf<32, 32, 2, 2>>(10);
   }
   return 0;
 }

@@ -58,7 +58,6 @@ if has test; then
   log "pytest (GPU and device-independent tests)"
   $PY -m pytest -q -rs tests --ignore=tests/metal_emu --ignore=tests/metal_host \
     --ignore=tests/test_metal_host_compile.py --ignore=tests/test_cuda_compile.py \
-    --ignore=tests/test_short_attention_cuda_compile.py \
     -k "${PYTEST_K:-not cpu}" -p no:cacheprovider > "$OUT/pytest.log" 2>&1
   tail -15 "$OUT/pytest.log"
 fi

@@ -5,8 +5,9 @@
 # - Host code: mlx_fused_attn/backend/cuda/*.cpp (launches through MLX's
 #   command encoder; NVRTC and the driver are reached at run time).
 # - AOT: nvcc builds the kernels for MLX_FUSED_ATTN_CUDA_ARCHITECTURES, one
-#   object per head dim pair (the FA_ATTENTION_HEAD_DIMS list in
-#   attention_config.h) so that they compile in parallel.
+#   object per table of mlx_fused_attn/backend/cuda/aot/ (written from the
+#   tile choosers by tools/gen_instances.py) so that they compile in
+#   parallel.
 # - JIT: metal/flatten_source.py flattens the kernel sources into one text
 #   embedded in the library; NVRTC compiles it when MLX_FUSED_ATTN_JIT=1 or
 #   when the AOT kernels are off.
@@ -25,7 +26,8 @@ file(GLOB FA_KERNEL_HEADERS CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/tile/*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/*.h
      ${FA_CUDA_DIR}/*.cuh
-     ${FA_CUDA_DIR}/block_sizes.h)
+     ${FA_CUDA_DIR}/block_sizes.h
+     ${FA_CUDA_DIR}/kernel_tiles.h)
 set(FA_CUDA_KERNEL_SOURCES
     ${FA_CUDA_DIR}/attention_kernel.cuh
     ${FA_CUDA_DIR}/na_kernel.cuh
@@ -64,7 +66,8 @@ target_sources(
   mlx_fused_attn
   PRIVATE ${FA_CUDA_DIR}/attention_cuda.cpp ${FA_CUDA_DIR}/device_buffer.cpp
           ${FA_CUDA_DIR}/device_limits.cpp
-          ${FA_CUDA_DIR}/kernels.cpp ${FA_CUDA_DIR}/na_cuda.cpp
+          ${FA_CUDA_DIR}/kernels.cpp ${FA_CUDA_DIR}/launch_common.cpp
+          ${FA_CUDA_DIR}/na_cuda.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/attention_covers.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/na_launch.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/no_gpu_backward.cpp
@@ -89,51 +92,11 @@ target_link_options(mlx_fused_attn PRIVATE "LINKER:--exclude-libs,ALL")
 
 if(MLX_FUSED_ATTN_CUDA_AOT)
   enable_language(CUDA)
-  # The (q and k, v) head dim pairs: the macro, its continued lines joined.
-  file(READ ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/attention_config.h
-       FA_ATTENTION_CONFIG)
-  string(REPLACE "\\\n" " " FA_ATTENTION_CONFIG "${FA_ATTENTION_CONFIG}")
-  string(REGEX MATCH "#define FA_ATTENTION_HEAD_DIMS\\(X\\)[^\n]*"
-               FA_HEAD_DIMS_TEXT "${FA_ATTENTION_CONFIG}")
-  string(REGEX MATCHALL "X\\([0-9]+, *[0-9]+\\)" FA_HEAD_DIM_ITEMS
-               "${FA_HEAD_DIMS_TEXT}")
-  add_library(fa_aot_kernels OBJECT ${FA_CUDA_DIR}/aot_kernels.cu)
-  set(FA_CUDA_OBJECT_LIBS fa_aot_kernels)
-  foreach(item ${FA_HEAD_DIM_ITEMS})
-    string(REGEX REPLACE "X\\(([0-9]+), *([0-9]+)\\)" "\\1" head_dim "${item}")
-    string(REGEX REPLACE "X\\(([0-9]+), *([0-9]+)\\)" "\\2" head_dim_v "${item}")
-    set(lib fa_attention_d${head_dim}_dv${head_dim_v})
-    add_library(${lib} OBJECT ${FA_CUDA_DIR}/attention_aot.cu)
-    target_compile_definitions(
-      ${lib} PRIVATE FA_AOT_HEAD_DIM=${head_dim} FA_AOT_HEAD_DIM_V=${head_dim_v})
-    list(APPEND FA_CUDA_OBJECT_LIBS ${lib})
-  endforeach()
-  # The short-sequence kernels (short_attention_config.h), one object per
-  # head dim likewise.
-  file(STRINGS ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/short_attention_config.h
-       FA_SHORT_HEAD_DIMS_LINE REGEX "^#define FA_SHORT_ATTENTION_HEAD_DIMS")
-  string(REGEX MATCHALL "X\\([0-9]+\\)" FA_SHORT_HEAD_DIM_ITEMS
-               "${FA_SHORT_HEAD_DIMS_LINE}")
-  foreach(item ${FA_SHORT_HEAD_DIM_ITEMS})
-    string(REGEX REPLACE "X\\(([0-9]+)\\)" "\\1" head_dim "${item}")
-    add_library(fa_short_attention_d${head_dim} OBJECT
-                ${FA_CUDA_DIR}/short_attention_aot.cu)
-    target_compile_definitions(fa_short_attention_d${head_dim}
-                               PRIVATE FA_SHORT_AOT_HEAD_DIM=${head_dim})
-    list(APPEND FA_CUDA_OBJECT_LIBS fa_short_attention_d${head_dim})
-  endforeach()
-  # The neighborhood kernels (na_config.h), one object per number of
-  # spatial axes.
-  file(STRINGS ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/na_config.h
-       FA_NA_AXES_LINE REGEX "^#define FA_NA_AXES")
-  string(REGEX MATCHALL "X\\([0-9]+\\)" FA_NA_AXES_ITEMS "${FA_NA_AXES_LINE}")
-  foreach(item ${FA_NA_AXES_ITEMS})
-    string(REGEX REPLACE "X\\(([0-9]+)\\)" "\\1" n_axes "${item}")
-    add_library(fa_na_${n_axes}d OBJECT ${FA_CUDA_DIR}/na_aot.cu)
-    target_compile_definitions(fa_na_${n_axes}d PRIVATE FA_NA_AOT_AXES=${n_axes})
-    list(APPEND FA_CUDA_OBJECT_LIBS fa_na_${n_axes}d)
-  endforeach()
-  foreach(lib ${FA_CUDA_OBJECT_LIBS})
+  file(GLOB FA_AOT_TABLES CONFIGURE_DEPENDS ${FA_CUDA_DIR}/aot/*.cu)
+  foreach(table ${FA_AOT_TABLES})
+    get_filename_component(group ${table} NAME_WE)
+    set(lib fa_aot_${group})
+    add_library(${lib} OBJECT ${table})
     target_include_directories(${lib} PRIVATE ${PROJECT_SOURCE_DIR})
     set_target_properties(
       ${lib} PROPERTIES CUDA_ARCHITECTURES "${MLX_FUSED_ATTN_CUDA_ARCHITECTURES}"
@@ -142,6 +105,7 @@ if(MLX_FUSED_ATTN_CUDA_AOT)
     target_compile_options(${lib} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>)
     target_sources(mlx_fused_attn PRIVATE $<TARGET_OBJECTS:${lib}>)
   endforeach()
+  target_sources(mlx_fused_attn PRIVATE ${FA_CUDA_DIR}/aot_kernels.cpp)
   target_compile_definitions(mlx_fused_attn PRIVATE MLX_FUSED_ATTN_HAS_CUDA_AOT)
   if("90a" IN_LIST MLX_FUSED_ATTN_CUDA_ARCHITECTURES)
     target_compile_definitions(mlx_fused_attn PRIVATE MLX_FUSED_ATTN_AOT_SM90A)

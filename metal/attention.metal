@@ -39,10 +39,7 @@ fa_attention(
   constexpr fa::DType dtype = fa::DTypeOf<T>::value;
   constexpr fa::Backend kMetal = fa::Backend::Metal;
   static_assert(
-      tiles ==
-              fa::choose_attention_tiles(D, DV, dtype, kMetal, false, false) &&
-          tiles ==
-              fa::choose_attention_tiles(D, DV, dtype, kMetal, true, false),
+      tiles == fa::choose_attention_tiles(D, DV, dtype, kMetal, false),
       "instantiation list disagrees with choose_attention_tiles");
   typedef fa::AttnShape<T, D, BQ, BK, WM, tiles.stages, DV> Shape;
 
@@ -90,19 +87,34 @@ fa_attention(
   decltype(fa_attention<T, D, DV, BQ, BK, WM>)                         \
       fa_attention<T, D, DV, BQ, BK, WM>;
 
-// The head dims of FA_ATTENTION_HEAD_DIMS (attention_config.h). BK256: the
-// key block at D = 256, halved for fp32 to fit 32 KB.
-#define FA_INSTANTIATE_HEAD_DIMS(tname, T, BK256)     \
-  FA_INSTANTIATE(tname, T, 32, 32, 32, 32, 4)         \
-  FA_INSTANTIATE(tname, T, 64, 64, 32, 32, 4)         \
-  FA_INSTANTIATE(tname, T, 72, 72, 32, 32, 4)         \
-  FA_INSTANTIATE(tname, T, 80, 80, 32, 32, 4)         \
-  FA_INSTANTIATE(tname, T, 96, 96, 32, 32, 4)         \
-  FA_INSTANTIATE(tname, T, 128, 128, 32, 16, 4)       \
-  FA_INSTANTIATE(tname, T, 192, 128, 32, 16, 4)       \
-  FA_INSTANTIATE(tname, T, 192, 192, 32, 16, 4)       \
-  FA_INSTANTIATE(tname, T, 256, 256, 32, BK256, 4)
-
-FA_INSTANTIATE_HEAD_DIMS(float16, half, 16)
-FA_INSTANTIATE_HEAD_DIMS(bfloat16, bfloat, 16)
-FA_INSTANTIATE_HEAD_DIMS(float32, float, 8)
+// One kernel per dtype and pair of head dims of FA_ATTENTION_HEAD_DIMS
+// (attention_config.h), with the Metal tiles choose_attention_tiles gives.
+// BEGIN INSTANCES (tools/gen_instances.py; do not edit)
+FA_INSTANTIATE(float16, half, 32, 32, 32, 32, 4)
+FA_INSTANTIATE(float16, half, 64, 64, 32, 32, 4)
+FA_INSTANTIATE(float16, half, 72, 72, 32, 32, 4)
+FA_INSTANTIATE(float16, half, 80, 80, 32, 32, 4)
+FA_INSTANTIATE(float16, half, 96, 96, 32, 32, 4)
+FA_INSTANTIATE(float16, half, 128, 128, 32, 16, 4)
+FA_INSTANTIATE(float16, half, 192, 128, 32, 16, 4)
+FA_INSTANTIATE(float16, half, 192, 192, 32, 16, 4)
+FA_INSTANTIATE(float16, half, 256, 256, 32, 16, 4)
+FA_INSTANTIATE(bfloat16, bfloat, 32, 32, 32, 32, 4)
+FA_INSTANTIATE(bfloat16, bfloat, 64, 64, 32, 32, 4)
+FA_INSTANTIATE(bfloat16, bfloat, 72, 72, 32, 32, 4)
+FA_INSTANTIATE(bfloat16, bfloat, 80, 80, 32, 32, 4)
+FA_INSTANTIATE(bfloat16, bfloat, 96, 96, 32, 32, 4)
+FA_INSTANTIATE(bfloat16, bfloat, 128, 128, 32, 16, 4)
+FA_INSTANTIATE(bfloat16, bfloat, 192, 128, 32, 16, 4)
+FA_INSTANTIATE(bfloat16, bfloat, 192, 192, 32, 16, 4)
+FA_INSTANTIATE(bfloat16, bfloat, 256, 256, 32, 16, 4)
+FA_INSTANTIATE(float32, float, 32, 32, 32, 32, 4)
+FA_INSTANTIATE(float32, float, 64, 64, 32, 32, 4)
+FA_INSTANTIATE(float32, float, 72, 72, 32, 32, 4)
+FA_INSTANTIATE(float32, float, 80, 80, 32, 32, 4)
+FA_INSTANTIATE(float32, float, 96, 96, 32, 32, 4)
+FA_INSTANTIATE(float32, float, 128, 128, 32, 16, 4)
+FA_INSTANTIATE(float32, float, 192, 128, 32, 16, 4)
+FA_INSTANTIATE(float32, float, 192, 192, 32, 16, 4)
+FA_INSTANTIATE(float32, float, 256, 256, 32, 8, 4)
+// END INSTANCES

@@ -27,7 +27,7 @@ fa_neighborhood(
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
   // Metal's loads are plain (synchronous) loads: one K/V stage.
-  constexpr fa::AttnTiles tiles = {BQ, BK, WM, 1};
+  constexpr fa::NaTiles tiles = {BQ / WM, BK, WM, 1};
   static_assert(
       tiles ==
           fa::choose_na_tiles(
@@ -70,16 +70,34 @@ fa_neighborhood(
   [[kernel]] decltype(fa_neighborhood<T, D, BQ, BK, WM, N>)       \
       fa_neighborhood<T, D, BQ, BK, WM, N>;
 
-#define FA_NA_INSTANTIATE_HEAD_DIMS(tname, T, N) \
-  FA_NA_INSTANTIATE(tname, T, 32, 64, 32, 8, N)  \
-  FA_NA_INSTANTIATE(tname, T, 64, 64, 32, 8, N)  \
-  FA_NA_INSTANTIATE(tname, T, 128, 64, 16, 8, N)
-
-#define FA_NA_INSTANTIATE_TYPES(N)                 \
-  FA_NA_INSTANTIATE_HEAD_DIMS(float16, half, N)    \
-  FA_NA_INSTANTIATE_HEAD_DIMS(bfloat16, bfloat, N) \
-  FA_NA_INSTANTIATE_HEAD_DIMS(float32, float, N)
-
-FA_NA_INSTANTIATE_TYPES(1)
-FA_NA_INSTANTIATE_TYPES(2)
-FA_NA_INSTANTIATE_TYPES(3)
+// One kernel per axis count, dtype and head dim of FA_NA_HEAD_DIMS
+// (na_config.h), with the Metal tiles choose_na_tiles gives.
+// BEGIN INSTANCES (tools/gen_instances.py; do not edit)
+FA_NA_INSTANTIATE(float16, half, 32, 64, 32, 8, 1)
+FA_NA_INSTANTIATE(float16, half, 64, 64, 32, 8, 1)
+FA_NA_INSTANTIATE(float16, half, 128, 64, 16, 8, 1)
+FA_NA_INSTANTIATE(bfloat16, bfloat, 32, 64, 32, 8, 1)
+FA_NA_INSTANTIATE(bfloat16, bfloat, 64, 64, 32, 8, 1)
+FA_NA_INSTANTIATE(bfloat16, bfloat, 128, 64, 16, 8, 1)
+FA_NA_INSTANTIATE(float32, float, 32, 64, 32, 8, 1)
+FA_NA_INSTANTIATE(float32, float, 64, 64, 32, 8, 1)
+FA_NA_INSTANTIATE(float32, float, 128, 64, 16, 8, 1)
+FA_NA_INSTANTIATE(float16, half, 32, 64, 32, 8, 2)
+FA_NA_INSTANTIATE(float16, half, 64, 64, 32, 8, 2)
+FA_NA_INSTANTIATE(float16, half, 128, 64, 16, 8, 2)
+FA_NA_INSTANTIATE(bfloat16, bfloat, 32, 64, 32, 8, 2)
+FA_NA_INSTANTIATE(bfloat16, bfloat, 64, 64, 32, 8, 2)
+FA_NA_INSTANTIATE(bfloat16, bfloat, 128, 64, 16, 8, 2)
+FA_NA_INSTANTIATE(float32, float, 32, 64, 32, 8, 2)
+FA_NA_INSTANTIATE(float32, float, 64, 64, 32, 8, 2)
+FA_NA_INSTANTIATE(float32, float, 128, 64, 16, 8, 2)
+FA_NA_INSTANTIATE(float16, half, 32, 64, 32, 8, 3)
+FA_NA_INSTANTIATE(float16, half, 64, 64, 32, 8, 3)
+FA_NA_INSTANTIATE(float16, half, 128, 64, 16, 8, 3)
+FA_NA_INSTANTIATE(bfloat16, bfloat, 32, 64, 32, 8, 3)
+FA_NA_INSTANTIATE(bfloat16, bfloat, 64, 64, 32, 8, 3)
+FA_NA_INSTANTIATE(bfloat16, bfloat, 128, 64, 16, 8, 3)
+FA_NA_INSTANTIATE(float32, float, 32, 64, 32, 8, 3)
+FA_NA_INSTANTIATE(float32, float, 64, 64, 32, 8, 3)
+FA_NA_INSTANTIATE(float32, float, 128, 64, 16, 8, 3)
+// END INSTANCES

@@ -82,23 +82,30 @@ fa_short_attention(
   decltype(fa_short_attention<T, D, SEQ, WR, WM, NP>)               \
       fa_short_attention<T, D, SEQ, WR, WM, NP>;
 
-// One sequence's Q, K and V: 3 * seq * (D * sizeof(T) + 16) bytes; the
-// missing entries (fp16/bf16 D = 128 past 32 rows; fp32 D = 64 past 32,
-// D = 128 past 16) would not fit in 32 KB and run the general kernel.
-#define FA_SHORT_INSTANTIATE_16BIT(tname, T)       \
-  FA_SHORT_INSTANTIATE(tname, T, 32, 16, 8, 4, 8)  \
-  FA_SHORT_INSTANTIATE(tname, T, 32, 32, 8, 4, 4)  \
-  FA_SHORT_INSTANTIATE(tname, T, 32, 48, 8, 4, 2)  \
-  FA_SHORT_INSTANTIATE(tname, T, 32, 64, 8, 4, 2)  \
-  FA_SHORT_INSTANTIATE(tname, T, 64, 16, 8, 4, 4)  \
-  FA_SHORT_INSTANTIATE(tname, T, 64, 32, 8, 4, 2)  \
-  FA_SHORT_INSTANTIATE(tname, T, 64, 48, 8, 4, 1)  \
-  FA_SHORT_INSTANTIATE(tname, T, 64, 64, 8, 4, 1)  \
-  FA_SHORT_INSTANTIATE(tname, T, 128, 16, 8, 4, 2) \
-  FA_SHORT_INSTANTIATE(tname, T, 128, 32, 8, 4, 1)
-
-FA_SHORT_INSTANTIATE_16BIT(float16, half)
-FA_SHORT_INSTANTIATE_16BIT(bfloat16, bfloat)
+// One kernel per dtype, head dim and capacity where one sequence fits in
+// 32 KB (short_attention_instantiated), with the tiles
+// choose_short_attention_tiles gives; the others run the general kernel.
+// BEGIN INSTANCES (tools/gen_instances.py; do not edit)
+FA_SHORT_INSTANTIATE(float16, half, 32, 16, 8, 4, 8)
+FA_SHORT_INSTANTIATE(float16, half, 32, 32, 8, 4, 4)
+FA_SHORT_INSTANTIATE(float16, half, 32, 48, 8, 4, 2)
+FA_SHORT_INSTANTIATE(float16, half, 32, 64, 8, 4, 2)
+FA_SHORT_INSTANTIATE(float16, half, 64, 16, 8, 4, 4)
+FA_SHORT_INSTANTIATE(float16, half, 64, 32, 8, 4, 2)
+FA_SHORT_INSTANTIATE(float16, half, 64, 48, 8, 4, 1)
+FA_SHORT_INSTANTIATE(float16, half, 64, 64, 8, 4, 1)
+FA_SHORT_INSTANTIATE(float16, half, 128, 16, 8, 4, 2)
+FA_SHORT_INSTANTIATE(float16, half, 128, 32, 8, 4, 1)
+FA_SHORT_INSTANTIATE(bfloat16, bfloat, 32, 16, 8, 4, 8)
+FA_SHORT_INSTANTIATE(bfloat16, bfloat, 32, 32, 8, 4, 4)
+FA_SHORT_INSTANTIATE(bfloat16, bfloat, 32, 48, 8, 4, 2)
+FA_SHORT_INSTANTIATE(bfloat16, bfloat, 32, 64, 8, 4, 2)
+FA_SHORT_INSTANTIATE(bfloat16, bfloat, 64, 16, 8, 4, 4)
+FA_SHORT_INSTANTIATE(bfloat16, bfloat, 64, 32, 8, 4, 2)
+FA_SHORT_INSTANTIATE(bfloat16, bfloat, 64, 48, 8, 4, 1)
+FA_SHORT_INSTANTIATE(bfloat16, bfloat, 64, 64, 8, 4, 1)
+FA_SHORT_INSTANTIATE(bfloat16, bfloat, 128, 16, 8, 4, 2)
+FA_SHORT_INSTANTIATE(bfloat16, bfloat, 128, 32, 8, 4, 1)
 FA_SHORT_INSTANTIATE(float32, float, 32, 16, 8, 4, 4)
 FA_SHORT_INSTANTIATE(float32, float, 32, 32, 8, 4, 2)
 FA_SHORT_INSTANTIATE(float32, float, 32, 48, 8, 4, 1)
@@ -106,3 +113,4 @@ FA_SHORT_INSTANTIATE(float32, float, 32, 64, 8, 4, 1)
 FA_SHORT_INSTANTIATE(float32, float, 64, 16, 8, 4, 2)
 FA_SHORT_INSTANTIATE(float32, float, 64, 32, 8, 4, 1)
 FA_SHORT_INSTANTIATE(float32, float, 128, 16, 8, 4, 1)
+// END INSTANCES

@@ -137,8 +137,7 @@ void plan_general_launch(
   const fa::AttnParams& p = plan.params;
   const auto choose = [&](bool large_grid) {
     return fa::choose_attention_tiles(
-        p.D, p.D_v, plan.dtype, backend, plan.features.causal, wgmma,
-        large_grid);
+        p.D, p.D_v, plan.dtype, backend, wgmma, large_grid);
   };
   fa::AttnTiles tiles = choose(false);
   // More query blocks than one wave of the default tiles (their blocks a

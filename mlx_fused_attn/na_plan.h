@@ -8,7 +8,7 @@
 #include <string>
 
 #include "mlx/array.h"
-#include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/kernels/na_config.h"
 #include "mlx_fused_attn/kernels/na_grid.h"
 #include "mlx_fused_attn/launch_plan.h"
 #include "mlx_fused_attn/na_call.h"
@@ -24,7 +24,7 @@ struct NaPlan {
   /// The kernels' dtype of q, k, v and the output (set once admitted).
   fa::DType dtype = fa::DType::Float32;
   /// The GPU kernel's tiles (choose_na_tiles); the CPU kernel has none.
-  fa::AttnTiles tiles{};
+  fa::NaTiles tiles{};
   /// Shapes, geometry and scale; the strides are known only at eval
   /// (na_launch_params).
   fa::NaParams params{};

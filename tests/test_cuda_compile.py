@@ -1,15 +1,18 @@
-"""The CUDA kernels compile, on a machine without a GPU.
+"""The CUDA kernels compile, on a machine without a GPU, one family at a time
+(attention, short_attention, neighborhood, strided_copy).
 
-- Every CUDA source (attention_aot.cu, aot_kernels.cu) builds with nvcc for
-  sm_80 and sm_90a (Hopper with its warpgroup products), the AOT targets;
-  attention_aot.cu for a subset of head dim pairs (each builds up to 36
-  kernels).
-- The JIT source is what NVRTC will see: the kernel headers flattened by
-  metal/flatten_source.py, self-contained. It builds with nvcc as a
-  standalone translation unit, instantiating kernels by the exact
-  expressions the host code hands to NVRTC (kernel_names.h, printed by a
-  small host program); and, where libnvrtc is installed (pip's
-  nvidia-cuda-nvrtc), with NVRTC itself under the options the library uses.
+- The AOT tables (mlx_fused_attn/backend/cuda/aot/*.cu, written by
+  tools/gen_instances.py) build with nvcc for sm_80 and sm_90a (Hopper with
+  its warpgroup products), the AOT targets: every table but the attention
+  head dims left out below (each builds up to 36 kernels). They hold exactly
+  the kernels the host can name.
+- The JIT source is what NVRTC will see: the family's kernel headers
+  flattened by metal/flatten_source.py, as cmake/cuda.cmake embeds them,
+  self-contained. It builds with nvcc as a standalone translation unit,
+  instantiating kernels by the exact expressions the host code hands to
+  NVRTC (the family records of kernel_families.h, printed by a small host
+  program); and, where libnvrtc is installed (pip's nvidia-cuda-nvrtc),
+  with NVRTC itself under the options the library uses.
 
 Skips with the reason when nvcc is absent.
 """
@@ -17,6 +20,7 @@ Skips with the reason when nvcc is absent.
 import ctypes
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,13 +29,15 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUDA_DIR = os.path.join(REPO, "mlx_fused_attn", "backend", "cuda")
+AOT_DIR = os.path.join(CUDA_DIR, "aot")
 ARCHS = ["80", "90a"]
-# The (q and k, v) head dims whose AOT object is built here: the smallest,
-# 128 (Q in shared memory on Hopper's large grids), 72 (padded to whole k16
-# steps), and each pair past 128 (the most registers; v narrower than q).
-AOT_HEAD_DIMS = [(32, 32), (72, 72), (128, 128), (192, 128), (192, 192), (256, 256)]
+FAMILIES = ["attention", "short_attention", "neighborhood", "strided_copy"]
+# Attention head dims whose AOT table is not built here, to save time: the
+# ones left are the smallest, 128 (Q in shared memory on Hopper's large
+# grids), 72 (padded to whole k16 steps), and each pair past 128 (the most
+# registers; v narrower than q).
+AOT_SKIPPED = {"attention_d64_dv64", "attention_d80_dv80", "attention_d96_dv96"}
 N_HEAD_DIMS = 9  # FA_ATTENTION_HEAD_DIMS
-JIT_SOURCES = ["attention_kernel.cuh", "strided_copy_kernel.cuh", "poison_kernel.cuh"]
 
 
 def find_nvcc():
@@ -56,86 +62,131 @@ def gencode(archs):
     return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
 
 
-@pytest.mark.parametrize("head_dim,head_dim_v", AOT_HEAD_DIMS)
-def test_attention_aot_object(tmp_path, head_dim, head_dim_v):
-    nvcc(
-        *gencode(ARCHS),
-        "--threads=2",
-        f"-DFA_AOT_HEAD_DIM={head_dim}",
-        f"-DFA_AOT_HEAD_DIM_V={head_dim_v}",
-        "-c",
-        os.path.join(CUDA_DIR, "attention_aot.cu"),
-        "-o",
-        str(tmp_path / "attention.o"),
+def aot_tables():
+    """{group: [expression]} of every AOT table."""
+    tables = {}
+    for path in sorted(glob.glob(os.path.join(AOT_DIR, "*.cu"))):
+        with open(path) as fh:
+            tables[os.path.basename(path)[: -len(".cu")]] = re.findall(
+                r"^\s*FA_AOT_KERNEL\((.*)\),$", fh.read(), re.M
+            )
+    return tables
+
+
+@pytest.mark.parametrize("group", sorted(set(aot_tables()) - AOT_SKIPPED))
+def test_aot_table_builds(tmp_path, group):
+    nvcc(*gencode(ARCHS), "--threads=2", "-c", os.path.join(AOT_DIR, f"{group}.cu"),
+         "-o", str(tmp_path / f"{group}.o"))
+
+
+# Per family, the body of a host program that prints every expression the
+# host can hand to NVRTC, through the family's record.
+HOST_KEYS = {
+    # Every head dim pair, plain, causal and array mask, with and without
+    # warpgroup products, for grids of one wave and past it.
+    "attention": """
+  for (fa::DType t : types) {
+#define FA_PRINT(d, dv) \\
+    for (int v = 0; v < 12; ++v) print(AttentionKernelKey{t, d, dv, v % 3 == 1, v % 3 == 2, v % 6 >= 3, v >= 6});
+    FA_ATTENTION_HEAD_DIMS(FA_PRINT)
+  }""",
+    # Whatever short_attention_covers sends to the short kernel, at each
+    # capacity's own length.
+    "short_attention": """
+  for (fa::DType t : types)
+    for (int d = 1; d <= 256; ++d)
+      for (int l = 1; l <= 64; ++l)
+        if (fa::short_attention_covers(l, l, d, d, t, fa::Backend::Cuda) && fa::short_attention_seq(l, l) == l)
+          print(ShortAttentionKernelKey{t, d, l});""",
+    "neighborhood": """
+  for (fa::DType t : types) {
+#define FA_PRINT_D(d) for (int n = 1; n <= 3; ++n) print(NaKernelKey{t, d, n});
+    FA_NA_HEAD_DIMS(FA_PRINT_D)
+  }""",
+    "strided_copy": """
+  for (fa::DType t : types) print(StridedCopyKernelKey{t});
+  print(PoisonKernelKey{});""",
+}
+
+
+def host_expressions(tmp_path, family):
+    """Every expression the host hands to NVRTC for `family`, in order."""
+    program = tmp_path / f"{family}_names.cpp"
+    program.write_text(
+        "#include <cstdio>\n"
+        '#include "mlx_fused_attn/backend/cuda/kernel_families.h"\n'
+        "using namespace mlx_fused_attn::cuda;\n"
+        "template <typename Key> void print(const Key& key) {\n"
+        '  std::printf("%s\\n", key.expression().c_str());\n'
+        "}\n"
+        "int main() {\n"
+        "  const fa::DType types[] = {fa::DType::Float16, fa::DType::BFloat16, fa::DType::Float32};\n"
+        f"{HOST_KEYS[family]}\n"
+        "}\n"
     )
+    exe = tmp_path / f"{family}_names"
+    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    subprocess.run([cxx, "-std=c++17", f"-I{REPO}", str(program), "-o", str(exe)], check=True)
+    return subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
 
 
-@pytest.mark.parametrize("head_dim,head_dim_v", [(48, 48), (192, 64)])
-def test_attention_aot_rejects_unknown_head_dim(tmp_path, head_dim, head_dim_v):
-    cmd = [NVCC, "-std=c++17", f"-I{REPO}", *gencode(["90"]), f"-DFA_AOT_HEAD_DIM={head_dim}",
-           f"-DFA_AOT_HEAD_DIM_V={head_dim_v}", "-c",
-           os.path.join(CUDA_DIR, "attention_aot.cu"), "-o", str(tmp_path / "x.o")]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode != 0 and "FA_ATTENTION_HEAD_DIMS" in r.stderr + r.stdout
+def expected_count(family):
+    short_dims = listed("short_attention_config.h", "FA_SHORT_ATTENTION_HEAD_DIMS")
+    short_seqs = listed("short_attention_config.h", "FA_SHORT_ATTENTION_SEQS")
+    na = len(listed("na_config.h", "FA_NA_HEAD_DIMS")) * len(listed("na_config.h", "FA_NA_AXES"))
+    return {
+        "attention": 3 * N_HEAD_DIMS * 12,
+        "short_attention": 3 * len(short_dims) * len(short_seqs),
+        "neighborhood": 3 * na,
+        "strided_copy": 3 + 1,
+    }[family]
 
 
-def test_helper_kernels_object(tmp_path):
-    nvcc(*gencode(ARCHS), "--threads=2", "-c", os.path.join(CUDA_DIR, "aot_kernels.cu"),
-         "-o", str(tmp_path / "aot_kernels.o"))
+def listed(config, macro):
+    """The numbers of an X-macro list in mlx_fused_attn/kernels/`config`."""
+    with open(os.path.join(REPO, "mlx_fused_attn", "kernels", config)) as fh:
+        line = re.search(rf"^#define {macro}\(X\)(.*)$", fh.read(), re.M).group(1)
+    return [int(x) for x in re.findall(r"X\((\d+)\)", line)]
 
 
-def flattened_source():
+@pytest.mark.parametrize("family", FAMILIES)
+def test_aot_tables_hold_exactly_the_host_kernels(tmp_path, family):
+    exprs = host_expressions(tmp_path, family)
+    assert len(exprs) == expected_count(family), exprs
+    tabled = [e for group, entries in aot_tables().items() if group.startswith(family) for e in entries]
+    assert len(tabled) == len(set(tabled))
+    assert set(tabled) == set(exprs)
+
+
+def jit_text(family):
+    """`family`'s text as cmake/cuda.cmake embeds it (its NAME=PATH,...
+    argument of flatten_source.py), for NVRTC."""
+    with open(os.path.join(REPO, "cmake", "cuda.cmake")) as fh:
+        arg = re.search(rf"^\s*({family}=\S+)$", fh.read(), re.M).group(1)
     sys.path.insert(0, os.path.join(REPO, "metal"))
     try:
         import flatten_source
     finally:
         sys.path.pop(0)
-    return flatten_source.flatten([os.path.join(CUDA_DIR, s) for s in JIT_SOURCES], [REPO])
+    ((_, _, text),) = flatten_source.family_texts([arg.replace("${FA_CUDA_DIR}", CUDA_DIR)], [REPO])
+    assert text.isascii()
+    return text
 
 
-def kernel_expressions(tmp_path):
-    """Every expression the host hands to NVRTC, from kernel_names.h."""
-    program = tmp_path / "names.cpp"
-    program.write_text(
-        "#include <cstdio>\n"
-        '#include "mlx_fused_attn/backend/cuda/kernel_names.h"\n'
-        "using namespace mlx_fused_attn::cuda;\n"
-        "int main() {\n"
-        "  const fa::DType types[] = {fa::DType::Float16, fa::DType::BFloat16,"
-        " fa::DType::Float32};\n"
-        "  for (fa::DType t : types) {\n"
-        "#define FA_PRINT(d, dv) \\\n"
-        "    for (int v = 0; v < 12; ++v) std::printf(\"%s\\n\","
-        " attention_kernel_expression({t, d, dv, v % 3 == 1, v % 3 == 2, v % 6 >= 3,"
-        " v >= 6}).c_str());\n"
-        "    FA_ATTENTION_HEAD_DIMS(FA_PRINT)\n"
-        "    std::printf(\"%s\\n\", strided_copy_kernel_expression(t).c_str());\n"
-        "  }\n"
-        "  std::printf(\"%s\\n\", poison_kernel_expression().c_str());\n"
-        "}\n"
-    )
-    exe = tmp_path / "names"
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    subprocess.run([cxx, "-std=c++17", f"-I{REPO}", str(program), "-o", str(exe)], check=True)
-    return subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")[:-1]
+# The host's expressions compiled against the JIT text: every one, or a
+# spread (every dtype, head dim and variant appears) where there are many.
+PROBE_STRIDE = {"attention": 4, "short_attention": 5, "neighborhood": 1, "strided_copy": 1}
 
 
-def test_jit_source_is_self_contained(tmp_path):
-    exprs = kernel_expressions(tmp_path)
-    assert len(exprs) == 3 * N_HEAD_DIMS * 12 + 3 + 1, exprs
-    # One attention kernel per dtype and variant, spread over the head dims,
-    # plus the helpers: what NVRTC compiles, taken by the same expressions.
-    attention = [e for e in exprs if e.startswith("fa::attention_kernel<")]
-    subset = attention[0::4] + [e for e in exprs if not e.startswith("fa::attention_kernel<")]
-    source = flattened_source()
-    assert source.isascii()
+@pytest.mark.parametrize("family", FAMILIES)
+def test_jit_source_instantiates_the_host_kernels(tmp_path, family):
+    exprs = host_expressions(tmp_path, family)[:: PROBE_STRIDE[family]]
     probes = "".join(
-        f"const void* fa_probe_{i} = reinterpret_cast<const void*>(&{e});\n"
-        for i, e in enumerate(subset)
+        f"const void* fa_probe_{i} = reinterpret_cast<const void*>(&{e});\n" for i, e in enumerate(exprs)
     )
     unit = tmp_path / "jit_unit.cu"
-    unit.write_text(source + probes)
-    nvcc(*gencode(["90a"]), "-c", str(unit), "-o", str(tmp_path / "jit_unit.o"))
+    unit.write_text(jit_text(family) + probes)
+    nvcc(*gencode(["90a"]), "--threads=2", "-c", str(unit), "-o", str(tmp_path / "jit_unit.o"))
 
 
 def load_nvrtc():
@@ -171,24 +222,17 @@ def cuda_include_dir():
     pytest.skip("no CUDA headers (cuda_bf16.h) found for NVRTC")
 
 
-def test_nvrtc_compiles_the_jit_source(tmp_path):
-    nvrtc = load_nvrtc()
-    if nvrtc is None:
-        pytest.skip("libnvrtc not installed (pip install '.[test-cuda]')")
-    source = flattened_source().encode()
-    # A causal bf16 attention kernel with each kind of product (mma.sync;
-    # wgmma with Q in registers at D = 64; wgmma with Q in shared memory at
-    # D = 128, for a grid of one wave and past it) and a helper, by the
-    # host's expressions.
-    names = kernel_expressions(tmp_path)
+def nvrtc_attention(names):
+    """A causal bf16 kernel with each kind of product (mma.sync; wgmma with
+    Q in registers at D = 64; wgmma with Q in shared memory at D = 128, for
+    a grid of one wave and past it); the head dims past 128 and the padded
+    72, with warpgroup products (causal; a mask) and fp32's 3xTF32 mma.sync."""
     d128 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
     d64 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 64,")]
-    exprs = [d128[1], d64[4], d128[4], d128[10], names[-1]]
-    assert ", false, false, true, false>" in d128[1], d128[1]
-    assert ", true, false, true, false>" in d64[4], d64[4]
-    assert ", true, true, true, false>" in d128[4] and d128[4] != d128[10], d128
-    # The head dims past 128 and the padded 72, with warpgroup products
-    # (causal; a mask) and fp32's 3xTF32 mma.sync.
+    assert ", false, false>, true, false>" in d128[1], d128[1]
+    assert ", true, false>, true, false>" in d64[4], d64[4]
+    assert ", true, true>, true, false>" in d128[4] and d128[4] != d128[10], d128
+    exprs = [d128[1], d64[4], d128[4], d128[10]]
     for prefix, variants in [
         ("fa::half_t, 72, 72,", [4]),
         ("fa::bfloat_t, 192, 128,", [4, 2]),
@@ -199,10 +243,31 @@ def test_nvrtc_compiles_the_jit_source(tmp_path):
         found = [e for e in names if e.startswith(f"fa::attention_kernel<{prefix}")]
         assert len(found) == 12, (prefix, found)
         exprs += [found[i] for i in variants]
+    return exprs
+
+
+NVRTC_PICKS = {
+    "attention": nvrtc_attention,
+    "short_attention": lambda names: [
+        [e for e in names if e.startswith("fa::short_attention_kernel<fa::bfloat_t, 64, fa::ShortTilesOf<32,")][0]
+    ],
+    "neighborhood": lambda names: [
+        [e for e in names if e.startswith("fa::na_attention_kernel<fa::half_t, 64,")][1]
+    ],
+    "strided_copy": lambda names: [names[1], names[-1]],
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_nvrtc_compiles_the_jit_source(tmp_path, family):
+    nvrtc = load_nvrtc()
+    if nvrtc is None:
+        pytest.skip("libnvrtc not installed (pip install '.[test-cuda]')")
+    source = jit_text(family).encode()
     # The options of nvrtc_compiler.cpp on Hopper.
     options = [b"--gpu-architecture=sm_90a", b"--include-path=" + cuda_include_dir().encode(),
                b"--std=c++17", b"-default-device", b"-DNDEBUG"]
-    for expr in exprs:
+    for expr in NVRTC_PICKS[family](host_expressions(tmp_path, family)):
         prog = ctypes.c_void_p()
         assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source, b"jit.cu", 0, None, None) == 0
         assert nvrtc.nvrtcAddNameExpression(prog, expr.encode()) == 0
@@ -215,7 +280,8 @@ def test_nvrtc_compiles_the_jit_source(tmp_path):
         assert result == 0, f"{expr}:\n{log.value.decode()}"
         lowered = ctypes.c_char_p()
         assert nvrtc.nvrtcGetLoweredName(prog, expr.encode(), ctypes.byref(lowered)) == 0
-        assert lowered.value.startswith(b"_ZN2fa")
+        name = re.match(r"fa::(\w+)", expr).group(1)
+        assert lowered.value.startswith(f"_ZN2fa{len(name)}{name}".encode()), lowered.value
         nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size))
         assert size.value > 0
         nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))

@@ -60,7 +60,7 @@ void plan_na_launch(
     int run_override) {
   const NaSpec& spec = plan.spec;
   const fa::NaParams& p = plan.params;
-  const fa::AttnTiles tiles =
+  const fa::NaTiles tiles =
       fa::choose_na_tiles(p.D, plan.dtype, backend, spec.n_axes);
   plan.tiles = tiles;
   const long long resident =
@@ -68,12 +68,12 @@ void plan_na_launch(
       ? static_cast<long long>(sm_count) * tiles.min_blocks
       : 0;
   fa::NaGrid g = fa::na_choose_grid(
-      spec.axes, spec.n_axes, tiles.warps, tiles.bq / tiles.warps, tiles.bk);
+      spec.axes, spec.n_axes, tiles.warps, tiles.warp_rows, tiles.key_block);
   g = fa::na_run_for(
       g,
       spec.axes,
       spec.n_axes,
-      tiles.bk,
+      tiles.key_block,
       tiles.stages,
       static_cast<fa::stride_t>(p.B) * p.H,
       resident,

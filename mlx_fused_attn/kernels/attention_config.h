@@ -1,6 +1,6 @@
 // Compile-time choices of the attention kernel, shared by the host dispatch,
 // the instantiation lists and the kernels' static_asserts: which head dims
-// exist and which tiles each (head dim, dtype, backend, causal) runs with.
+// exist and which tiles each (head dim, dtype, backend) runs with.
 #pragma once
 
 #include "mlx_fused_attn/tile/target.h"
@@ -76,135 +76,45 @@ constexpr bool attention_head_dims_supported(int head_dim, int head_dim_v) {
 #undef FA_HEAD_DIMS_EQUAL
 }
 
-/// CUDA tiles past D = 128 (192, 256, and 192 for q and k with 128 for v),
-/// not yet measured: chosen so that no variant spills (ptxas -v, CUDA 13.0,
-/// sm_80 and sm_90a images), with one warpgroup of 64 queries, 16 rows a
-/// warp, since a warp's O accumulator alone is D_v / 2 fp32 registers a
-/// thread (128 at D_v = 256). Shared memory stays within the 163 KB an A100
-/// block may have.
-/// - Hopper (wgmma), all three: Q in shared memory, one staggered buffer
-///   each for 64 keys of K and V, 2 blocks a multiprocessor (188-212
-///   registers at v 128, 224-240 at 192, 254-255 at 256; 96 KB at 256):
-///   with Q in registers and two stages D = 192's array-mask variant spilled
-///   40 bytes.
-/// - mma.sync, 16-bit, D = 192 with v 192 or 128: Q in registers, two stages
-///   of 64 keys (242-255 registers; 100 KB at v 192).
-/// - mma.sync, 16-bit, D = 256: Q in shared memory read a k step at a time,
-///   two stages of 32 keys (236-246 registers, 101 KB): with Q in registers
-///   the sm_90a image spilled 8 bytes at 255 registers.
-/// - fp32 (3xTF32): Q in shared memory a k step at a time (179-229
-///   registers); with Q in registers D = 192 spilled 1.5 KB and D = 256 2.8
-///   KB. Two stages of 32 keys at D = 192 (150 KB), one staggered at
-///   D = 256 (133 KB; two stages would take 200 KB).
+/// CUDA tiles past D = 128: one warpgroup of 64 queries, 16 rows a warp,
+/// since a warp's O alone is D_v / 2 fp32 registers a thread; each variant
+/// chosen not to spill (ptxas -v) within the 163 KB an A100 block may have.
 constexpr AttnTiles choose_large_head_dim_tiles(
     int head_dim,
     DType dtype,
     bool wgmma) {
+  // Q in shared memory frees the registers for 2 blocks a multiprocessor.
   if (wgmma && dtype != DType::Float32) {
     return AttnTiles{64, 64, 4, 1, 2, true, true};
   }
+  // 3xTF32 spills with Q in registers; at D = 256 two stages would need 200 KB.
   if (dtype == DType::Float32) {
     return head_dim == 256 ? AttnTiles{64, 32, 4, 1, 1, false, true}
                            : AttnTiles{64, 32, 4, 2, 1, false, true};
   }
+  // Q in registers spills at D = 256 only, so only there it moves to shared.
   return head_dim == 256 ? AttnTiles{64, 32, 4, 2, 1, false, true}
                          : AttnTiles{64, 64, 4, 2, 2};
 }
 
-/// The one tile chooser.
+/// The one tile chooser; docs/gpu_kernels.md ("Why these tiles") gives the
+/// measurements behind each branch. No branch depends on causal: on Metal
+/// causal is a function-constant variant of the same pipeline, and on CUDA
+/// the causal runs of the sweeps rank the tiles the same.
 ///
-/// Metal: 4 simdgroups of 8 query rows and 32-key blocks, bk = 16 from
-/// D = 128: the shapes MLX's steel attention runs on the same GPUs. With K
-/// and V blocks both resident, bk = 16 also keeps fp32 at D = 128 within
-/// 32 KB of threadgroup memory (2 * 16 * (128 + 4) * 4 B = 16.5 KB; bk = 32
-/// would need 33 KB), and is halved where it does not fit: fp32 at D = 256
-/// takes 8 (2 * 16 * 260 * 4 B = 33.3 KB). Causal runs are function-constant
-/// variants of the same pipeline, so on Metal the choice must not depend on
-/// `causal`. Its loads are plain (synchronous) loads: one stage.
-///
-/// CUDA: two K/V stages (the next block's cp.async copies run under this
-/// block's math) and 4 warps, so that two blocks share a multiprocessor and
-/// one's softmax overlaps the other's products. Rows per warp and key block
-/// measured on an H200 (benchmarks/cuda_tile_sweep.cu, 2026-11-29, bf16/fp16,
-/// TFLOP/s): D = 128 takes 16 rows a warp and 64 keys (B=4 H=32 L=8192: 272
-/// against 263 for 8 warps; B=1 L=512: 168 against 120 for 32 rows a warp
-/// with 32 keys, which since the kernel's instruction cuts leads at L >= 1024
-/// instead: 287 against 276 at B=4 L=8192, 295 against 264 causal, 35 us
-/// against 26 at B=1 L=512); D = 96 takes 32 rows a warp and 32 keys (268 at
-/// L=2048, against 258 with 64 keys and 216 with 16 rows a warp); D <= 80
-/// takes 32 rows a warp and 64 keys (D=64 L=8192: 290 against 262 for 16
-/// rows; D=80 L=2048: 239 against 197).
-/// Shared memory at D = 128: 2 * 2 * 64 * (128 * 2 + 16) B = 68 KB.
-///
-/// min_blocks: D = 128 asks for 3 blocks a multiprocessor (registers capped
-/// at 168, no spills; 3 x 68 KB of shared memory fits Hopper's 227 KB): 307
-/// TFLOP/s against 275 with registers unbounded (220-255, 2 blocks) at B=4
-/// L=8192 bf16, 296 against 263 causal, 967 us against 1060 at B=1 L=4096
-/// fp16, same at L=512 (sweep of 2026-11-29). Nsight Compute had shown the
-/// unbounded kernel latency-bound at 2 warps a scheduler (27% of issue
-/// slots busy, tensor pipe 40%). The 32-row tiles of D <= 96 lost 4-14%
-/// with 3 or 4 blocks, so they stay at 1.
-///
-/// fp32 (3xTF32 products, registers twice as wide): 4 warps of 16 rows and
-/// 32-key blocks (31 TFLOP/s at D = 128, against 20 for 2 warps).
-/// No choice depends on causal: the sweep's causal runs rank the same.
-///
-/// `wgmma`: the GPU is Hopper (sm_90) and the kernels were built for sm_90a,
-/// so 16-bit kernels take warpgroup products: one warpgroup (4 warps of 16
-/// rows: 64 queries) a block, K/V blocks in two stages, Q in registers
-/// (D = 128 has since moved on: see large_grid below). Measured on an H200
-/// (cuda_tile_sweep.cu -DFA_SWEEP_QUICK, 2026-11-29, TFLOP/s; see
-/// benchmarks/RESULTS.md): D = 128 at 3 blocks a multiprocessor 536 at B=4
-/// L=8192 bf16 (mma.sync 310; 2 blocks 448; 3 stages at 2 blocks 454; two
-/// warpgroups of 128 queries 415, three of 192 492: more queries a block
-/// read K and V from L2 less often, but lose the overlap of independent
-/// blocks), 496 causal (295), 455 at B=1 L=4096 fp16 (283). Head dims up to
-/// 64 take 128-key blocks: D = 64 452 against 426 with 64 keys at B=4
-/// L=8192, 11.5 against 13.0 us at B=1 L=512. D = 80 fits 4 blocks a
-/// multiprocessor (128 registers, 20 bytes of spill): 41.1 against 56.3 us
-/// at B=1 L=1024 (512 query blocks: one wave of 4 x 132, 1.3 of 3 x 132),
-/// 513 against 578 us at L=4096; D = 128 at 4 blocks (32-key blocks, to fit
-/// shared memory) spills 144 bytes and serialises its products (992 against
-/// 606 us at L=4096). D = 96 at 2 blocks 311 at L=2048 (mma.sync 264). A
-/// software-pipelined loop (the softmax under the previous block's P V, as
-/// FlashAttention-3 does) needs P twice in
-/// registers: at 3 blocks the products serialise (ptxas C7512), at 2 it
-/// reached 474 at B=4 L=8192; it was not kept.
-///
-/// `large_grid`: the grid holds more query blocks than one wave of the
-/// tiles chosen without it (min_blocks x the multiprocessors; the host
-/// decides, attention_cuda.cpp). With wgmma at D = 96 and 128 such a grid
-/// takes Q in shared memory (q_shared) and one buffer each for K and V,
-/// their copies staggered (attention.h): 64 + 2 x 64 keys x D x 2 B = 48 KB
-/// at D = 128, so that 4 blocks (128 registers) share a multiprocessor and
-/// cover one another's waits. H200, fp16 B=1 H=32 D=128, cuda_tile_sweep.cu,
-/// 2026-11-29, the staggered copies against the same tiles loading K and V
-/// together and against the default tiles, one run: L = 1024 45.0 us
-/// against 46.4 and 58.8 (512 blocks: one wave of 4 x 132, 1.3 of 3 x 132),
-/// L = 2048 151.9 against 157.8 and 177.0, L = 4096 552 against 573 and
-/// 609; bf16 B=4 L=8192 552 TFLOP/s against 522 and 526, causal 512 against
-/// 485 and 492. Two stages at 2 blocks (80 KB) lost everywhere (53.2 us at
-/// L = 1024), as did two warpgroups (128 queries) sharing each K/V block at
-/// 2 a multiprocessor (46.4). A grid of at most one wave at D = 128 takes
-/// the same copies with 128-key blocks at 2 a multiprocessor (16 + 2 x 32
-/// KB), whose block has half the iterations to wait through: L = 512 (256
-/// blocks) 17.9-18.0 us against 19.1-19.2 for the tiles above it (Q in
-/// registers, two stages, 3 blocks; 19.0 for the large-grid tiles; two
-/// stages of 128 keys 24.4-24.7). D = 96 takes the two
-/// warpgroups: 40.7 us at L = 1024 and 140.5 at 2048, against 42.0 and
-/// 147.5 with one and 54.7 and 154.7 for the default tiles (17.3 at L = 512
-/// all three). D <= 80 gain nothing from Q in shared memory (loading K and V
-/// together: D = 64 30.8-33.1 against 31.6 us at L = 1024, 378-419 against
-/// 338 at 4096; D = 80 40.2 against 40.9, 524 against 512).
+/// `wgmma`: Hopper (sm_90) with kernels built for sm_90a, where 16-bit
+/// kernels take warpgroup products. `large_grid`: the grid holds more query
+/// blocks than one wave of the tiles chosen without it (the host decides,
+/// attention_cuda.cpp).
 constexpr AttnTiles choose_attention_tiles(
     int head_dim,
     int head_dim_v,
     DType dtype,
     Backend backend,
-    bool /* causal */,
     bool wgmma,
     bool large_grid = false) {
   if (backend == Backend::Metal) {
+    // MLX steel's shapes on the same GPUs; bk halves until K and V fit 32 KB.
     AttnTiles tiles = {32, head_dim < 128 ? 32 : 16, 4};
     while (attention_smem_bytes(tiles, head_dim, head_dim_v, dtype, backend) >
            kMetalMaxThreadgroupBytes) {
@@ -212,33 +122,38 @@ constexpr AttnTiles choose_attention_tiles(
     }
     return tiles;
   }
-  // D = 72 runs as 80, zeros past it: the products, and so the tiles, of
-  // 80, but for 3 blocks a multiprocessor with wgmma, where 4 (128
-  // registers) spilled 60-128 bytes (D = 80 spills as much, measured
-  // harmless there; 72 is not measured). Its fp32 kernel without a mask
-  // spills 8 bytes in the sm_90a image (none in sm_80's).
+  // D = 72 runs as 80 (whole k16 steps, zeros past it) and takes its tiles.
   const int d = attention_padded_head_dim(head_dim, backend);
   if (d > 128) {
     return choose_large_head_dim_tiles(d, dtype, wgmma);
   }
+  // 3xTF32 registers are twice as wide: 16 rows a warp, 32-key blocks.
   if (dtype == DType::Float32) {
     return AttnTiles{64, 32, 4, 2};
   }
+  // Past one wave, Q in shared memory and staggered K/V copies fit 4 blocks a
+  // multiprocessor; within one, 128-key blocks halve the waits of each block.
   if (wgmma && d == 128) {
     return large_grid ? AttnTiles{64, 64, 4, 1, 4, true, true}
                       : AttnTiles{64, 128, 4, 1, 2, true, true};
   }
+  // Past one wave at D = 96, two warpgroups share each K/V block.
   if (wgmma && large_grid && d == 96) {
     return AttnTiles{128, 64, 8, 1, 2, true, true};
   }
+  // One warpgroup a block (128 keys up to D = 64), as many blocks a
+  // multiprocessor as fit without harmful spills (72's spill at 4 unmeasured).
   if (wgmma) {
     const int bk = d <= 64 ? 128 : 64;
     const int min_blocks = head_dim == 80 ? 4 : head_dim == 96 ? 2 : 3;
     return AttnTiles{64, bk, 4, 2, min_blocks, true};
   }
+  // mma.sync at D = 128 is latency-bound: 3 blocks a multiprocessor
+  // (registers capped at 168) overlap one's softmax with another's products.
   if (d == 128) {
     return AttnTiles{64, 64, 4, 2, 3};
   }
+  // Up to D = 96, 32 rows a warp; D = 96 measured best with 32-key blocks.
   return d == 96 ? AttnTiles{128, 32, 4, 2} : AttnTiles{128, 64, 4, 2};
 }
 

@@ -1,6 +1,7 @@
 // Host-side names of the attention kernels: the one place they are built.
-// The Metal instantiation list (metal/attention.metal) spells the same names
-// from the same tiles, and tests/metal_emu checks that they agree.
+// The Metal instantiation list (metal/attention.metal, written by
+// tools/gen_instances.py) spells the same names from the same tiles, and
+// tests/metal_emu checks that they agree.
 #pragma once
 
 #include <string>

@@ -5,6 +5,8 @@
 
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/ops.h"
+#include "mlx_fused_attn/tile/tile_math.h"
 
 namespace fa {
 
@@ -77,5 +79,94 @@ struct AddMaskOp {
         (m2 < MaskedScore::value && m > -FA_INFINITY ? MaskedScore::value : m2);
   }
 };
+
+/// The masks of one warp's rows against key block kb (kBK keys from
+/// kb * kBK), applied by `apply`, which returns the scale still to apply to
+/// the scores (the softmax folds it into its FFMA). Masks act on scores in
+/// the exp2 domain, so a block with any mask is scaled first; unmasked
+/// blocks (nearly all, without an array mask) keep the raw products, which
+/// needs a positive scale.
+template <typename T, int kBK>
+struct AttnBlockMasks {
+  bool causal;
+  bool has_mask;
+  bool bool_mask;
+  bool align_k; ///< every key block is whole
+  int q_row0; ///< the warp's first query row
+  int kb_causal; ///< the first block that the causal mask cuts
+  int n_full_kblocks; ///< a ragged last block is block n_full_kblocks
+  float scale_log2;
+  CausalMaskOp causal_op;
+  KeyLimitOp key_limit;
+  /// This (batch, head)'s mask, in elements of its type (bool or T).
+  const FA_DEVICE unsigned char* mask;
+  stride_t mask_offset;
+  stride_t row_stride;
+  stride_t col_stride;
+  int l_q;
+
+  template <typename F, int R, int C>
+  FA_FUNC float apply(FA_THREAD Tile<F, R, C>& s, int kb, lane_t lane) const {
+    const int key0 = kb * kBK;
+    const bool causal_block = causal && kb >= kb_causal;
+    const bool ragged = !align_k && kb == n_full_kblocks;
+    if (!causal_block && !has_mask && !ragged && scale_log2 > 0.0f) {
+      return scale_log2;
+    }
+    tile_scalar_op<MulOp>(s, scale_log2);
+    if (causal_block) {
+      tile_map_coords(s, causal_op, q_row0, key0, lane);
+    }
+    if (has_mask && bool_mask) {
+      const BoolMaskOp op = {
+          reinterpret_cast<const FA_DEVICE bool*>(mask) + mask_offset,
+          row_stride, col_stride, l_q, key_limit.l_k};
+      tile_map_coords(s, op, q_row0, key0, lane);
+    }
+    if (has_mask && !bool_mask) {
+      const AddMaskOp<T> op = {
+          reinterpret_cast<const FA_DEVICE T*>(mask) + mask_offset,
+          row_stride, col_stride, l_q, key_limit.l_k};
+      tile_map_coords(s, op, q_row0, key0, lane);
+    }
+    // Last, so that no mask turns a missing key into a masked one.
+    if (ragged) {
+      tile_map_coords(s, key_limit, q_row0, key0, lane);
+    }
+    return 1.0f;
+  }
+};
+
+/// The masks of a warp whose rows start at query row q_row0 of (batch,
+/// head), from the kernel's parameters; the caller sets the fields that
+/// depend on its blocking (align_k, kb_causal, n_full_kblocks).
+template <typename T, int kBK>
+FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
+    const FA_CONSTANT AttnParams& p,
+    const FA_DEVICE unsigned char* mask,
+    bool causal,
+    bool has_mask,
+    bool bool_mask,
+    int batch,
+    int head,
+    int q_row0) {
+  AttnBlockMasks<T, kBK> m;
+  m.causal = causal;
+  m.has_mask = has_mask;
+  m.bool_mask = bool_mask;
+  m.align_k = false;
+  m.q_row0 = q_row0;
+  m.kb_causal = 0;
+  m.n_full_kblocks = p.L_k / kBK;
+  m.scale_log2 = p.scale_log2;
+  m.causal_op.offset = p.causal_offset;
+  m.key_limit.l_k = p.L_k;
+  m.mask = mask;
+  m.mask_offset = batch * p.mask_strides[0] + head * p.mask_strides[1];
+  m.row_stride = p.mask_strides[2];
+  m.col_stride = p.mask_strides[3];
+  m.l_q = p.L_q;
+  return m;
+}
 
 } // namespace fa

@@ -13,24 +13,30 @@
 // dense, with no key of another group in it. The box's keys, row-major, are
 // gathered kBK at a time into threadgroup memory (one row copy per key:
 // box keys are not one strided run); each score gets the neighborhood mask
-// (-inf outside the query's window on some axis); the softmax is online, as
-// in the main kernel; the output is written once. A warp skips the blocks
-// that hold no key of its own queries' windows. In 1-D a threadgroup may
-// instead take a run of consecutive tiles (na_attention_run_1d), streaming
-// their keys through a ring of blocks one tile ahead of the math.
+// (-inf outside the query's window on some axis); each block is one
+// attention_step (attention_step.h), as in the main kernel; the output is
+// written once. A warp skips the blocks that hold no key of its own
+// queries' windows (with warpgroup products, of its warpgroup's: they run
+// the products together). In 1-D a threadgroup may instead take a run of
+// consecutive tiles (na_attention_run_1d), streaming their keys through a
+// ring of blocks one tile ahead of the math.
 //
-// `Target` supplies the fragment types by role and the device-to-threadgroup
-// loader; kNdim is the number of spatial axes (NaParams::n_axes).
+// `Target` supplies the fragment types by role and the K/V block type
+// (KVBlock: its layout, its loader's row copies and the products that read
+// it); the blocks stream on tile/kv_pipeline.h's ring (or plain loads), a
+// key box short enough resident. kNdim is the number of spatial axes
+// (NaParams::n_axes).
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention.h"
+#include "mlx_fused_attn/kernels/attention_step.h"
 #include "mlx_fused_attn/kernels/na_grid.h"
 #include "mlx_fused_attn/na_params.h"
 #include "mlx_fused_attn/na_window.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/backend.h"
-#include "mlx_fused_attn/tile/online_softmax.h"
-#include "mlx_fused_attn/tile/ops.h"
+#include "mlx_fused_attn/tile/kv_pipeline.h"
+#include "mlx_fused_attn/tile/q_in_registers.h"
 #include "mlx_fused_attn/tile/tile.h"
 #include "mlx_fused_attn/tile/tile_math.h"
 
@@ -78,7 +84,7 @@ struct NaMaskOp {
   int lo[kNdim];
   int count[kNdim];
   /// kNdim > 1: per axis, the box coordinates of this block's keys
-  /// (na_load_kv_block); 1-D keys are their own coordinate.
+  /// (NaKVSource); 1-D keys are their own coordinate.
   const FA_THREADGROUP int* coords;
   int key0; ///< box index of the block's first key
 
@@ -99,166 +105,217 @@ struct NaMaskOp {
   }
 };
 
-/// Starts the copy of key block `kb` (box keys kb * kBK onwards) into K and
-/// V stage `stage`, and (kNdim > 1) writes the keys' box coordinates for the
-/// mask. Each row, one key's head-dim run, is a one-row block for the
-/// target's loader, its 16-byte pieces spread over neighbouring threads as a
-/// block copy spreads them; keys past the box are zero-filled (products with
-/// them stay finite) and get coordinates in no window.
-template <typename Target, typename Shape, int kNdim>
-FA_FUNC void na_load_kv_block(
-    FA_THREADGROUP typename Shape::elem_type* k_smem,
-    FA_THREADGROUP typename Shape::elem_type* v_smem,
-    FA_THREADGROUP int* coords,
-    const FA_DEVICE typename Shape::elem_type* k,
-    const FA_DEVICE typename Shape::elem_type* v,
-    const FA_THREAD NaKeyBox<kNdim>& box,
-    int kb,
-    int stage,
-    int tid) {
-  typedef typename Shape::elem_type T;
-  constexpr int kBK = Shape::kBK;
-  constexpr int kLd = Shape::kSmemLd;
-  constexpr int kRowThreads = Shape::kHeadDim * int(sizeof(T)) / 16;
-  constexpr int kRowsPerPass = Shape::kThreads / kRowThreads;
-  constexpr int kPasses = (kBK + kRowsPerPass - 1) / kRowsPerPass;
-  static_assert(
-      Shape::kThreads % kRowThreads == 0,
-      "a key row's 16-byte pieces must split evenly over the threads");
-  typedef typename Target::template Loader<T, 1, Shape::kHeadDim, kLd, kRowThreads>
-      RowLoader;
+/// The neighborhood mask of a warp against key block kb, as attention_step's
+/// masks. The scores go to the softmax as raw products q.k, which it scales
+/// into the exp2 domain in the FFMA that subtracts the row max; that needs
+/// a positive scale (the mask's -inf then stays -inf), and any other scale
+/// is applied first. A block whose keys lie in every window of the warp's
+/// rows (box keys inner_first .. inner_last) needs no mask.
+template <int kNdim, int kBK, int kStages>
+struct NaBlockMasks {
+  NaMaskOp<kNdim, kBK> op; ///< its coords: those of stage 0
+  int inner_first;
+  int inner_last;
+  float scale_log2;
 
-  k_smem += stage * Shape::kStageElems;
-  v_smem += stage * Shape::kStageElems;
-  coords += stage * kNdim * kBK;
-  const int piece = tid % kRowThreads;
-  FA_UNROLL
-  for (int pass = 0; pass < kPasses; ++pass) {
-    const int r = pass * kRowsPerPass + tid / kRowThreads;
-    if (kBK % kRowsPerPass != 0 && r >= kBK) {
-      continue;
+  template <typename F, int R, int C>
+  FA_FUNC float apply(FA_THREAD Tile<F, R, C>& s, int kb, lane_t lane) const {
+    const int key0 = kb * kBK;
+    float score_scale = scale_log2;
+    if (!(scale_log2 > 0.0f)) {
+      tile_scalar_op<MulOp>(s, scale_log2);
+      score_scale = 1.0f;
     }
-    const int key = kb * kBK + r;
-    if (key < box.count) {
+    if (key0 < inner_first || key0 + kBK - 1 > inner_last) {
+      NaMaskOp<kNdim, kBK> block_op = op;
+      block_op.coords += (kb % kStages) * kNdim * kBK;
+      block_op.key0 = key0;
+      tile_map_coords(s, block_op, 0, key0, lane);
+    }
+    return score_scale;
+  }
+};
+
+/// The masks of the rows of a tile along `axis` (its dilation group of
+/// length m, its box from box0), every block masked; the caller sets the
+/// warp's rows and, in 1-D runs, the blocks that need none.
+template <int kNdim, int kBK, int kStages>
+FA_FUNC NaBlockMasks<kNdim, kBK, kStages> na_block_masks(
+    NaAxis axis,
+    int m,
+    int box0,
+    const FA_THREADGROUP int* coords,
+    float scale_log2) {
+  NaBlockMasks<kNdim, kBK, kStages> masks;
+  masks.op.axis = axis;
+  masks.op.m = m;
+  masks.op.row0 = 0;
+  masks.op.box0 = box0;
+  masks.op.coords = coords;
+  masks.op.key0 = 0;
+  masks.inner_first = 0;
+  masks.inner_last = -1;
+  masks.scale_log2 = scale_log2;
+  return masks;
+}
+
+/// Where box key `key` lies: its box coordinate along each axis, and its
+/// offsets from the box's first key in K and V.
+template <int kNdim>
+FA_FUNC void na_box_key(
+    const FA_THREAD NaKeyBox<kNdim>& box,
+    int key,
+    FA_THREAD int* c,
+    FA_THREAD stride_t& k_off,
+    FA_THREAD stride_t& v_off) {
+  int rest = key;
+  k_off = 0;
+  v_off = 0;
+  FA_UNROLL
+  for (int i = 0; i < kNdim; ++i) {
+    const int a = kNdim - 1 - i;
+    c[a] = a == 0 ? rest : rest % box.side[a];
+    rest = a == 0 ? 0 : rest / box.side[a];
+    k_off += c[a] * box.k_step[a];
+    v_off += c[a] * box.v_step[a];
+  }
+}
+
+/// The copies of a key box's blocks (block kb: box keys kb * kBK onwards)
+/// into K's and V's stages, for the pipeline (kv_pipeline.h's Source), and
+/// (kNdim > 1) the keys' box coordinates for the mask. Box keys are not one
+/// strided run, so each key is a row copy of its own (the block's
+/// load_row); keys past the box are zero-filled (products with them stay
+/// finite) and get coordinates in no window.
+template <typename Target, typename Shape, int kNdim>
+struct NaKVSource {
+  typedef typename Shape::elem_type elem_type;
+  /// K and V blocks alike: one head dim.
+  typedef AttnKBlock<Target, Shape> Block;
+
+  FA_THREADGROUP elem_type* k_smem;
+  FA_THREADGROUP elem_type* v_smem;
+  FA_THREADGROUP int* coords; ///< kNdim x kBK ints a stage
+  const FA_DEVICE elem_type* k; ///< the box's first key
+  const FA_DEVICE elem_type* v;
+  NaKeyBox<kNdim> box;
+
+  FA_FUNC const FA_THREADGROUP elem_type* k_block(int stage) const {
+    return k_smem + stage * Block::kElems;
+  }
+  FA_FUNC const FA_THREADGROUP elem_type* v_block(int stage) const {
+    return v_smem + stage * Block::kElems;
+  }
+
+  FA_FUNC void load_kv(int kb, int stage, int tid) const {
+    constexpr int kBK = Shape::kBK;
+    constexpr int kRowThreads = Block::kVecsPerRow;
+    constexpr int kRowsPerPass = Shape::kThreads / kRowThreads;
+    static_assert(
+        Shape::kThreads % kRowThreads == 0,
+        "a key row's 16-byte pieces must split evenly over the threads");
+    FA_THREADGROUP elem_type* k_stage = k_smem + stage * Block::kElems;
+    FA_THREADGROUP elem_type* v_stage = v_smem + stage * Block::kElems;
+    FA_THREADGROUP int* c_stage = coords + stage * kNdim * kBK;
+    const int piece = tid % kRowThreads;
+    FA_UNROLL
+    for (int pass = 0; pass < (kBK + kRowsPerPass - 1) / kRowsPerPass;
+         ++pass) {
+      const int r = pass * kRowsPerPass + tid / kRowThreads;
+      if (kBK % kRowsPerPass != 0 && r >= kBK) {
+        continue;
+      }
+      const int key = kb * kBK + r;
+      const bool in_box = key < box.count;
       int c[kNdim];
-      int rest = key;
       stride_t k_off = 0;
       stride_t v_off = 0;
-      FA_UNROLL
-      for (int i = 0; i < kNdim; ++i) {
-        const int a = kNdim - 1 - i;
-        c[a] = a == 0 ? rest : rest % box.side[a];
-        rest = a == 0 ? 0 : rest / box.side[a];
-        k_off += c[a] * box.k_step[a];
-        v_off += c[a] * box.v_step[a];
+      if (in_box) {
+        na_box_key(box, key, c, k_off, v_off);
       }
-      RowLoader::load(k_smem + r * kLd, k + k_off, 0, piece);
-      RowLoader::load(v_smem + r * kLd, v + v_off, 0, piece);
+      Block::load_row(k_stage, r, k + k_off, in_box, piece);
+      Block::load_row(v_stage, r, v + v_off, in_box, piece);
       if (kNdim > 1 && piece == 0) {
         FA_UNROLL
         for (int a = 0; a < kNdim; ++a) {
-          coords[a * kBK + r] = c[a];
-        }
-      }
-    } else {
-      RowLoader::load_safe(k_smem + r * kLd, k, 0, 0, piece);
-      RowLoader::load_safe(v_smem + r * kLd, v, 0, 0, piece);
-      if (kNdim > 1 && piece == 0) {
-        FA_UNROLL
-        for (int a = 0; a < kNdim; ++a) {
-          coords[a * kBK + r] = kNaOutsideBox;
+          c_stage[a * kBK + r] = in_box ? c[a] : int(kNaOutsideBox);
         }
       }
     }
   }
-}
+};
 
-/// o /= row sum, as one reciprocal a row slot and a multiply an element. A
-/// division an element is an IEEE division on CUDA (about 15 instructions
-/// with its slow-path check): with the 32 output elements of a lane it cost
-/// a 1-D tile about as many instructions as a key block's whole step
-/// (the SASS, benchmarks/RESULTS.md). A row whose every score was -inf has sum 0
-/// and becomes NaN, as with the division (no neighborhood row is empty).
-template <typename OTile, int kSlots>
-FA_FUNC void na_finalize(
-    FA_THREAD OTile& o,
-    const FA_THREAD OnlineSoftmax<kSlots>& st) {
-  float inv[kSlots];
-  FA_UNROLL
-  for (int i = 0; i < kSlots; ++i) {
-    inv[i] = 1.0f / st.row_sum[i];
-  }
-  row_bin_op<MulOp>(o, inv);
-}
-
-/// One key block for a warp: S = Q K^T, the neighborhood mask, the online
-/// softmax step, O += P V. `k_block` and `v_block` hold box keys key0
-/// onwards, a key per row.
-template <
-    typename FragB,
-    int kLd,
-    typename QTile,
-    typename STile,
-    typename PTile,
-    typename OTile,
-    typename Softmax,
-    typename Mask,
-    typename T>
-FA_FUNC void na_block_step(
-    const FA_THREAD QTile& q_tile,
-    FA_THREAD STile& s_tile,
-    FA_THREAD PTile& p_tile,
-    FA_THREAD OTile& o_tile,
-    FA_THREAD Softmax& softmax,
-    FA_THREAD Mask& mask,
-    const FA_THREADGROUP T* k_block,
-    const FA_THREADGROUP T* v_block,
-    int key0,
-    float scale_log2,
-    bool fold_scale,
-    bool needs_mask,
+/// Stores a warp's kWarpRows output rows from `o`, of which `rows` exist.
+template <int kWarpRows, int D, typename OTile, typename T>
+FA_FUNC void na_store_rows(
+    FA_DEVICE T* o,
+    const FA_THREAD OTile& t,
+    stride_t ld,
+    int rows,
     lane_t lane) {
-  // ------------------------------------------------------- S = Q K^T
-  // K is stored a key per row, so K^T is read with swapped strides.
-  tile_fill(s_tile, 0.0f);
-  tile_matmad_shared<FragB, 1, kLd>(s_tile, q_tile, k_block, lane);
-  if (!fold_scale) {
-    tile_scalar_op<MulOp>(s_tile, scale_log2);
-  }
-
-  // ------------------------------------------------------------ mask
-  // (none for a block inside every one of the warp's windows)
-  if (needs_mask) {
-    mask.key0 = key0;
-    tile_map_coords(s_tile, mask, 0, key0, lane);
-  }
-
-  // --------------------------------------------------------- softmax
-  softmax_step(softmax, s_tile, o_tile, fold_scale ? scale_log2 : 1.0f);
-
-  // ------------------------------------------------------------ P V
-  tile_to_operand(p_tile, s_tile);
-  tile_matmad_shared<FragB, kLd, 1>(o_tile, p_tile, v_block, lane);
-}
-
-/// Loads a warp's kWarpRows query rows from `first` (an index of the
-/// dilation group of length m) into `t`, zero rows past the group.
-template <int kWarpRows, int D, typename QTile, typename T>
-FA_FUNC void na_load_q(
-    FA_THREAD QTile& t,
-    const FA_DEVICE T* q_group,
-    stride_t q_ld,
-    int first,
-    int m,
-    lane_t lane) {
-  const int rows = m - first;
   if (rows >= kWarpRows) {
-    tile_load_device(t, q_group + first * q_ld, q_ld, lane);
-  } else {
-    tile_load_device_safe(
-        t, q_group + na_min(first, m - 1) * q_ld, q_ld, rows > 0 ? rows : 0, D,
-        0.0f, lane);
+    tile_store_device(o, t, ld, lane);
+  } else if (rows > 0) {
+    tile_store_device_safe(o, t, ld, rows, D, lane);
   }
+}
+
+/// Loads a warp's kWarpRows query rows from `q`, of which `rows` exist;
+/// the others are zero.
+template <int kWarpRows, int D, typename QTile, typename T>
+FA_FUNC void na_load_rows(
+    FA_THREAD QTile& t,
+    const FA_DEVICE T* q,
+    stride_t ld,
+    int rows,
+    lane_t lane) {
+  if (rows >= kWarpRows) {
+    tile_load_device(t, q, ld, lane);
+  } else {
+    tile_load_device_safe(t, q, ld, rows > 0 ? rows : 0, D, 0.0f, lane);
+  }
+}
+
+/// The box keys of a run of query rows: from `first` to `last` those their
+/// windows reach, from inner_first to inner_last those in all of them
+/// (windows move right with the query: from the last row's window start to
+/// the first row's window end). Empty (last < first) without rows.
+struct NaKeyRange {
+  int first;
+  int last;
+  int inner_first;
+  int inner_last;
+};
+
+/// Both ranges' keys (inner keys: the first's).
+FA_FUNC NaKeyRange na_key_union(NaKeyRange a, NaKeyRange b) {
+  if (b.last < b.first) {
+    return a;
+  }
+  if (a.last >= a.first) {
+    b.first = na_min(a.first, b.first);
+    b.last = a.last > b.last ? a.last : b.last;
+  }
+  b.inner_first = a.inner_first;
+  b.inner_last = a.inner_last;
+  return b;
+}
+
+/// 1-D: the ring keys (from `base`) of the `rows` queries from row0 of a
+/// dilation group of length m; rows past the group have none.
+FA_FUNC NaKeyRange
+na_row_keys(NaAxis axis, int m, int base, int row0, int rows) {
+  NaKeyRange r = {0, -1, 0, -1};
+  const int n = row0 < m ? na_min(rows, m - row0) : 0;
+  if (n > 0) {
+    const NaWindow w0 = na_group_window(axis, m, row0);
+    const NaWindow w1 = na_group_window(axis, m, row0 + n - 1);
+    r.first = w0.first - base;
+    r.last = w1.first + w1.count - 1 - base;
+    r.inner_first = w1.first - base;
+    r.inner_last = w0.first + w0.count - 1 - base;
+  }
+  return r;
 }
 
 /// The key blocks of a 1-D query tile in a run: blocks lo .. hi of the
@@ -280,20 +337,73 @@ na_ring_tile(NaAxis axis, int m, int extent, int base, int kBK, int tile) {
   return t;
 }
 
+/// A warp's key blocks of one tile against the K/V blocks `pipe` holds:
+/// blocks lo .. hi, less those outside `keys` (the warp's, or with
+/// warpgroup products its warpgroup's), each one attention_step.
+template <typename Block, typename Step, typename Q, typename Masks, typename Pipeline>
+FA_FUNC void na_key_blocks(
+    FA_THREAD Step& st,
+    const FA_THREAD Q& q,
+    const FA_THREAD Masks& masks,
+    const FA_THREAD Pipeline& pipe,
+    NaKeyRange keys,
+    int lo,
+    int hi,
+    int kBK,
+    lane_t lane) {
+  attention_step_begin(st, false, 0.0f);
+  for (int b = lo; b <= hi; ++b) {
+    if (b * kBK <= keys.last && b * kBK + kBK > keys.first) {
+      attention_step<Block, Block>(st, q, masks, pipe, b, lane);
+    }
+  }
+  attention_step_end(st);
+}
+
+/// A 1-D threadgroup's run: tiles tile_first .. tile_end - 1 of one
+/// dilation group, and its ring of keys: the group's, from the first box's
+/// first key (`base`) to the group's end (keys past it are zero-filled and
+/// in no window).
+struct NaRun {
+  NaAxis axis;
+  int group;
+  int m; ///< the group's length
+  int tile_first;
+  int tile_end;
+  int base;
+};
+
+FA_FUNC NaRun
+na_run(const FA_CONSTANT NaParams& p, const FA_CONSTANT NaGrid& grid, int block) {
+  NaRun r;
+  r.axis = na_axis(p, 0);
+  const int extent = grid.extent[0];
+  const int runs = (grid.tiles[0] + grid.run - 1) / grid.run;
+  r.group = block / runs;
+  r.m = na_group_length(r.axis.n, r.axis.d, r.group);
+  r.tile_first = (block % runs) * grid.run;
+  r.tile_end =
+      na_min(r.tile_first + grid.run, (r.m + extent - 1) / extent);
+  const int q0 = r.tile_first * extent;
+  r.base = na_union_window(r.axis, r.m, q0, na_min(q0 + extent, r.m) - 1).first;
+  return r;
+}
+
 /// 1-D, a run of consecutive query tiles of one dilation group
 /// (grid.run > 1): the threadgroup streams the group's keys from the run's
 /// first box on through a ring of kStages key blocks (ring block b: keys
-/// base + b * kBK onwards, in stage b % kStages), and starts the copies of
-/// the next tile's new blocks, and its Q, before it computes the current
-/// tile, so that loads stay in flight through the math. Consecutive boxes
-/// overlap by k - 1 keys; their shared blocks are loaded once. Per tile: a
-/// wait and a barrier (the tile's blocks have landed; every warp is done
-/// with the previous tile, whose stages the next copies refill), then the
-/// copies of the next tile's blocks that fit beside the current box (a
-/// block that does not, at a border where boxes shift unevenly, is copied
-/// at the top of its own tile, behind one more barrier). The host
-/// (na_run_for) makes a box at most kStages - 1 blocks. Metal's loads are
-/// synchronous: the same phases run in turn, into stages no warp reads.
+/// base + b * kBK onwards, in the pipeline's stage of b), and starts the
+/// copies of the next tile's new blocks, and its Q, before it computes the
+/// current tile, so that loads stay in flight through the math.
+/// Consecutive boxes overlap by k - 1 keys; their shared blocks are loaded
+/// once. Per tile: a wait and a barrier (the tile's blocks have landed;
+/// every warp is done with the previous tile, whose stages the next copies
+/// refill), then the copies of the next tile's blocks that fit beside the
+/// current box (a block that does not, at a border where boxes shift
+/// unevenly, is copied at the top of its own tile, behind one more
+/// barrier). The host (na_run_for) makes a box at most kStages - 1 blocks.
+/// Metal's loads are synchronous: the same phases run in turn, into stages
+/// no warp reads.
 template <typename Target, typename Shape>
 FA_FUNC void na_attention_run_1d(
     const FA_DEVICE typename Shape::elem_type* q,
@@ -311,158 +421,94 @@ FA_FUNC void na_attention_run_1d(
     int warp,
     lane_t lane) {
   typedef typename Shape::elem_type T;
-  typedef typename Target::template FragA<T> FragA;
-  typedef typename Target::template FragB<T> FragB;
-  typedef typename Target::FragC FragC;
+  typedef NaKVSource<Target, Shape, 1> Source;
+  typedef typename Source::Block Block;
+  typedef KVPipelineOf<Block, Source, Shape::kStages> Pipeline;
   constexpr int D = Shape::kHeadDim;
   constexpr int kBK = Shape::kBK;
   constexpr int kWarpRows = Shape::kWarpRows;
-  constexpr int kLd = Shape::kSmemLd;
-  constexpr int kStages = Shape::kStages;
-  typedef typename Target::template Loader<T, kBK, D, kLd, Shape::kThreads>
-      Loader;
-
-  Tile<FragA, kWarpRows / FragA::kRows, D / FragA::kCols> q_tile;
-  Tile<FragA, kWarpRows / FragA::kRows, D / FragA::kCols> q_next;
-  Tile<FragC, kWarpRows / FragC::kRows, kBK / FragC::kCols> s_tile;
-  Tile<FragA, kWarpRows / FragA::kRows, kBK / FragA::kCols> p_tile;
-  Tile<FragC, kWarpRows / FragC::kRows, D / FragC::kCols> o_tile;
-  OnlineSoftmax<decltype(s_tile)::kRowSlots> softmax;
-  const int tid = warp * kSimdWidth + lane;
+  // Warps that run their products together share their key blocks.
+  constexpr int kGroupWarps = Block::kProductWarps;
 
   // ------------------------------------------------------------ the run
-  const NaAxis axis = na_axis(p, 0);
-  const int extent = grid.extent[0];
-  const int runs = (grid.tiles[0] + grid.run - 1) / grid.run;
-  const int group = block / runs;
-  const int m = na_group_length(axis.n, axis.d, group);
-  const int tile_first = (block % runs) * grid.run;
-  const int tile_end =
-      na_min(tile_first + grid.run, (m + extent - 1) / extent);
-  if (tile_first >= tile_end) {
+  const NaRun run = na_run(p, grid, block);
+  if (run.tile_first >= run.tile_end) {
     return;
   }
+  const NaAxis axis = run.axis;
+  const int m = run.m;
+  const int base = run.base;
+  const int extent = grid.extent[0];
   const stride_t q_ld = axis.d * p.q_strides[1];
   const stride_t o_ld = axis.d * p.o_strides[1];
-  const FA_DEVICE T* q_group =
-      q + batch * p.q_strides[0] + head * p.q_strides[4] + group * p.q_strides[1];
+  const FA_DEVICE T* q_group = q + batch * p.q_strides[0] +
+      head * p.q_strides[4] + run.group * p.q_strides[1];
   FA_DEVICE T* o_group = out + batch * p.o_strides[0] +
-      head * p.o_strides[4] + group * p.o_strides[1];
-
-  // The ring's keys: the group's, from the first box's first key to the
-  // group's end (keys past it are zero-filled and in no window).
-  const int base =
-      na_union_window(axis, m, tile_first * extent,
-                      na_min(tile_first * extent + extent, m) - 1)
-          .first;
-  NaKeyBox<1> keys;
-  keys.first[0] = base;
-  keys.side[0] = m - base;
-  keys.count = m - base;
-  keys.k_step[0] = axis.d * p.k_strides[1];
-  keys.v_step[0] = axis.d * p.v_strides[1];
-  const FA_DEVICE T* k_keys = k + batch * p.k_strides[0] +
-      head * p.k_strides[4] + (group + base * axis.d) * p.k_strides[1];
-  const FA_DEVICE T* v_keys = v + batch * p.v_strides[0] +
-      head * p.v_strides[4] + (group + base * axis.d) * p.v_strides[1];
-
-  NaMaskOp<1, kBK> mask;
-  mask.axis = axis;
-  mask.m = m;
-  mask.box0 = base;
-  mask.coords = coords;
-  const bool fold_scale = p.scale_log2 > 0.0f;
+      head * p.o_strides[4] + run.group * p.o_strides[1];
+  const NaKeyBox<1> ring = {
+      {base}, {m - base}, m - base, {axis.d * p.k_strides[1]},
+      {axis.d * p.v_strides[1]}};
+  const Source src = {
+      k_smem, v_smem, coords,
+      k + batch * p.k_strides[0] + head * p.k_strides[4] +
+          (run.group + base * axis.d) * p.k_strides[1],
+      v + batch * p.v_strides[0] + head * p.v_strides[4] +
+          (run.group + base * axis.d) * p.v_strides[1],
+      ring};
+  const Pipeline pipe = kv_pipeline<Pipeline>(
+      src, (m - base + kBK - 1) / kBK, warp * kSimdWidth + lane);
+  NaBlockMasks<1, kBK, Shape::kStages> masks =
+      na_block_masks<1, kBK, Shape::kStages>(axis, m, base, coords, p.scale_log2);
 
   // ------------------------------------------- the first tile's K, V and Q
-  NaRingTile cur = na_ring_tile(axis, m, extent, base, kBK, tile_first);
-  for (int b = cur.lo; b <= cur.hi; ++b) {
-    na_load_kv_block<Target, Shape, 1>(
-        k_smem, v_smem, coords, k_keys, v_keys, keys, b, b % kStages, tid);
-  }
-  Loader::commit();
+  NaRingTile cur = na_ring_tile(axis, m, extent, base, kBK, run.tile_first);
+  pipe.load_blocks(cur.lo, cur.hi);
   int next = cur.hi + 1; // the first ring block not yet copied
-  na_load_q<kWarpRows, D>(
-      q_tile, q_group, q_ld, cur.q0 + warp * kWarpRows, m, lane);
+  QInRegisters<typename Target::template FragA<T>, kWarpRows, D> q_op;
+  QInRegisters<typename Target::template FragA<T>, kWarpRows, D> q_next;
+  int wq = cur.q0 + warp * kWarpRows;
+  na_load_rows<kWarpRows, D>(
+      q_op.tile, q_group + na_min(wq, m - 1) * q_ld, q_ld, m - wq, lane);
 
-  for (int t = tile_first; t < tile_end; ++t) {
+  AttnStep<Target, T, kWarpRows, kBK, D> st;
+  for (int t = run.tile_first; t < run.tile_end; ++t) {
     // ----------------------------------------- this tile's blocks, landed
     if (next <= cur.hi) {
       // Copies that did not fit beside the previous box: their stages are
       // free once every warp is done with it.
       FA_BARRIER();
-      for (int b = next; b <= cur.hi; ++b) {
-        na_load_kv_block<Target, Shape, 1>(
-            k_smem, v_smem, coords, k_keys, v_keys, keys, b, b % kStages,
-            tid);
-      }
-      Loader::commit();
+      pipe.load_blocks(next, cur.hi);
       next = cur.hi + 1;
     }
-    Loader::template wait<0>();
-    FA_BARRIER();
+    pipe.wait_all();
 
     // ------------------------- the next tile's new blocks and Q, in flight
     NaRingTile nxt = cur;
-    if (t + 1 < tile_end) {
+    if (t + 1 < run.tile_end) {
       nxt = na_ring_tile(axis, m, extent, base, kBK, t + 1);
-      const int stop = na_min(nxt.hi, cur.lo + kStages - 1);
-      for (int b = next; b <= stop; ++b) {
-        na_load_kv_block<Target, Shape, 1>(
-            k_smem, v_smem, coords, k_keys, v_keys, keys, b, b % kStages,
-            tid);
-      }
+      const int stop = na_min(nxt.hi, cur.lo + Shape::kStages - 1);
+      pipe.load_blocks(next, stop);
       next = stop + 1 > next ? stop + 1 : next;
-      Loader::commit();
-      na_load_q<kWarpRows, D>(
-          q_next, q_group, q_ld, nxt.q0 + warp * kWarpRows, m, lane);
+      const int wq_next = nxt.q0 + warp * kWarpRows;
+      na_load_rows<kWarpRows, D>(
+          q_next.tile, q_group + na_min(wq_next, m - 1) * q_ld, q_ld,
+          m - wq_next, lane);
     }
-
-    // ------------------------------------------------------ the warp
-    const int wq = cur.q0 + warp * kWarpRows;
-    const int q_rows = wq < m ? na_min(kWarpRows, m - wq) : 0;
-    // Ring keys this warp's windows reach: key_first .. key_last; those in
-    // all of them (windows move right with the query: from the last row's
-    // window start to the first row's window end): inner_first ..
-    // inner_last. Rows past the group take the last query's window.
-    int key_first = 0;
-    int key_last = -1;
-    int inner_first = 0;
-    int inner_last = -1;
-    if (q_rows > 0) {
-      const NaWindow w0 = na_group_window(axis, m, wq);
-      const NaWindow w1 = na_group_window(axis, m, wq + q_rows - 1);
-      key_first = w0.first - base;
-      key_last = w1.first + w1.count - 1 - base;
-      inner_first = w1.first - base;
-      inner_last = w0.first + w0.count - 1 - base;
-    }
-    mask.row0 = wq;
 
     // --------------------------------------------------- the tile's math
-    softmax_init(softmax, -FA_FLT_MAX, 0.0f);
-    tile_fill(o_tile, 0.0f);
-    for (int b = cur.lo; b <= cur.hi; ++b) {
-      const int key0 = b * kBK;
-      if (key0 > key_last || key0 + kBK <= key_first) {
-        continue;
-      }
-      na_block_step<FragB, kLd>(
-          q_tile, s_tile, p_tile, o_tile, softmax, mask,
-          k_smem + (b % kStages) * Shape::kStageElems,
-          v_smem + (b % kStages) * Shape::kStageElems, key0, p.scale_log2,
-          fold_scale, key0 < inner_first || key0 + kBK - 1 > inner_last,
-          lane);
-    }
-
-    // ----------------------------------------------------------- store
-    na_finalize(o_tile, softmax);
-    if (q_rows >= kWarpRows) {
-      tile_store_device(o_group + wq * o_ld, o_tile, o_ld, lane);
-    } else if (q_rows > 0) {
-      tile_store_device_safe(o_group + wq * o_ld, o_tile, o_ld, q_rows, D, lane);
-    }
-    q_tile = q_next;
+    const int wq_group = cur.q0 + warp / kGroupWarps * kGroupWarps * kWarpRows;
+    const NaKeyRange keys = na_key_union(
+        na_row_keys(axis, m, base, wq, kWarpRows),
+        na_row_keys(axis, m, base, wq_group, kGroupWarps * kWarpRows));
+    masks.op.row0 = wq;
+    masks.inner_first = keys.inner_first;
+    masks.inner_last = keys.inner_last;
+    na_key_blocks<Block>(st, q_op, masks, pipe, keys, cur.lo, cur.hi, kBK, lane);
+    na_store_rows<kWarpRows, D>(
+        o_group + wq * o_ld, st.o, o_ld, na_min(kWarpRows, m - wq), lane);
+    q_op = q_next;
     cur = nxt;
+    wq = cur.q0 + warp * kWarpRows;
   }
 }
 
@@ -512,6 +558,144 @@ struct NaRunPath<true> {
   }
 };
 
+/// A query tile of the 2-D or 3-D kernel: its dilation group and first
+/// query along each axis, fastest axis first in the threadgroup index.
+template <int kNdim>
+struct NaTile {
+  NaAxis axes[kNdim];
+  int group[kNdim];
+  int m[kNdim]; ///< the length of its dilation group
+  int q0[kNdim];
+  /// A dilation group shorter than the longest may have a tile less.
+  bool empty;
+};
+
+template <int kNdim>
+FA_FUNC NaTile<kNdim>
+na_tile(const FA_CONSTANT NaParams& p, const FA_CONSTANT NaGrid& grid, int block) {
+  NaTile<kNdim> t;
+  t.empty = false;
+  int rest = block;
+  FA_UNROLL
+  for (int i = 0; i < kNdim; ++i) {
+    const int a = kNdim - 1 - i;
+    t.axes[a] = na_axis(p, a);
+    const int tiles = grid.tiles[a];
+    const int x = rest % (t.axes[a].d * tiles);
+    rest /= t.axes[a].d * tiles;
+    t.group[a] = x / tiles;
+    t.q0[a] = (x % tiles) * grid.extent[a];
+    t.m[a] = na_group_length(t.axes[a].n, t.axes[a].d, t.group[a]);
+    t.empty = t.empty || t.q0[a] >= t.m[a];
+  }
+  return t;
+}
+
+/// The tile's key box, and the offsets of its first key in K and V from
+/// the (batch, head)'s first.
+template <int kNdim>
+FA_FUNC NaKeyBox<kNdim> na_key_box(
+    const FA_CONSTANT NaParams& p,
+    const FA_CONSTANT NaGrid& grid,
+    const FA_THREAD NaTile<kNdim>& t,
+    FA_THREAD stride_t& k_off,
+    FA_THREAD stride_t& v_off) {
+  NaKeyBox<kNdim> box;
+  box.count = 1;
+  k_off = 0;
+  v_off = 0;
+  FA_UNROLL
+  for (int a = 0; a < kNdim; ++a) {
+    const int last = na_min(t.q0[a] + grid.extent[a], t.m[a]) - 1;
+    const NaWindow u = na_union_window(t.axes[a], t.m[a], t.q0[a], last);
+    box.first[a] = u.first;
+    box.side[a] = u.count;
+    box.count *= u.count;
+    box.k_step[a] = t.axes[a].d * p.k_strides[1 + a];
+    box.v_step[a] = t.axes[a].d * p.v_strides[1 + a];
+    k_off += (t.group[a] + u.first * t.axes[a].d) * p.k_strides[1 + a];
+    v_off += (t.group[a] + u.first * t.axes[a].d) * p.v_strides[1 + a];
+  }
+  return box;
+}
+
+/// A warp of a 2-D or 3-D tile: its queries are one per axis, except
+/// kWarpRows along the row axis (the fastest in use). A warp past the end
+/// of the group on some axis has no query; it still loads its share of K
+/// and V and meets every barrier.
+template <int kNdim>
+struct NaWarp {
+  int q_rows; ///< its queries (0: none)
+  int wq_row; ///< its first query along the row axis
+  /// Axes a < kNdim - 1: its window, relative to the box.
+  int lo[kNdim];
+  int count[kNdim];
+  NaKeyRange keys; ///< the box keys its windows reach
+  stride_t q_off; ///< of its first query from the (batch, head)'s first
+  stride_t o_off;
+};
+
+template <int kNdim, int kWarpRows>
+FA_FUNC NaWarp<kNdim> na_warp(
+    const FA_CONSTANT NaParams& p,
+    const FA_CONSTANT NaGrid& grid,
+    const FA_THREAD NaTile<kNdim>& t,
+    const FA_THREAD NaKeyBox<kNdim>& box,
+    int warp) {
+  constexpr int R = kNdim - 1;
+  NaWarp<kNdim> w;
+  NaKeyRange keys = {0, 0, 0, -1};
+  bool has_queries = true;
+  int pitch = 1;
+  w.q_off = 0;
+  w.o_off = 0;
+  FA_UNROLL
+  for (int i = 0; i < kNdim; ++i) {
+    const int a = R - i;
+    const int wq = t.q0[a] + warp % grid.warps[a] * (a == R ? kWarpRows : 1);
+    warp /= grid.warps[a];
+    has_queries = has_queries && wq < t.m[a];
+    const int j = na_min(wq, t.m[a] - 1);
+    const int j_last = a == R ? na_min(wq + kWarpRows, t.m[a]) - 1 : j;
+    const NaWindow u = na_union_window(t.axes[a], t.m[a], j, j_last);
+    w.q_off += (t.group[a] + j * t.axes[a].d) * p.q_strides[1 + a];
+    w.o_off += (t.group[a] + j * t.axes[a].d) * p.o_strides[1 + a];
+    w.lo[a] = u.first - box.first[a];
+    w.count[a] = u.count;
+    keys.first += w.lo[a] * pitch;
+    keys.last += (w.lo[a] + u.count - 1) * pitch;
+    pitch *= box.side[a];
+    if (a == R) {
+      w.wq_row = wq;
+    }
+  }
+  w.q_rows = has_queries ? na_min(kWarpRows, t.m[R] - w.wq_row) : 0;
+  if (w.q_rows <= 0) {
+    keys.last = -1;
+  }
+  w.keys = keys;
+  return w;
+}
+
+/// The box keys that warp `warp` and the warps running their products
+/// with it reach (`own`: the warp's): a block outside them gives all
+/// their rows only -inf scores, and the group skips it together.
+template <int kNdim, int kWarpRows, int kGroupWarps>
+FA_FUNC NaKeyRange na_group_keys(
+    const FA_CONSTANT NaParams& p,
+    const FA_CONSTANT NaGrid& grid,
+    const FA_THREAD NaTile<kNdim>& t,
+    const FA_THREAD NaKeyBox<kNdim>& box,
+    int warp,
+    NaKeyRange own) {
+  for (int i = 1; i < kGroupWarps; ++i) {
+    const int other = warp / kGroupWarps * kGroupWarps + (warp + i) % kGroupWarps;
+    own = na_key_union(
+        own, na_warp<kNdim, kWarpRows>(p, grid, t, box, other).keys);
+  }
+  return own;
+}
+
 template <typename Target, typename Shape, int kNdim>
 FA_FUNC void na_attention_block(
     const FA_DEVICE typename Shape::elem_type* q,
@@ -529,37 +713,21 @@ FA_FUNC void na_attention_block(
     int warp,
     lane_t lane) {
   typedef typename Shape::elem_type T;
-  typedef typename Target::template FragA<T> FragA;
-  typedef typename Target::template FragB<T> FragB;
-  typedef typename Target::FragC FragC;
+  typedef NaKVSource<Target, Shape, kNdim> Source;
+  typedef typename Source::Block Block;
+  typedef KVPipelineOf<Block, Source, Shape::kStages> Pipeline;
   constexpr int D = Shape::kHeadDim;
   constexpr int kBK = Shape::kBK;
   constexpr int kWarpRows = Shape::kWarpRows;
-  constexpr int kLd = Shape::kSmemLd;
   constexpr int kStages = Shape::kStages;
-  // The axis a warp's rows run along.
-  constexpr int R = kNdim - 1;
-  // The loaders' commit and wait act on all of a thread's copies.
-  typedef typename Target::template Loader<T, kBK, D, kLd, Shape::kThreads>
-      Loader;
-
+  constexpr int R = kNdim - 1; // the axis a warp's rows run along
   static_assert(kNdim >= 1 && kNdim <= kNaMaxAxes, "1 to 3 spatial axes");
   static_assert(
-      kWarpRows % FragA::kRows == 0 && kWarpRows % FragC::kRows == 0,
-      "a warp's query rows must be whole fragments");
-  static_assert(
-      D % FragA::kCols == 0 && D % FragC::kCols == 0,
+      D % Target::template FragA<T>::kCols == 0,
       "the head dim must be whole fragments");
   static_assert(
-      kBK % FragA::kCols == 0 && kBK % FragC::kCols == 0,
-      "the key block must be whole fragments");
-
-  Tile<FragA, kWarpRows / FragA::kRows, D / FragA::kCols> q_tile;
-  Tile<FragC, kWarpRows / FragC::kRows, kBK / FragC::kCols> s_tile;
-  Tile<FragA, kWarpRows / FragA::kRows, kBK / FragA::kCols> p_tile;
-  Tile<FragC, kWarpRows / FragC::kRows, D / FragC::kCols> o_tile;
-  OnlineSoftmax<decltype(s_tile)::kRowSlots> softmax;
-  const int tid = warp * kSimdWidth + lane;
+      kStages > 1 || !Block::kAsync,
+      "the neighborhood kernel streams through a ring, or plain loads");
 
   if (kNdim == 1 && grid.run > 1) {
     NaRunPath<kNdim == 1>::template run<Target, Shape>(
@@ -568,193 +736,71 @@ FA_FUNC void na_attention_block(
     return;
   }
 
-  // ---------------------------------------------------------- the tile
-  // Its dilation group and first query along each axis, fastest axis first
-  // in the threadgroup index.
-  NaAxis axes[kNdim];
-  int group[kNdim];
-  int m[kNdim];
-  int q0[kNdim];
-  int rest = block;
-  FA_UNROLL
-  for (int i = 0; i < kNdim; ++i) {
-    const int a = R - i;
-    axes[a] = na_axis(p, a);
-    const int tiles = grid.tiles[a];
-    const int t = rest % (axes[a].d * tiles);
-    rest /= axes[a].d * tiles;
-    group[a] = t / tiles;
-    q0[a] = (t % tiles) * grid.extent[a];
-    m[a] = na_group_length(axes[a].n, axes[a].d, group[a]);
+  // ---------------------------------------------------- the tile, the warp
+  const NaTile<kNdim> tile = na_tile<kNdim>(p, grid, block);
+  if (tile.empty) {
+    return;
   }
-  // A dilation group shorter than the longest may have a tile less.
+  stride_t k_off;
+  stride_t v_off;
+  const NaKeyBox<kNdim> box = na_key_box(p, grid, tile, k_off, v_off);
+  const Source src = {
+      k_smem, v_smem, coords,
+      k + batch * p.k_strides[0] + head * p.k_strides[4] + k_off,
+      v + batch * p.v_strides[0] + head * p.v_strides[4] + v_off, box};
+  const NaWarp<kNdim> w = na_warp<kNdim, kWarpRows>(p, grid, tile, box, warp);
+  const NaKeyRange keys = na_group_keys<kNdim, kWarpRows, Block::kProductWarps>(
+      p, grid, tile, box, warp, w.keys);
+
+  NaBlockMasks<kNdim, kBK, kStages> masks = na_block_masks<kNdim, kBK, kStages>(
+      tile.axes[R], tile.m[R], box.first[R], coords, p.scale_log2);
+  masks.op.row0 = w.wq_row;
   FA_UNROLL
   for (int a = 0; a < kNdim; ++a) {
-    if (q0[a] >= m[a]) {
-      return;
-    }
+    masks.op.lo[a] = w.lo[a];
+    masks.op.count[a] = w.count[a];
   }
-
-  NaKeyBox<kNdim> box;
-  box.count = 1;
-  const FA_DEVICE T* k_box =
-      k + batch * p.k_strides[0] + head * p.k_strides[4];
-  const FA_DEVICE T* v_box =
-      v + batch * p.v_strides[0] + head * p.v_strides[4];
-  FA_UNROLL
-  for (int a = 0; a < kNdim; ++a) {
-    const int last = na_min(q0[a] + grid.extent[a], m[a]) - 1;
-    const NaWindow u = na_union_window(axes[a], m[a], q0[a], last);
-    box.first[a] = u.first;
-    box.side[a] = u.count;
-    box.count *= u.count;
-    box.k_step[a] = axes[a].d * p.k_strides[1 + a];
-    box.v_step[a] = axes[a].d * p.v_strides[1 + a];
-    k_box += (group[a] + u.first * axes[a].d) * p.k_strides[1 + a];
-    v_box += (group[a] + u.first * axes[a].d) * p.v_strides[1 + a];
-  }
-
-  // ---------------------------------------------------------- the warp
-  // Its queries: one per axis, except kWarpRows along the row axis R. A warp
-  // past the end of the group on some axis has no query; it still loads
-  // its share of K and V and meets every barrier.
-  int wq[kNdim];
-  int warp_rest = warp;
-  bool has_queries = true;
-  FA_UNROLL
-  for (int i = 0; i < kNdim; ++i) {
-    const int a = R - i;
-    const int w = warp_rest % grid.warps[a];
-    warp_rest /= grid.warps[a];
-    wq[a] = q0[a] + w * (a == R ? kWarpRows : 1);
-    has_queries = has_queries && wq[a] < m[a];
-  }
-  const int q_rows = has_queries ? na_min(kWarpRows, m[R] - wq[R]) : 0;
-
-  const FA_DEVICE T* q_warp =
-      q + batch * p.q_strides[0] + head * p.q_strides[4];
-  FA_DEVICE T* o_warp = out + batch * p.o_strides[0] + head * p.o_strides[4];
-  NaMaskOp<kNdim, kBK> mask;
-  // The box keys this warp's windows reach lie from box index key_first to
-  // key_last; a block outside gives its rows only -inf scores.
-  int key_first = 0;
-  int key_last = 0;
-  int pitch = 1;
-  FA_UNROLL
-  for (int i = 0; i < kNdim; ++i) {
-    const int a = R - i;
-    const int j = na_min(wq[a], m[a] - 1);
-    q_warp += (group[a] + j * axes[a].d) * p.q_strides[1 + a];
-    o_warp += (group[a] + j * axes[a].d) * p.o_strides[1 + a];
-    const int j_last =
-        a == R ? na_min(wq[a] + kWarpRows, m[a]) - 1 : j;
-    const NaWindow u = na_union_window(axes[a], m[a], j, j_last);
-    const int lo = u.first - box.first[a];
-    if (a != R) {
-      mask.lo[a] = lo;
-      mask.count[a] = u.count;
-    }
-    key_first += lo * pitch;
-    key_last += (lo + u.count - 1) * pitch;
-    pitch *= box.side[a];
-  }
-  if (q_rows <= 0) {
-    key_last = -1;
-  }
-  mask.axis = axes[R];
-  mask.m = m[R];
-  mask.row0 = wq[R];
-  mask.box0 = box.first[R];
-  const stride_t q_ld = axes[R].d * p.q_strides[1 + R];
-  const stride_t o_ld = axes[R].d * p.o_strides[1 + R];
 
   // ---------------------------------------------------------------- load Q
-  if (q_rows >= kWarpRows) {
-    tile_load_device(q_tile, q_warp, q_ld, lane);
-  } else {
-    tile_load_device_safe(q_tile, q_warp, q_ld, q_rows, D, 0.0f, lane);
-  }
-  softmax_init(softmax, -FA_FLT_MAX, 0.0f);
-  tile_fill(o_tile, 0.0f);
-  // The scores go to the softmax as raw products q.k, which it scales into
-  // the exp2 domain in the FFMA that subtracts the row max; that needs a
-  // positive scale (the mask's -inf then stays -inf). Any other scale is
-  // applied to the scores first.
-  const bool fold_scale = p.scale_log2 > 0.0f;
+  const stride_t q_ld = tile.axes[R].d * p.q_strides[1 + R];
+  const stride_t o_ld = tile.axes[R].d * p.o_strides[1 + R];
+  QInRegisters<typename Target::template FragA<T>, kWarpRows, D> q_op;
+  na_load_rows<kWarpRows, D>(
+      q_op.tile, q + batch * p.q_strides[0] + head * p.q_strides[4] + w.q_off,
+      q_ld, w.q_rows, lane);
 
+  // ------------------------------------------------------- the key blocks
   // A box of at most kStages blocks (a 1-D tile with a small kernel) is
   // resident: every block has its own stage, so all its copies start at
   // once, behind one wait and one barrier, and the warps then run through
   // their blocks without meeting again. A longer box streams through the
-  // stages as a ring: blocks 0 .. kStages - 2 start before the loop, and
-  // every iteration commits one group (empty past the last block), so that
-  // at the top of iteration kb, waiting for all but the newest kStages - 2
-  // groups means: block kb has landed. `resident` is the same in every
-  // thread of the threadgroup, so the barriers stay uniform.
+  // pipeline. `resident` is the same in every thread of the threadgroup,
+  // so the barriers stay uniform.
   const int n_blocks = (box.count + kBK - 1) / kBK;
+  const Pipeline pipe =
+      kv_pipeline<Pipeline>(src, n_blocks, warp * kSimdWidth + lane);
   const bool resident = n_blocks <= kStages;
-  const int n_first = resident ? n_blocks : kStages - 1;
-  for (int kb = 0; kb < n_first; ++kb) {
-    na_load_kv_block<Target, Shape, kNdim>(
-        k_smem, v_smem, coords, k_box, v_box, box, kb, kb, tid);
-    if (!resident) {
-      Loader::commit();
-    }
-  }
   if (resident) {
-    Loader::commit();
-    Loader::template wait<0>();
-    FA_BARRIER();
+    pipe.load_all();
+  } else {
+    pipe.start();
   }
-
+  AttnStep<Target, T, kWarpRows, kBK, D> st;
+  attention_step_begin(st, false, 0.0f);
   for (int kb = 0; kb < n_blocks; ++kb) {
-    const int key0 = kb * kBK;
-
-    // ---------------------------------------------------------- load K, V
-    // Ring: block kb + kStages - 1 fills the stage (and coordinates) of
-    // block kb - 1, so every warp must be done with kb - 1 first. With one
-    // stage (Metal) that is kb's own stage: a barrier, the synchronous load,
-    // and a barrier before reading it. With more, this thread's copies of
-    // kb are waited for first, so that one barrier also makes kb visible to
-    // all.
     if (!resident) {
-      if (kStages > 1) {
-        Loader::template wait<(kStages > 1 ? kStages - 2 : 0)>();
-      }
-      FA_BARRIER();
-      const int kb_next = kb + kStages - 1;
-      if (kb_next < n_blocks) {
-        na_load_kv_block<Target, Shape, kNdim>(
-            k_smem, v_smem, coords, k_box, v_box, box, kb_next,
-            kb_next % kStages, tid);
-      }
-      Loader::commit();
-      if (kStages == 1) {
-        Loader::template wait<0>();
-        FA_BARRIER();
-      }
+      pipe.acquire(kb);
     }
-    if (key0 > key_last || key0 + kBK <= key_first) {
-      continue;
+    if (kb * kBK <= keys.last && kb * kBK + kBK > keys.first) {
+      attention_step<Block, Block>(st, q_op, masks, pipe, kb, lane);
     }
-    const FA_THREADGROUP T* k_block =
-        k_smem + (kb % kStages) * Shape::kStageElems;
-    const FA_THREADGROUP T* v_block =
-        v_smem + (kb % kStages) * Shape::kStageElems;
-
-    mask.coords = coords + (kb % kStages) * kNdim * kBK;
-    na_block_step<FragB, kLd>(
-        q_tile, s_tile, p_tile, o_tile, softmax, mask, k_block, v_block,
-        key0, p.scale_log2, fold_scale, true, lane);
   }
 
   // ----------------------------------------------------------------- store
-  na_finalize(o_tile, softmax);
-  if (q_rows >= kWarpRows) {
-    tile_store_device(o_warp, o_tile, o_ld, lane);
-  } else if (q_rows > 0) {
-    tile_store_device_safe(o_warp, o_tile, o_ld, q_rows, D, lane);
-  }
+  attention_step_end(st);
+  na_store_rows<kWarpRows, D>(
+      out + batch * p.o_strides[0] + head * p.o_strides[4] + w.o_off, st.o,
+      o_ld, w.q_rows, lane);
 }
 
 } // namespace fa

@@ -60,40 +60,26 @@ enum {
   kCudaShortBlockBytes = 32768,
 };
 
-/// The one tile chooser of the short kernel.
-///
-/// Each simdgroup (warp) computes one fragment row of queries of one
-/// sequence at a time (8 rows on Metal, 16 on CUDA) against all its keys,
-/// walking over the (sequence, row group) pairs of its threadgroup; all
-/// threads share the copies.
-///
-/// Metal: 4 simdgroups, and as many sequences (at most 8) as fill the 32 KB
-/// a threadgroup may have, so that each threadgroup keeps the most bytes in
-/// flight (not measured on a Mac).
-///
-/// CUDA, from benchmarks/cuda_short_sweep.cu on an H200 (2026-11-29, fp16,
-/// copy bandwidth 4.26 TB/s):
-/// - 32 rows: one sequence in a block of 4 warps. B=1000 H=80 L=32 D=64:
-///   341 us (90% of the copy bandwidth), against 386 us with 2 sequences a
-///   block, 389 with 4 (8 warps: 399), 379 with one sequence and 2 warps:
-///   the warps without a row group still share the copies.
-/// - 48 rows: one sequence, one warp per row group. B=1000 H=160 L=48 D=32:
-///   517 us (89%), against 556 with 2 sequences and 4 warps, and 581 for
-///   the same call held in 64 rows (2 sequences, 4 warps; 602 with one).
-/// - 16 and 64 rows (not swept at 16): 4 warps and as many sequences (at
-///   most 8) as fill 32 KB; at 64 rows that measured better than one (581
-///   against 602 us above).
+/// The one tile chooser of the short kernel (docs/gpu_kernels.md, "Why these
+/// tiles"). Each simdgroup (warp) computes one fragment row of queries of one
+/// sequence at a time against all its keys, walking over the (sequence, row
+/// group) pairs of its threadgroup; all threads share the copies.
 constexpr ShortAttnTiles choose_short_attention_tiles(
     int head_dim,
     DType dtype,
     Backend backend,
     int seq) {
+  // One sequence of 32 rows a block measured best; its 4 warps share the
+  // copies even where 2 of them have no row group.
   if (backend == Backend::Cuda && seq == 32) {
     return ShortAttnTiles{seq, 16, 4, 1};
   }
+  // One sequence of 48 rows a block, a warp per row group, measured best.
   if (backend == Backend::Cuda && seq == 48) {
     return ShortAttnTiles{seq, 16, 3, 1};
   }
+  // Elsewhere as many sequences (at most 8) as fill the budget, so that each
+  // threadgroup keeps the most bytes in flight (unmeasured on a Mac).
   const int per_problem = short_attention_problem_bytes(seq, head_dim, dtype);
   // Two enums: compared as ints (-Wenum-compare).
   const int budget = backend == Backend::Metal
@@ -129,9 +115,8 @@ constexpr bool short_attention_instantiated(
 /// The dispatch rule: the short kernel runs every call whose lengths fit a
 /// capacity (L_q, L_k <= 64) and whose head dim, shared by q, k and v, has an
 /// instance. There it does the general kernel's work with fuller
-/// threadgroups and no softmax rescale, whatever the batch: on an H200 it
-/// beat the general kernel in every case of benchmarks/gpu_bench.py --short
-/// (RESULTS.md), from 1.3x at B=1 H=8 L=64 D=64 to 5x at B=2000 H=64 L=16.
+/// threadgroups and no softmax rescale, and measured faster whatever the
+/// batch (benchmarks/gpu_bench.py --short).
 constexpr bool short_attention_covers(
     int L_q,
     int L_k,

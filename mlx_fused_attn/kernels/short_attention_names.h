@@ -1,6 +1,7 @@
 // Host-side names of the short-sequence kernels (the Metal instantiation
-// list, metal/short_attention.metal, spells the same names from the same
-// tiles; tests/metal_emu checks that they agree), and the sentence that
+// list, metal/short_attention.metal, written by tools/gen_instances.py,
+// spells the same names from the same tiles; tests/metal_emu checks that
+// they agree), and the sentence that
 // can_use_fused reports when a call runs on them.
 #pragma once
 

@@ -75,6 +75,24 @@ struct BlockLoader {
     }
   }
 
+  /// Row r of the block alone, from `src` (its first column), its 16-byte
+  /// pieces spread over kVecsPerRow neighbouring threads (`piece` is this
+  /// one's): a gather of rows that are not one strided run. A row that does
+  /// not `exist` is zero-filled.
+  static FA_FUNC void load_row(
+      FA_THREADGROUP T* dst,
+      int r,
+      const FA_DEVICE T* src,
+      bool exists,
+      int piece) {
+    const int c = piece * kVec;
+    FA_UNROLL
+    for (int x = 0; x < kVec; ++x) {
+      dst[r * kDstLd + c + x] =
+          exists && (kSrcCols == kCols || c < kSrcCols) ? src[c + x] : T(0);
+    }
+  }
+
   /// Plain loads have landed when load returns, so there are no copies in
   /// flight to group or wait for. An asynchronous loader (cp_async_loader.h)
   /// groups the copies issued since the last commit, and wait<N> returns

@@ -60,6 +60,20 @@ struct CpAsyncLoader {
     load_rows<true>(dst, src, ld, rows, tid);
   }
 
+  /// Row r of the block alone, from `src` (its first column), its 16-byte
+  /// pieces spread over kVecsPerRow neighbouring threads (`piece` is this
+  /// one's): a gather of rows that are not one strided run. A row that does
+  /// not `exist` reads nothing and is zero-filled.
+  static FA_FUNC void
+  load_row(T* dst, int r, const T* src, bool exists, int piece) {
+    const int c = piece * kVec;
+    const bool col_exists = kSrcCols == kCols || c < kSrcCols;
+    copy16(
+        dst + Layout::offset(r, c),
+        src + (col_exists ? c : 0),
+        exists && col_exists ? 16 : 0);
+  }
+
   static FA_FUNC void commit() {
     asm volatile("cp.async.commit_group;\n" ::);
   }

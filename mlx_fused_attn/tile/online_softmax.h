@@ -87,13 +87,21 @@ FA_FUNC void softmax_step(
   softmax_step(st, s, o, 1.0f);
 }
 
-/// o /= row sum. A row whose every score was -inf has sum 0 and becomes NaN,
-/// as the softmax of all -inf does.
+/// o /= row sum, as one reciprocal a row slot and a multiply an element: a
+/// division an element is an IEEE division on CUDA (about 15 instructions
+/// with its slow-path check), as many as a key block's whole step costs a
+/// small tile. A row whose every score was -inf has sum 0 and becomes NaN
+/// (0 * inf), as the softmax of all -inf does.
 template <int kSlots, typename FO, int RO, int CO>
 FA_FUNC void softmax_finalize(
     FA_THREAD Tile<FO, RO, CO>& o,
     const FA_THREAD OnlineSoftmax<kSlots>& st) {
-  row_bin_op<DivOp>(o, st.row_sum);
+  float inv_sum[kSlots];
+  FA_UNROLL
+  for (int i = 0; i < kSlots; ++i) {
+    inv_sum[i] = 1.0f / st.row_sum[i];
+  }
+  row_bin_op<MulOp>(o, inv_sum);
 }
 
 } // namespace fa

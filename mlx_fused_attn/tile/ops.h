@@ -34,13 +34,6 @@ struct MulOp {
   }
 };
 
-struct DivOp {
-  template <typename T>
-  static FA_FUNC T apply(T x, T y) {
-    return x / y;
-  }
-};
-
 /// exp2(x - y): a score minus its row max, out of the exp2 domain.
 struct ExpSubOp {
   template <typename T>

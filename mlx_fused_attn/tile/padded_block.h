@@ -5,7 +5,9 @@
 // layout instead; a kernel body sees the same interface in both:
 //
 //   kElems                          elements of one block in threadgroup memory
-//   load, load_safe, commit, wait   its device-to-threadgroup copy (the loader)
+//   kProductWarps                   warps that must call the products together
+//   load, load_safe, load_row,      its device-to-threadgroup copy (the
+//   commit, wait                    loader)
 //   mma_abt(s, q, block, lane)      S += Q B^T, B the block (a key per row),
 //                                   Q a q_in_registers.h, q_in_shared.h or
 //                                   q_in_padded_shared.h
@@ -39,6 +41,8 @@ template <
 struct PaddedBlock
     : Target::template Loader<T, kRows, kCols, kLd, kThreads, kSrcCols> {
   FA_CONST int kElems = kRows * kLd;
+  /// Each warp runs its products on its own.
+  FA_CONST int kProductWarps = 1;
   typedef typename Target::template FragB<T> FragB;
 
   /// S += Q B^T: a key per row of the block, so B^T is read with swapped

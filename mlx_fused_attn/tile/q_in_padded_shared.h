@@ -16,6 +16,7 @@
 
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/target.h"
 
 namespace fa {
 

@@ -15,7 +15,7 @@
 // mma_ab, so they return with their accumulators ready, as the per-warp
 // products do; the other threadgroups on the multiprocessor fill the wait.
 // Leaving them in flight across the softmax (FlashAttention-3's overlap) was
-// measured slower here (benchmarks/RESULTS.md); two things ptxas (CUDA 13.0)
+// measured slower here (docs/gpu_kernels.md); two things ptxas (CUDA 13.0)
 // then reports: with too few registers for two score tiles it serialises
 // every wgmma of the kernel (C7512), and so it does when a product is
 // started under a branch that ptxas cannot resolve (C7514), so a pipelined
@@ -34,8 +34,8 @@
 
 namespace fa {
 
-/// The copy is cp.async into the swizzled layout: load, load_safe and commit
-/// come from the loader; wait adds the fence the tensor cores need. Of the
+/// The copy is cp.async into the swizzled layout: load, load_safe, load_row
+/// and commit come from the loader; wait adds the fence the tensor cores need. Of the
 /// kCols columns the first kSrcCols are copied, the rest zero-filled.
 template <typename T, int kRows, int kCols, int kSrcCols, int kThreads>
 struct SwizzledBlock : CpAsyncLoader<
@@ -48,6 +48,8 @@ struct SwizzledBlock : CpAsyncLoader<
   typedef SwizzledRows<T, kRows, kCols> Layout;
   typedef CpAsyncLoader<T, kRows, kCols, Layout, kThreads, kSrcCols> Loader;
   FA_CONST int kElems = kRows * kCols;
+  /// A warpgroup's warps issue each product together.
+  FA_CONST int kProductWarps = 4;
   /// The widest product here: one 128-byte panel (64 columns), whose
   /// accumulators are 32 registers a thread.
   FA_CONST int kMaxN = Layout::kWideCols;

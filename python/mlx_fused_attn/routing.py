@@ -77,25 +77,25 @@ class Measurement(NamedTuple):
 
 _CPU_RUN = (
     "2-core AMD EPYC (x86-64, AVX2), MLX 0.32.4, 2026-11-29, sdpa_bench.py; "
-    "benchmarks/RESULTS.md 'CPU: fused CPU kernel against mx.fast'"
+    "benchmarks/RESULTS.md 'CPU: 2-core AMD EPYC, Linux', 'Attention'"
 )
 _CPU_DECODE_RUN = (
     "2-core AMD EPYC (x86-64, AVX2), MLX 0.32.4, 2026-12-01 11:47 UTC, "
     "kernels of commit e78961d, wall-clock median of 20 calls, machine shared "
-    "(load average 10); benchmarks/RESULTS.md 'mlx-lm models under patch_mx_fast'"
+    "(load average 10); benchmarks/RESULTS.md 'CPU', 'mlx-lm model'"
 )
 _H200_LONG_RUN = (
     "H200, MLX 0.32.4 CUDA, 2026-11-29, commit 4e93279, CUPTI kernel time; "
-    "benchmarks/RESULTS.md 'third session'"
+    "benchmarks/RESULTS.md 'Attention, head dims 64-128'"
 )
 _H200_SHORT_RUN = (
     "H200, MLX 0.32.4 CUDA, 2026-11-29 17:12 UTC, tree of ec8f870, CUPTI; "
-    "benchmarks/RESULTS.md 'many short sequences ... (final)'"
+    "benchmarks/RESULTS.md 'Many short sequences (L <= 64)'"
 )
 _H200_OLD_RUN = (
     "H200, MLX 0.32.4 CUDA, 2026-11-29, commit 504d6f3 (older general "
     "kernel, managed-memory outputs), CUPTI; benchmarks/RESULTS.md "
-    "'Earlier run (commit 504d6f3)'"
+    "'Attention, fp32 and L <= 256'"
 )
 _H200_DECODE_RUN = "H200, reported in issue 14 (not in benchmarks/RESULTS.md)"
 _H200_HEAD_DIM_RUN = (

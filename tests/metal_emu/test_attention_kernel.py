@@ -4,10 +4,7 @@ Every case binds buffers the way mlx_fused_attn/backend/metal/attention_metal.cp
 does (q 0, k 1, v 2, out 3, params 4, mask 5, sinks 6; grid (query blocks,
 H_q, B), threadgroup (32, warps)), poisons the output with NaN first, and
 checks every output element, plus the padding around the output rows, which
-must stay untouched. The semantics are those of MLX 0.32.4's
-mx.fast.scaled_dot_product_attention: a masked score becomes finfo(dtype).min,
-so fully masked rows give the mean of V (or 0 with a sink); sinks are raw
-logits beside the scaled scores; an all -inf additive row gives NaN.
+must stay untouched (the inputs, reference and check: cases.py).
 
 FA_EMU_SWEEP=full widens the sweep (every dtype x head dim x mask kind).
 """
@@ -21,9 +18,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from . import emu, jit_text
+from . import cases, emu, jit_text
 from .attn_params import AttnParams
-from .layouts import Layout, contiguous_last
+from .cases import INDEPENDENT
+from .layouts import Layout
 
 METAL = "metal/attention.metal"
 # (head dim of q and k, of v): FA_ATTENTION_HEAD_DIMS (attention_config.h).
@@ -36,11 +34,6 @@ FULL = os.environ.get("FA_EMU_SWEEP", "") == "full"
 
 # Feature function constants (mlx_fused_attn/kernels/attention_features.h).
 FC = {"has_mask": 300, "bool_mask": 301, "causal": 302, "has_sinks": 303, "align_q": 200, "align_k": 201}
-
-# |fused - float64 reference| <= ATOL + RTOL * |reference|: the kernel works in
-# fp32, so what remains is the rounding of the output to its dtype (half an
-# ulp: 2^-11 for float16, 2^-8 for bfloat16) plus fp32 accumulation.
-TOL = {"float16": (5e-4, 2e-3), "bfloat16": (4e-3, 1.6e-2), "float32": (2e-5, 1e-4)}
 
 
 @pytest.fixture(scope="module")
@@ -59,233 +52,22 @@ def kernel_for(prog, dtype, head_dim, head_dim_v, suffix=""):
 
 
 # ---------------------------------------------------------------------------
-# Inputs in the kernel's dtype: (device array, float64 values it holds).
-
-
-def to_device(x, dtype):
-    x = np.asarray(x, dtype=np.float32)
-    if dtype == "bfloat16":
-        bits = emu.float_to_bfloat16_bits(x)
-        return bits, emu.bfloat16_bits_to_float(bits).astype(np.float64)
-    dev = x.astype(dtype)
-    return dev, dev.astype(np.float64)
-
-
-def from_device(x, dtype):
-    if dtype == "bfloat16":
-        return emu.bfloat16_bits_to_float(x).astype(np.float64)
-    return x.astype(np.float64)
-
-
-def finfo_min(dtype):
-    if dtype == "bfloat16":
-        return float(emu.bfloat16_bits_to_float(np.array([0xFF7F], np.uint16))[0])
-    return float(np.finfo(dtype).min)
-
-
-def named_layouts(layout):
-    """The Layouts of q, k, v and the output for `layout`: "bhld" (rows
-    padded inside each head: 1, 3 and 2 spare rows) or "blhd" (the
-    [B, L, H, D] transpose); the output is bhld with 2 spare rows."""
-    rows = {"q": 1, "k": 3, "v": 2}
-    if layout == "bhld":
-        out = {name: Layout((0, 1, 2, 3), (0, 0, pad, 0)) for name, pad in rows.items()}
-    else:
-        out = {name: Layout((0, 2, 1, 3), (0, 0, 0, 0)) for name in rows}
-    out["out"] = Layout((0, 1, 2, 3), (0, 0, 2, 0))
-    return out
-
-
-def poison(dtype):
-    """NaN in the kernel's dtype (bfloat16: its bits)."""
-    return to_device(np.full(1, np.nan, np.float32), dtype)[0][0]
-
-
-# ---------------------------------------------------------------------------
-# Reference
-
-
-def reference(q, k, v, scale, dtype, causal=False, bool_mask=None, add_mask=None, sinks=None):
-    """float64 attention with MLX's semantics; inputs are float64 arrays."""
-    H_q, H_kv = q.shape[1], k.shape[1]
-    k = np.repeat(k, H_q // H_kv, axis=1)
-    v = np.repeat(v, H_q // H_kv, axis=1)
-    s = scale * (q @ k.transpose(0, 1, 3, 2))
-    L_q, L_k = s.shape[-2:]
-    masked = finfo_min(dtype)
-    if causal:
-        i = np.arange(L_q)[:, None]
-        j = np.arange(L_k)[None, :]
-        s = np.where(j <= i + (L_k - L_q), s, masked)
-    if bool_mask is not None:
-        s = np.where(bool_mask, s, masked)
-    if add_mask is not None:
-        s = s + add_mask
-    if sinks is not None:
-        sink_col = np.broadcast_to(sinks[None, :, None, None], s.shape[:-1] + (1,))
-        s = np.concatenate([sink_col, s], axis=-1)
-    with np.errstate(invalid="ignore", over="ignore"):
-        m = s.max(axis=-1, keepdims=True)
-        p = np.exp(s - m)
-        p = p / p.sum(axis=-1, keepdims=True)
-    if sinks is not None:
-        p = p[..., 1:]
-    return p @ v
-
-
-# ---------------------------------------------------------------------------
 # One launch
 
 
-def run_case(
-    prog,
-    *,
-    dtype="float16",
-    D=64,
-    D_v=None,
-    B=1,
-    H_q=2,
-    H_kv=None,
-    L_q=33,
-    L_k=65,
-    causal=False,
-    mask=None,
-    mask_shape=None,
-    sinks=False,
-    layout="bhld",
-    layouts=None,
-    seed=0,
-    schedule="fair",
-    race_check=False,
-    edit=None,
-    scale=None,
-    suffix="",
-):
-    """Runs one case and checks it. D is the head dim of q and k, D_v that
-    of v and the output (default D). mask: None, "bool" or "additive", of
-    mask_shape (broadcast to [B, H_q, L_q, L_k] through zero strides).
-    layouts: {"q" | "k" | "v" | "out" | "mask": Layout} in place of
-    named_layouts(layout) (a mask given one is stored whole, its padding
-    poisoned). edit(inputs) may change the float32 inputs (a dict) before
-    the launch. suffix: that of the kernel's name past the tiles
-    (attention_variants.metal). Returns the fused output, the reference and
-    v, as float64."""
-    H_kv = H_kv or H_q
+def run_case(prog, *, dtype="float16", D=64, D_v=None, B=1, H_q=2, L_q=33, L_k=65, suffix="", **case):
+    """One case of the general kernel (cases.run_case takes the rest of
+    `case`). suffix: that of the kernel's name past the tiles
+    (attention_variants.metal)."""
     D_v = D_v or D
-    rng = np.random.default_rng(seed)
-    scale = 1.0 / np.sqrt(D) if scale is None else scale
-    inputs = {
-        "q": rng.standard_normal((B, H_q, L_q, D)).astype(np.float32),
-        "k": rng.standard_normal((B, H_kv, L_k, D)).astype(np.float32),
-        "v": rng.standard_normal((B, H_kv, L_k, D_v)).astype(np.float32),
-        "sinks": rng.standard_normal(H_q).astype(np.float32) if sinks else None,
-    }
-    mask_shape = tuple(mask_shape or (B, H_q, L_q, L_k))
-    if mask == "bool":
-        inputs["mask"] = rng.random(mask_shape) < 0.7
-    elif mask == "additive":
-        inputs["mask"] = rng.standard_normal(mask_shape).astype(np.float32)
-    if edit is not None:
-        edit(inputs)
-
     name, bq, bk, warps = kernel_for(prog, dtype, D, D_v, suffix)
-    buffers, strides, ref_kwargs, places, (q64, k64, v64) = place_inputs(
-        inputs, dtype, layout, layouts, mask
-    )
-
-    params = AttnParams(
-        B=B,
-        H_q=H_q,
-        H_kv=H_kv,
-        gqa_factor=H_q // H_kv,
-        L_q=L_q,
-        L_k=L_k,
-        D=D,
-        D_v=D_v,
-        causal_offset=L_k - L_q,
-        scale_log2=scale * np.log2(np.e),
-        q_strides=strides["q"][:3],
-        k_strides=strides["k"][:3],
-        v_strides=strides["v"][:3],
-        o_strides=strides["out"][:3],
-        mask_strides=strides["mask"],
-    )
-    buffers[4] = params
-    constants = {
-        FC["has_mask"]: mask is not None,
-        FC["bool_mask"]: mask == "bool",
-        FC["causal"]: causal,
-        FC["has_sinks"]: sinks,
-        FC["align_q"]: L_q % bq == 0,
-        FC["align_k"]: L_k % bk == 0,
-    }
-    res = prog.launch(
+    launch = cases.Launch(
         name,
-        buffers=buffers,
-        constants=constants,
         grid=(-(-L_q // bq), H_q, B),
-        threadgroup=(32, warps, 1),
-        schedule=schedule,
-        race_check=race_check,
+        warps=warps,
+        constants={FC["align_q"]: L_q % bq == 0, FC["align_k"]: L_k % bk == 0},
     )
-    fused = output(res[3], places["out"], dtype)
-    ref = reference(q64, k64, v64, scale, dtype, causal=causal, **ref_kwargs)
-    atol, rtol = TOL[dtype]
-    np.testing.assert_allclose(
-        fused,
-        ref,
-        atol=atol,
-        rtol=rtol,
-        err_msg=f"{name} D={D} D_v={D_v} L_q={L_q} L_k={L_k} B={B} H_q={H_q} H_kv={H_kv} "
-        f"causal={causal} mask={mask} sinks={sinks} layout={layouts or layout} seed={seed}",
-    )
-    return fused, ref, v64
-
-
-def place_inputs(inputs, dtype, layout, layouts, mask):
-    """The buffers of q, k, v, the NaN-poisoned output (0-3), the mask (5)
-    and sinks (6) as the host binds them, each stored in its own Layout with
-    its padding poisoned. Returns (buffers, {"q" | "k" | "v" | "out" |
-    "mask": element strides}, the reference's mask and sinks arguments, the
-    Layouts, the float64 values of q, k and v)."""
-    places = {**named_layouts(layout), **(layouts or {})}
-    buffers, strides, ref_kwargs, values = {}, {}, {}, []
-    B, H_q, L_q, _ = inputs["q"].shape
-    D_v = inputs["v"].shape[-1]
-    for index, x in enumerate("qkv"):
-        dev, x64 = to_device(inputs[x], dtype)
-        values.append(x64)
-        buffers[index], strides[x] = places[x].place(dev, poison(dtype))
-    out_nan = np.full((B, H_q, L_q, D_v), poison(dtype))
-    buffers[3], strides["out"] = places["out"].place(out_nan, poison(dtype))
-    strides["mask"] = (0, 0, 0, 0)
-    if mask is not None:
-        m = inputs["mask"]
-        if mask == "bool":
-            dev, ref_kwargs["bool_mask"] = m, m
-        else:
-            dev, ref_kwargs["add_mask"] = to_device(m, dtype)
-        if "mask" in places:
-            # Bool padding is False: read in place of a True, it masks a key.
-            fill = False if mask == "bool" else poison(dtype)
-            buffers[5], strides["mask"] = places["mask"].place(dev, fill)
-        else:
-            dev = np.ascontiguousarray(dev)
-            full = (B, H_q, L_q, inputs["k"].shape[2])
-            view = np.broadcast_to(dev.reshape((1,) * (4 - dev.ndim) + dev.shape), full)
-            strides["mask"] = tuple(s // dev.itemsize for s in view.strides)
-            buffers[5] = dev
-    if inputs["sinks"] is not None:
-        buffers[6], ref_kwargs["sinks"] = to_device(inputs["sinks"], dtype)
-    return buffers, strides, ref_kwargs, places, values
-
-
-def output(result, layout, dtype):
-    """The output in float64, after checking that the kernel wrote nothing
-    outside it (its padding still NaN)."""
-    o_all = from_device(result, dtype)
-    assert np.isnan(layout.padding(o_all)).all(), "the kernel wrote outside its output"
-    return layout.view(o_all)
+    return cases.run_case(prog, launch, FC, dtype=dtype, D=D, D_v=D_v, B=B, H_q=H_q, L_q=L_q, L_k=L_k, **case)
 
 
 def test_params_layout_matches_the_kernel(prog):
@@ -345,19 +127,6 @@ def test_strided_inputs(prog, layout):
 @pytest.mark.parametrize("H_q,H_kv", [(4, 2), (3, 1)])
 def test_gqa(prog, H_q, H_kv):
     run_case(prog, H_q=H_q, H_kv=H_kv, L_q=40, L_k=33, causal=True, seed=H_q * 10 + H_kv)
-
-
-# Each input its own order of [B, H, L] (outermost first; D innermost) and
-# its own spare batch entries, heads and rows, so that no two inputs share a
-# batch or head stride: an offset taken with another input's stride, or
-# another axis's, reads poison or the wrong element.
-INDEPENDENT = {
-    "q": contiguous_last((0, 1, 2), (1, 2, 1), 4),
-    "k": contiguous_last((1, 0, 2), (2, 1, 3), 4),
-    "v": contiguous_last((2, 0, 1), (1, 3, 0), 4),
-    "out": contiguous_last((1, 2, 0), (3, 1, 2), 4),
-    "mask": Layout((3, 1, 0, 2), (1, 2, 3, 1)),
-}
 
 
 @pytest.mark.parametrize("mask", [None, "bool", "additive"])
@@ -627,9 +396,8 @@ def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
         "    for (int d = 1; d <= 256; ++d)\n"
         "      for (int dv = 1; dv <= 256; ++dv)\n"
         "        if (fa::attention_head_dims_supported(d, dv))\n"
-        "          for (bool causal : {false, true})\n"
-        '            std::printf("%s\\n", fa::attention_kernel_name(t, d, dv,\n'
-        "                fa::choose_attention_tiles(d, dv, t, fa::Backend::Metal, causal, false)).c_str());\n"
+        '          std::printf("%s\\n", fa::attention_kernel_name(t, d, dv,\n'
+        "              fa::choose_attention_tiles(d, dv, t, fa::Backend::Metal, false)).c_str());\n"
         "}\n"
     )
     exe = tmp_path / "names"

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from . import emu
+from .cases import check, output, to_device
 from .layouts import Layout, contiguous_last
 from .na_params import NaGrid, NaParams
 
@@ -27,10 +28,6 @@ METAL = "metal/neighborhood.metal"
 DTYPES = ("float16", "bfloat16", "float32")
 HEAD_DIMS = (32, 64, 128)
 
-# |fused - float64 reference| <= ATOL + RTOL * |reference|: the kernel works
-# in fp32, so what remains is the rounding of the output to its dtype plus
-# fp32 accumulation (as test_attention_kernel.py).
-TOL = {"float16": (5e-4, 2e-3), "bfloat16": (4e-3, 1.6e-2), "float32": (2e-5, 1e-4)}
 
 PROBE = r"""
 #include <cstdio>
@@ -165,22 +162,7 @@ def kernel_for(prog, n_axes, dtype, head_dim, suffix=""):
 
 
 # ---------------------------------------------------------------------------
-# Inputs in the kernel's dtype: (device array, float64 values it holds).
-
-
-def to_device(x, dtype):
-    x = np.asarray(x, dtype=np.float32)
-    if dtype == "bfloat16":
-        bits = emu.float_to_bfloat16_bits(x)
-        return bits, emu.bfloat16_bits_to_float(bits).astype(np.float64)
-    dev = x.astype(dtype)
-    return dev, dev.astype(np.float64)
-
-
-def from_device(x, dtype):
-    if dtype == "bfloat16":
-        return emu.bfloat16_bits_to_float(x).astype(np.float64)
-    return x.astype(np.float64)
+# Layouts
 
 
 def named_layout(layout, ndim):
@@ -337,18 +319,12 @@ def run_case(
         schedule=schedule,
         race_check=race_check,
     )
-    o_all = from_device(res[3], dtype)
-    assert np.isnan(o_layout.padding(o_all)).all(), "the kernel wrote outside its output"
-    fused = o_layout.view(o_all)
-
-    ref = reference(q64, k64, v64, kernel, dilation, causal, scale)
-    atol, rtol = TOL[dtype]
-    np.testing.assert_allclose(
+    fused = output(res[3], o_layout, dtype)
+    check(
         fused,
-        ref,
-        atol=atol,
-        rtol=rtol,
-        err_msg=f"{name} spatial={spatial} kernel={kernel} dilation={dilation} causal={causal} "
+        reference(q64, k64, v64, kernel, dilation, causal, scale),
+        dtype,
+        f"{name} spatial={spatial} kernel={kernel} dilation={dilation} causal={causal} "
         f"B={B} H={H} layout={layouts or layout} warps={list(grid.warps)} seed={seed}",
     )
     return grid

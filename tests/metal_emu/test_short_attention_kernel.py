@@ -7,9 +7,8 @@ out 3, params 4, mask 5, sinks 6; grid (ceil(B * H_q / problems), 1, 1),
 threadgroup (32, warps)), with B * H_q not a multiple of the sequences per
 threadgroup where the kernel has several, so the last threadgroup is partial.
 The output is poisoned with NaN and every element checked, plus the padding
-rows around each head's output, which must stay untouched. Semantics are
-mx.fast's, as in test_attention_kernel.py, whose reference and input helpers
-this reuses.
+rows around each head's output, which must stay untouched (the inputs,
+reference and check: cases.py).
 """
 
 import ctypes
@@ -19,9 +18,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from . import emu, jit_text
+from . import cases, emu, jit_text
 from .attn_params import AttnParams
-from .test_attention_kernel import INDEPENDENT, TOL, output, place_inputs, reference
+from .cases import INDEPENDENT
 
 METAL = "metal/short_attention.metal"
 DTYPES = ("float16", "bfloat16", "float32")
@@ -53,102 +52,12 @@ def kernel_for(prog, dtype, D, seq):
     return found[0]
 
 
-def run_case(
-    prog,
-    *,
-    dtype="float16",
-    D=64,
-    B=3,
-    H_q=3,
-    H_kv=None,
-    L_q=17,
-    L_k=17,
-    causal=False,
-    mask=None,
-    mask_shape=None,
-    sinks=False,
-    layout="bhld",
-    layouts=None,
-    seed=0,
-    schedule="fair",
-    race_check=False,
-    edit=None,
-    scale=None,
-):
-    """Runs one case and checks it; returns (fused, reference, v) in float64.
-    mask: None, "bool" or "additive" of mask_shape (broadcast through zero
-    strides); layouts as test_attention_kernel.run_case takes them;
-    edit(inputs) may change the float32 inputs before the launch."""
-    H_kv = H_kv or H_q
-    rng = np.random.default_rng(seed)
-    scale = 1.0 / np.sqrt(D) if scale is None else scale
-    inputs = {
-        "q": rng.standard_normal((B, H_q, L_q, D)).astype(np.float32),
-        "k": rng.standard_normal((B, H_kv, L_k, D)).astype(np.float32),
-        "v": rng.standard_normal((B, H_kv, L_k, D)).astype(np.float32),
-        "sinks": rng.standard_normal(H_q).astype(np.float32) if sinks else None,
-    }
-    mask_shape = tuple(mask_shape or (B, H_q, L_q, L_k))
-    if mask == "bool":
-        inputs["mask"] = rng.random(mask_shape) < 0.7
-    elif mask == "additive":
-        inputs["mask"] = rng.standard_normal(mask_shape).astype(np.float32)
-    if edit is not None:
-        edit(inputs)
-
+def run_case(prog, *, dtype="float16", D=64, B=3, H_q=3, L_q=17, L_k=17, **case):
+    """One case of the short kernel (cases.run_case takes the rest of
+    `case`); q, k and v share the head dim."""
     name, warps, problems = kernel_for(prog, dtype, D, seq_for(L_q, L_k))
-    buffers, strides, ref_kwargs, places, (q64, k64, v64) = place_inputs(
-        inputs, dtype, layout, layouts, mask
-    )
-    buffers[4] = AttnParams(
-        B=B,
-        H_q=H_q,
-        H_kv=H_kv,
-        gqa_factor=H_q // H_kv,
-        L_q=L_q,
-        L_k=L_k,
-        D=D,
-        D_v=D,
-        causal_offset=L_k - L_q,
-        scale_log2=scale * np.log2(np.e),
-        q_strides=strides["q"][:3],
-        k_strides=strides["k"][:3],
-        v_strides=strides["v"][:3],
-        o_strides=strides["out"][:3],
-        mask_strides=strides["mask"],
-    )
-    constants = {
-        FC["has_mask"]: mask is not None,
-        FC["bool_mask"]: mask == "bool",
-        FC["causal"]: causal,
-        FC["has_sinks"]: sinks,
-    }
-    # A library that also holds the general kernel (the JIT's) declares its
-    # constants too; the emulator wants a value for each, as none is read here.
-    for index in prog.constants:
-        constants.setdefault(index, False)
-    res = prog.launch(
-        name,
-        buffers=buffers,
-        constants=constants,
-        grid=(-(-B * H_q // problems), 1, 1),
-        threadgroup=(32, warps, 1),
-        schedule=schedule,
-        race_check=race_check,
-    )
-    fused = output(res[3], places["out"], dtype)
-
-    ref = reference(q64, k64, v64, scale, dtype, causal=causal, **ref_kwargs)
-    atol, rtol = TOL[dtype]
-    np.testing.assert_allclose(
-        fused,
-        ref,
-        atol=atol,
-        rtol=rtol,
-        err_msg=f"{name} L_q={L_q} L_k={L_k} B={B} H_q={H_q} H_kv={H_kv} causal={causal} "
-        f"mask={mask} sinks={sinks} layout={layouts or layout} seed={seed}",
-    )
-    return fused, ref, v64
+    launch = cases.Launch(name, grid=(-(-B * H_q // problems), 1, 1), warps=warps, constants={})
+    return cases.run_case(prog, launch, FC, dtype=dtype, D=D, D_v=D, B=B, H_q=H_q, L_q=L_q, L_k=L_k, **case)
 
 
 def test_params_layout_matches_the_kernel(prog):
@@ -196,7 +105,7 @@ def test_strided_inputs(prog, layout):
 @pytest.mark.parametrize("mask", [None, "bool", "additive"])
 def test_independent_batch_and_head_strides(prog, mask):
     """B = 3, H_q = 4 over H_kv = 2 (12 sequences, 4 to a threadgroup), every
-    input, the output and the mask in its own layout (test_attention_kernel's
+    input, the output and the mask in its own layout (cases.py's
     INDEPENDENT); sinks with the bool mask, causal without one."""
     run_case(prog, dtype="float16", D=64, B=3, H_q=4, H_kv=2, L_q=13, L_k=15, mask=mask,
              causal=mask is None, sinks=mask == "bool", layouts=INDEPENDENT, seed=31)

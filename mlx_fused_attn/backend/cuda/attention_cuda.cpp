@@ -18,16 +18,15 @@
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
 #include "mlx/utils.h"
-#include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/device_limits.h"
+#include "mlx_fused_attn/backend/cuda/kernel_families.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
+#include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/cuda/short_attention_cuda.h"
 #include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
-#include "mlx_fused_attn/backend/poison.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
-#include "mlx_fused_attn/kernels/strided_copy_params.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -39,12 +38,6 @@ namespace {
 constexpr const char* kOp = "[scaled_dot_product_attention] CUDA: ";
 /// Grid limits of the y (heads) and z (batch) axes.
 constexpr int kMaxGridYZ = 65535;
-/// cp.async copies and ldmatrix read 16-byte units.
-constexpr int kRowAlignment = 16;
-
-int arch_of(cu::Device& d) {
-  return d.compute_capability_major() * 10 + d.compute_capability_minor();
-}
 
 /// The general kernel of a plan with its tiles.
 cuda::AttentionKernelKey general_key(const AttentionPlan& plan) {
@@ -56,82 +49,6 @@ cuda::AttentionKernelKey general_key(const AttentionPlan& plan) {
       plan.features.has_mask,
       plan.wgmma,
       plan.large_grid};
-}
-
-/// Whether the kernel can read `x` in place: unit stride along the head dim
-/// and every row (and every batch and head start) 16-byte aligned.
-bool rows_readable(const mx::array& x) {
-  return !needs_row_copy(
-      x, reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<void>(x)), kRowAlignment);
-}
-
-/// A row-contiguous copy of `x` (rank 4 or less) made on the GPU, kept
-/// alive by the encoder until its graph has run.
-mx::array contiguous_copy(
-    const mx::array& x,
-    fa::DType dtype,
-    cu::CommandEncoder& enc,
-    int device,
-    int arch) {
-  mx::array copy(x.shape(), x.dtype(), nullptr, {});
-  cuda::set_device_data(copy, enc);
-  fa::StridedCopyParams params{};
-  const int pad = 4 - static_cast<int>(x.ndim());
-  for (int i = 0; i < 4; ++i) {
-    params.shape[i] = i < pad ? 1 : x.shape(i - pad);
-    params.strides[i] = i < pad ? 0 : x.strides()[i - pad];
-  }
-  const int inner = params.shape[2] * params.shape[3];
-  const dim3 grid(
-      (inner + fa::kStridedCopyThreads - 1) / fa::kStridedCopyThreads,
-      params.shape[1],
-      params.shape[0]);
-  enc.set_input_array(x);
-  enc.set_output_array(copy);
-  enc.add_kernel_node_ex(
-      cuda::strided_copy_function(dtype, device, arch),
-      grid,
-      dim3(fa::kStridedCopyThreads),
-      {},
-      0,
-      mx::gpu_ptr<void>(x),
-      mx::gpu_ptr<void>(copy),
-      params);
-  enc.add_temporary(copy);
-  return copy;
-}
-
-/// q, k or v as the kernel can read it: itself, or a copy.
-mx::array readable_rows(
-    const mx::array& x,
-    fa::DType dtype,
-    cu::CommandEncoder& enc,
-    int device,
-    int arch) {
-  if (rows_readable(x)) {
-    return x;
-  }
-  mx::array copy = contiguous_copy(x, dtype, enc, device, arch);
-  if (!rows_readable(copy)) {
-    throw std::logic_error(
-        std::string(kOp) + "internal error: a fresh buffer is not aligned");
-  }
-  return copy;
-}
-
-void poison(mx::array& out, cu::CommandEncoder& enc, int device, int arch) {
-  unsigned long long n = out.nbytes();
-  const unsigned long long blocks =
-      (n + fa::kPoisonThreads - 1) / fa::kPoisonThreads;
-  enc.set_output_array(out);
-  enc.add_kernel_node_ex(
-      cuda::poison_function(device, arch),
-      dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)),
-      dim3(fa::kPoisonThreads),
-      {},
-      0,
-      mx::gpu_ptr<void>(out),
-      n);
 }
 
 Support named(const Support& answer) {
@@ -182,13 +99,7 @@ Support plan_general(const CudaTarget& target, AttentionPlan& plan) {
   if (Support fits = smem_fits("kernel", plan, target.device); !fits.ok) {
     return fits;
   }
-  const cuda::AttentionKernelKey key = general_key(plan);
-  return named(cuda::kernel_ready(
-      KernelFamily::Attention,
-      cuda::attention_kernel_expression(key),
-      target.device,
-      plan.grid.warps * fa::kSimdWidth,
-      [&] { return cuda::attention_function(key, target.device, target.arch); }));
+  return named(cuda::kernel_ready(general_key(plan), target.device, target.arch));
 }
 
 /// The families in order of preference: short sequences run the short
@@ -237,15 +148,10 @@ void plan(const AttentionCall& call, AttentionPlan& plan) {
     return;
   }
   cu::Device& d = cu::device(call.stream.device);
-  if (d.compute_capability_major() < 8) {
-    std::ostringstream msg;
-    msg << kOp << "the kernel needs compute capability 8.0 (mma.sync with "
-        << "bf16); this GPU has " << d.compute_capability_major() << "."
-        << d.compute_capability_minor();
-    plan.reason = msg.str();
+  if (!admitted(cuda::device_supported(kOp, d), plan)) {
     return;
   }
-  const CudaTarget target{d.cuda_device(), arch_of(d)};
+  const CudaTarget target{d.cuda_device(), cuda::arch_of(d)};
   if (admitted(
           named(cuda::copy_kernels_ready(
               plan.dtype, target.device, target.arch)),
@@ -272,25 +178,23 @@ void run(
   cu::Device& dev = cu::device(s.device);
   dev.make_current();
   const int device = dev.cuda_device();
-  const int arch = arch_of(dev);
+  const int arch = cuda::arch_of(dev);
   cu::CommandEncoder& enc = cu::get_command_encoder(s);
 
   const fa::DType dtype = plan.dtype;
   const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
-  const mx::array q = readable_rows(inputs[0], dtype, enc, device, arch);
-  const mx::array k = readable_rows(inputs[1], dtype, enc, device, arch);
-  const mx::array v = readable_rows(inputs[2], dtype, enc, device, arch);
+  const mx::array q = cuda::readable_rows(inputs[0], dtype, enc, device, arch);
+  const mx::array k = cuda::readable_rows(inputs[1], dtype, enc, device, arch);
+  const mx::array v = cuda::readable_rows(inputs[2], dtype, enc, device, arch);
   // Sinks are read as sinks[head]: a strided view is copied.
   std::optional<mx::array> sinks;
   if (si >= 0) {
     sinks = needs_row_copy(inputs[si])
-        ? contiguous_copy(inputs[si], dtype, enc, device, arch)
+        ? cuda::contiguous_copy(inputs[si], dtype, enc, device, arch)
         : inputs[si];
   }
   cuda::set_device_data(out, enc);
-  if (poison_outputs()) {
-    poison(out, enc, device, arch);
-  }
+  cuda::poison(out, enc, device, arch);
   const mx::array* mask = mi >= 0 ? &inputs[mi] : nullptr;
   const fa::AttnParams params = launch_params(plan, q, k, v, out, mask);
 
@@ -315,7 +219,7 @@ void run(
         q, k, v, out, mask_ptr, sinks_ptr, short_features(plan.features));
   } else {
     add_attention_node(
-        enc, cuda::attention_function(general_key(plan), device, arch), plan,
+        enc, cuda::kernel_function(general_key(plan), device, arch), plan,
         params, q, k, v, out, mask_ptr, sinks_ptr, plan.features);
   }
 }

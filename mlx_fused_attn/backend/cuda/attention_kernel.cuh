@@ -2,11 +2,11 @@
 // mlx_fused_attn/kernels/attention.h, the same one Metal runs; this file
 // only declares the shared memory, fills the features and maps the grid.
 //
-// Template: element type, head dims (D of q and k, DV of v), tiles (from
-// choose_attention_tiles, see kernel_names.h; WG: warpgroup products,
-// CudaWgmmaTarget; QS: with Q in shared memory, CudaWgmmaSharedQTarget or,
-// without WG, CudaSharedQTarget) and the two features that change the inner
-// loop's code: causal and an array mask. The others (bool or additive mask,
+// Template: element type, head dims (D of q and k, DV of v), tiles (a type
+// whose `value` is an AttnTiles, kernel_tiles.h; wgmma: warpgroup products,
+// CudaWgmmaTarget; q_shared: with Q in shared memory,
+// CudaWgmmaSharedQTarget or, without wgmma, CudaSharedQTarget) and the two
+// features that change the inner loop's code: causal and an array mask. The others (bool or additive mask,
 // sinks, aligned lengths) arrive at run time in `features`: they decide once
 // per block or per kernel, so specialising them would only multiply the
 // instances that nvcc and NVRTC build.
@@ -15,6 +15,7 @@
 // memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
 #pragma once
 
+#include "mlx_fused_attn/backend/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
@@ -27,10 +28,10 @@ namespace fa {
 /// Whether the shared memory the host gives an instance
 /// (attention_smem_bytes) is exactly that of its blocks. A variable, so that
 /// the host function is evaluated outside the kernel.
-template <typename Target, typename Shape, int MB, bool WG, bool QS>
+template <typename Target, typename Shape, typename Tiles>
 constexpr bool kSmemBytesAgree =
     attention_smem_bytes(
-        {Shape::kBQ, Shape::kBK, Shape::kWarps, Shape::kStages, MB, WG, QS},
+        Tiles::value,
         Shape::kHeadDim,
         Shape::kHeadDimV,
         DTypeOf<typename Shape::elem_type>::value,
@@ -45,16 +46,12 @@ template <
     typename T,
     int D,
     int DV,
-    int BQ,
-    int BK,
-    int WM,
-    int ST,
-    int MB,
-    bool WG,
-    bool QS,
+    typename Tiles,
     bool kCausal,
     bool kHasMask>
-__global__ void __launch_bounds__(WM * kSimdWidth, MB) attention_kernel(
+__global__ void __launch_bounds__(
+    Tiles::value.warps * kSimdWidth,
+    Tiles::value.min_blocks) attention_kernel(
     const T* q,
     const T* k,
     const T* v,
@@ -64,21 +61,23 @@ __global__ void __launch_bounds__(WM * kSimdWidth, MB) attention_kernel(
     const T* sinks,
     AttnFeatures features) {
   // A warpgroup-product instance exists in every architecture's image of a
-  // fat binary, but the host launches it only on sm_90a (kernel_names.h).
-  if constexpr (WG && !FA_HAS_WGMMA) {
+  // fat binary, but the host launches it only on sm_90a (kernels.h,
+  // has_wgmma).
+  constexpr AttnTiles t = Tiles::value;
+  if constexpr (t.wgmma && !FA_HAS_WGMMA) {
     __trap();
   } else {
-    typedef AttnShape<T, D, BQ, BK, WM, ST, DV> Shape;
-    typedef typename CudaTargetOf<WG, QS>::type Target;
+    typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages, DV> Shape;
+    typedef typename CudaTargetOf<t.wgmma, t.q_shared>::type Target;
     typedef AttnKBlock<Target, Shape> KBlock;
     static_assert(
-        kSmemBytesAgree<Target, Shape, MB, WG, QS>,
+        kSmemBytesAgree<Target, Shape, Tiles>,
         "attention_smem_bytes disagrees with the kernel's blocks");
     // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
     // K's stages, V's, then Q where it is kept there (attention_smem_bytes).
     extern __shared__ __align__(1024) unsigned char attention_smem[];
     T* k_smem = reinterpret_cast<T*>(attention_smem);
-    T* v_smem = k_smem + ST * KBlock::kElems;
+    T* v_smem = k_smem + t.stages * KBlock::kElems;
 
     features.causal = kCausal;
     features.has_mask = kHasMask;

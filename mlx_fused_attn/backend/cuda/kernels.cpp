@@ -9,14 +9,10 @@
 #include <string>
 #include <tuple>
 
-#include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/jit_source.h"
 #include "mlx_fused_attn/backend/cuda/nvrtc_compiler.h"
 #ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
 #include "mlx_fused_attn/backend/cuda/aot_kernels.h"
-#define FA_AOT_SYMBOL(lookup) (lookup)
-#else
-#define FA_AOT_SYMBOL(lookup) nullptr
 #endif
 
 namespace mlx_fused_attn::cuda {
@@ -103,8 +99,12 @@ load_jit(KernelFamily family, const std::string& expression, int arch) {
 /// The nvcc-built kernel's driver handle. Its host-side address is no
 /// handle: this library's CUDA runtime is not MLX's, so the kernel must be
 /// looked up in the current context first (cudaGetFuncBySymbol).
-CUfunction
-load_aot(const void* symbol, const std::string& expression, int device) {
+CUfunction load_aot(const std::string& expression, int device) {
+#ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
+  const void* symbol = aot_kernel(expression);
+#else
+  const void* symbol = nullptr;
+#endif
   if (symbol == nullptr) {
     throw std::logic_error(
         std::string(kOp) + "internal error: no AOT kernel " + expression);
@@ -113,49 +113,6 @@ load_aot(const void* symbol, const std::string& expression, int device) {
   cudaFunction_t f;
   check(cudaGetFuncBySymbol(&f, symbol), "cudaGetFuncBySymbol " + expression);
   return reinterpret_cast<CUfunction>(f);
-}
-
-/// Loads each kernel once per (device, JIT or AOT): the first call compiles
-/// or looks it up, later calls find it here. `aot_symbol` is the kernel's
-/// nvcc-built host handle (nullptr in a build without them). With
-/// `max_shared`, the kernel prefers all of L1 as shared memory: left to
-/// itself the driver gave the D = 128 attention kernel a split that holds
-/// 2 of its 68 KB blocks where 3 would fit (Nsight Compute's block limit).
-CUfunction cached(
-    KernelFamily family,
-    const std::string& expression,
-    int device,
-    int arch,
-    int smem_bytes,
-    const void* aot_symbol,
-    bool max_shared = false) {
-  static std::mutex mutex;
-  static std::map<std::tuple<std::string, int, bool, bool>, CUfunction>
-      functions;
-  const bool broken = family_broken_by_test(family);
-  const bool jit = use_jit() || broken;
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(expression, device, jit, broken);
-  if (auto it = functions.find(key); it != functions.end()) {
-    return it->second;
-  }
-  const CUfunction f = jit ? load_jit(family, expression, arch)
-                           : load_aot(aot_symbol, expression, device);
-  if (smem_bytes > 0) {
-    check(
-        driver().func_set_attribute(
-            f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes),
-        "raising the shared memory limit of " + expression);
-  }
-  if (max_shared) {
-    check(
-        driver().func_set_attribute(
-            f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-            CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
-        "preferring shared memory for " + expression);
-  }
-  functions.emplace(key, f);
-  return f;
 }
 
 } // namespace
@@ -178,48 +135,42 @@ bool has_wgmma(int arch) {
   return arch == 90 && (aot_sm90a || use_jit());
 }
 
-CUfunction
-attention_function(const AttentionKernelKey& key, int device, int arch) {
-  return cached(
-      KernelFamily::Attention,
-      attention_kernel_expression(key),
-      device,
-      arch,
-      fa::attention_smem_bytes(
-          attention_tiles(key), key.head_dim, key.head_dim_v, key.dtype,
-          fa::Backend::Cuda),
-      FA_AOT_SYMBOL(aot_attention_kernel(key)),
-      attention_tiles(key).min_blocks > 2);
-}
-
-CUfunction strided_copy_function(fa::DType dtype, int device, int arch) {
-  return cached(
-      KernelFamily::Copy,
-      strided_copy_kernel_expression(dtype),
-      device,
-      arch,
-      0,
-      FA_AOT_SYMBOL(aot_strided_copy_kernel(dtype)));
-}
-
-CUfunction kernel_function(
+/// Each kernel is loaded once per (device, JIT or AOT): the first call
+/// compiles or looks it up, later calls find it here.
+CUfunction load_kernel(
     KernelFamily family,
     const std::string& expression,
     int device,
     int arch,
     int smem_bytes,
-    const void* aot_symbol) {
-  return cached(family, expression, device, arch, smem_bytes, aot_symbol);
-}
-
-CUfunction poison_function(int device, int arch) {
-  return cached(
-      KernelFamily::Copy,
-      poison_kernel_expression(),
-      device,
-      arch,
-      0,
-      FA_AOT_SYMBOL(aot_poison_kernel()));
+    bool max_shared) {
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, int, bool, bool>, CUfunction>
+      functions;
+  const bool broken = family_broken_by_test(family);
+  const bool jit = use_jit() || broken;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(expression, device, jit, broken);
+  if (auto it = functions.find(key); it != functions.end()) {
+    return it->second;
+  }
+  const CUfunction f = jit ? load_jit(family, expression, arch)
+                           : load_aot(expression, device);
+  if (smem_bytes > 0) {
+    check(
+        driver().func_set_attribute(
+            f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes),
+        "raising the shared memory limit of " + expression);
+  }
+  if (max_shared) {
+    check(
+        driver().func_set_attribute(
+            f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
+        "preferring shared memory for " + expression);
+  }
+  functions.emplace(key, f);
+  return f;
 }
 
 Support kernel_ready(
@@ -249,21 +200,8 @@ Support kernel_ready(
 }
 
 Support copy_kernels_ready(fa::DType dtype, int device, int arch) {
-  const Support copy = kernel_ready(
-      KernelFamily::Copy,
-      strided_copy_kernel_expression(dtype),
-      device,
-      fa::kStridedCopyThreads,
-      [&] { return strided_copy_function(dtype, device, arch); });
-  if (!copy.ok) {
-    return copy;
-  }
-  return kernel_ready(
-      KernelFamily::Copy,
-      poison_kernel_expression(),
-      device,
-      fa::kPoisonThreads,
-      [&] { return poison_function(device, arch); });
+  const Support copy = kernel_ready(StridedCopyKernelKey{dtype}, device, arch);
+  return copy.ok ? kernel_ready(PoisonKernelKey{}, device, arch) : copy;
 }
 
 } // namespace mlx_fused_attn::cuda

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "mlx_fused_attn/backend/cuda/kernel_names.h"
+#include "mlx_fused_attn/backend/cuda/kernel_families.h"
 #include "mlx_fused_attn/backend/kernel_family.h"
 
 namespace mlx_fused_attn::cuda {
@@ -24,34 +24,45 @@ bool use_jit();
 /// objects when MLX_FUSED_ATTN_CUDA_ARCHITECTURES holds 90a).
 bool has_wgmma(int arch);
 
-/// `arch` is the device's compute capability as 10 * major + minor. The
-/// attention kernel's dynamic shared memory limit is raised to what its
-/// tiles need (attention_smem_bytes).
-CUfunction
-attention_function(const AttentionKernelKey& key, int device, int arch);
-CUfunction strided_copy_function(fa::DType dtype, int device, int arch);
-/// Any kernel of a family's JIT source by its expression, or its nvcc-built
-/// host handle `aot_symbol` (unless the JIT is chosen), loaded as the ones
-/// above are; `smem_bytes` > 0 raises its dynamic shared memory limit to
-/// that.
-CUfunction kernel_function(
+/// The kernel a family record names (kernel_families.h): from the
+/// nvcc-built table (aot_kernels.h) unless the JIT is chosen, else compiled
+/// by NVRTC for `arch` (10 * major + minor); loaded once per device and
+/// kept, its dynamic shared memory limit raised to what it needs.
+CUfunction load_kernel(
     KernelFamily family,
     const std::string& expression,
     int device,
     int arch,
     int smem_bytes,
-    const void* aot_symbol);
-CUfunction poison_function(int device, int arch);
+    bool max_shared);
 
-/// Whether a kernel of `family` (`expression`) loads on `device` and takes
-/// `threads` threads a block, decided once (kernel_available); `load`
-/// returns it as one of the functions above does.
+template <typename Key>
+CUfunction kernel_function(const Key& key, int device, int arch) {
+  return load_kernel(
+      Key::kFamily,
+      key.expression(),
+      device,
+      arch,
+      key.smem_bytes(),
+      key.max_shared());
+}
+
+/// Whether the kernel `expression` of `family` loads on `device` and takes
+/// `threads` threads a block, decided once (kernel_available).
 Support kernel_ready(
     KernelFamily family,
     const std::string& expression,
     int device,
     int threads,
     const std::function<CUfunction()>& load);
+
+template <typename Key>
+Support kernel_ready(const Key& key, int device, int arch) {
+  return kernel_ready(
+      Key::kFamily, key.expression(), device, key.threads(), [&] {
+        return kernel_function(key, device, arch);
+      });
+}
 
 /// Whether the copy kernels (strided copies of `dtype`, output poisoning)
 /// that the attention and neighborhood launches may add are ready.

@@ -14,19 +14,14 @@
 #include "mlx/backend/cuda/utils.h"
 #include "mlx/backend/gpu/copy.h"
 #include "mlx/utils.h"
-#include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/device_limits.h"
+#include "mlx_fused_attn/backend/cuda/kernel_families.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
-#include "mlx_fused_attn/backend/cuda/na_names.h"
+#include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
 #include "mlx_fused_attn/backend/na_launch.h"
-#include "mlx_fused_attn/backend/poison.h"
 #include "mlx_fused_attn/kernels/na_config.h"
-#include "mlx_fused_attn/kernels/strided_copy_params.h"
-#ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
-#include "mlx_fused_attn/backend/cuda/na_aot.h"
-#endif
 
 namespace mlx_fused_attn::gpu {
 
@@ -38,60 +33,6 @@ namespace {
 constexpr const char* kOp = "[neighborhood_attention] CUDA: ";
 /// Grid limits of the y (heads) and z (batch) axes.
 constexpr int kMaxGridYZ = 65535;
-/// cp.async copies and the fragments' paired loads and stores take rows
-/// that start on 16 bytes.
-constexpr int kRowAlignment = 16;
-
-/// The nvcc-built kernel for `key`, nullptr in a build without them.
-const void* aot_na_kernel(const cuda::NaKernelKey& key) {
-#ifdef MLX_FUSED_ATTN_HAS_CUDA_AOT
-  switch (key.n_axes) {
-#define FA_NA_AOT_CASE(n) \
-  case n:                 \
-    return cuda::aot_na_kernel_n##n(key.dtype, key.head_dim);
-    FA_NA_AXES(FA_NA_AOT_CASE)
-#undef FA_NA_AOT_CASE
-  }
-#endif
-  (void)key;
-  return nullptr;
-}
-
-/// A fresh copy of the row-contiguous `x` (as [1, 1, rows, D] for the
-/// strided copy kernel), kept alive by the encoder until its graph has run.
-mx::array aligned_copy(
-    const mx::array& x,
-    fa::DType dtype,
-    cu::CommandEncoder& enc,
-    int device,
-    int arch) {
-  mx::array copy(x.shape(), x.dtype(), nullptr, {});
-  cuda::set_device_data(copy, enc);
-  const int D = x.shape(-1);
-  fa::StridedCopyParams params{};
-  params.shape[0] = params.shape[1] = 1;
-  params.shape[2] = static_cast<int>(x.size() / D);
-  params.shape[3] = D;
-  params.strides[2] = D;
-  params.strides[3] = 1;
-  const int64_t inner = static_cast<int64_t>(x.size());
-  const dim3 grid(
-      (inner + fa::kStridedCopyThreads - 1) / fa::kStridedCopyThreads, 1, 1);
-  enc.set_input_array(x);
-  enc.set_output_array(copy);
-  enc.add_kernel_node_ex(
-      cuda::strided_copy_function(dtype, device, arch),
-      grid,
-      dim3(fa::kStridedCopyThreads),
-      {},
-      0,
-      mx::gpu_ptr<void>(x),
-      mx::gpu_ptr<void>(copy),
-      params);
-  enc.add_temporary(copy);
-  return copy;
-}
-
 /// A row-contiguous copy of `x` in any layout, by MLX's strided copy, into a
 /// fresh (so aligned) buffer kept alive by the encoder until its graph has run.
 mx::array row_contiguous_copy(
@@ -107,7 +48,7 @@ mx::array row_contiguous_copy(
 
 /// q, k or v as the kernel reads it, with unit head-dim stride and rows on
 /// 16 bytes: itself, or a copy (a row-contiguous array at an odd offset
-/// needs only the flat aligned_copy).
+/// takes the package's flat copy; other layouts, of up to six axes, MLX's).
 mx::array readable_rows(
     const mx::array& x,
     fa::DType dtype,
@@ -115,39 +56,12 @@ mx::array readable_rows(
     mx::Stream s,
     int device,
     int arch) {
-  if (!needs_row_copy(
-          x, reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<void>(x)),
-          kRowAlignment)) {
+  if (cuda::rows_readable(x)) {
     return x;
   }
-  return x.flags().row_contiguous ? aligned_copy(x, dtype, enc, device, arch)
-                                  : row_contiguous_copy(x, enc, s);
-}
-
-void poison(mx::array& out, cu::CommandEncoder& enc, int device, int arch) {
-  unsigned long long n = out.nbytes();
-  const unsigned long long blocks =
-      (n + fa::kPoisonThreads - 1) / fa::kPoisonThreads;
-  enc.set_output_array(out);
-  enc.add_kernel_node_ex(
-      cuda::poison_function(device, arch),
-      dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)),
-      dim3(fa::kPoisonThreads),
-      {},
-      0,
-      mx::gpu_ptr<void>(out),
-      n);
-}
-
-CUfunction na_function(const cuda::NaKernelKey& key, int device, int arch) {
-  return cuda::kernel_function(
-      KernelFamily::Neighborhood,
-      cuda::na_kernel_expression(key),
-      device,
-      arch,
-      fa::na_smem_bytes(
-          cuda::na_tiles(key), key.head_dim, key.dtype, key.n_axes),
-      aot_na_kernel(key));
+  return x.flags().row_contiguous
+      ? cuda::contiguous_copy(x, dtype, enc, device, arch)
+      : row_contiguous_copy(x, enc, s);
 }
 
 /// `answer`, its reason naming the op and backend.
@@ -178,12 +92,7 @@ void na_plan(const NaCall& call, NaPlan& plan) {
     return;
   }
   cu::Device& d = cu::device(call.stream.device);
-  if (d.compute_capability_major() < 8) {
-    std::ostringstream msg;
-    msg << kOp << "the kernel needs compute capability 8.0 (mma.sync with "
-        << "bf16); this GPU has " << d.compute_capability_major() << "."
-        << d.compute_capability_minor();
-    plan.reason = msg.str();
+  if (!admitted(cuda::device_supported(kOp, d), plan)) {
     return;
   }
   const int device = d.cuda_device();
@@ -203,20 +112,14 @@ void na_plan(const NaCall& call, NaPlan& plan) {
     plan.reason = msg.str();
     return;
   }
-  const int arch =
-      d.compute_capability_major() * 10 + d.compute_capability_minor();
+  const int arch = cuda::arch_of(d);
   const Support copies =
       named(cuda::copy_kernels_ready(plan.dtype, device, arch));
   if (!admitted(copies, plan)) {
     return;
   }
   const cuda::NaKernelKey key{plan.dtype, p.D, p.n_axes};
-  const Support ready = cuda::kernel_ready(
-      KernelFamily::Neighborhood,
-      cuda::na_kernel_expression(key),
-      device,
-      cuda::na_tiles(key).warps * fa::kSimdWidth,
-      [&] { return na_function(key, device, arch); });
+  const Support ready = cuda::kernel_ready(key, device, arch);
   if (admitted(named(ready), plan)) {
     plan.family = KernelFamily::Neighborhood;
   }
@@ -230,8 +133,7 @@ void na_run(
   cu::Device& dev = cu::device(s.device);
   dev.make_current();
   const int device = dev.cuda_device();
-  const int arch =
-      dev.compute_capability_major() * 10 + dev.compute_capability_minor();
+  const int arch = cuda::arch_of(dev);
   cu::CommandEncoder& enc = cu::get_command_encoder(s);
 
   mx::array qkv[3] = {inputs[0], inputs[1], inputs[2]};
@@ -239,9 +141,7 @@ void na_run(
     x = readable_rows(x, plan.dtype, enc, s, device, arch);
   }
   cuda::set_device_data(out, enc);
-  if (poison_outputs()) {
-    poison(out, enc, device, arch);
-  }
+  cuda::poison(out, enc, device, arch);
   // Not const: the encoder takes its kernel arguments by non-const address.
   fa::NaParams params = na_launch_params(plan, qkv[0], qkv[1], qkv[2], out);
   fa::NaGrid na_grid = plan.na_grid;
@@ -252,7 +152,7 @@ void na_run(
   }
   enc.set_output_array(out);
   enc.add_kernel_node_ex(
-      na_function(key, device, arch),
+      cuda::kernel_function(key, device, arch),
       dim3(plan.grid.x, plan.grid.y, plan.grid.z),
       dim3(plan.grid.warps * fa::kSimdWidth),
       {},

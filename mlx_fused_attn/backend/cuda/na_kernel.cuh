@@ -3,9 +3,8 @@
 // makes the shared geometry (na_window.h, na_grid.h) device code, declares
 // the shared memory and maps the grid.
 //
-// Template: element type, head dim, tiles (bq, bk, warps, stages and
-// min_blocks from choose_na_tiles, see na_names.h) and the number of
-// spatial axes.
+// Template: element type, head dim, tiles (a type whose `value` is the
+// fa::NaTiles, kernel_tiles.h) and the number of spatial axes.
 //
 // Grid: (grid.blocks, H, B); block: warps * 32 threads; dynamic shared
 // memory: na_smem_bytes(tiles, D, dtype, N).
@@ -13,6 +12,7 @@
 
 #define FA_HOST_DEVICE __host__ __device__ inline
 
+#include "mlx_fused_attn/backend/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/kernels/na_attention.h"
 #include "mlx_fused_attn/kernels/na_config.h"
 #include "mlx_fused_attn/kernels/na_grid.h"
@@ -21,15 +21,19 @@
 
 namespace fa {
 
-template <typename T, int D, int BQ, int BK, int WM, int ST, int MB, int N>
-__global__ void __launch_bounds__(WM * kSimdWidth, MB) na_attention_kernel(
+template <typename T, int D, typename Tiles, int N>
+__global__ void __launch_bounds__(
+    Tiles::value.warps * kSimdWidth,
+    Tiles::value.min_blocks) na_attention_kernel(
     const T* q,
     const T* k,
     const T* v,
     T* out,
     const NaParams params,
     const NaGrid grid) {
-  typedef AttnShape<T, D, BQ, BK, WM, ST> Shape;
+  constexpr auto t = Tiles::value;
+  typedef AttnShape<T, D, na_tile_queries(t), t.key_block, t.warps, t.stages>
+      Shape;
   extern __shared__ __align__(16) unsigned char smem[];
   T* k_smem = reinterpret_cast<T*>(smem);
   T* v_smem = k_smem + Shape::kSmemElems;

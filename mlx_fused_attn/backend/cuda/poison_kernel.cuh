@@ -8,7 +8,7 @@
 namespace fa {
 
 // One translation unit includes this (a non-template kernel has one
-// definition): aot_kernels.cu, or the JIT source.
+// definition): aot/strided_copy.cu, or the JIT source.
 __global__ void __launch_bounds__(kPoisonThreads)
     poison_kernel(unsigned char* dst, unsigned long long n_bytes) {
   const unsigned long long stride =

@@ -2,8 +2,8 @@
 // mlx_fused_attn/kernels/short_attention.h, the same one Metal runs; this
 // file only declares the shared memory and maps the grid.
 //
-// Template: element type, head dim and the tiles choose_short_attention_tiles
-// gives (see short_attention_names.h). The features arrive at run time: each
+// Template: element type, head dim and the tiles (a type whose `value` is a
+// ShortAttnTiles, kernel_tiles.h). The features arrive at run time: each
 // decides once per row group, so specialising them would only multiply the
 // instances that nvcc and NVRTC build.
 //
@@ -11,6 +11,7 @@
 // shared memory: short_attention_smem_bytes(tiles, D, dtype).
 #pragma once
 
+#include "mlx_fused_attn/backend/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/kernels/short_attention.h"
 #include "mlx_fused_attn/kernels/short_attention_features.h"
 #include "mlx_fused_attn/params.h"
@@ -18,8 +19,9 @@
 
 namespace fa {
 
-template <typename T, int D, int SEQ, int WR, int WM, int NP>
-__global__ void __launch_bounds__(WM * kSimdWidth) short_attention_kernel(
+template <typename T, int D, typename Tiles>
+__global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
+    short_attention_kernel(
     const T* q,
     const T* k,
     const T* v,
@@ -28,7 +30,8 @@ __global__ void __launch_bounds__(WM * kSimdWidth) short_attention_kernel(
     const unsigned char* mask,
     const T* sinks,
     ShortAttnFeatures features) {
-  typedef ShortShape<T, D, SEQ, WR, WM, NP> Shape;
+  constexpr ShortAttnTiles t = Tiles::value;
+  typedef ShortShape<T, D, t.seq, t.warp_rows, t.warps, t.problems> Shape;
   extern __shared__ __align__(16) unsigned char smem[];
   short_attention_block<CudaTarget, Shape>(
       q,

@@ -1,0 +1,97 @@
+// One warp's step of attention over one key block, shared by every kernel
+// body (attention.h, short_attention.h, na_attention.h):
+//
+//   S = Q K^T;  mask;  online softmax (P = exp2(S - max), O rescaled);
+//   O += P V
+//
+// and the epilogue, O / row sum. The K and V blocks are `KBlock` and
+// `VBlock` (a Target's KVBlock: padded_block.h, swizzled_block.h), which
+// own the products; the masks are the kernel's (attention_masks.h, or the
+// neighborhood's), and the pipeline (tile/kv_pipeline.h) says where the
+// blocks are and when V has landed.
+#pragma once
+
+#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/online_softmax.h"
+#include "mlx_fused_attn/tile/ops.h"
+#include "mlx_fused_attn/tile/tile.h"
+#include "mlx_fused_attn/tile/tile_math.h"
+
+namespace fa {
+
+/// A warp's registers over a run of key blocks: kWarpRows query rows against
+/// kBK keys a block, an output of kVCols columns.
+template <typename Target, typename T, int kWarpRows, int kBK, int kVCols>
+struct AttnStep {
+  typedef typename Target::template FragA<T> FragA;
+  typedef typename Target::FragC FragC;
+  static_assert(
+      kWarpRows % FragA::kRows == 0 && kWarpRows % FragC::kRows == 0,
+      "a warp's query rows must be whole fragments");
+  static_assert(
+      kBK % FragA::kCols == 0 && kBK % FragC::kCols == 0,
+      "the key block must be whole fragments");
+  static_assert(kVCols % FragC::kCols == 0, "O must be whole fragments");
+
+  typedef Tile<FragC, kWarpRows / FragC::kRows, kBK / FragC::kCols> STile;
+
+  STile s; ///< scores
+  Tile<FragA, kWarpRows / FragA::kRows, kBK / FragA::kCols> p; ///< weights
+  Tile<FragC, kWarpRows / FragC::kRows, kVCols / FragC::kCols> o; ///< output
+  OnlineSoftmax<STile::kRowSlots> softmax;
+};
+
+/// O = 0, and the softmax starts empty, or from a sink: one more logit,
+/// raw, not scaled (MLX puts it beside the scaled scores), which starts the
+/// max and adds exp2(sink - max) to the sum.
+template <typename Step, typename T>
+FA_FUNC void
+attention_step_begin(FA_THREAD Step& st, bool has_sink, T sink) {
+  if (has_sink) {
+    softmax_init(st.softmax, static_cast<float>(sink) * FA_LOG2E, 1.0f);
+  } else {
+    softmax_init(st.softmax, -FA_FLT_MAX, 0.0f);
+  }
+  tile_fill(st.o, 0.0f);
+}
+
+/// One key block, kb of the pipeline: `q` is the warp's Q operand (what
+/// KBlock::mma_abt reads), `masks.apply(s, kb, lane)` masks the scores and
+/// returns the scale left for the softmax to apply.
+template <
+    typename KBlock,
+    typename VBlock,
+    typename Step,
+    typename QOperand,
+    typename Masks,
+    typename Pipeline>
+FA_FUNC void attention_step(
+    FA_THREAD Step& st,
+    const FA_THREAD QOperand& q,
+    const FA_THREAD Masks& masks,
+    const FA_THREAD Pipeline& pipe,
+    int kb,
+    lane_t lane) {
+  // ------------------------------------------------------- S = Q K^T
+  tile_fill(st.s, 0.0f);
+  KBlock::mma_abt(st.s, q, pipe.k_block(kb), lane);
+
+  // ------------------------------------------------------------ mask
+  const float score_scale = masks.apply(st.s, kb, lane);
+
+  // --------------------------------------------------------- softmax
+  softmax_step(st.softmax, st.s, st.o, score_scale);
+  tile_to_operand(st.p, st.s);
+
+  // ------------------------------------------------------------ P V
+  pipe.acquire_v(kb);
+  VBlock::mma_ab(st.o, st.p, pipe.v_block(kb), lane);
+}
+
+/// O / row sum, one reciprocal a row (online_softmax.h).
+template <typename Step>
+FA_FUNC void attention_step_end(FA_THREAD Step& st) {
+  softmax_finalize(st.o, st.softmax);
+}
+
+} // namespace fa

@@ -1,0 +1,280 @@
+"""One case of an attention-family kernel (the general and the short one) in
+the emulator: random inputs, each stored in its own layout with its padding
+poisoned, a NaN-poisoned output, the launch, and the check of every output
+element against a float64 reference with mx.fast's semantics.
+
+Semantics are those of MLX 0.32.4's mx.fast.scaled_dot_product_attention: a
+masked score becomes finfo(dtype).min, so fully masked rows give the mean of
+V (or 0 with a sink); sinks are raw logits beside the scaled scores; an all
+-inf additive row gives NaN.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import emu
+from .attn_params import AttnParams
+from .layouts import Layout, contiguous_last
+
+# |fused - float64 reference| <= ATOL + RTOL * |reference|: the kernel works in
+# fp32, so what remains is the rounding of the output to its dtype (half an
+# ulp: 2^-11 for float16, 2^-8 for bfloat16) plus fp32 accumulation.
+TOL = {"float16": (5e-4, 2e-3), "bfloat16": (4e-3, 1.6e-2), "float32": (2e-5, 1e-4)}
+
+# Each input its own order of [B, H, L] (outermost first; D innermost) and
+# its own spare batch entries, heads and rows, so that no two inputs share a
+# batch or head stride: an offset taken with another input's stride, or
+# another axis's, reads poison or the wrong element.
+INDEPENDENT = {
+    "q": contiguous_last((0, 1, 2), (1, 2, 1), 4),
+    "k": contiguous_last((1, 0, 2), (2, 1, 3), 4),
+    "v": contiguous_last((2, 0, 1), (1, 3, 0), 4),
+    "out": contiguous_last((1, 2, 0), (3, 1, 2), 4),
+    "mask": Layout((3, 1, 0, 2), (1, 2, 3, 1)),
+}
+
+
+# ---------------------------------------------------------------------------
+# Inputs in the kernel's dtype: (device array, float64 values it holds).
+
+
+def to_device(x, dtype):
+    x = np.asarray(x, dtype=np.float32)
+    if dtype == "bfloat16":
+        bits = emu.float_to_bfloat16_bits(x)
+        return bits, emu.bfloat16_bits_to_float(bits).astype(np.float64)
+    dev = x.astype(dtype)
+    return dev, dev.astype(np.float64)
+
+
+def from_device(x, dtype):
+    if dtype == "bfloat16":
+        return emu.bfloat16_bits_to_float(x).astype(np.float64)
+    return x.astype(np.float64)
+
+
+def finfo_min(dtype):
+    if dtype == "bfloat16":
+        return float(emu.bfloat16_bits_to_float(np.array([0xFF7F], np.uint16))[0])
+    return float(np.finfo(dtype).min)
+
+
+def named_layouts(layout):
+    """The Layouts of q, k, v and the output for `layout`: "bhld" (rows
+    padded inside each head: 1, 3 and 2 spare rows) or "blhd" (the
+    [B, L, H, D] transpose); the output is bhld with 2 spare rows."""
+    rows = {"q": 1, "k": 3, "v": 2}
+    if layout == "bhld":
+        out = {name: Layout((0, 1, 2, 3), (0, 0, pad, 0)) for name, pad in rows.items()}
+    else:
+        out = {name: Layout((0, 2, 1, 3), (0, 0, 0, 0)) for name in rows}
+    out["out"] = Layout((0, 1, 2, 3), (0, 0, 2, 0))
+    return out
+
+
+def poison(dtype):
+    """NaN in the kernel's dtype (bfloat16: its bits)."""
+    return to_device(np.full(1, np.nan, np.float32), dtype)[0][0]
+
+
+# ---------------------------------------------------------------------------
+# Reference
+
+
+def reference(q, k, v, scale, dtype, causal=False, bool_mask=None, add_mask=None, sinks=None):
+    """float64 attention with MLX's semantics; inputs are float64 arrays."""
+    H_q, H_kv = q.shape[1], k.shape[1]
+    k = np.repeat(k, H_q // H_kv, axis=1)
+    v = np.repeat(v, H_q // H_kv, axis=1)
+    s = scale * (q @ k.transpose(0, 1, 3, 2))
+    L_q, L_k = s.shape[-2:]
+    masked = finfo_min(dtype)
+    if causal:
+        i = np.arange(L_q)[:, None]
+        j = np.arange(L_k)[None, :]
+        s = np.where(j <= i + (L_k - L_q), s, masked)
+    if bool_mask is not None:
+        s = np.where(bool_mask, s, masked)
+    if add_mask is not None:
+        s = s + add_mask
+    if sinks is not None:
+        sink_col = np.broadcast_to(sinks[None, :, None, None], s.shape[:-1] + (1,))
+        s = np.concatenate([sink_col, s], axis=-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = s.max(axis=-1, keepdims=True)
+        p = np.exp(s - m)
+        p = p / p.sum(axis=-1, keepdims=True)
+    if sinks is not None:
+        p = p[..., 1:]
+    return p @ v
+
+
+# ---------------------------------------------------------------------------
+# One launch
+
+
+class Launch(NamedTuple):
+    """A family's kernel for one case: its host name, grid, warps a
+    threadgroup, and its function constants other than the features."""
+
+    name: str
+    grid: tuple
+    warps: int
+    constants: dict
+
+
+def run_case(
+    prog,
+    launch,
+    features,
+    *,
+    dtype,
+    D,
+    D_v,
+    B,
+    H_q,
+    L_q,
+    L_k,
+    H_kv=None,
+    causal=False,
+    mask=None,
+    mask_shape=None,
+    sinks=False,
+    layout="bhld",
+    layouts=None,
+    seed=0,
+    schedule="fair",
+    race_check=False,
+    edit=None,
+    scale=None,
+):
+    """Runs `launch` on one case and checks it. D is the head dim of q and
+    k, D_v that of v and the output. features: the family's function
+    constants by name ("has_mask", "bool_mask", "causal", "has_sinks").
+    mask: None, "bool" or "additive", of mask_shape (broadcast to [B, H_q,
+    L_q, L_k] through zero strides). layouts: {"q" | "k" | "v" | "out" |
+    "mask": Layout} in place of named_layouts(layout) (a mask given one is
+    stored whole, its padding poisoned). edit(inputs) may change the float32
+    inputs (a dict) before the launch. Returns the fused output, the
+    reference and v, as float64."""
+    H_kv = H_kv or H_q
+    rng = np.random.default_rng(seed)
+    scale = 1.0 / np.sqrt(D) if scale is None else scale
+    inputs = {
+        "q": rng.standard_normal((B, H_q, L_q, D)).astype(np.float32),
+        "k": rng.standard_normal((B, H_kv, L_k, D)).astype(np.float32),
+        "v": rng.standard_normal((B, H_kv, L_k, D_v)).astype(np.float32),
+        "sinks": rng.standard_normal(H_q).astype(np.float32) if sinks else None,
+    }
+    mask_shape = tuple(mask_shape or (B, H_q, L_q, L_k))
+    if mask == "bool":
+        inputs["mask"] = rng.random(mask_shape) < 0.7
+    elif mask == "additive":
+        inputs["mask"] = rng.standard_normal(mask_shape).astype(np.float32)
+    if edit is not None:
+        edit(inputs)
+
+    buffers, strides, ref_kwargs, places, (q64, k64, v64) = place_inputs(
+        inputs, dtype, layout, layouts, mask
+    )
+    buffers[4] = AttnParams(
+        B=B,
+        H_q=H_q,
+        H_kv=H_kv,
+        gqa_factor=H_q // H_kv,
+        L_q=L_q,
+        L_k=L_k,
+        D=D,
+        D_v=D_v,
+        causal_offset=L_k - L_q,
+        scale_log2=scale * np.log2(np.e),
+        q_strides=strides["q"][:3],
+        k_strides=strides["k"][:3],
+        v_strides=strides["v"][:3],
+        o_strides=strides["out"][:3],
+        mask_strides=strides["mask"],
+    )
+    constants = {
+        features["has_mask"]: mask is not None,
+        features["bool_mask"]: mask == "bool",
+        features["causal"]: causal,
+        features["has_sinks"]: sinks,
+        **launch.constants,
+    }
+    # A library that holds several families declares their constants too;
+    # the emulator wants a value for each, though only this family's are read.
+    for index in prog.constants:
+        constants.setdefault(index, False)
+    res = prog.launch(
+        launch.name,
+        buffers=buffers,
+        constants=constants,
+        grid=launch.grid,
+        threadgroup=(32, launch.warps, 1),
+        schedule=schedule,
+        race_check=race_check,
+    )
+    fused = output(res[3], places["out"], dtype)
+    ref = reference(q64, k64, v64, scale, dtype, causal=causal, **ref_kwargs)
+    check(
+        fused,
+        ref,
+        dtype,
+        f"{launch.name} D={D} D_v={D_v} L_q={L_q} L_k={L_k} B={B} H_q={H_q} H_kv={H_kv} "
+        f"causal={causal} mask={mask} sinks={sinks} layout={layouts or layout} seed={seed}",
+    )
+    return fused, ref, v64
+
+
+def check(fused, ref, dtype, what):
+    """Every output element against the float64 reference, within TOL;
+    `what` names the case in a failure."""
+    atol, rtol = TOL[dtype]
+    np.testing.assert_allclose(fused, ref, atol=atol, rtol=rtol, err_msg=what)
+
+
+def place_inputs(inputs, dtype, layout, layouts, mask):
+    """The buffers of q, k, v, the NaN-poisoned output (0-3), the mask (5)
+    and sinks (6) as the host binds them, each stored in its own Layout with
+    its padding poisoned. Returns (buffers, {"q" | "k" | "v" | "out" |
+    "mask": element strides}, the reference's mask and sinks arguments, the
+    Layouts, the float64 values of q, k and v)."""
+    places = {**named_layouts(layout), **(layouts or {})}
+    buffers, strides, ref_kwargs, values = {}, {}, {}, []
+    B, H_q, L_q, _ = inputs["q"].shape
+    D_v = inputs["v"].shape[-1]
+    for index, x in enumerate("qkv"):
+        dev, x64 = to_device(inputs[x], dtype)
+        values.append(x64)
+        buffers[index], strides[x] = places[x].place(dev, poison(dtype))
+    out_nan = np.full((B, H_q, L_q, D_v), poison(dtype))
+    buffers[3], strides["out"] = places["out"].place(out_nan, poison(dtype))
+    strides["mask"] = (0, 0, 0, 0)
+    if mask is not None:
+        m = inputs["mask"]
+        if mask == "bool":
+            dev, ref_kwargs["bool_mask"] = m, m
+        else:
+            dev, ref_kwargs["add_mask"] = to_device(m, dtype)
+        if "mask" in places:
+            # Bool padding is False: read in place of a True, it masks a key.
+            fill = False if mask == "bool" else poison(dtype)
+            buffers[5], strides["mask"] = places["mask"].place(dev, fill)
+        else:
+            dev = np.ascontiguousarray(dev)
+            full = (B, H_q, L_q, inputs["k"].shape[2])
+            view = np.broadcast_to(dev.reshape((1,) * (4 - dev.ndim) + dev.shape), full)
+            strides["mask"] = tuple(s // dev.itemsize for s in view.strides)
+            buffers[5] = dev
+    if inputs["sinks"] is not None:
+        buffers[6], ref_kwargs["sinks"] = to_device(inputs["sinks"], dtype)
+    return buffers, strides, ref_kwargs, places, values
+
+
+def output(result, layout, dtype):
+    """The output in float64, after checking that the kernel wrote nothing
+    outside it (its padding still NaN)."""
+    o_all = from_device(result, dtype)
+    assert np.isnan(layout.padding(o_all)).all(), "the kernel wrote outside its output"
+    return layout.view(o_all)
