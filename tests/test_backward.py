@@ -6,6 +6,11 @@ a tiny mlx-lm model. On a GPU whose build has no backward kernel yet the
 same calls run the plain-ops vjp, and the value checks hold alike."""
 
 import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import mlx.core as mx
 import numpy as np
@@ -174,6 +179,50 @@ def test_cpu_runs_the_fused_backward(name):
     dot = graph(g)
     assert "FusedAttentionVJP" in dot
     assert "Softmax" not in dot and "Matmul" not in dot
+
+
+BROKEN_BACKWARD = textwrap.dedent(
+    r"""
+    import io, json, warnings
+    import mlx.core as mx
+    import mlx_fused_attn as fa
+
+    mx.set_default_device(mx.cpu)
+    q, k, v = (mx.random.normal((1, 2, 70, 32), key=mx.random.key(i)) for i in range(3))
+
+    def loss(attn):
+        return lambda q: (attn(q, k, v, scale=0.3, mask="causal") ** 2).sum()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = mx.grad(loss(fa.scaled_dot_product_attention))(q)
+        fa.scaled_dot_product_attention(q, k, v, scale=0.3)  # drains the notices
+    want = mx.grad(loss(mx.fast.scaled_dot_product_attention))(q)
+    dot = io.StringIO()
+    mx.export_to_dot(dot, got)
+    print(json.dumps({
+        "forward": fa.can_use_fused(q, k, v, scale=0.3, mask="causal"),
+        "err": float(mx.abs(got - want).max()),
+        "fused_backward": "FusedAttentionVJP" in dot.getvalue(),
+        "warnings": [str(w.message) for w in caught],
+    }))
+    """
+)
+
+
+def test_backward_that_cannot_run_falls_back_with_its_reason():
+    """A backward kernel family that cannot run (the test hook) leaves the
+    forward fused, takes gradients through plain ops, and says why under
+    MLX_FUSED_ATTN_WARN_FALLBACK=1. In a child process: outcomes are kept
+    for the process."""
+    env = dict(os.environ, MLX_FUSED_ATTN_BREAK_FAMILY="attention_backward", MLX_FUSED_ATTN_WARN_FALLBACK="1")
+    r = subprocess.run([sys.executable, "-c", BROKEN_BACKWARD], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["forward"][0], result
+    assert not result["fused_backward"] and result["err"] < 1e-4, result
+    notes = [w for w in result["warnings"] if "the backward of scaled_dot_product_attention" in w]
+    assert len(notes) == 1 and "attention_backward" in notes[0], result["warnings"]
 
 
 def peak_backward_memory(attn, q, k, v):
