@@ -282,6 +282,21 @@ def test_vmap_and_grad_compose(device):
 
 
 @device_params()
+def test_vmap_over_sinks_under_grad(device):
+    """Sinks that vary along the mapped axis cannot fold into the batch: the
+    forward and its hidden LSE go through the plain-ops vmap."""
+    q, k, v, _, _ = make_case("causal", mx.float32)
+    sinks = rand((3, q.shape[1]), mx.float32, 8)
+
+    def loss(attn):
+        return lambda s: (mx.vmap(lambda s: attn(q, k, v, "causal", s))(s) ** 2).sum()
+
+    with mx.stream(device):
+        got, want = mx.grad(loss(fused))(sinks), mx.grad(loss(naive))(sinks)
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=2e-4, atol=2e-4)
+
+
+@device_params()
 def test_jvp_under_trace(device):
     """jvp traces its inputs, so the forward saves its LSE there too; the
     tangent comes from the plain-ops definition."""
