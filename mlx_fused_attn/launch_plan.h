@@ -12,7 +12,7 @@
 #include "mlx/array.h"
 #include "mlx_fused_attn/backend/kernel_family.h"
 #include "mlx_fused_attn/spec.h"
-#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace mlx_fused_attn {
 
@@ -83,6 +83,12 @@ struct FamilyCandidate {
   KernelFamily family;
   Support (*plan)(const Context& context, Plan& plan);
 };
+
+/// `answer`, a refusal's reason prefixed with `op` (the op and backend that
+/// refuse, e.g. "[scaled_dot_product_attention] CUDA: ").
+inline Support named(const char* op, const Support& answer) {
+  return answer.ok ? answer : Support::no(op + answer.reason);
+}
 
 /// Whether `answer` lets planning go on; a "no" becomes the plan's reason.
 template <typename Plan>
