@@ -70,6 +70,7 @@ target_sources(
           ${FA_CUDA_DIR}/na_cuda.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/attention_covers.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/na_launch.cpp
+          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/no_gpu_backward.cpp
           ${FA_CUDA_DIR}/nvrtc_compiler.cpp ${FA_CUDA_DIR}/short_attention_cuda.cpp
           ${FA_CUDA_JIT_SOURCE})
 target_include_directories(mlx_fused_attn PRIVATE ${CUDAToolkit_INCLUDE_DIRS}

@@ -1,6 +1,6 @@
-// The GPU interface (gpu.h, gpu_na.h) for builds against an MLX without a
-// GPU backend: MLX itself cannot make a GPU stream there, so this only
-// answers the checks.
+// The GPU interface (gpu.h, gpu_na.h; the backward is no_gpu_backward.cpp)
+// for builds against an MLX without a GPU backend: MLX itself cannot make a
+// GPU stream there, so this only answers the checks.
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
 
@@ -17,7 +17,7 @@ void plan(const AttentionCall&, AttentionPlan& plan) {
 void run(
     const AttentionPlan&,
     const std::vector<mlx::core::array>&,
-    mlx::core::array&,
+    std::vector<mlx::core::array>&,
     mlx::core::Stream) {
   throw std::logic_error(
       "[mlx_fused_attn] internal error: GPU eval in a build without GPU "
