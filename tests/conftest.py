@@ -64,7 +64,7 @@ COMPILE_TIER = {
     "test_build_metallib.py",
     "test_mlx_includes.py",
 }
-NEEDS_GPU = {"test_gpu_jit.py", "test_cuda_backend.py"}
+NEEDS_GPU = {"test_gpu_jit.py", "test_cuda_backend.py", "test_cuda_memory.py"}
 
 
 def tier(path):
