@@ -28,15 +28,6 @@ namespace {
 
 constexpr const char* kOp = "[scaled_dot_product_attention] Metal: ";
 
-/// `x` with a unit stride along its last axis: `x` itself, or a copy.
-mx::array with_contiguous_rows(
-    const mx::array& x,
-    fa::DType dtype,
-    mx::metal::Device& d,
-    mx::metal::CommandEncoder& enc) {
-  return needs_row_copy(x) ? row_contiguous_copy(x, dtype, d, enc) : x;
-}
-
 /// The general kernel's pipeline for a plan with its tiles.
 MetalPipeline general_pipeline(const AttentionPlan& plan) {
   const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
@@ -53,10 +44,6 @@ MetalPipeline general_pipeline(const AttentionPlan& plan) {
   return p;
 }
 
-Support named(const Support& answer) {
-  return answer.ok ? answer : Support::no(kOp + answer.reason);
-}
-
 /// Where a call is planned: the stream's device.
 struct MetalTarget {
   mx::metal::Device& device;
@@ -67,12 +54,12 @@ Support plan_short(const MetalTarget& target, AttentionPlan& plan) {
       !covered.ok) {
     return covered;
   }
-  return named(pipeline_ready(target.device, short_attention_pipeline(plan)));
+  return named(kOp, pipeline_ready(target.device, short_attention_pipeline(plan)));
 }
 
 Support plan_general(const MetalTarget& target, AttentionPlan& plan) {
   plan_general_launch(plan, fa::Backend::Metal);
-  return named(pipeline_ready(target.device, general_pipeline(plan)));
+  return named(kOp, pipeline_ready(target.device, general_pipeline(plan)));
 }
 
 /// The families in order of preference: short sequences run the short
@@ -92,7 +79,7 @@ void plan(const AttentionCall& call, AttentionPlan& plan) {
   // Strided q, k, v and sinks are copied first (with_contiguous_rows), and
   // whether they are is known only at eval.
   if (admitted(
-          named(pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan)) {
+          named(kOp, pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan)) {
     choose_family(kFamilies, MetalTarget{d}, plan);
   }
 }
