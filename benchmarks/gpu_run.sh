@@ -6,8 +6,9 @@
 #
 #   benchmarks/gpu_run.sh OUTPUT_DIR
 #
-# Environment: STEPS (default "build test sanitize sweep bench") picks steps,
-# and "shortsweep" (the short-sequence kernel's tile sweep) is one more;
+# Environment: STEPS (default "build test sanitize sweep bench") picks steps;
+# "shortsweep" (the short-sequence kernel's tile sweep) and "memory" (wall
+# against kernel time with outputs in MLX's allocator) are more;
 # CUDA_ARCHS (default 90a, the GPU there with its warpgroup products) the AOT
 # architectures; PYTEST_K the
 # tests' -k expression (default "not cpu"); BENCH_ARGS extra arguments for
@@ -100,6 +101,11 @@ if has models; then
       --repeats 3 --json "$OUT/model_bench_$1_$2.json" --plot "$OUT/model_bench_$1_$2.png" \
       ${MODEL_BENCH_ARGS:-} 2>&1 | tee "$OUT/model_bench_$1_$2.md"
   done
+fi
+
+if has memory; then
+  log "wall against kernel time, outputs in MLX's allocator"
+  $PY benchmarks/memory_bench.py 2>&1 | tee "$OUT/memory_bench.md"
 fi
 
 if has bench; then

@@ -64,7 +64,12 @@ COMPILE_TIER = {
     "test_build_metallib.py",
     "test_mlx_includes.py",
 }
-NEEDS_GPU = {"test_gpu_jit.py", "test_cuda_backend.py", "test_split_keys.py"}
+NEEDS_GPU = {
+    "test_gpu_jit.py",
+    "test_cuda_backend.py",
+    "test_split_keys.py",
+    "test_cuda_memory.py",
+}
 
 
 def tier(path):

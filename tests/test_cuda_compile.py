@@ -13,6 +13,9 @@
   NVRTC (the family records of kernel_families.h, printed by a small host
   program); and, where libnvrtc is installed (pip's nvidia-cuda-nvrtc),
   with NVRTC itself under the options the library uses.
+- The no-op kernel through which MLX allocates the outputs
+  (backend/cuda/no_op_kernel_ptx.h) assembles with ptxas for both targets,
+  its entry named as the host names it.
 
 Skips with the reason when nvcc is absent.
 """
@@ -288,3 +291,24 @@ def test_nvrtc_compiles_the_jit_source(tmp_path, family):
         nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size))
         assert size.value > 0
         nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def test_no_op_kernel_ptx_assembles(tmp_path):
+    ptxas = os.path.join(os.path.dirname(NVCC), "ptxas")
+    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    if cxx is None or not os.path.exists(ptxas):
+        pytest.skip("no C++ compiler or ptxas")
+    main = tmp_path / "print_ptx.cpp"
+    main.write_text(
+        '#include <cstdio>\n#include "mlx_fused_attn/backend/cuda/no_op_kernel_ptx.h"\n'
+        "int main() { std::printf(\"%s\\n%s\", mlx_fused_attn::cuda::kNoOpKernelName,"
+        " mlx_fused_attn::cuda::kNoOpKernelPtx); }\n")
+    exe = tmp_path / "print_ptx"
+    subprocess.run([cxx, "-std=c++17", f"-I{REPO}", str(main), "-o", str(exe)], check=True)
+    name, ptx = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n", 1)
+    assert re.findall(r"\.entry\s+(\w+)", ptx) == [name]
+    (tmp_path / "no_op.ptx").write_text(ptx)
+    for arch in ["sm_80", "sm_90a"]:
+        r = subprocess.run([ptxas, f"-arch={arch}", str(tmp_path / "no_op.ptx"), "-o", str(tmp_path / f"{arch}.cubin")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, f"{arch}: {r.stderr}"

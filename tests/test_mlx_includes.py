@@ -23,6 +23,7 @@ ALLOWED = {
     "mlx/backend/metal/device.h",
     "mlx/device.h",
     "mlx/dtype.h",
+    "mlx/fast.h",
     "mlx/ops.h",
     "mlx/primitives.h",
     "mlx/stream.h",

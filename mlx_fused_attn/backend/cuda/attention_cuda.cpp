@@ -230,17 +230,17 @@ void run(
 
   const fa::DType dtype = plan.dtype;
   const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
-  const mx::array q = cuda::readable_rows(inputs[0], dtype, enc, device, arch);
-  const mx::array k = cuda::readable_rows(inputs[1], dtype, enc, device, arch);
-  const mx::array v = cuda::readable_rows(inputs[2], dtype, enc, device, arch);
+  const mx::array q = cuda::readable_rows(inputs[0], dtype, s, device, arch);
+  const mx::array k = cuda::readable_rows(inputs[1], dtype, s, device, arch);
+  const mx::array v = cuda::readable_rows(inputs[2], dtype, s, device, arch);
   // Sinks are read as sinks[head]: a strided view is copied.
   std::optional<mx::array> sinks;
   if (si >= 0) {
     sinks = needs_row_copy(inputs[si])
-        ? cuda::contiguous_copy(inputs[si], dtype, enc, device, arch)
+        ? cuda::contiguous_copy(inputs[si], dtype, s, device, arch)
         : inputs[si];
   }
-  cuda::set_device_data(out, enc);
+  cuda::set_device_data(out, s);
   cuda::poison(out, enc, device, arch);
   const mx::array* mask = mi >= 0 ? &inputs[mi] : nullptr;
   const fa::AttnParams params = launch_params(plan, q, k, v, out, mask);

@@ -74,11 +74,12 @@ void poison(mx::array& out, cu::CommandEncoder& enc, int device, int arch) {
 mx::array contiguous_copy(
     const mx::array& x,
     fa::DType dtype,
-    cu::CommandEncoder& enc,
+    mx::Stream s,
     int device,
     int arch) {
   mx::array copy(x.shape(), x.dtype(), nullptr, {});
-  set_device_data(copy, enc);
+  set_device_data(copy, s);
+  cu::CommandEncoder& enc = cu::get_command_encoder(s);
   enc.set_input_array(x);
   enc.set_output_array(copy);
   const CUfunction kernel =
@@ -109,13 +110,13 @@ mx::array contiguous_copy(
 mx::array readable_rows(
     const mx::array& x,
     fa::DType dtype,
-    cu::CommandEncoder& enc,
+    mx::Stream s,
     int device,
     int arch) {
   if (rows_readable(x)) {
     return x;
   }
-  mx::array copy = contiguous_copy(x, dtype, enc, device, arch);
+  mx::array copy = contiguous_copy(x, dtype, s, device, arch);
   if (!rows_readable(copy)) {
     throw std::logic_error(
         "mlx_fused_attn CUDA: internal error: a fresh buffer is not aligned");

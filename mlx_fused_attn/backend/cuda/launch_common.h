@@ -30,12 +30,13 @@ void poison(
 bool rows_readable(const mlx::core::array& x);
 
 /// A row-contiguous copy of `x`, of any rank, made on the GPU by the
-/// strided copy kernel (strided_copy_parts.h), kept alive by the encoder
-/// until its graph has run.
+/// strided copy kernel (strided_copy_parts.h) into memory from MLX's
+/// allocator (device_buffer.h), kept alive by the encoder until its graph
+/// has run.
 mlx::core::array contiguous_copy(
     const mlx::core::array& x,
     fa::DType dtype,
-    mlx::core::cu::CommandEncoder& enc,
+    mlx::core::Stream s,
     int device,
     int arch);
 
@@ -45,7 +46,7 @@ mlx::core::array contiguous_copy(
 mlx::core::array readable_rows(
     const mlx::core::array& x,
     fa::DType dtype,
-    mlx::core::cu::CommandEncoder& enc,
+    mlx::core::Stream s,
     int device,
     int arch);
 

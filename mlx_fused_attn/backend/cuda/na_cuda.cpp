@@ -101,9 +101,9 @@ void na_run(
 
   mx::array qkv[3] = {inputs[0], inputs[1], inputs[2]};
   for (mx::array& x : qkv) {
-    x = cuda::readable_rows(x, plan.dtype, enc, device, arch);
+    x = cuda::readable_rows(x, plan.dtype, s, device, arch);
   }
-  cuda::set_device_data(out, enc);
+  cuda::set_device_data(out, s);
   cuda::poison(out, enc, device, arch);
   // Not const: the encoder takes its kernel arguments by non-const address.
   fa::NaParams params = na_launch_params(plan, qkv[0], qkv[1], qkv[2], out);
