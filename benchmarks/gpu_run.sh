@@ -7,7 +7,8 @@
 #   benchmarks/gpu_run.sh OUTPUT_DIR
 #
 # Environment: STEPS (default "build test sanitize sweep bench") picks steps;
-# "shortsweep" (the short-sequence kernel's tile sweep) and "memory" (wall
+# "shortsweep" (the short-sequence kernel's tile sweep), "nasweep" (the
+# neighborhood kernel's, mma.sync against warpgroup products) and "memory" (wall
 # against kernel time with outputs in MLX's allocator) are more;
 # CUDA_ARCHS (default 90a, the GPU there with its warpgroup products) the AOT
 # architectures; PYTEST_K the
@@ -85,6 +86,13 @@ if has shortsweep; then
   nvcc -std=c++17 -O3 -arch=sm_90 -I. benchmarks/cuda_short_sweep.cu -o /tmp/fa_short_sweep \
     > "$OUT/shortsweep.txt" 2>&1 && /tmp/fa_short_sweep >> "$OUT/shortsweep.txt" 2>&1
   cat "$OUT/shortsweep.txt"
+fi
+
+if has nasweep; then
+  log "neighborhood tile sweep"
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. benchmarks/cuda_na_sweep.cu -o /tmp/fa_na_sweep \
+    > "$OUT/nasweep.txt" 2>&1 && /tmp/fa_na_sweep >> "$OUT/nasweep.txt" 2>&1
+  cat "$OUT/nasweep.txt"
 fi
 
 if has models; then

@@ -201,10 +201,7 @@ void plan_general_launch(
   // More query blocks than one wave of the default tiles (their blocks a
   // multiprocessor times the multiprocessors) take the large-grid tiles.
   const int64_t q_blocks = int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B;
-  plan.wgmma = wgmma;
-  plan.large_grid =
-      sm_count > 0 && q_blocks > int64_t(tiles.min_blocks) * sm_count;
-  if (plan.large_grid) {
+  if (sm_count > 0 && q_blocks > int64_t(tiles.min_blocks) * sm_count) {
     tiles = choose(true);
   }
   plan.tiles = tiles;

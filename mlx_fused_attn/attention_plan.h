@@ -34,10 +34,6 @@ struct AttentionPlan {
   /// The tiles of the family that runs: the general kernel's, the short
   /// kernel's, or none (the CPU kernel has no tiles).
   std::variant<std::monostate, fa::AttnTiles, fa::ShortAttnTiles> tiles;
-  /// The chooser's device inputs for the general kernel on CUDA: Hopper's
-  /// warpgroup products, and a grid of more than one wave of blocks.
-  bool wgmma = false;
-  bool large_grid = false;
   /// Decode with GQA (L_q = 1, no sinks) on the general kernel: the query
   /// heads that share a key/value head run as the rows of one query block,
   /// which reads that head's K and V once. `params` then hold H_kv heads of

@@ -144,27 +144,42 @@ class FusedPrimitive : public mlx::core::Primitive {
 
  private:
   /// The plan made when the op was built; or, where a shapeless compile
-  /// runs the primitive on other shapes, one made for those.
-  Plan plan_for(const std::vector<mlx::core::array>& inputs) {
-    bool same = inputs.size() == planned_shapes_.size();
-    for (size_t i = 0; same && i < inputs.size(); ++i) {
-      same = inputs[i].shape() == planned_shapes_[i];
-    }
-    if (same) {
+  /// runs the primitive on other shapes, one made for those (kept until
+  /// the shapes change again).
+  const Plan& plan_for(const std::vector<mlx::core::array>& inputs) {
+    if (same_shapes(inputs, planned_shapes_)) {
       return plan_;
     }
-    Plan plan = Family::plan(Call{plan_.spec, inputs, stream()});
-    if (!plan.fused()) {
+    if (!same_shapes(inputs, replanned_shapes_)) {
+      replanned_ = Family::plan(Call{plan_.spec, inputs, stream()});
+      replanned_shapes_.clear();
+      for (const auto& x : inputs) {
+        replanned_shapes_.push_back(x.shape());
+      }
+    }
+    if (!replanned_.fused()) {
       throw std::invalid_argument(
           std::string("[") + Family::kName +
           "] a shapeless compile reached shapes no fused kernel runs: " +
-          plan.reason);
+          replanned_.reason);
     }
-    return plan;
+    return replanned_;
+  }
+
+  static bool same_shapes(
+      const std::vector<mlx::core::array>& inputs,
+      const std::vector<mlx::core::Shape>& shapes) {
+    bool same = inputs.size() == shapes.size();
+    for (size_t i = 0; same && i < inputs.size(); ++i) {
+      same = inputs[i].shape() == shapes[i];
+    }
+    return same;
   }
 
   Plan plan_;
   std::vector<mlx::core::Shape> planned_shapes_;
+  Plan replanned_;
+  std::vector<mlx::core::Shape> replanned_shapes_;
 };
 
 } // namespace mlx_fused_attn

@@ -83,7 +83,8 @@ def test_aot_table_builds(tmp_path, group):
 
 
 # Per family, the body of a host program that prints every expression the
-# host can hand to NVRTC, through the family's record.
+# host can hand to NVRTC, through the family's record with the tiles its
+# plans take from the family's chooser.
 HOST_KEYS = {
     # Every head dim pair, plain, causal and array mask, with and without
     # warpgroup products, for grids of one wave and past it; the combine of
@@ -91,7 +92,8 @@ HOST_KEYS = {
     "attention": """
   for (fa::DType t : types) {
 #define FA_PRINT(d, dv) \\
-    for (int v = 0; v < 12; ++v) print(AttentionKernelKey{t, d, dv, v % 3 == 1, v % 3 == 2, v % 6 >= 3, v >= 6});
+    for (int v = 0; v < 12; ++v) print(AttentionKernelKey{t, d, dv, \
+        fa::choose_attention_tiles(d, dv, t, fa::Backend::Cuda, v % 6 >= 3, v >= 6), v % 3 == 1, v % 3 == 2});
     FA_ATTENTION_HEAD_DIMS(FA_PRINT)
   }
   for (fa::DType t : types) print(SplitCombineKernelKey{t});""",
@@ -102,10 +104,11 @@ HOST_KEYS = {
     for (int d = 1; d <= 256; ++d)
       for (int l = 1; l <= 64; ++l)
         if (fa::short_attention_covers(l, l, d, d, t, fa::Backend::Cuda) && fa::short_attention_seq(l, l) == l)
-          print(ShortAttentionKernelKey{t, d, l});""",
+          print(ShortAttentionKernelKey{t, d, fa::choose_short_attention_tiles(d, t, fa::Backend::Cuda, l)});""",
     "neighborhood": """
   for (fa::DType t : types) {
-#define FA_PRINT_D(d) for (int n = 1; n <= 3; ++n) print(NaKernelKey{t, d, n});
+#define FA_PRINT_D(d) for (int n = 1; n <= 6; ++n) \
+    print(NaKernelKey{t, d, (n - 1) % 3 + 1, fa::choose_na_tiles(d, t, fa::Backend::Cuda, (n - 1) % 3 + 1, n > 3)});
     FA_NA_HEAD_DIMS(FA_PRINT_D)
   }""",
     "strided_copy": """
@@ -142,7 +145,7 @@ def expected_count(family):
     return {
         "attention": 3 * N_HEAD_DIMS * 12 + 3,
         "short_attention": 3 * len(short_dims) * len(short_seqs),
-        "neighborhood": 3 * na,
+        "neighborhood": 3 * na * 2,
         "strided_copy": 3 + 1,
     }[family]
 

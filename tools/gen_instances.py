@@ -81,9 +81,11 @@ void attention(fa::DType t, int d, int dv) {
   // products; for grids of one wave and past it.
   for (bool wgmma : {false, true}) {
     for (bool large_grid : {false, true}) {
+      const fa::AttnTiles tiles = fa::choose_attention_tiles(
+          d, dv, t, fa::Backend::Cuda, wgmma, large_grid);
       for (int variant = 0; variant < 3; ++variant) {
-        cuda(group, AttentionKernelKey{t, d, dv, variant == 1, variant == 2,
-                                       wgmma, large_grid}.expression());
+        cuda(group, AttentionKernelKey{t, d, dv, tiles, variant == 1,
+                                       variant == 2}.expression());
       }
     }
   }
@@ -94,7 +96,9 @@ void attention(fa::DType t, int d, int dv) {
 
 void short_attention(fa::DType t, int d, int seq) {
   cuda("short_attention_d" + std::to_string(d),
-       ShortAttentionKernelKey{t, d, seq}.expression());
+       ShortAttentionKernelKey{t, d, fa::choose_short_attention_tiles(
+                                         d, t, fa::Backend::Cuda, seq)}
+           .expression());
   if (fa::short_attention_instantiated(d, t, fa::Backend::Metal, seq)) {
     const fa::ShortAttnTiles m =
         fa::choose_short_attention_tiles(d, t, fa::Backend::Metal, seq);
@@ -104,8 +108,11 @@ void short_attention(fa::DType t, int d, int seq) {
 }
 
 void neighborhood(fa::DType t, int d, int n) {
-  cuda("neighborhood_" + std::to_string(n) + "d",
-       NaKernelKey{t, d, n}.expression());
+  for (bool wgmma : {false, true}) {
+    cuda("neighborhood_" + std::to_string(n) + "d",
+         NaKernelKey{t, d, n, fa::choose_na_tiles(d, t, fa::Backend::Cuda, n,
+                                                  wgmma)}.expression());
+  }
   const auto m = fa::choose_na_tiles(d, t, fa::Backend::Metal, n);
   metal("neighborhood", "FA_NA_INSTANTIATE", t, {d, fa::na_tile_queries(m), m.key_block, m.warps, n});
 }

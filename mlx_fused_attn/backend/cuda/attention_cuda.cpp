@@ -45,10 +45,9 @@ cuda::AttentionKernelKey general_key(const AttentionPlan& plan) {
       plan.dtype,
       plan.params.D,
       plan.params.D_v,
+      std::get<fa::AttnTiles>(plan.tiles),
       plan.features.causal,
-      plan.features.has_mask,
-      plan.wgmma,
-      plan.large_grid};
+      plan.features.has_mask};
 }
 
 Support smem_fits(const char* kernel, const AttentionPlan& plan, int device) {
@@ -116,9 +115,10 @@ const FamilyCandidate<AttentionPlan, CudaTarget> kFamilies[] = {
 
 /// An fp32 temporary of `n` elements in device memory, kept until the
 /// encoder's graph has run.
-mx::array temporary_floats(int64_t n, cu::CommandEncoder& enc) {
+mx::array
+temporary_floats(int64_t n, cu::CommandEncoder& enc, mx::Stream s) {
   mx::array a({static_cast<int>(n)}, mx::float32, nullptr, {});
-  cuda::set_device_data(a, enc);
+  cuda::set_device_data(a, s);
   enc.add_temporary(a);
   return a;
 }
@@ -271,8 +271,8 @@ void run(
   float* o_part_ptr = nullptr;
   float* stats_ptr = nullptr;
   if (plan.key_splits > 1) {
-    o_part = temporary_floats(split_rows(plan) * params.D_v, enc);
-    stats = temporary_floats(2 * split_rows(plan), enc);
+    o_part = temporary_floats(split_rows(plan) * params.D_v, enc, s);
+    stats = temporary_floats(2 * split_rows(plan), enc, s);
     o_part_ptr = mx::gpu_ptr<float>(*o_part);
     stats_ptr = mx::gpu_ptr<float>(*stats);
     enc.set_output_array(*o_part);

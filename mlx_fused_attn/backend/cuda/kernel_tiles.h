@@ -28,9 +28,9 @@ struct ShortTilesOf {
   static constexpr ShortAttnTiles value = {SEQ, WR, WM, NP};
 };
 
-template <int WR, int KB, int WM, int ST, int MB>
+template <int WR, int KB, int WM, int ST, int MB, bool WG = false>
 struct NaTilesOf {
-  static constexpr NaTiles value = {WR, KB, WM, ST, MB};
+  static constexpr NaTiles value = {WR, KB, WM, ST, MB, WG};
 };
 
 } // namespace fa

@@ -59,9 +59,11 @@ void na_plan(const NaCall& call, NaPlan& plan) {
     return;
   }
   const int device = d.cuda_device();
+  const int arch = cuda::arch_of(d);
   plan_na_launch(
       plan,
       fa::Backend::Cuda,
+      cuda::has_wgmma(arch),
       cuda::multiprocessor_count(device),
       run_override());
   plan.grid.smem_bytes =
@@ -75,13 +77,12 @@ void na_plan(const NaCall& call, NaPlan& plan) {
     plan.reason = msg.str();
     return;
   }
-  const int arch = cuda::arch_of(d);
   const Support copies =
       named(kOp, cuda::copy_kernels_ready(plan.dtype, device, arch));
   if (!admitted(copies, plan)) {
     return;
   }
-  const cuda::NaKernelKey key{plan.dtype, p.D, p.n_axes};
+  const cuda::NaKernelKey key{plan.dtype, p.D, p.n_axes, plan.tiles};
   const Support ready = cuda::kernel_ready(key, device, arch);
   if (admitted(named(kOp, ready), plan)) {
     plan.family = KernelFamily::Neighborhood;
@@ -108,7 +109,8 @@ void na_run(
   // Not const: the encoder takes its kernel arguments by non-const address.
   fa::NaParams params = na_launch_params(plan, qkv[0], qkv[1], qkv[2], out);
   fa::NaGrid na_grid = plan.na_grid;
-  const cuda::NaKernelKey key{plan.dtype, plan.params.D, plan.params.n_axes};
+  const cuda::NaKernelKey key{
+      plan.dtype, plan.params.D, plan.params.n_axes, plan.tiles};
 
   for (const mx::array& x : qkv) {
     enc.set_input_array(x);

@@ -11,9 +11,7 @@ namespace {
 
 ShortAttentionKernelKey short_key(const AttentionPlan& plan) {
   return {
-      plan.dtype,
-      plan.params.D,
-      std::get<fa::ShortAttnTiles>(plan.tiles).seq};
+      plan.dtype, plan.params.D, std::get<fa::ShortAttnTiles>(plan.tiles)};
 }
 
 } // namespace
