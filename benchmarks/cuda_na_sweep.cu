@@ -3,8 +3,7 @@
 // choose choose_na_tiles' CUDA entries from measurements. Standalone: no
 // MLX; nvcc builds it on the GPU machine.
 //
-//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
-//     benchmarks/cuda_na_sweep.cu -o sweep
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I. benchmarks/cuda_na_sweep.cu -o sweep
 //   ./sweep     # table: case, tiles, time, share of the memory floor, error
 //
 // Inputs are [1, *spatial, H, D] fp16, heads-last as the op passes them.
@@ -209,15 +208,13 @@ struct Case {
     const double us = ms * 1e3 / reps;
     const double floor_us = 4.0 * n * sizeof(T) / (copy * 1e12) * 1e6;
     const bool chosen = tiles ==
-            fa::choose_na_tiles(
-                D, fa::DType::Float16, fa::Backend::Cuda, N, true) &&
+            fa::choose_na_tiles(D, fa::DType::Float16, fa::Backend::Cuda, N) &&
         waves == 1;
     std::printf(
-        "%-9s bq=%3d bk=%2d warps=%2d stages=%2d min_blocks=%d %-6s "
+        "%-9s bq=%3d bk=%2d warps=%2d stages=%2d min_blocks=%d "
         "(%d/SM) smem=%6d run=%3d (%5d groups) %7.1f us %3.0f%% of floor  "
         "err %.2e%s\n",
         name, fa::na_tile_queries(tiles), tiles.key_block, tiles.warps, tiles.stages, tiles.min_blocks,
-        tiles.wgmma ? "wgmma" : "mma",
         per_sm, smem, grid.run, grid.blocks * H, us,
         100.0 * floor_us / us, max_err, chosen ? "  (chosen)" : "");
     std::fflush(stdout);
@@ -226,9 +223,8 @@ struct Case {
 
 /// The 1-D candidates, on one case: runs of tiles through a ring of key
 /// blocks (one or two rounds of threadgroups) against a tile a threadgroup
-/// (waves = 0, the kernel before), over 2 to 8 warps, with mma.sync and
-/// with warpgroup products; a ring needs the box (bq + k - 1 keys, at worst
-/// alignment) in stages - 1 blocks.
+/// (waves = 0, the kernel before), over 2 to 8 warps; a ring needs the box
+/// (bq + k - 1 keys, at worst alignment) in stages - 1 blocks.
 void sweep_1d(Case<1>& c) {
   c.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(20, 0);
   c.shape<fa::NaTilesOf<16, 32, 4, 6, 4>>(20, 1);
@@ -236,18 +232,13 @@ void sweep_1d(Case<1>& c) {
   c.shape<fa::NaTilesOf<16, 32, 4, 6, 3>>(20, 1);
   c.shape<fa::NaTilesOf<16, 32, 2, 5, 6>>(20, 1);
   c.shape<fa::NaTilesOf<16, 32, 8, 8, 2>>(20, 1);
-  c.shape<fa::NaTilesOf<16, 32, 4, 6, 4, true>>(20, 0);
-  c.shape<fa::NaTilesOf<16, 32, 4, 6, 4, true>>(20, 1);
-  c.shape<fa::NaTilesOf<16, 32, 8, 8, 2, true>>(20, 1);
 }
 
 /// The 2-D tiles: the chosen one and the 8-warp one before it (no runs in
-/// 2-D), each with mma.sync and with warpgroup products.
+/// 2-D; a check that the 1-D change leaves them where they were).
 void sweep_2d(Case<2>& c) {
   c.shape<fa::NaTilesOf<16, 64, 8, 3, 2>>(20, 0);
   c.shape<fa::NaTilesOf<16, 64, 4, 3, 4>>(20, 0);
-  c.shape<fa::NaTilesOf<16, 64, 8, 3, 2, true>>(20, 0);
-  c.shape<fa::NaTilesOf<16, 64, 4, 3, 4, true>>(20, 0);
 }
 
 int main() {

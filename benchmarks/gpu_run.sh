@@ -8,7 +8,7 @@
 #
 # Environment: STEPS (default "build test sanitize sweep bench") picks steps;
 # "shortsweep" (the short-sequence kernel's tile sweep), "nasweep" (the
-# neighborhood kernel's, mma.sync against warpgroup products) and "memory" (wall
+# neighborhood kernel's) and "memory" (wall
 # against kernel time with outputs in MLX's allocator) are more;
 # CUDA_ARCHS (default 90a, the GPU there with its warpgroup products) the AOT
 # architectures; PYTEST_K the
@@ -90,7 +90,7 @@ fi
 
 if has nasweep; then
   log "neighborhood tile sweep"
-  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. benchmarks/cuda_na_sweep.cu -o /tmp/fa_na_sweep \
+  nvcc -std=c++17 -O3 -arch=sm_90 -I. benchmarks/cuda_na_sweep.cu -o /tmp/fa_na_sweep \
     > "$OUT/nasweep.txt" 2>&1 && /tmp/fa_na_sweep >> "$OUT/nasweep.txt" 2>&1
   cat "$OUT/nasweep.txt"
 fi

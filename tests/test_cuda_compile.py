@@ -107,8 +107,8 @@ HOST_KEYS = {
           print(ShortAttentionKernelKey{t, d, fa::choose_short_attention_tiles(d, t, fa::Backend::Cuda, l)});""",
     "neighborhood": """
   for (fa::DType t : types) {
-#define FA_PRINT_D(d) for (int n = 1; n <= 6; ++n) \
-    print(NaKernelKey{t, d, (n - 1) % 3 + 1, fa::choose_na_tiles(d, t, fa::Backend::Cuda, (n - 1) % 3 + 1, n > 3)});
+#define FA_PRINT_D(d) for (int n = 1; n <= 3; ++n) \
+    print(NaKernelKey{t, d, n, fa::choose_na_tiles(d, t, fa::Backend::Cuda, n)});
     FA_NA_HEAD_DIMS(FA_PRINT_D)
   }""",
     "strided_copy": """
@@ -145,7 +145,7 @@ def expected_count(family):
     return {
         "attention": 3 * N_HEAD_DIMS * 12 + 3,
         "short_attention": 3 * len(short_dims) * len(short_seqs),
-        "neighborhood": 3 * na * 2,
+        "neighborhood": 3 * na,
         "strided_copy": 3 + 1,
     }[family]
 

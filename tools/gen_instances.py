@@ -108,11 +108,9 @@ void short_attention(fa::DType t, int d, int seq) {
 }
 
 void neighborhood(fa::DType t, int d, int n) {
-  for (bool wgmma : {false, true}) {
-    cuda("neighborhood_" + std::to_string(n) + "d",
-         NaKernelKey{t, d, n, fa::choose_na_tiles(d, t, fa::Backend::Cuda, n,
-                                                  wgmma)}.expression());
-  }
+  cuda("neighborhood_" + std::to_string(n) + "d",
+       NaKernelKey{t, d, n, fa::choose_na_tiles(d, t, fa::Backend::Cuda, n)}
+           .expression());
   const auto m = fa::choose_na_tiles(d, t, fa::Backend::Metal, n);
   metal("neighborhood", "FA_NA_INSTANTIATE", t, {d, fa::na_tile_queries(m), m.key_block, m.warps, n});
 }

@@ -56,13 +56,12 @@ Support na_kernel_covers(
 void plan_na_launch(
     NaPlan& plan,
     fa::Backend backend,
-    bool wgmma,
     int sm_count,
     int run_override) {
   const NaSpec& spec = plan.spec;
   const fa::NaParams& p = plan.params;
   const fa::NaTiles tiles =
-      fa::choose_na_tiles(p.D, plan.dtype, backend, spec.n_axes, wgmma);
+      fa::choose_na_tiles(p.D, plan.dtype, backend, spec.n_axes);
   plan.tiles = tiles;
   const long long resident =
       sm_count > 0 && fa::na_use_runs(p.D, plan.dtype, backend, spec.n_axes)

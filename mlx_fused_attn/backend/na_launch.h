@@ -19,15 +19,13 @@ Support na_kernel_covers(
     const std::vector<mlx::core::array>& inputs,
     NaPlan& plan);
 
-/// Sets the plan's tiles (choose_na_tiles for `backend`, with warpgroup
-/// products where `wgmma`) and grid. 1-D calls take runs of tiles
-/// (fa::na_run_for) where the kernel can, so that one round of threadgroups
-/// fills the `sm_count` multiprocessors (0: a tile a threadgroup);
-/// `run_override` > 0 forces the run length (tests).
+/// Sets the plan's tiles (choose_na_tiles for `backend`) and grid. 1-D
+/// calls take runs of tiles (fa::na_run_for) where the kernel can, so that
+/// one round of threadgroups fills the `sm_count` multiprocessors (0: a
+/// tile a threadgroup); `run_override` > 0 forces the run length (tests).
 void plan_na_launch(
     NaPlan& plan,
     fa::Backend backend,
-    bool wgmma = false,
     int sm_count = 0,
     int run_override = 0);
 

@@ -40,14 +40,12 @@ struct NaTiles {
   /// CUDA: blocks a multiprocessor must hold at once (__launch_bounds__);
   /// Metal ignores it.
   int min_blocks = 1;
-  /// CUDA sm_90a: warpgroup products over swizzled K/V blocks (AttnTiles).
-  bool wgmma = false;
 };
 
 constexpr bool operator==(NaTiles a, NaTiles b) {
   return a.warp_rows == b.warp_rows && a.key_block == b.key_block &&
       a.warps == b.warps && a.stages == b.stages &&
-      a.min_blocks == b.min_blocks && a.wgmma == b.wgmma;
+      a.min_blocks == b.min_blocks;
 }
 
 /// Queries of one tile, the kernels' template parameter BQ (AttnShape::kBQ).
@@ -55,9 +53,13 @@ constexpr int na_tile_queries(NaTiles tiles) {
   return tiles.warp_rows * tiles.warps;
 }
 
-/// The tiles of choose_na_tiles but for the choice of products.
+/// The one tile chooser of the neighborhood kernel, per head dim, dtype,
+/// backend and number of spatial axes (docs/gpu_kernels.md, "Why these
+/// tiles"). More warps make a 2-D or 3-D tile more compact, so its queries'
+/// windows share more keys; fewer make smaller threadgroups, more of which
+/// share a multiprocessor and cover one another's waits.
 constexpr NaTiles
-choose_na_mma_tiles(int head_dim, DType dtype, Backend backend, int n_axes) {
+choose_na_tiles(int head_dim, DType dtype, Backend backend, int n_axes) {
   // 8 x 8 queries in 2-D; plain loads, one stage; 16-key blocks at D = 128
   // keep fp32 K and V within 32 KB.
   if (backend == Backend::Metal) {
@@ -86,31 +88,6 @@ choose_na_mma_tiles(int head_dim, DType dtype, Backend backend, int n_axes) {
   return NaTiles{16, 32, 8, 3, 2};
 }
 
-/// Where the neighborhood kernel takes Hopper's warpgroup products: 16-bit
-/// inputs (wgmma's), whose tiles are whole warpgroups.
-constexpr bool na_takes_wgmma(int head_dim, DType dtype, int n_axes) {
-  return dtype != DType::Float32 &&
-      choose_na_mma_tiles(head_dim, dtype, Backend::Cuda, n_axes).warps % 4 ==
-      0;
-}
-
-/// The one tile chooser of the neighborhood kernel, per head dim, dtype,
-/// backend and number of spatial axes, and on CUDA whether the device takes
-/// warpgroup products (docs/gpu_kernels.md, "Why these tiles"). More warps
-/// make a 2-D or 3-D tile more compact, so its queries' windows share more
-/// keys; fewer make smaller threadgroups, more of which share a
-/// multiprocessor and cover one another's waits.
-constexpr NaTiles choose_na_tiles(
-    int head_dim,
-    DType dtype,
-    Backend backend,
-    int n_axes,
-    bool wgmma = false) {
-  NaTiles tiles = choose_na_mma_tiles(head_dim, dtype, backend, n_axes);
-  tiles.wgmma = wgmma && na_takes_wgmma(head_dim, dtype, n_axes);
-  return tiles;
-}
-
 /// Whether the CUDA host gives 1-D threadgroups runs of tiles where the
 /// input is large enough (NaGrid::run, na_run_for): where measured, 16-bit
 /// at D <= 64. Elsewhere runs stay off unless MLX_FUSED_ATTN_NA_RUN forces
@@ -133,8 +110,7 @@ constexpr int na_coord_ints(NaTiles tiles, int n_axes) {
 constexpr int
 na_smem_bytes(NaTiles tiles, int head_dim, DType dtype, int n_axes) {
   const AttnTiles blocks = {
-      na_tile_queries(tiles), tiles.key_block, tiles.warps,
-      tiles.stages,           tiles.min_blocks, tiles.wgmma};
+      na_tile_queries(tiles), tiles.key_block, tiles.warps, tiles.stages};
   return attention_smem_bytes(
              blocks, head_dim, head_dim, dtype, Backend::Cuda) +
       4 * na_coord_ints(tiles, n_axes);

@@ -131,8 +131,8 @@ struct NaKernelKey {
         std::to_string(tiles.warp_rows) + ", " +
         std::to_string(tiles.key_block) + ", " + std::to_string(tiles.warps) +
         ", " + std::to_string(tiles.stages) + ", " +
-        std::to_string(tiles.min_blocks) + ", " + bool_name(tiles.wgmma) +
-        ">, " + std::to_string(n_axes) + ">";
+        std::to_string(tiles.min_blocks) + ">, " + std::to_string(n_axes) +
+        ">";
   }
   int threads() const {
     return tiles.warps * fa::kSimdWidth;

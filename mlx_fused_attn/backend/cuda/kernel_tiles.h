@@ -28,9 +28,9 @@ struct ShortTilesOf {
   static constexpr ShortAttnTiles value = {SEQ, WR, WM, NP};
 };
 
-template <int WR, int KB, int WM, int ST, int MB, bool WG = false>
+template <int WR, int KB, int WM, int ST, int MB>
 struct NaTilesOf {
-  static constexpr NaTiles value = {WR, KB, WM, ST, MB, WG};
+  static constexpr NaTiles value = {WR, KB, WM, ST, MB};
 };
 
 } // namespace fa

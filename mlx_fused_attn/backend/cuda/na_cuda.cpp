@@ -63,7 +63,6 @@ void na_plan(const NaCall& call, NaPlan& plan) {
   plan_na_launch(
       plan,
       fa::Backend::Cuda,
-      cuda::has_wgmma(arch),
       cuda::multiprocessor_count(device),
       run_override());
   plan.grid.smem_bytes =

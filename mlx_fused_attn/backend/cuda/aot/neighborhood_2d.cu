@@ -8,21 +8,15 @@ namespace mlx_fused_attn::cuda {
 namespace {
 
 const AotKernel kKernels[] = {
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::half_t, 32, fa::NaTilesOf<16, 64, 4, 3, 4, false>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::half_t, 32, fa::NaTilesOf<16, 64, 4, 3, 4, true>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::half_t, 64, fa::NaTilesOf<16, 64, 4, 3, 4, false>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::half_t, 64, fa::NaTilesOf<16, 64, 4, 3, 4, true>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::half_t, 128, fa::NaTilesOf<16, 32, 8, 3, 1, false>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::half_t, 128, fa::NaTilesOf<16, 32, 8, 3, 1, true>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::bfloat_t, 32, fa::NaTilesOf<16, 64, 4, 3, 4, false>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::bfloat_t, 32, fa::NaTilesOf<16, 64, 4, 3, 4, true>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::bfloat_t, 64, fa::NaTilesOf<16, 64, 4, 3, 4, false>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::bfloat_t, 64, fa::NaTilesOf<16, 64, 4, 3, 4, true>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::bfloat_t, 128, fa::NaTilesOf<16, 32, 8, 3, 1, false>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<fa::bfloat_t, 128, fa::NaTilesOf<16, 32, 8, 3, 1, true>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<float, 32, fa::NaTilesOf<16, 32, 4, 2, 1, false>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<float, 64, fa::NaTilesOf<16, 32, 4, 2, 1, false>, 2>),
-    FA_AOT_KERNEL(fa::na_attention_kernel<float, 128, fa::NaTilesOf<16, 32, 4, 2, 1, false>, 2>),
+    FA_AOT_KERNEL(fa::na_attention_kernel<fa::half_t, 32, fa::NaTilesOf<16, 64, 4, 3, 4>, 2>),
+    FA_AOT_KERNEL(fa::na_attention_kernel<fa::half_t, 64, fa::NaTilesOf<16, 64, 4, 3, 4>, 2>),
+    FA_AOT_KERNEL(fa::na_attention_kernel<fa::half_t, 128, fa::NaTilesOf<16, 32, 8, 3, 1>, 2>),
+    FA_AOT_KERNEL(fa::na_attention_kernel<fa::bfloat_t, 32, fa::NaTilesOf<16, 64, 4, 3, 4>, 2>),
+    FA_AOT_KERNEL(fa::na_attention_kernel<fa::bfloat_t, 64, fa::NaTilesOf<16, 64, 4, 3, 4>, 2>),
+    FA_AOT_KERNEL(fa::na_attention_kernel<fa::bfloat_t, 128, fa::NaTilesOf<16, 32, 8, 3, 1>, 2>),
+    FA_AOT_KERNEL(fa::na_attention_kernel<float, 32, fa::NaTilesOf<16, 32, 4, 2, 1>, 2>),
+    FA_AOT_KERNEL(fa::na_attention_kernel<float, 64, fa::NaTilesOf<16, 32, 4, 2, 1>, 2>),
+    FA_AOT_KERNEL(fa::na_attention_kernel<float, 128, fa::NaTilesOf<16, 32, 4, 2, 1>, 2>),
 };
 
 } // namespace
