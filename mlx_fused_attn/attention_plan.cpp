@@ -58,15 +58,15 @@ void pack_gqa_strides(fa::AttnParams& p) {
 }
 
 /// Splits of each query block's keys so that `groups` threadgroups come
-/// near a wave of `wave`; 1 when they fill one already.
+/// near a wave of `wave` without passing it (a second, partial wave would
+/// idle most multiprocessors at the end); 1 when they fill one already.
 int key_splits(int64_t groups, int64_t wave, int key_blocks) {
   if (!split_keys_enabled() || groups >= wave) {
     return 1;
   }
-  const int64_t to_fill = (wave + groups - 1) / groups;
   const int64_t most = std::min<int64_t>(
       key_blocks / kMinSplitKeyBlocks, kMaxKeySplits);
-  return static_cast<int>(std::max<int64_t>(1, std::min(to_fill, most)));
+  return static_cast<int>(std::max<int64_t>(1, std::min(wave / groups, most)));
 }
 
 /// The plan's family-independent part: shapes, scale and mask features.
