@@ -44,9 +44,14 @@ AttentionPlan shape_plan(const AttentionCall& call) {
   return plan;
 }
 
-} // namespace
+using Planner = void (*)(const AttentionCall&, AttentionPlan&);
 
-AttentionPlan plan_attention(const AttentionCall& call) {
+// The plan of `call` by the planner of its stream's device, once the
+// shapes are in and the check every plan shares has passed.
+AttentionPlan plan_on_device(
+    const AttentionCall& call,
+    Planner cpu_planner,
+    Planner gpu_planner) {
   AttentionPlan plan = shape_plan(call);
   for (const auto& a : call.inputs) {
     if (a.size() == 0) {
@@ -54,12 +59,18 @@ AttentionPlan plan_attention(const AttentionCall& call) {
       return plan;
     }
   }
-  if (call.stream.device == Device::cpu) {
-    cpu::plan(call, plan);
-  } else {
-    gpu::plan(call, plan);
-  }
+  (call.stream.device == Device::cpu ? cpu_planner : gpu_planner)(call, plan);
   return plan;
+}
+
+} // namespace
+
+AttentionPlan plan_attention(const AttentionCall& call) {
+  return plan_on_device(call, cpu::plan, gpu::plan);
+}
+
+AttentionPlan plan_attention_backward(const AttentionCall& call) {
+  return plan_on_device(call, cpu::plan_backward, gpu::plan_backward);
 }
 
 std::string plan_note(const AttentionPlan& plan) {
@@ -87,6 +98,24 @@ fa::AttnParams launch_params(
     for (int i = 0; i < 4; ++i) {
       p.mask_strides[i] = mask->strides()[i];
     }
+  }
+  return p;
+}
+
+fa::AttnBwdParams backward_launch_params(
+    const AttentionPlan& plan,
+    const std::vector<array>& inputs,
+    const std::vector<array>& grads) {
+  const int mi = mask_index(plan.spec);
+  fa::AttnBwdParams p{};
+  p.fwd = launch_params(
+      plan, inputs[kBwdQ], inputs[kBwdK], inputs[kBwdV], inputs[kBwdOut],
+      mi >= 0 ? &inputs[kBwdMask] : nullptr);
+  for (int i = 0; i < 3; ++i) {
+    p.do_strides[i] = inputs[kBwdDout].strides()[i];
+    p.dq_strides[i] = grads[0].strides()[i];
+    p.dk_strides[i] = grads[1].strides()[i];
+    p.dv_strides[i] = grads[2].strides()[i];
   }
   return p;
 }

@@ -1,7 +1,9 @@
 // How one attention call runs: its launch plan, built once from the call
 // and its stream's device when the op is built, carried by the primitive
 // and read by every backend at eval. Which calls a fused kernel covers is
-// the plan's to say: a plan without a family carries the reason.
+// the plan's to say: a plan without a family carries the reason. The fused
+// backward is planned the same way, into the same struct (its family is
+// AttentionBackward), from the forward's call.
 #pragma once
 
 #include <optional>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "mlx/array.h"
+#include "mlx_fused_attn/backward_params.h"
 #include "mlx_fused_attn/call.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
@@ -52,6 +55,11 @@ struct AttentionPlan {
 /// The plan for a validated call on its stream's device.
 AttentionPlan plan_attention(const AttentionCall& call);
 
+/// The plan of the fused backward of a validated call (FusedAttentionVJP,
+/// backward_primitive.h) on its stream's device: family AttentionBackward,
+/// or none with the reason gradients run as plain MLX ops.
+AttentionPlan plan_attention_backward(const AttentionCall& call);
+
 /// What can_use_fused says of a plan that runs: the family where it is not
 /// the general kernel ("short-sequence kernel: ..."), else nothing.
 std::string plan_note(const AttentionPlan& plan);
@@ -65,6 +73,13 @@ fa::AttnParams launch_params(
     const mlx::core::array& v,
     const mlx::core::array& out,
     const mlx::core::array* mask);
+
+/// The backward's parameters for inputs {q, k, v, o, lse, dO[, mask]}
+/// (after any row copies) and gradients {dq, dk, dv}.
+fa::AttnBwdParams backward_launch_params(
+    const AttentionPlan& plan,
+    const std::vector<mlx::core::array>& inputs,
+    const std::vector<mlx::core::array>& grads);
 
 /// The short kernel's features, as the general kernel's are for the call.
 fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features);

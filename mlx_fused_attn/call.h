@@ -28,6 +28,12 @@ inline int sinks_index(const AttentionSpec& spec) {
   return spec.has_sinks ? (mask_index(spec) < 0 ? 3 : 4) : -1;
 }
 
+/// The inputs of the fused backward (FusedAttentionVJP), in this order; the
+/// mask only where the call has an array mask, then the sinks where it has
+/// sinks (read only by the plain-ops definition: the kernels take the
+/// sinks' share of each row from the LSE).
+enum BackwardInput { kBwdQ, kBwdK, kBwdV, kBwdOut, kBwdLse, kBwdDout, kBwdMask };
+
 /// The output shape [B, H_q, L_q, D_v].
 inline mlx::core::Shape output_shape(
     const std::vector<mlx::core::array>& inputs) {

@@ -1,5 +1,7 @@
 #include "mlx_fused_attn/fallback.h"
 
+#include <limits>
+
 #include "mlx/ops.h"
 #include "mlx/utils.h"
 
@@ -7,7 +9,13 @@ namespace mlx_fused_attn {
 
 using namespace mlx::core;
 
-array attention_fallback(
+namespace {
+
+/// The scaled, masked scores [B, H_kv, group, L_q, L_k], the sinks' logit
+/// first in the last axis where there are sinks. GQA without repeating k
+/// and v: q is viewed as [B, H_kv, group, L_q, D] against a broadcast group
+/// axis of k.
+array masked_scores(
     const AttentionSpec& spec,
     const std::vector<array>& inputs,
     Stream s) {
@@ -17,12 +25,9 @@ array attention_fallback(
   const int group = H_q / H_kv;
   const Dtype dt = q_in.dtype();
 
-  // GQA without repeating k and v: view q as [B, H_kv, group, L_q, D] and
-  // give k, v a broadcast group axis.
   array q = multiply(array(spec.scale, dt), q_in, s);
   q = reshape(q, {B, H_kv, group, L_q, q.shape(3)}, s);
   array k = expand_dims(inputs[1], 2, s);
-  array v = expand_dims(inputs[2], 2, s);
 
   array scores = matmul(q, swapaxes(k, -1, -2, s), s);
   const array lowest(finfo(dt).min, dt);
@@ -41,12 +46,58 @@ array attention_fallback(
     sinks = broadcast_to(sinks, {B, H_kv, group, L_q, 1}, s);
     scores = concatenate({sinks, scores}, -1, s);
   }
-  array probs = softmax(scores, std::vector<int>{-1}, /* precise = */ true, s);
+  return scores;
+}
+
+/// Whether each row [B, H_q, L_q] sees a key: false where a bool or causal
+/// mask hides every key and there is no sink.
+array row_sees_a_key(
+    const AttentionSpec& spec,
+    const std::vector<array>& inputs,
+    Stream s) {
+  const array& q = inputs[0];
+  const Shape rows = {q.shape(0), q.shape(1), q.shape(2)};
+  if (spec.has_sinks || spec.mask == MaskKind::None ||
+      spec.mask == MaskKind::Additive) {
+    return full(rows, array(true), s);
+  }
+  if (spec.mask == MaskKind::Causal) {
+    const int L_q = q.shape(2), L_k = inputs[1].shape(2);
+    // Row i sees key 0 iff i + L_k - L_q >= 0.
+    return broadcast_to(
+        greater_equal(arange(L_k - L_q, L_k, s), array(0), s), rows, s);
+  }
+  return any(inputs[mask_index(spec)], -1, false, s);
+}
+
+} // namespace
+
+array attention_fallback(
+    const AttentionSpec& spec,
+    const std::vector<array>& inputs,
+    Stream s) {
+  const array& q = inputs[0];
+  array probs = softmax(
+      masked_scores(spec, inputs, s), std::vector<int>{-1},
+      /* precise = */ true, s);
   if (spec.has_sinks) {
     probs = slice(probs, {0, 0, 0, 0, 1}, probs.shape(), s);
   }
-  array out = matmul(probs, v, s);
-  return reshape(out, {B, H_q, L_q, out.shape(4)}, s);
+  array out = matmul(probs, expand_dims(inputs[2], 2, s), s);
+  return reshape(out, {q.shape(0), q.shape(1), q.shape(2), out.shape(4)}, s);
+}
+
+array attention_lse_fallback(
+    const AttentionSpec& spec,
+    const std::vector<array>& inputs,
+    Stream s) {
+  const array& q = inputs[0];
+  array scores = astype(masked_scores(spec, inputs, s), float32, s);
+  array lse = reshape(
+      logsumexp(scores, -1, false, s), {q.shape(0), q.shape(1), q.shape(2)},
+      s);
+  const array none(-std::numeric_limits<float>::infinity(), float32);
+  return where(row_sees_a_key(spec, inputs, s), lse, none, s);
 }
 
 } // namespace mlx_fused_attn

@@ -1,5 +1,5 @@
 // Attention as plain MLX ops: the path for calls no fused kernel covers, and
-// the definition the primitive's gradients and vmap are taken from.
+// the definition the primitives' gradients and vmap are taken from.
 #pragma once
 
 #include "mlx_fused_attn/call.h"
@@ -7,6 +7,13 @@
 namespace mlx_fused_attn {
 
 mlx::core::array attention_fallback(
+    const AttentionSpec& spec,
+    const std::vector<mlx::core::array>& inputs,
+    mlx::core::Stream s);
+
+/// The row log-sum-exp the fused forward saves for its backward, as plain
+/// MLX ops: fp32 [B, H_q, L_q], in the convention of backward_params.h.
+mlx::core::array attention_lse_fallback(
     const AttentionSpec& spec,
     const std::vector<mlx::core::array>& inputs,
     mlx::core::Stream s);

@@ -7,9 +7,9 @@ namespace mlx_fused_attn {
 
 using namespace mlx::core;
 
-array vmap_by_folding(
-    const Definition& apply,
-    const Definition& plain,
+std::vector<array> vmap_by_folding(
+    const Definitions& apply,
+    const Definitions& plain,
     const std::vector<array>& inputs,
     const std::vector<int>& axes,
     const std::vector<bool>& batched,
@@ -25,10 +25,7 @@ array vmap_by_folding(
     if (!batched[i] && axes[i] >= 0) {
       // An input without a batch axis (attention sinks) that varies along
       // the mapped axis would need a different value per folded batch.
-      auto fun = [plain](const std::vector<array>& in) {
-        return std::vector<array>{plain(in)};
-      };
-      return mlx::core::vmap(fun, axes, {0})(inputs)[0];
+      return mlx::core::vmap(plain, axes)(inputs);
     }
   }
   std::vector<array> folded;
@@ -49,11 +46,14 @@ array vmap_by_folding(
     shape[0] *= n;
     folded.push_back(reshape(x, shape, s));
   }
-  array out = apply(folded);
-  Shape shape = out.shape();
-  shape[0] /= n;
-  shape.insert(shape.begin(), n);
-  return reshape(out, shape, s);
+  std::vector<array> outs;
+  for (const array& out : apply(folded)) {
+    Shape shape = out.shape();
+    shape[0] /= n;
+    shape.insert(shape.begin(), n);
+    outs.push_back(reshape(out, shape, s));
+  }
+  return outs;
 }
 
 } // namespace mlx_fused_attn

@@ -12,7 +12,8 @@
 //   plan                       (call): the call's plan
 //   fused                      (call, plan): the primitive applied to a
 //                              call whose plan has a family
-//   eval_cpu, eval_gpu         (plan, inputs, out, stream): run the kernel
+//   eval_cpu, eval_gpu         (plan, inputs, outputs, stream): run the
+//                              kernel
 //   plain                      (spec, inputs, stream): the op as plain ops
 //   batched                    (spec, input index): whether that input has
 //                              the batch as axis 0
@@ -32,10 +33,11 @@ namespace mlx_fused_attn {
 
 /// vmap by folding the mapped axis into the batch, [n, B, ...] -> [n * B,
 /// ...], of every input whose `batched` entry is set; `apply` computes on
-/// the folded inputs. Calls folding cannot express go through `plain`.
-mlx::core::array vmap_by_folding(
-    const Definition& apply,
-    const Definition& plain,
+/// the folded inputs, whose outputs all have the batch as axis 0. Calls
+/// folding cannot express go through `plain`.
+std::vector<mlx::core::array> vmap_by_folding(
+    const Definitions& apply,
+    const Definitions& plain,
     const std::vector<mlx::core::array>& inputs,
     const std::vector<int>& axes,
     const std::vector<bool>& batched,
@@ -61,12 +63,12 @@ class FusedPrimitive : public mlx::core::Primitive {
   void eval_cpu(
       const std::vector<mlx::core::array>& inputs,
       std::vector<mlx::core::array>& outputs) override {
-    Family::eval_cpu(plan_for(inputs), inputs, outputs[0], stream());
+    Family::eval_cpu(plan_for(inputs), inputs, outputs, stream());
   }
   void eval_gpu(
       const std::vector<mlx::core::array>& inputs,
       std::vector<mlx::core::array>& outputs) override {
-    Family::eval_gpu(plan_for(inputs), inputs, outputs[0], stream());
+    Family::eval_gpu(plan_for(inputs), inputs, outputs, stream());
   }
 
   std::vector<mlx::core::array> vjp(
@@ -74,13 +76,13 @@ class FusedPrimitive : public mlx::core::Primitive {
       const std::vector<mlx::core::array>& cotangents,
       const std::vector<int>& argnums,
       const std::vector<mlx::core::array>&) override {
-    return vjp_through(definition(), primals, cotangents, argnums);
+    return vjp_through(definitions(), primals, cotangents, argnums);
   }
   std::vector<mlx::core::array> jvp(
       const std::vector<mlx::core::array>& primals,
       const std::vector<mlx::core::array>& tangents,
       const std::vector<int>& argnums) override {
-    return jvp_through(definition(), primals, tangents, argnums);
+    return jvp_through(definitions(), primals, tangents, argnums);
   }
   std::pair<std::vector<mlx::core::array>, std::vector<int>> vmap(
       const std::vector<mlx::core::array>& inputs,
@@ -89,17 +91,12 @@ class FusedPrimitive : public mlx::core::Primitive {
     for (size_t i = 0; i < inputs.size(); ++i) {
       batched.push_back(Family::batched(plan_.spec, static_cast<int>(i)));
     }
-    // The folded call has its own shapes, so its own plan.
-    auto apply = [spec = plan_.spec, s = stream()](
-                     const std::vector<mlx::core::array>& in) {
-      const Call call{spec, in, s};
-      const Plan plan = Family::plan(call);
-      return plan.fused() ? Family::fused(call, plan)
-                          : Family::plain(spec, in, s);
+    auto apply = [this](const std::vector<mlx::core::array>& in) {
+      return apply_to(in);
     };
-    return {
-        {vmap_by_folding(apply, definition(), inputs, axes, batched, stream())},
-        {0}};
+    std::vector<mlx::core::array> outs =
+        vmap_by_folding(apply, definitions(), inputs, axes, batched, stream());
+    return {outs, std::vector<int>(outs.size(), 0)};
   }
 
   std::vector<mlx::core::Shape> output_shapes(
@@ -114,8 +111,12 @@ class FusedPrimitive : public mlx::core::Primitive {
     return Family::kName;
   }
 
- private:
-  /// The plain-ops definition that transforms are taken through.
+ protected:
+  const Plan& plan() const {
+    return plan_;
+  }
+
+  /// The plain-ops definition of the output.
   Definition definition() {
     return [spec = plan_.spec, s = stream()](
                const std::vector<mlx::core::array>& in) {
@@ -123,6 +124,25 @@ class FusedPrimitive : public mlx::core::Primitive {
     };
   }
 
+  /// Every output as plain ops, which transforms are taken through.
+  virtual Definitions definitions() {
+    return [def = definition()](const std::vector<mlx::core::array>& in) {
+      return std::vector<mlx::core::array>{def(in)};
+    };
+  }
+
+  /// Every output of the primitive's call on `inputs` (vmap's folded
+  /// ones), fused where their own plan runs.
+  virtual std::vector<mlx::core::array> apply_to(
+      const std::vector<mlx::core::array>& inputs) {
+    const Call call{plan_.spec, inputs, stream()};
+    const Plan plan = Family::plan(call);
+    return {
+        plan.fused() ? Family::fused(call, plan)
+                     : Family::plain(plan_.spec, inputs, stream())};
+  }
+
+ private:
   /// The plan made when the op was built; or, where a shapeless compile
   /// runs the primitive on other shapes, one made for those.
   Plan plan_for(const std::vector<mlx::core::array>& inputs) {

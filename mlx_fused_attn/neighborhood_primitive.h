@@ -25,8 +25,20 @@ struct NeighborhoodFamily {
   static constexpr const char* kName = "NeighborhoodAttention";
   static constexpr auto plan = &plan_neighborhood;
   static constexpr auto fused = &fused_neighborhood;
-  static constexpr auto eval_cpu = &cpu::na_run;
-  static constexpr auto eval_gpu = &gpu::na_run;
+  static void eval_cpu(
+      const Plan& plan,
+      const std::vector<mlx::core::array>& inputs,
+      std::vector<mlx::core::array>& outputs,
+      mlx::core::Stream s) {
+    cpu::na_run(plan, inputs, outputs[0], s);
+  }
+  static void eval_gpu(
+      const Plan& plan,
+      const std::vector<mlx::core::array>& inputs,
+      std::vector<mlx::core::array>& outputs,
+      mlx::core::Stream s) {
+    gpu::na_run(plan, inputs, outputs[0], s);
+  }
   static constexpr auto plain = &neighborhood_fallback;
   static constexpr auto output_shape = &na_output_shape;
   /// q, k and v all have the batch as axis 0.

@@ -1,15 +1,105 @@
 #include "mlx_fused_attn/primitive.h"
 
+#include "mlx_fused_attn/backward_primitive.h"
+
 namespace mlx_fused_attn {
 
 using namespace mlx::core;
 
+namespace {
+
+// Whether gradients may be taken of a call on `inputs`. MLX asks
+// detail::in_grad_tracing(), which libmlx does not export (an inline read
+// of a hidden counter); array::is_tracer() is exported, and true for arrays
+// made under any transform's trace (grad, vjp, jvp, vmap, compile). So a
+// traced call saves its LSE, one fp32 a query row, and an untraced call,
+// all inference, costs nothing.
+bool may_take_gradients(const std::vector<array>& inputs) {
+  for (const array& x : inputs) {
+    if (x.is_tracer()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Shape lse_shape(const std::vector<array>& inputs) {
+  const array& q = inputs[0];
+  return {q.shape(0), q.shape(1), q.shape(2)};
+}
+
+} // namespace
+
 array fused_attention(const AttentionCall& call, const AttentionPlan& plan) {
-  return array(
-      output_shape(call.inputs),
-      call.inputs[0].dtype(),
-      std::make_shared<FusedAttention>(call.stream, plan, call.inputs),
-      call.inputs);
+  const bool saves_lse = may_take_gradients(call.inputs) &&
+      plan_attention_backward(call).fused();
+  auto primitive = std::make_shared<FusedAttention>(
+      call.stream, plan, call.inputs, saves_lse);
+  const Dtype dt = call.inputs[0].dtype();
+  if (!saves_lse) {
+    return array(output_shape(call.inputs), dt, primitive, call.inputs);
+  }
+  return array::make_arrays(
+      {output_shape(call.inputs), lse_shape(call.inputs)}, {dt, float32},
+      primitive, call.inputs)[0];
+}
+
+FusedAttention::FusedAttention(
+    Stream stream,
+    AttentionPlan plan,
+    const std::vector<array>& inputs,
+    bool saves_lse)
+    : FusedPrimitive(stream, std::move(plan), inputs), saves_lse_(saves_lse) {}
+
+std::vector<array> FusedAttention::vjp(
+    const std::vector<array>& primals,
+    const std::vector<array>& cotangents,
+    const std::vector<int>& argnums,
+    const std::vector<array>& outputs) {
+  if (!saves_lse_) {
+    return FusedPrimitive::vjp(primals, cotangents, argnums, outputs);
+  }
+  // The LSE's cotangent is left out: only FusedAttentionVJP reads the LSE,
+  // and its definition does not depend on it, so that cotangent is zero.
+  return attention_vjp(
+      plan().spec, primals, outputs[0], outputs[1], cotangents[0], argnums,
+      stream());
+}
+
+std::vector<Shape> FusedAttention::output_shapes(
+    const std::vector<array>& inputs) {
+  std::vector<Shape> shapes = FusedPrimitive::output_shapes(inputs);
+  if (saves_lse_) {
+    shapes.push_back(lse_shape(inputs));
+  }
+  return shapes;
+}
+
+Definitions FusedAttention::definitions() {
+  if (!saves_lse_) {
+    return FusedPrimitive::definitions();
+  }
+  return [spec = plan().spec, s = stream()](const std::vector<array>& in) {
+    return std::vector<array>{
+        attention_fallback(spec, in, s), attention_lse_fallback(spec, in, s)};
+  };
+}
+
+std::vector<array> FusedAttention::apply_to(
+    const std::vector<array>& inputs) {
+  if (!saves_lse_) {
+    return FusedPrimitive::apply_to(inputs);
+  }
+  const AttentionCall call{plan().spec, inputs, stream()};
+  const AttentionPlan plan = plan_attention(call);
+  if (plan.fused()) {
+    const array out = fused_attention(call, plan);
+    if (!out.siblings().empty()) {
+      return out.outputs();
+    }
+    return {out, attention_lse_fallback(call.spec, inputs, stream())};
+  }
+  return definitions()(inputs);
 }
 
 } // namespace mlx_fused_attn

@@ -1,7 +1,9 @@
 // FusedAttention: the MLX primitive behind the op (fused_primitive.h). It
-// carries the call's launch plan; gradients and forward-mode derivatives
-// come from the plain-ops definition (fallback.h); vmap folds the mapped
-// axis into the batch and stays fused.
+// carries the call's launch plan. When gradients may be taken it has a
+// second, hidden output, the row log-sum-exp (backward_params.h), and its
+// vjp is the fused backward (backward_primitive.h); otherwise gradients
+// and forward-mode derivatives come from the plain-ops definition
+// (fallback.h). vmap folds the mapped axis into the batch and stays fused.
 #pragma once
 
 #include "mlx_fused_attn/attention_plan.h"
@@ -13,7 +15,8 @@
 
 namespace mlx_fused_attn {
 
-/// The fused primitive applied to a validated call whose plan has a family.
+/// The fused primitive applied to a validated call whose plan has a family:
+/// its output (the LSE, where it is saved, is the output's sibling).
 mlx::core::array fused_attention(
     const AttentionCall& call,
     const AttentionPlan& plan);
@@ -42,7 +45,27 @@ struct AttentionFamily {
 
 class FusedAttention : public FusedPrimitive<AttentionFamily> {
  public:
-  using FusedPrimitive::FusedPrimitive;
+  FusedAttention(
+      mlx::core::Stream stream,
+      AttentionPlan plan,
+      const std::vector<mlx::core::array>& inputs,
+      bool saves_lse);
+
+  std::vector<mlx::core::array> vjp(
+      const std::vector<mlx::core::array>& primals,
+      const std::vector<mlx::core::array>& cotangents,
+      const std::vector<int>& argnums,
+      const std::vector<mlx::core::array>& outputs) override;
+  std::vector<mlx::core::Shape> output_shapes(
+      const std::vector<mlx::core::array>& inputs) override;
+
+ protected:
+  Definitions definitions() override;
+  std::vector<mlx::core::array> apply_to(
+      const std::vector<mlx::core::array>& inputs) override;
+
+ private:
+  bool saves_lse_;
 };
 
 } // namespace mlx_fused_attn

@@ -11,8 +11,8 @@ namespace {
 
 // `def` as a function of the inputs listed in `varying` alone, the others
 // held at their primal values.
-std::function<std::vector<array>(const std::vector<array>&)> restrict_to(
-    const Definition& def,
+Definitions restrict_to(
+    const Definitions& def,
     const std::vector<array>& primals,
     const std::vector<int>& varying) {
   return [=](const std::vector<array>& values) {
@@ -20,6 +20,12 @@ std::function<std::vector<array>(const std::vector<array>&)> restrict_to(
     for (size_t i = 0; i < varying.size(); ++i) {
       inputs[varying[i]] = values[i];
     }
+    return def(inputs);
+  };
+}
+
+Definitions as_definitions(const Definition& def) {
+  return [def](const std::vector<array>& inputs) {
     return std::vector<array>{def(inputs)};
   };
 }
@@ -27,7 +33,7 @@ std::function<std::vector<array>(const std::vector<array>&)> restrict_to(
 } // namespace
 
 std::vector<array> vjp_through(
-    const Definition& def,
+    const Definitions& def,
     const std::vector<array>& primals,
     const std::vector<array>& cotangents,
     const std::vector<int>& argnums) {
@@ -52,7 +58,7 @@ std::vector<array> vjp_through(
 }
 
 std::vector<array> jvp_through(
-    const Definition& def,
+    const Definitions& def,
     const std::vector<array>& primals,
     const std::vector<array>& tangents,
     const std::vector<int>& argnums) {
@@ -66,10 +72,29 @@ std::vector<array> jvp_through(
     }
   }
   if (varying.empty()) {
-    array out = def(primals);
-    return {zeros_like(out)};
+    std::vector<array> zeros;
+    for (const array& out : def(primals)) {
+      zeros.push_back(zeros_like(out));
+    }
+    return zeros;
   }
   return jvp(restrict_to(def, primals, varying), values, dirs).second;
+}
+
+std::vector<array> vjp_through(
+    const Definition& def,
+    const std::vector<array>& primals,
+    const std::vector<array>& cotangents,
+    const std::vector<int>& argnums) {
+  return vjp_through(as_definitions(def), primals, cotangents, argnums);
+}
+
+std::vector<array> jvp_through(
+    const Definition& def,
+    const std::vector<array>& primals,
+    const std::vector<array>& tangents,
+    const std::vector<int>& argnums) {
+  return jvp_through(as_definitions(def), primals, tangents, argnums);
 }
 
 } // namespace mlx_fused_attn

@@ -33,6 +33,8 @@ const char* family_name(KernelFamily family) {
       return "attention";
     case KernelFamily::ShortAttention:
       return "short_attention";
+    case KernelFamily::AttentionBackward:
+      return "attention_backward";
     case KernelFamily::Neighborhood:
       return "neighborhood";
     case KernelFamily::Copy:

@@ -17,6 +17,7 @@ namespace mlx_fused_attn {
 enum class KernelFamily {
   Attention, ///< the general tiled kernel (metal/attention.metal)
   ShortAttention, ///< many short sequences (metal/short_attention.metal)
+  AttentionBackward, ///< the general kernel's gradients (FusedAttentionVJP)
   Neighborhood, ///< NATTEN-style windows (metal/neighborhood.metal)
   Copy, ///< strided copies and output poisoning (metal/strided_copy.metal)
 };

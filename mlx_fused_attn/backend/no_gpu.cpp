@@ -17,10 +17,26 @@ void plan(const AttentionCall&, AttentionPlan& plan) {
 void run(
     const AttentionPlan&,
     const std::vector<mlx::core::array>&,
-    mlx::core::array&,
+    std::vector<mlx::core::array>&,
     mlx::core::Stream) {
   throw std::logic_error(
       "[mlx_fused_attn] internal error: GPU eval in a build without GPU "
+      "kernels");
+}
+
+void plan_backward(const AttentionCall&, AttentionPlan& plan) {
+  plan.reason =
+      "this build of mlx_fused_attn has no GPU kernels (MLX has no Metal or "
+      "CUDA backend here); GPU gradients run as plain MLX ops";
+}
+
+void run_backward(
+    const AttentionPlan&,
+    const std::vector<mlx::core::array>&,
+    std::vector<mlx::core::array>&,
+    mlx::core::Stream) {
+  throw std::logic_error(
+      "[mlx_fused_attn] internal error: GPU backward in a build without GPU "
       "kernels");
 }
 

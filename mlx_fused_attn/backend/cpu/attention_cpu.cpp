@@ -1,5 +1,7 @@
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 
+#include <stdexcept>
+
 #include "mlx_fused_attn/backend/cpu/cpu_covers.h"
 #include "mlx_fused_attn/backend/cpu/dispatch.h"
 #include "mlx_fused_attn/backend/cpu/problem.h"
@@ -15,14 +17,15 @@ void plan(const AttentionCall& call, AttentionPlan& plan) {
 void run(
     const AttentionPlan& plan,
     const std::vector<array>& inputs,
-    array& out,
+    std::vector<array>& outputs,
     Stream s) {
   const array &q = inputs[0], &k = inputs[1], &v = inputs[2];
   const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
 
   Problem pr{};
   // The output's strides are its row-major ones, as dispatch() allocates it.
-  pr.p = launch_params(plan, q, k, v, out, mi >= 0 ? &inputs[mi] : nullptr);
+  pr.p = launch_params(
+      plan, q, k, v, outputs[0], mi >= 0 ? &inputs[mi] : nullptr);
   pr.q_dstride = q.strides()[3];
   pr.k_dstride = k.strides()[3];
   pr.v_dstride = v.strides()[3];
@@ -30,14 +33,61 @@ void run(
   pr.mask = plan.spec.mask;
 
   dispatch(
-      s, inputs, out,
-      [pr, mi, si](const std::vector<array>& in, array& out) mutable {
+      s, inputs, outputs,
+      [pr, mi, si](const std::vector<array>& in, std::vector<array>& out) mutable {
         pr.q = in[0].data<void>();
         pr.k = in[1].data<void>();
         pr.v = in[2].data<void>();
         pr.mask_data = mi >= 0 ? in[mi].data<void>() : nullptr;
         pr.sinks = si >= 0 ? in[si].data<void>() : nullptr;
-        pr.out = out.data<void>();
+        pr.out = out[0].data<void>();
+        pr.lse = out.size() > 1 ? out[1].data<float>() : nullptr;
+        run_best(pr);
+      });
+}
+
+void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
+  plan_cpu_kernel(
+      KernelFamily::AttentionBackward, call.inputs[0].dtype(), plan);
+}
+
+void run_backward(
+    const AttentionPlan& plan,
+    const std::vector<array>& inputs,
+    std::vector<array>& grads,
+    Stream s) {
+  // The kernel indexes the LSE as the forward wrote it.
+  if (!inputs[kBwdLse].flags().row_contiguous) {
+    throw std::logic_error(
+        "[FusedAttentionVJP] internal error: the LSE is not contiguous");
+  }
+  const bool has_mask = mask_index(plan.spec) >= 0;
+  BwdProblem pr{};
+  // The gradients' strides are their row-major ones, as dispatch()
+  // allocates them.
+  pr.p = backward_launch_params(plan, inputs, grads);
+  pr.q_dstride = inputs[kBwdQ].strides()[3];
+  pr.k_dstride = inputs[kBwdK].strides()[3];
+  pr.v_dstride = inputs[kBwdV].strides()[3];
+  pr.o_dstride = inputs[kBwdOut].strides()[3];
+  pr.do_dstride = inputs[kBwdDout].strides()[3];
+  pr.dtype = plan.dtype;
+  pr.mask = plan.spec.mask;
+
+  dispatch(
+      s, inputs, grads,
+      [pr, has_mask](
+          const std::vector<array>& in, std::vector<array>& out) mutable {
+        pr.q = in[kBwdQ].data<void>();
+        pr.k = in[kBwdK].data<void>();
+        pr.v = in[kBwdV].data<void>();
+        pr.o = in[kBwdOut].data<void>();
+        pr.lse = in[kBwdLse].data<float>();
+        pr.dout = in[kBwdDout].data<void>();
+        pr.mask_data = has_mask ? in[kBwdMask].data<void>() : nullptr;
+        pr.dq = out[0].data<void>();
+        pr.dk = out[1].data<void>();
+        pr.dv = out[2].data<void>();
         run_best(pr);
       });
 }

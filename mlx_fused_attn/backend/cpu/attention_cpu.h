@@ -1,5 +1,5 @@
-// The fused CPU attention: its plan (whether the CPU kernel takes a call)
-// and eval_cpu of the primitive.
+// The fused CPU attention: the plans (whether the CPU kernels take a call)
+// and eval_cpu of the forward and backward primitives.
 #pragma once
 
 #include <vector>
@@ -16,12 +16,26 @@ namespace mlx_fused_attn::cpu {
 /// mask features set.
 void plan(const AttentionCall& call, AttentionPlan& plan);
 
-/// Allocates `out` and schedules the kernel on the CPU stream `s` through
-/// MLX's command encoder, so it runs after the inputs are computed.
+/// Allocates the outputs {out[, lse]} and schedules the kernel on the CPU
+/// stream `s` through MLX's command encoder, so it runs after the inputs
+/// are computed. The kernel writes the row log-sum-exp (backward_params.h)
+/// where there is an output for it.
 void run(
     const AttentionPlan& plan,
     const std::vector<mlx::core::array>& inputs,
-    mlx::core::array& out,
+    std::vector<mlx::core::array>& outputs,
+    mlx::core::Stream s);
+
+/// Sets `plan`'s family to the CPU backward kernel for the call's dtype, or
+/// leaves the reason it cannot run.
+void plan_backward(const AttentionCall& call, AttentionPlan& plan);
+
+/// Allocates grads {dq, dk, dv} and schedules the backward kernel on `s`;
+/// inputs {q, k, v, o, lse, dO[, mask]} (BackwardInput, call.h).
+void run_backward(
+    const AttentionPlan& plan,
+    const std::vector<mlx::core::array>& inputs,
+    std::vector<mlx::core::array>& grads,
     mlx::core::Stream s);
 
 } // namespace mlx_fused_attn::cpu

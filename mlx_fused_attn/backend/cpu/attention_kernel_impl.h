@@ -7,6 +7,7 @@
 // products are unit-stride axpy loops the compiler vectorises), keeping the
 // running max m, sum l and output O in fp32. Scores live in the exp2 domain:
 // the scale times log2(e) is folded into Q once.
+#pragma once
 #ifndef FA_CPU_ISA
 #error "define FA_CPU_ISA before including attention_kernel_impl.h"
 #endif
@@ -14,6 +15,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "mlx_fused_attn/backend/cpu/problem.h"
@@ -77,6 +79,20 @@ void load_transposed(
       dst[d * BLOCK_K + j] = 0.0f;
     }
   }
+}
+
+// The calling thread's scratch of type S for head dims (D, D_v), kept
+// across the work items and calls it runs.
+template <typename S>
+S& thread_scratch(int D, int D_v) {
+  thread_local std::unique_ptr<S> scratch;
+  thread_local int scratch_D = -1, scratch_Dv = -1;
+  if (!scratch || scratch_D != D || scratch_Dv != D_v) {
+    scratch = std::make_unique<S>(D, D_v);
+    scratch_D = D;
+    scratch_Dv = D_v;
+  }
+  return *scratch;
 }
 
 struct Scratch {
@@ -224,6 +240,19 @@ inline float softmax_step(float* s, int n, float& m, float& l) {
   return alpha;
 }
 
+// Where row `i` of head `h` of batch `b` is in the LSE (backward_params.h).
+inline stride_t lse_row(const fa::AttnParams& p, int b, int h, int i) {
+  return (stride_t(b) * p.H_q + h) * p.L_q + i;
+}
+
+// The natural-log LSE of rows with running max m and sum l (exp2 domain);
+// a row that saw only MASKED scores (no visible key) gets -inf.
+inline void store_lse(const float* m, const float* l, int rows, float* lse) {
+  for (int i = 0; i < rows; ++i) {
+    lse[i] = m[i] == MASKED ? -INFINITY : (m[i] + std::log2(l[i])) / LOG2E;
+  }
+}
+
 template <typename T>
 struct Inputs {
   const T* q;
@@ -310,6 +339,9 @@ void attend(
 
   // A row whose every logit was -inf ends with l = 0: 0 / 0 = NaN, as the
   // softmax of all -inf is.
+  if (pr.lse != nullptr) {
+    store_lse(sc.m.data(), sc.l.data(), rows, pr.lse + lse_row(p, b, h, q0));
+  }
   for (int i = 0; i < rows; ++i) {
     T* o = in.out + b * p.o_strides[0] + h * p.o_strides[1] +
         (q0 + i) * p.o_strides[2];
@@ -331,19 +363,12 @@ void run_typed(const Problem& pr) {
       static_cast<T*>(pr.out)};
   const int q_blocks = (p.L_q + BLOCK_Q - 1) / BLOCK_Q;
   const int items = p.B * p.H_q * q_blocks;
-  // Scratch per worker thread, reused across the items it claims.
   parallel_for(items, [&](int item) {
-    thread_local Scratch* sc = nullptr;
-    thread_local int sc_D = -1, sc_Dv = -1;
-    if (sc == nullptr || sc_D != p.D || sc_Dv != p.D_v) {
-      delete sc;
-      sc = new Scratch(p.D, p.D_v);
-      sc_D = p.D;
-      sc_Dv = p.D_v;
-    }
     const int qb = item % q_blocks;
     const int bh = item / q_blocks;
-    attend<T, MASK>(pr, in, bh / p.H_q, bh % p.H_q, qb * BLOCK_Q, *sc);
+    attend<T, MASK>(
+        pr, in, bh / p.H_q, bh % p.H_q, qb * BLOCK_Q,
+        thread_scratch<Scratch>(p.D, p.D_v));
   });
 }
 

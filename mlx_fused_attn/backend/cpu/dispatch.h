@@ -11,31 +11,37 @@
 
 namespace mlx_fused_attn::cpu {
 
-/// Allocates `out` and enqueues run(inputs, out) on the stream through MLX's
-/// CPU command encoder. Data pointers must be read inside `run`: when eval_cpu
-/// runs, the inputs may not be computed yet (it only schedules).
+/// Allocates `outputs` and enqueues run(inputs, outputs) on the stream
+/// through MLX's CPU command encoder. Data pointers must be read inside
+/// `run`: when eval_cpu runs, the inputs may not be computed yet (it only
+/// schedules).
 template <typename Run>
 void dispatch(
     mlx::core::Stream s,
     const std::vector<mlx::core::array>& inputs,
-    mlx::core::array& out,
+    std::vector<mlx::core::array>& outputs,
     Run run) {
   using mlx::core::array;
-  out.set_data(mlx::core::allocator::malloc(out.nbytes()));
   auto& encoder = mlx::core::cpu::get_command_encoder(s);
-  std::vector<array> weak_inputs;
+  std::vector<array> weak_inputs, weak_outputs;
   for (const auto& a : inputs) {
     encoder.set_input_array(a);
     weak_inputs.push_back(array::unsafe_weak_copy(a));
   }
-  encoder.set_output_array(out);
+  for (auto& out : outputs) {
+    out.set_data(mlx::core::allocator::malloc(out.nbytes()));
+    encoder.set_output_array(out);
+    weak_outputs.push_back(array::unsafe_weak_copy(out));
+  }
   encoder.dispatch([run = std::move(run),
                     inputs = std::move(weak_inputs),
-                    out = array::unsafe_weak_copy(out)]() mutable {
+                    outputs = std::move(weak_outputs)]() mutable {
     if (poison_outputs()) {
-      std::memset(out.data<void>(), 0xff, out.nbytes());
+      for (auto& out : outputs) {
+        std::memset(out.data<void>(), 0xff, out.nbytes());
+      }
     }
-    run(inputs, out);
+    run(inputs, outputs);
   });
 }
 

@@ -19,7 +19,10 @@ void na_run(
     Stream s) {
   // The parameters are filled in the task, where the output has its
   // row-major strides (dispatch() allocates it).
-  dispatch(s, inputs, out, [plan](const std::vector<array>& in, array& out) {
+  std::vector<array> outputs = {out};
+  dispatch(s, inputs, outputs, [plan](const std::vector<array>& in,
+                                      std::vector<array>& outs) {
+    array& out = outs[0];
     NaProblem pr{};
     pr.p = na_launch_params(plan, in[0], in[1], in[2], out);
     pr.q_dstride = in[0].strides().back();

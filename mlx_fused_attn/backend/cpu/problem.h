@@ -3,6 +3,7 @@
 #pragma once
 
 #include "mlx/dtype.h"
+#include "mlx_fused_attn/backward_params.h"
 #include "mlx_fused_attn/launch_plan.h"
 #include "mlx_fused_attn/na_params.h"
 #include "mlx_fused_attn/params.h"
@@ -29,6 +30,26 @@ struct Problem {
   const void* mask_data; ///< bool or `dtype`, or null
   const void* sinks; ///< [H_q] of `dtype`, or null
   void* out; ///< [B, H_q, L_q, D_v], strides in p.o_strides, D_v contiguous
+  float* lse; ///< the row LSE (backward_params.h) to write, or null
+};
+
+/// One attention backward problem.
+struct BwdProblem {
+  fa::AttnBwdParams p; ///< shapes, strides (batch, head, row), scale
+  Dtype dtype; ///< of q, k, v, o, dO, an additive mask and the gradients
+  MaskKind mask;
+  /// Element strides of the head dimension of q, k, v, o and dO.
+  fa::stride_t q_dstride, k_dstride, v_dstride, o_dstride, do_dstride;
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* o; ///< the forward's output
+  const float* lse; ///< the forward's row LSE, contiguous [B, H_q, L_q]
+  const void* dout; ///< dO
+  const void* mask_data; ///< bool or `dtype`, or null
+  void* dq; ///< gradients, strides in p.d*_strides, head dim contiguous
+  void* dk;
+  void* dv;
 };
 
 /// One neighborhood-attention problem (q, k, v heads-last [B, *spatial, H, D]).
@@ -45,10 +66,12 @@ struct NaProblem {
 /// The kernels, built once per instruction set (kernel_<isa>.cpp).
 namespace generic {
 void run(const Problem& problem);
+void run(const BwdProblem& problem);
 void run(const NaProblem& problem);
 } // namespace generic
 namespace avx2 {
 void run(const Problem& problem);
+void run(const BwdProblem& problem);
 void run(const NaProblem& problem);
 } // namespace avx2
 

@@ -172,8 +172,9 @@ BackendInfo backend_info() {
 void run(
     const AttentionPlan& plan,
     const std::vector<mx::array>& inputs,
-    mx::array& out,
+    std::vector<mx::array>& outputs,
     mx::Stream s) {
+  mx::array& out = outputs[0];
   cu::Device& dev = cu::device(s.device);
   dev.make_current();
   const int device = dev.cuda_device();
