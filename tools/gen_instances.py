@@ -47,6 +47,7 @@ ENUMERATE = r"""
 #include <string>
 
 #include "mlx_fused_attn/backend/cuda/kernel_families.h"
+#include "mlx_fused_attn/kernels/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
 
 using namespace mlx_fused_attn::cuda;
@@ -92,6 +93,13 @@ void attention(fa::DType t, int d, int dv) {
   metal("attention", "FA_INSTANTIATE", t, {d, dv, m.bq, m.bk, m.warps});
 }
 
+void attention_backward(fa::DType t, int d) {
+  metal("attention_backward", "FA_BWD_ROW_DOT_INSTANTIATE", t, {});
+  const fa::AttnTiles m =
+      fa::choose_attention_backward_tiles(d, t, fa::Backend::Metal);
+  metal("attention_backward", "FA_BWD_INSTANTIATE", t, {d, m.bq, m.bk, m.warps});
+}
+
 void short_attention(fa::DType t, int d, int seq) {
   cuda("short_attention_d" + std::to_string(d),
        ShortAttentionKernelKey{t, d, seq}.expression());
@@ -114,6 +122,8 @@ int main() {
   for (fa::DType t : kDTypes) {
 #define FA_ATTENTION(d, dv) attention(t, d, dv);
     FA_ATTENTION_HEAD_DIMS(FA_ATTENTION)
+#define FA_BACKWARD(d) attention_backward(t, d);
+    FA_ATTENTION_BACKWARD_HEAD_DIMS(FA_BACKWARD)
 #define FA_SHORT_SEQ(seq) short_attention(t, d, seq);
 #define FA_SHORT(dd) { const int d = dd; FA_SHORT_ATTENTION_SEQS(FA_SHORT_SEQ) }
     FA_SHORT_ATTENTION_HEAD_DIMS(FA_SHORT)
