@@ -18,11 +18,14 @@ option(MLX_FUSED_ATTN_METAL_STRICT
 
 set(FA_METAL_SOURCES
     ${PROJECT_SOURCE_DIR}/metal/attention.metal
+    ${PROJECT_SOURCE_DIR}/metal/attention_backward.metal
+    ${PROJECT_SOURCE_DIR}/metal/attention_backward_row_dot.metal
     ${PROJECT_SOURCE_DIR}/metal/neighborhood.metal
     ${PROJECT_SOURCE_DIR}/metal/short_attention.metal
     ${PROJECT_SOURCE_DIR}/metal/strided_copy.metal)
 file(GLOB FA_METAL_HEADERS CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/params.h
+     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backward_params.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/na_*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/tile/*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/*.h)

@@ -5,7 +5,8 @@
 // choose_attention_tiles picks.
 //
 // Buffers: 0 q, 1 k, 2 v, 3 out, 4 params, 5 mask (has_mask; bool or T as
-// bool_mask says), 6 sinks (has_sinks). Grid: (query blocks, H_q, B);
+// bool_mask says), 6 sinks (has_sinks), 7 the rows' LSE (has_lse; fp32
+// [B, H_q, L_q]). Grid: (query blocks, H_q, B);
 // threadgroup: (32, warps, 1).
 
 #include "mlx_fused_attn/kernels/attention.h"
@@ -31,6 +32,7 @@ fa_attention(
     constant fa::AttnParams& params [[buffer(4)]],
     const device uchar* mask [[buffer(5), function_constant(fc_has_mask)]],
     const device T* sinks [[buffer(6), function_constant(fc_has_sinks)]],
+    device float* lse [[buffer(7), function_constant(fc_has_lse)]],
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
@@ -68,6 +70,7 @@ fa_attention(
       params,
       mask,
       sinks,
+      lse,
       k_smem,
       v_smem,
       features,

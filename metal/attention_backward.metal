@@ -5,13 +5,14 @@
 // unused: a sink enters only through the LSE), and names the kernels per
 // (dtype, head dim) with the tiles choose_attention_backward_tiles picks.
 //
-// fa_attention_bwd_row_dot: 0 o, 1 dO, 2 D (fp32 [B, H_q, L_q]), 3 params.
-//   Grid (ceil(L_q / warps), H_q, B); threadgroup (32, warps): a warp a row.
+// Their D comes first from attention_backward_row_dot.metal.
 // fa_attention_bwd_dkdv: 0 q, 1 k, 2 v, 3 dO, 4 LSE, 5 D, 6 dK, 7 dV,
 //   8 params, 9 mask (has_mask). Grid (ceil(L_k / bq), H_kv, B).
 // fa_attention_bwd_dq: 0 q, 1 k, 2 v, 3 dO, 4 LSE, 5 D, 6 dQ, 8 params,
 //   9 mask (has_mask). Grid (ceil(L_q / bq), H_q, B).
-// Threadgroups of the last two: (32, warps, 1).
+// Threadgroups: (32, warps, 1). align_q and align_k say that L_q and L_k
+// are whole blocks of the kernel: bq keys and bk queries for dK/dV, bq
+// queries and bk keys for dQ.
 
 #include "mlx_fused_attn/kernels/attention_backward.h"
 #include "mlx_fused_attn/kernels/attention_backward_config.h"
@@ -39,18 +40,18 @@ fa::AttnFeatures read_features() {
 /// The shape of the (T, D) kernels, checked against the chooser.
 template <typename T, int D, int BQ, int BK, int WM>
 struct BwdShapeOf {
-  FA_CONST fa::AttnTiles tiles = {BQ, BK, WM, 1};
-  static_assert(
-      tiles ==
-          fa::choose_attention_backward_tiles(
-              D, fa::DTypeOf<T>::value, fa::Backend::Metal),
-      "instantiation list disagrees with choose_attention_backward_tiles");
   typedef fa::AttnShape<T, D, BQ, BK, WM, 1> type;
   typedef fa::AttnKBlock<fa::MetalTarget, type> Block;
   static_assert(
+      fa::AttnTiles{BQ, BK, WM, 1} ==
+          fa::choose_attention_backward_tiles(
+              D, fa::DTypeOf<T>::value, fa::Backend::Metal),
+      "instantiation list disagrees with choose_attention_backward_tiles");
+  static_assert(
       2 * Block::kElems * sizeof(T) ==
           fa::attention_backward_smem_bytes(
-              tiles, D, fa::DTypeOf<T>::value, fa::Backend::Metal),
+              fa::AttnTiles{BQ, BK, WM, 1}, D, fa::DTypeOf<T>::value,
+              fa::Backend::Metal),
       "attention_backward_smem_bytes disagrees with the threadgroup arrays");
   static_assert(
       2 * Block::kElems * sizeof(T) <= fa::kMetalMaxThreadgroupBytes,
@@ -58,21 +59,6 @@ struct BwdShapeOf {
 };
 
 } // namespace
-
-template <typename T>
-[[kernel]] void fa_attention_bwd_row_dot(
-    const device T* o [[buffer(0)]],
-    const device T* dout [[buffer(1)]],
-    device float* d [[buffer(2)]],
-    constant fa::AttnBwdParams& params [[buffer(3)]],
-    uint3 tgid [[threadgroup_position_in_grid]],
-    uint3 tg_size [[threads_per_threadgroup]],
-    uint warp [[simdgroup_index_in_threadgroup]],
-    uint lane [[thread_index_in_simdgroup]]) {
-  fa::attention_backward_row_dot(
-      o, dout, d, params, int(tgid.x * tg_size.y + warp), int(tgid.y),
-      int(tgid.z), lane);
-}
 
 template <typename T, int D, int BQ, int BK, int WM>
 [[kernel, max_total_threads_per_threadgroup(WM* fa::kSimdWidth)]] void
@@ -123,10 +109,6 @@ fa_attention_bwd_dq(
 
 // Names must match attention_backward_kernel_name() in
 // mlx_fused_attn/kernels/attention_backward_kernel_name.h.
-#define FA_BWD_ROW_DOT_INSTANTIATE(tname, T)                          \
-  template [[host_name("fa_attention_bwd_row_dot_" #tname)]] [[kernel]] \
-  decltype(fa_attention_bwd_row_dot<T>) fa_attention_bwd_row_dot<T>;
-
 #define FA_BWD_INSTANTIATE(tname, T, D, BQ, BK, WM)                     \
   template [[host_name(                                                 \
       "fa_attention_bwd_dkdv_" #tname "_d" #D "_bq" #BQ "_bk" #BK       \
@@ -140,17 +122,14 @@ fa_attention_bwd_dq(
       fa_attention_bwd_dq<T, D, BQ, BK, WM>;
 
 // BEGIN INSTANCES (tools/gen_instances.py; do not edit)
-FA_BWD_ROW_DOT_INSTANTIATE(float16, half)
 FA_BWD_INSTANTIATE(float16, half, 32, 32, 64, 4)
 FA_BWD_INSTANTIATE(float16, half, 64, 32, 64, 4)
 FA_BWD_INSTANTIATE(float16, half, 96, 32, 64, 4)
 FA_BWD_INSTANTIATE(float16, half, 128, 32, 32, 4)
-FA_BWD_ROW_DOT_INSTANTIATE(bfloat16, bfloat)
 FA_BWD_INSTANTIATE(bfloat16, bfloat, 32, 32, 64, 4)
 FA_BWD_INSTANTIATE(bfloat16, bfloat, 64, 32, 64, 4)
 FA_BWD_INSTANTIATE(bfloat16, bfloat, 96, 32, 64, 4)
 FA_BWD_INSTANTIATE(bfloat16, bfloat, 128, 32, 32, 4)
-FA_BWD_ROW_DOT_INSTANTIATE(float32, float)
 FA_BWD_INSTANTIATE(float32, float, 32, 32, 64, 4)
 FA_BWD_INSTANTIATE(float32, float, 64, 32, 32, 4)
 FA_BWD_INSTANTIATE(float32, float, 96, 32, 32, 4)

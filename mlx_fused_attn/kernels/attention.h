@@ -219,6 +219,7 @@ FA_FUNC void attention_block(
     const FA_CONSTANT AttnParams& p,
     const FA_DEVICE unsigned char* mask,
     const FA_DEVICE typename Shape::elem_type* sinks,
+    FA_DEVICE float* lse,
     FA_THREADGROUP typename Shape::elem_type* k_smem,
     FA_THREADGROUP typename Shape::elem_type* v_smem,
     AttnFeatures f,
@@ -284,6 +285,11 @@ FA_FUNC void attention_block(
 
   // ----------------------------------------------------------------- store
   // Only the rows that exist, and the real columns of a padded D_v.
+  if (f.has_lse) {
+    attention_step_store_lse(
+        st, lse + (stride_t(batch) * p.H_q + head) * p.L_q + q_row0,
+        p.L_q - q_row0, lane);
+  }
   attention_step_end(st);
   out += batch * p.o_strides[0] + head * p.o_strides[1] +
       q_row0 * p.o_strides[2];

@@ -11,11 +11,13 @@
 //   has_sinks  per-head sink logits are bound (buffer 6)
 //   align_q    L_q is a multiple of the query block: no ragged query block
 //   align_k    L_k is a multiple of the key block: no ragged key block
+//   has_lse    write each row's log-sum-exp for the backward (buffer 7)
 #define FA_ATTENTION_FEATURES(X) \
   X(has_mask, 300)               \
   X(bool_mask, 301)              \
   X(causal, 302)                 \
   X(has_sinks, 303)              \
+  X(has_lse, 304)                \
   X(align_q, 200)                \
   X(align_k, 201)
 

@@ -144,6 +144,28 @@ FA_FUNC void tile_zip_coords(
   }
 }
 
+/// dst[r] = rows[slot of row r] for the rows r < rows_left of a tile of type
+/// `TileT` (the row vectors of row_reduce): each row is written once, by
+/// the lane that holds its first column.
+template <typename TileT, typename U>
+FA_FUNC void tile_store_row_values(
+    FA_DEVICE U* dst,
+    const FA_THREAD float* rows,
+    int rows_left,
+    lane_t lane) {
+  typedef typename TileT::frag_type F;
+  FA_UNROLL
+  for (int i = 0; i < TileT::kTileRows; ++i) {
+    FA_UNROLL
+    for (int e = 0; e < F::kElems; ++e) {
+      const int r = i * F::kRows + F::row(lane, e);
+      if (F::col(lane, e) == 0 && r < rows_left) {
+        dst[r] = rows[i * F::kRowsPerLane + F::row_slot(e)];
+      }
+    }
+  }
+}
+
 /// D = A * B + C with all three in registers.
 template <typename FragC, typename FragA, typename FragB, int M, int N, int K>
 FA_FUNC void tile_matmad(

@@ -111,8 +111,9 @@ const FamilyCandidate<AttentionPlan, CudaTarget> kFamilies[] = {
 };
 
 /// Adds the plan's kernel `function` to the encoder's graph; both families
-/// take these arguments, each with its own features.
-template <typename Features>
+/// take these arguments, each with its own features, and the general
+/// kernel one more (`tail`: where its LSE goes).
+template <typename Features, typename... Tail>
 void add_attention_node(
     cu::CommandEncoder& enc,
     CUfunction function,
@@ -124,7 +125,8 @@ void add_attention_node(
     mx::array& out,
     const void* mask,
     const void* sinks,
-    Features features) {
+    Features features,
+    Tail... tail) {
   enc.add_kernel_node_ex(
       function,
       dim3(plan.grid.x, plan.grid.y, plan.grid.z),
@@ -138,7 +140,8 @@ void add_attention_node(
       params,
       mask,
       sinks,
-      features);
+      features,
+      tail...);
 }
 
 } // namespace
@@ -218,9 +221,18 @@ void run(
         enc, cuda::short_attention_function(plan, device, arch), plan, params,
         q, k, v, out, mask_ptr, sinks_ptr, short_features(plan.features));
   } else {
+    // The backward's LSE, where the primitive asked for it (outputs[1]).
+    fa::AttnFeatures features = plan.features;
+    features.has_lse = outputs.size() > 1;
+    float* lse = nullptr;
+    if (features.has_lse) {
+      cuda::set_device_data(outputs[1], enc);
+      enc.set_output_array(outputs[1]);
+      lse = mx::gpu_ptr<float>(outputs[1]);
+    }
     add_attention_node(
         enc, cuda::kernel_function(general_key(plan), device, arch), plan,
-        params, q, k, v, out, mask_ptr, sinks_ptr, plan.features);
+        params, q, k, v, out, mask_ptr, sinks_ptr, features, lse);
   }
 }
 

@@ -11,6 +11,8 @@
 // per block or per kernel, so specialising them would only multiply the
 // instances that nvcc and NVRTC build.
 //
+// lse: the rows' log-sum-exp (fp32 [B, H_q, L_q]) where features.has_lse.
+//
 // Grid: (query blocks, H_q, B); block: warps * 32 threads; dynamic shared
 // memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
 #pragma once
@@ -59,7 +61,8 @@ __global__ void __launch_bounds__(
     const AttnParams params,
     const unsigned char* mask,
     const T* sinks,
-    AttnFeatures features) {
+    AttnFeatures features,
+    float* lse) {
   // A warpgroup-product instance exists in every architecture's image of a
   // fat binary, but the host launches it only on sm_90a (kernels.h,
   // has_wgmma).
@@ -92,6 +95,7 @@ __global__ void __launch_bounds__(
         params,
         mask,
         sinks,
+        lse,
         k_smem,
         v_smem,
         features,

@@ -14,6 +14,7 @@
 #include "mlx/backend/metal/device.h"
 #include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
+#include "mlx_fused_attn/backend/metal/contiguous_rows.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/backend/metal/short_attention_metal.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
@@ -37,39 +38,6 @@ MetalPipeline strided_copy_pipeline(fa::DType dtype) {
   p.hash_name = p.kernel_name;
   p.threads = kCopyThreads;
   return p;
-}
-
-/// `x` with a unit stride along its last axis: `x` itself, or a contiguous
-/// copy made on the GPU (kept alive until the command buffer completes).
-/// Encodes its own dispatch, so it runs before the attention kernel is set.
-mx::array with_contiguous_rows(
-    const mx::array& x,
-    fa::DType dtype,
-    mx::metal::Device& d,
-    mx::metal::CommandEncoder& enc) {
-  if (!needs_row_copy(x)) {
-    return x;
-  }
-  mx::array copy(x.shape(), x.dtype(), nullptr, {});
-  copy.set_data(mx::allocator::malloc(copy.nbytes()));
-
-  fa::StridedCopyParams params{};
-  const int pad = 4 - static_cast<int>(x.ndim());
-  for (int i = 0; i < 4; ++i) {
-    params.shape[i] = i < pad ? 1 : x.shape(i - pad);
-    params.strides[i] = i < pad ? 0 : x.strides()[i - pad];
-  }
-
-  enc.set_compute_pipeline_state(get_pipeline(d, strided_copy_pipeline(dtype)));
-  enc.set_input_array(x, 0);
-  enc.set_output_array(copy, 1);
-  enc.set_bytes(params, 2);
-  const size_t inner = size_t(params.shape[2]) * params.shape[3];
-  MTL::Size grid(inner, params.shape[1], params.shape[0]);
-  MTL::Size group(std::min(inner, kCopyThreads), 1, 1);
-  enc.dispatch_threads(grid, group);
-  enc.add_temporary(copy);
-  return copy;
 }
 
 /// The general kernel's pipeline for a plan with its tiles.
@@ -119,6 +87,36 @@ const FamilyCandidate<AttentionPlan, MetalTarget> kFamilies[] = {
 
 } // namespace
 
+mx::array with_contiguous_rows(
+    const mx::array& x,
+    fa::DType dtype,
+    mx::metal::Device& d,
+    mx::metal::CommandEncoder& enc) {
+  if (!needs_row_copy(x)) {
+    return x;
+  }
+  mx::array copy(x.shape(), x.dtype(), nullptr, {});
+  copy.set_data(mx::allocator::malloc(copy.nbytes()));
+
+  fa::StridedCopyParams params{};
+  const int pad = 4 - static_cast<int>(x.ndim());
+  for (int i = 0; i < 4; ++i) {
+    params.shape[i] = i < pad ? 1 : x.shape(i - pad);
+    params.strides[i] = i < pad ? 0 : x.strides()[i - pad];
+  }
+
+  enc.set_compute_pipeline_state(get_pipeline(d, strided_copy_pipeline(dtype)));
+  enc.set_input_array(x, 0);
+  enc.set_output_array(copy, 1);
+  enc.set_bytes(params, 2);
+  const size_t inner = size_t(params.shape[2]) * params.shape[3];
+  MTL::Size grid(inner, params.shape[1], params.shape[0]);
+  MTL::Size group(std::min(inner, kCopyThreads), 1, 1);
+  enc.dispatch_threads(grid, group);
+  enc.add_temporary(copy);
+  return copy;
+}
+
 void plan(const AttentionCall& call, AttentionPlan& plan) {
   if (!admitted(attention_kernel_covers(kOp, call.inputs, plan), plan)) {
     return;
@@ -152,9 +150,12 @@ void run(
   const fa::AttnParams params =
       launch_params(plan, q, k, v, out, mi >= 0 ? &inputs[mi] : nullptr);
 
+  // The backward's LSE, where the primitive asked for it (outputs[1]).
+  AttentionPlan run_plan = plan;
+  run_plan.features.has_lse = outputs.size() > 1;
   const MetalPipeline pipeline = plan.family == KernelFamily::ShortAttention
-      ? short_attention_pipeline(plan)
-      : general_pipeline(plan);
+      ? short_attention_pipeline(run_plan)
+      : general_pipeline(run_plan);
   enc.set_compute_pipeline_state(get_pipeline(d, pipeline));
   enc.set_input_array(q, 0);
   enc.set_input_array(k, 1);
@@ -166,6 +167,10 @@ void run(
   }
   if (sinks) {
     enc.set_input_array(*sinks, 6);
+  }
+  if (run_plan.features.has_lse) {
+    outputs[1].set_data(mx::allocator::malloc(outputs[1].nbytes()));
+    enc.set_output_array(outputs[1], 7);
   }
   const MTL::Size grid(plan.grid.x, plan.grid.y, plan.grid.z);
   const MTL::Size group(fa::kSimdWidth, plan.grid.warps, 1);
