@@ -27,7 +27,7 @@
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_backward_grads.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/kv_pipeline.h"
 #include "mlx_fused_attn/tile/tile.h"
 #include "mlx_fused_attn/tile/tile_math.h"

@@ -9,7 +9,7 @@
 #include "mlx_fused_attn/backward_params.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/attention_masks.h"
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 
 namespace fa {
 

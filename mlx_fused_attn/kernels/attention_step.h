@@ -12,7 +12,7 @@
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_masks.h"
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/online_softmax.h"
 #include "mlx_fused_attn/tile/ops.h"
 #include "mlx_fused_attn/tile/tile.h"

@@ -14,8 +14,8 @@
 #include "mlx/backend/metal/device.h"
 #include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
-#include "mlx_fused_attn/backend/metal/contiguous_rows.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
+#include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
 #include "mlx_fused_attn/kernels/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_backward_kernel_name.h"
 
@@ -123,9 +123,11 @@ void run_backward(
 
   std::vector<mx::array> in;
   for (int i : {kBwdQ, kBwdK, kBwdV, kBwdOut, kBwdLse, kBwdDout}) {
+    const mx::array& x = inputs[i];
     in.push_back(
-        i == kBwdLse ? inputs[i]
-                     : with_contiguous_rows(inputs[i], plan.dtype, d, enc));
+        i != kBwdLse && needs_row_copy(x)
+            ? row_contiguous_copy(x, plan.dtype, d, enc)
+            : x);
   }
   const bool has_mask = mask_index(plan.spec) >= 0;
   if (has_mask) {
