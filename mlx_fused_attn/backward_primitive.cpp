@@ -160,8 +160,11 @@ std::vector<array> attention_vjp(
     // build since (kernel_family.h) lands here.
     return vjp_through(plain, primals, {cotangent}, argnums);
   }
+  const Dtype dt = primals[0].dtype();
+  // The kernels read dO in the output's dtype; mx.vjp takes any.
+  const array dout = astype(cotangent, dt, s);
   std::vector<array> inputs = {
-      primals[0], primals[1], primals[2], out, lse, cotangent};
+      primals[0], primals[1], primals[2], out, lse, dout};
   const int mi = mask_index(spec), si = sinks_index(spec);
   if (mi >= 0) {
     inputs.push_back(primals[mi]);
@@ -169,7 +172,6 @@ std::vector<array> attention_vjp(
   if (si >= 0) {
     inputs.push_back(primals[si]);
   }
-  const Dtype dt = primals[0].dtype();
   const std::vector<array> grads = array::make_arrays(
       {primals[0].shape(), primals[1].shape(), primals[2].shape()},
       {dt, dt, dt}, std::make_shared<FusedAttentionVJP>(s, plan), inputs);
@@ -179,7 +181,7 @@ std::vector<array> attention_vjp(
     if (a < 3) {
       result.push_back(grads[a]);
     } else if (a == si) {
-      result.push_back(sinks_gradient(primals[si], out, lse, cotangent, s));
+      result.push_back(sinks_gradient(primals[si], out, lse, dout, s));
     } else if (spec.mask == MaskKind::Bool) {
       result.push_back(zeros_like(primals[a], s));
     } else {

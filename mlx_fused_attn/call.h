@@ -32,7 +32,15 @@ inline int sinks_index(const AttentionSpec& spec) {
 /// mask only where the call has an array mask, then the sinks where it has
 /// sinks (read only by the plain-ops definition: the kernels take the
 /// sinks' share of each row from the LSE).
-enum BackwardInput { kBwdQ, kBwdK, kBwdV, kBwdOut, kBwdLse, kBwdDout, kBwdMask };
+enum BackwardInput {
+  kBwdQ,
+  kBwdK,
+  kBwdV,
+  kBwdOut,
+  kBwdLse,
+  kBwdDout,
+  kBwdMask,
+};
 
 /// The output shape [B, H_q, L_q, D_v].
 inline mlx::core::Shape output_shape(

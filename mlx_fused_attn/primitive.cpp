@@ -1,6 +1,7 @@
 #include "mlx_fused_attn/primitive.h"
 
 #include "mlx_fused_attn/backward_primitive.h"
+#include "mlx_fused_attn/notices.h"
 
 namespace mlx_fused_attn {
 
@@ -31,8 +32,16 @@ Shape lse_shape(const std::vector<array>& inputs) {
 } // namespace
 
 array fused_attention(const AttentionCall& call, const AttentionPlan& plan) {
-  const bool saves_lse = may_take_gradients(call.inputs) &&
-      plan_attention_backward(call).fused();
+  bool saves_lse = false;
+  if (may_take_gradients(call.inputs)) {
+    const AttentionPlan backward = plan_attention_backward(call);
+    saves_lse = backward.fused();
+    if (!saves_lse) {
+      note_fallback(
+          "the backward of scaled_dot_product_attention", call.stream.device,
+          backward.reason);
+    }
+  }
   auto primitive = std::make_shared<FusedAttention>(
       call.stream, plan, call.inputs, saves_lse);
   const Dtype dt = call.inputs[0].dtype();
@@ -73,6 +82,11 @@ std::vector<Shape> FusedAttention::output_shapes(
     shapes.push_back(lse_shape(inputs));
   }
   return shapes;
+}
+
+bool FusedAttention::is_equivalent(const Primitive& other) const {
+  return FusedPrimitive::is_equivalent(other) &&
+      saves_lse_ == static_cast<const FusedAttention&>(other).saves_lse_;
 }
 
 Definitions FusedAttention::definitions() {

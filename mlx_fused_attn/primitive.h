@@ -58,6 +58,7 @@ class FusedAttention : public FusedPrimitive<AttentionFamily> {
       const std::vector<mlx::core::array>& outputs) override;
   std::vector<mlx::core::Shape> output_shapes(
       const std::vector<mlx::core::array>& inputs) override;
+  bool is_equivalent(const mlx::core::Primitive& other) const override;
 
  protected:
   Definitions definitions() override;

@@ -225,6 +225,20 @@ def test_compiled_forward(policy):
     check_routed(patch.stats, calls=len(model.layers))  # traced once
 
 
+def lora_model(name):
+    """The model with mlx-lm's LoRA adapters on its linear layers, the rest
+    frozen."""
+    model = build(name)
+    model.freeze()
+    linear_to_lora_layers(model, len(model.layers), {"rank": 4, "scale": 10.0, "dropout": 0.0})
+    # LoRA starts with B = 0, where A gets no gradient; give B values.
+    mx.random.seed(5)
+    for _, layer in model.named_modules():
+        if isinstance(layer, LoRALinear):
+            layer.lora_b = 0.05 * mx.random.normal(layer.lora_b.shape)
+    return model
+
+
 def loss_fn(model, x, y):
     return nn.losses.cross_entropy(model(x), y, reduction="mean")
 
@@ -235,15 +249,7 @@ def loss_fn(model, x, y):
 def test_training_step_gradients(name, params, policy):
     """A training step's loss and gradients (LoRA adapters from mlx-lm's
     tuner, or every weight) match the unpatched model's."""
-    model = build(name)
-    if params == "lora":
-        model.freeze()
-        linear_to_lora_layers(model, len(model.layers), {"rank": 4, "scale": 10.0, "dropout": 0.0})
-        # LoRA starts with B = 0, where A gets no gradient; give B values.
-        mx.random.seed(5)
-        for _, layer in model.named_modules():
-            if isinstance(layer, LoRALinear):
-                layer.lora_b = 0.05 * mx.random.normal(layer.lora_b.shape)
+    model = lora_model(name) if params == "lora" else build(name)
     data = tokens(PROMPT + 1, seed=6, batch=2)
     x, y = data[:, :-1], data[:, 1:]
     step = nn.value_and_grad(model, loss_fn)

@@ -1,6 +1,6 @@
-// The GPU interface (gpu.h, gpu_na.h) for builds against an MLX without a
-// GPU backend: MLX itself cannot make a GPU stream there, so this only
-// answers the checks.
+// The GPU interface (gpu.h, gpu_na.h; the backward is no_gpu_backward.cpp)
+// for builds against an MLX without a GPU backend: MLX itself cannot make a
+// GPU stream there, so this only answers the checks.
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
 
@@ -21,22 +21,6 @@ void run(
     mlx::core::Stream) {
   throw std::logic_error(
       "[mlx_fused_attn] internal error: GPU eval in a build without GPU "
-      "kernels");
-}
-
-void plan_backward(const AttentionCall&, AttentionPlan& plan) {
-  plan.reason =
-      "this build of mlx_fused_attn has no GPU kernels (MLX has no Metal or "
-      "CUDA backend here); GPU gradients run as plain MLX ops";
-}
-
-void run_backward(
-    const AttentionPlan&,
-    const std::vector<mlx::core::array>&,
-    std::vector<mlx::core::array>&,
-    mlx::core::Stream) {
-  throw std::logic_error(
-      "[mlx_fused_attn] internal error: GPU backward in a build without GPU "
       "kernels");
 }
 

@@ -34,7 +34,8 @@ void run(
 
   dispatch(
       s, inputs, outputs,
-      [pr, mi, si](const std::vector<array>& in, std::vector<array>& out) mutable {
+      [pr, mi, si](
+          const std::vector<array>& in, std::vector<array>& out) mutable {
         pr.q = in[0].data<void>();
         pr.k = in[1].data<void>();
         pr.v = in[2].data<void>();

@@ -18,20 +18,16 @@ void plan(const AttentionCall& call, AttentionPlan& plan);
 
 /// Allocates the outputs {out[, lse]} and schedules the kernel on the CPU
 /// stream `s` through MLX's command encoder, so it runs after the inputs
-/// are computed. The kernel writes the row log-sum-exp (backward_params.h)
-/// where there is an output for it.
+/// are computed; the LSE (backward_params.h) where it is asked for.
 void run(
     const AttentionPlan& plan,
     const std::vector<mlx::core::array>& inputs,
     std::vector<mlx::core::array>& outputs,
     mlx::core::Stream s);
 
-/// Sets `plan`'s family to the CPU backward kernel for the call's dtype, or
-/// leaves the reason it cannot run.
+/// The backward's plan and eval, as gpu.h's plan_backward and run_backward
+/// on the GPU; the CPU's kernel takes every call its forward takes.
 void plan_backward(const AttentionCall& call, AttentionPlan& plan);
-
-/// Allocates grads {dq, dk, dv} and schedules the backward kernel on `s`;
-/// inputs {q, k, v, o, lse, dO[, mask]} (BackwardInput, call.h).
 void run_backward(
     const AttentionPlan& plan,
     const std::vector<mlx::core::array>& inputs,

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "mlx_fused_attn/backend/cpu/problem.h"
@@ -373,28 +374,42 @@ void run_typed(const Problem& pr) {
 }
 
 template <typename T>
-void run_dtype(const Problem& pr) {
-  switch (pr.mask) {
-    case MaskKind::None:
-      return run_typed<T, MaskKind::None>(pr);
-    case MaskKind::Causal:
-      return run_typed<T, MaskKind::Causal>(pr);
-    case MaskKind::Bool:
-      return run_typed<T, MaskKind::Bool>(pr);
-    case MaskKind::Additive:
-      return run_typed<T, MaskKind::Additive>(pr);
+struct TypeTag {
+  using type = T;
+};
+template <MaskKind M>
+using MaskTag = std::integral_constant<MaskKind, M>;
+
+// fn(TypeTag<T>{}, MaskTag<MASK>{}) for a problem's element type and mask
+// kind: the one place that lists the kernels' instantiations.
+template <typename Fn>
+void for_kernel_types(Dtype dtype, MaskKind mask, Fn&& fn) {
+  const auto with_mask = [&](auto type) {
+    switch (mask) {
+      case MaskKind::None:
+        return fn(type, MaskTag<MaskKind::None>{});
+      case MaskKind::Causal:
+        return fn(type, MaskTag<MaskKind::Causal>{});
+      case MaskKind::Bool:
+        return fn(type, MaskTag<MaskKind::Bool>{});
+      case MaskKind::Additive:
+        return fn(type, MaskTag<MaskKind::Additive>{});
+    }
+  };
+  switch (dtype) {
+    case Dtype::Float16:
+      return with_mask(TypeTag<mlx::core::float16_t>{});
+    case Dtype::BFloat16:
+      return with_mask(TypeTag<mlx::core::bfloat16_t>{});
+    case Dtype::Float32:
+      return with_mask(TypeTag<float>{});
   }
 }
 
 void run(const Problem& pr) {
-  switch (pr.dtype) {
-    case Dtype::Float16:
-      return run_dtype<mlx::core::float16_t>(pr);
-    case Dtype::BFloat16:
-      return run_dtype<mlx::core::bfloat16_t>(pr);
-    case Dtype::Float32:
-      return run_dtype<float>(pr);
-  }
+  for_kernel_types(pr.dtype, pr.mask, [&](auto type, auto mask) {
+    run_typed<typename decltype(type)::type, decltype(mask)::value>(pr);
+  });
 }
 
 } // namespace mlx_fused_attn::cpu::FA_CPU_ISA

@@ -50,6 +50,12 @@ struct BwdScratch {
         dv(BLOCK_K * D_v) {}
 };
 
+// Row i of head h of batch b of an array with (batch, head, row) strides s.
+template <typename T>
+T* row_at(T* base, const stride_t* s, int b, int h, int i) {
+  return base + b * s[0] + h * s[1] + i * s[2];
+}
+
 template <typename T>
 struct BwdInputs {
   const T* q;
@@ -76,13 +82,12 @@ void row_dot(
     float* d) {
   const fa::AttnBwdParams& p = pr.p;
   const int D_v = p.fwd.D_v;
-  const T* o = in.o + b * p.fwd.o_strides[0] + h * p.fwd.o_strides[1] +
-      q0 * p.fwd.o_strides[2];
-  const T* dout = in.dout + b * p.do_strides[0] + h * p.do_strides[1] +
-      q0 * p.do_strides[2];
-  load_rows(o, p.fwd.o_strides[2], pr.o_dstride, rows, D_v, 1.0f, sc.o.data());
   load_rows(
-      dout, p.do_strides[2], pr.do_dstride, rows, D_v, 1.0f, sc.dout.data());
+      row_at(in.o, p.fwd.o_strides, b, h, q0), p.fwd.o_strides[2],
+      pr.o_dstride, rows, D_v, 1.0f, sc.o.data());
+  load_rows(
+      row_at(in.dout, p.do_strides, b, h, q0), p.do_strides[2],
+      pr.do_dstride, rows, D_v, 1.0f, sc.dout.data());
   for (int i = 0; i < rows; ++i) {
     const float* oi = sc.o.data() + i * D_v;
     const float* gi = sc.dout.data() + i * D_v;
@@ -198,10 +203,8 @@ void key_block(
   const int n = std::min(BLOCK_K, p.L_k - k0);
   const int q_blocks = (p.L_q + BLOCK_Q - 1) / BLOCK_Q;
 
-  const T* k = in.k + b * p.k_strides[0] + h_kv * p.k_strides[1] +
-      k0 * p.k_strides[2];
-  const T* v = in.v + b * p.v_strides[0] + h_kv * p.v_strides[1] +
-      k0 * p.v_strides[2];
+  const T* k = row_at(in.k, p.k_strides, b, h_kv, k0);
+  const T* v = row_at(in.v, p.v_strides, b, h_kv, k0);
   load_rows(k, p.k_strides[2], pr.k_dstride, n, D, 1.0f, sc.k.data());
   load_transposed(
       k, p.k_strides[2], pr.k_dstride, n, D, sc.row.data(), sc.kt.data());
@@ -219,15 +222,12 @@ void key_block(
       if (!block_matters<MASK>(p, q0, rows, k0)) {
         continue;
       }
-      const T* q = in.q + b * p.q_strides[0] + h * p.q_strides[1] +
-          q0 * p.q_strides[2];
-      const T* dout = in.dout + b * bp.do_strides[0] + h * bp.do_strides[1] +
-          q0 * bp.do_strides[2];
       load_rows(
-          q, p.q_strides[2], pr.q_dstride, rows, D, p.scale_log2, sc.q.data());
+          row_at(in.q, p.q_strides, b, h, q0), p.q_strides[2], pr.q_dstride,
+          rows, D, p.scale_log2, sc.q.data());
       load_rows(
-          dout, bp.do_strides[2], pr.do_dstride, rows, D_v, 1.0f,
-          sc.dout.data());
+          row_at(in.dout, bp.do_strides, b, h, q0), bp.do_strides[2],
+          pr.do_dstride, rows, D_v, 1.0f, sc.dout.data());
 
       // ---- S = Q K^T, dP = dO V^T, then P and dS in their place ----
       scores(sc.q.data(), sc.kt.data(), rows, D, sc.s.data());
@@ -251,10 +251,8 @@ void key_block(
     }
   }
 
-  T* dk = static_cast<T*>(pr.dk) + b * bp.dk_strides[0] +
-      h_kv * bp.dk_strides[1] + k0 * bp.dk_strides[2];
-  T* dv = static_cast<T*>(pr.dv) + b * bp.dv_strides[0] +
-      h_kv * bp.dv_strides[1] + k0 * bp.dv_strides[2];
+  T* dk = row_at(static_cast<T*>(pr.dk), bp.dk_strides, b, h_kv, k0);
+  T* dv = row_at(static_cast<T*>(pr.dv), bp.dv_strides, b, h_kv, k0);
   const float ln2 = 1.0f / LOG2E;
   for (int j = 0; j < n; ++j) {
     store_row(sc.dk.data() + j * D, D, ln2, dk + j * bp.dk_strides[2]);
@@ -307,8 +305,7 @@ void run_backward_typed(const BwdProblem& pr) {
   parallel_for(row_blocks, [&](int item) {
     int b, h, q0, rows;
     row_block(item, b, h, q0, rows);
-    T* out = static_cast<T*>(pr.dq) + b * bp.dq_strides[0] +
-        h * bp.dq_strides[1] + q0 * bp.dq_strides[2];
+    T* out = row_at(static_cast<T*>(pr.dq), bp.dq_strides, b, h, q0);
     const float* acc = dq.data() + lse_row(p, b, h, q0) * p.D;
     for (int i = 0; i < rows; ++i) {
       store_row(acc + i * p.D, p.D, scale, out + i * bp.dq_strides[2]);
@@ -316,29 +313,11 @@ void run_backward_typed(const BwdProblem& pr) {
   });
 }
 
-template <typename T>
-void run_backward_dtype(const BwdProblem& pr) {
-  switch (pr.mask) {
-    case MaskKind::None:
-      return run_backward_typed<T, MaskKind::None>(pr);
-    case MaskKind::Causal:
-      return run_backward_typed<T, MaskKind::Causal>(pr);
-    case MaskKind::Bool:
-      return run_backward_typed<T, MaskKind::Bool>(pr);
-    case MaskKind::Additive:
-      return run_backward_typed<T, MaskKind::Additive>(pr);
-  }
-}
-
 void run(const BwdProblem& pr) {
-  switch (pr.dtype) {
-    case Dtype::Float16:
-      return run_backward_dtype<mlx::core::float16_t>(pr);
-    case Dtype::BFloat16:
-      return run_backward_dtype<mlx::core::bfloat16_t>(pr);
-    case Dtype::Float32:
-      return run_backward_dtype<float>(pr);
-  }
+  for_kernel_types(pr.dtype, pr.mask, [&](auto type, auto mask) {
+    run_backward_typed<typename decltype(type)::type, decltype(mask)::value>(
+        pr);
+  });
 }
 
 } // namespace mlx_fused_attn::cpu::FA_CPU_ISA
