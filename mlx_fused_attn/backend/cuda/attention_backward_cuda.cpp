@@ -48,30 +48,16 @@ Support named(const Support& answer) {
 }
 
 Support backward_covers(const AttentionCall& call, AttentionPlan& plan) {
-  if (Support covered = attention_kernel_covers(kOp, call.inputs, plan);
+  if (Support covered = attention_backward_covers(kOp, call, plan);
       !covered.ok) {
     return covered;
   }
   const fa::AttnParams& p = plan.params;
-  if (!fa::attention_backward_head_dims_supported(p.D, p.D_v)) {
-    std::ostringstream msg;
-    msg << kOp << "head dims " << p.D << " (q, k) and " << p.D_v
-        << " (v): the backward kernels take equal head dims of 32, 64, 96 "
-           "or 128";
-    return Support::no(msg.str());
-  }
   if (p.B > kMaxGridYZ || p.H_q > kMaxGridYZ) {
     std::ostringstream msg;
     msg << kOp << "batch " << p.B << " or query heads " << p.H_q
         << " over the grid limit of " << kMaxGridYZ;
     return Support::no(msg.str());
-  }
-  const AttentionPlan forward = plan_attention(call);
-  if (forward.family != KernelFamily::Attention) {
-    return Support::no(
-        std::string(kOp) +
-        "the forward does not run the general kernel, the one that saves "
-        "the row log-sum-exp");
   }
   return Support::yes();
 }

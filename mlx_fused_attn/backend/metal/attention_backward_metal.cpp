@@ -5,7 +5,6 @@
 //
 // The LSE comes from the forward's general kernel (has_lse), so a call the
 // forward runs with the short kernel keeps plain-op gradients.
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -64,32 +63,10 @@ Support named(const Support& answer) {
   return answer.ok ? answer : Support::no(kOp + answer.reason);
 }
 
-Support backward_covers(const AttentionCall& call, AttentionPlan& plan) {
-  if (Support covered = attention_kernel_covers(kOp, call.inputs, plan);
-      !covered.ok) {
-    return covered;
-  }
-  const fa::AttnParams& p = plan.params;
-  if (!fa::attention_backward_head_dims_supported(p.D, p.D_v)) {
-    std::ostringstream msg;
-    msg << kOp << "head dims " << p.D << " (q, k) and " << p.D_v
-        << " (v): the backward kernels take equal head dims of 32, 64, 96 "
-           "or 128";
-    return Support::no(msg.str());
-  }
-  if (plan_attention(call).family != KernelFamily::Attention) {
-    return Support::no(
-        std::string(kOp) +
-        "the forward does not run the general kernel, the one that saves "
-        "the row log-sum-exp");
-  }
-  return Support::yes();
-}
-
 } // namespace
 
 void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
-  if (!admitted(backward_covers(call, plan), plan)) {
+  if (!admitted(attention_backward_covers(kOp, call, plan), plan)) {
     return;
   }
   plan.tiles = fa::choose_attention_backward_tiles(

@@ -100,8 +100,9 @@ void plan(const AttentionCall& call, AttentionPlan& plan) {
 void run(
     const AttentionPlan& plan,
     const std::vector<mx::array>& inputs,
-    mx::array& out,
+    std::vector<mx::array>& outputs,
     mx::Stream s) {
+  mx::array& out = outputs[0];
   auto& d = mx::metal::device(s.device);
   auto& enc = mx::metal::get_command_encoder(s);
   const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
