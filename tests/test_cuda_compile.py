@@ -179,7 +179,7 @@ def jit_text(family):
     argument of flatten_source.py), for NVRTC."""
     with open(os.path.join(REPO, "cmake", "cuda.cmake")) as fh:
         arg = re.search(rf"^\s*({family}=\S+)$", fh.read(), re.M).group(1)
-    sys.path.insert(0, os.path.join(REPO, "metal"))
+    sys.path.insert(0, os.path.join(REPO, "cmake"))
     try:
         import flatten_source
     finally:
@@ -264,6 +264,15 @@ def nvrtc_attention(names):
 
 NVRTC_PICKS = {
     "attention": nvrtc_attention,
+    # The row dot, and both kernels at bf16 D = 128 (causal) and fp32 D = 96
+    # (an array mask; 3xTF32).
+    "attention_backward": lambda names: [
+        e
+        for e in names
+        if e.startswith("fa::attention_bwd_row_dot_kernel<4, fa::bfloat_t>")
+        or (e.startswith("fa::attention_bwd_") and ", 128, " in e and "fa::bfloat_t" in e and e.endswith("true, false>"))
+        or (e.startswith("fa::attention_bwd_") and "<float, 96, " in e and e.endswith("false, true>"))
+    ],
     "short_attention": lambda names: [
         [e for e in names if e.startswith("fa::short_attention_kernel<fa::bfloat_t, 64, fa::ShortTilesOf<32,")][0]
     ],
