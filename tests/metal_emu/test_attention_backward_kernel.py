@@ -11,6 +11,7 @@ first, so every element must be written.
 """
 
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -241,3 +242,29 @@ def test_forward_lse_feeds_the_backward(prog, case):
     """The general forward kernel's LSE (has_lse) matches the reference and,
     with its O, gives the reference's gradients."""
     run_case(prog, forward="kernel", **case)
+
+
+def test_host_kernel_names_match_the_instantiation_lists(prog, tmp_path):
+    """attention_backward_kernel_name() and attention_backward_row_dot_name()
+    with choose_attention_backward_tiles() name exactly the kernels the two
+    .metal files instantiate."""
+    main = tmp_path / "names.cpp"
+    main.write_text(
+        '#include <cstdio>\n#include "mlx_fused_attn/kernels/attention_backward_kernel_name.h"\n'
+        "int main() {\n"
+        "  const fa::DType dtypes[] = {fa::DType::Float16, fa::DType::BFloat16, fa::DType::Float32};\n"
+        "  for (fa::DType t : dtypes) {\n"
+        '    std::printf("%s\\n", fa::attention_backward_row_dot_name(t).c_str());\n'
+        "    for (int d = 1; d <= 256; ++d)\n"
+        "      if (fa::attention_backward_head_dims_supported(d, d))\n"
+        "        for (fa::BwdKernel k : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq})\n"
+        '          std::printf("%s\\n", fa::attention_backward_kernel_name(k, t, d,\n'
+        "              fa::choose_attention_backward_tiles(d, t, fa::Backend::Metal)).c_str());\n"
+        "  }\n"
+        "}\n"
+    )
+    exe = tmp_path / "names"
+    subprocess.run([emu.CXX, "-std=c++17", "-I", emu.REPO_ROOT, str(main), "-o", str(exe)], check=True)
+    host = set(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
+    assert host == set(prog.grads.kernels) | set(prog.row_dot.kernels)
+    assert len(host) == len(DTYPES) * (1 + 2 * len(HEAD_DIMS))
