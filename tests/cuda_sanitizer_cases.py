@@ -11,7 +11,8 @@ grids past one wave (the large-grid tiles), grids under one with split keys
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
 a poisoned output; each result is checked against mx.fast on the CPU. The
 gradient cases run the fused backward (row dot, dK/dV, dQ) after a forward
-that saves the LSE, against mx.fast's gradients on the CPU.
+that saves the LSE (unsplit where it would split its keys), against
+mx.fast's gradients on the CPU.
 Not collected by pytest: under the sanitizers a run takes minutes.
 """
 
@@ -117,6 +118,10 @@ def main():
         grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 20),
         grad_case(mx.float16, 96, 129, 77, "bool", False, 21),
         grad_case(mx.float32, 32, 100, 150, "additive", True, 22),
+        # Forwards that would split their keys (under a wave, long keys) run
+        # unsplit to save the LSE; decode packs the GQA group as rows.
+        grad_case(mx.float16, 128, 100, 3000, "causal", True, 23),
+        grad_case(mx.bfloat16, 64, 1, 2000, None, False, 24),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)
