@@ -1,6 +1,5 @@
-"""The benchmark sweeps (benchmarks/cuda_*_sweep.cu, and cuda_bwd_bench.cu)
-still build, on a
-machine without a GPU: they instantiate the kernels with their template
+"""The benchmark sweeps (benchmarks/cuda_*_sweep.cu, cuda_bwd_bench.cu) still
+build, on a machine without a GPU: they instantiate the kernels with their template
 arguments spelled out, so a change to a kernel's signature or tiles that the
 library's own instances follow could otherwise leave them broken until the
 next device run. Each builds as its header says it is built on the GPU
