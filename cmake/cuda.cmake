@@ -22,6 +22,7 @@ set(MLX_FUSED_ATTN_CUDA_ARCHITECTURES "80;90a"
 set(FA_CUDA_DIR ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/cuda)
 file(GLOB FA_KERNEL_HEADERS CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/params.h
+     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backward_params.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/na_*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/tile/*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/*.h
@@ -30,6 +31,7 @@ file(GLOB FA_KERNEL_HEADERS CONFIGURE_DEPENDS
      ${FA_CUDA_DIR}/kernel_tiles.h)
 set(FA_CUDA_KERNEL_SOURCES
     ${FA_CUDA_DIR}/attention_kernel.cuh
+    ${FA_CUDA_DIR}/attention_backward_kernel.cuh
     ${FA_CUDA_DIR}/na_kernel.cuh
     ${FA_CUDA_DIR}/short_attention_kernel.cuh
     ${FA_CUDA_DIR}/strided_copy_kernel.cuh
@@ -44,6 +46,7 @@ add_custom_command(
           --namespace mlx_fused_attn::cuda
           --header mlx_fused_attn/backend/cuda/jit_source.h
           attention=${FA_CUDA_DIR}/attention_kernel.cuh
+          attention_backward=${FA_CUDA_DIR}/attention_backward_kernel.cuh
           neighborhood=${FA_CUDA_DIR}/na_kernel.cuh
           short_attention=${FA_CUDA_DIR}/short_attention_kernel.cuh
           strided_copy=${FA_CUDA_DIR}/strided_copy_kernel.cuh,${FA_CUDA_DIR}/poison_kernel.cuh
@@ -70,7 +73,7 @@ target_sources(
           ${FA_CUDA_DIR}/na_cuda.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/attention_covers.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/na_launch.cpp
-          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/no_gpu_backward.cpp
+          ${FA_CUDA_DIR}/attention_backward_cuda.cpp
           ${FA_CUDA_DIR}/nvrtc_compiler.cpp ${FA_CUDA_DIR}/short_attention_cuda.cpp
           ${FA_CUDA_JIT_SOURCE})
 target_include_directories(mlx_fused_attn PRIVATE ${CUDAToolkit_INCLUDE_DIRS}

@@ -18,11 +18,14 @@ option(MLX_FUSED_ATTN_METAL_STRICT
 
 set(FA_METAL_SOURCES
     ${PROJECT_SOURCE_DIR}/metal/attention.metal
+    ${PROJECT_SOURCE_DIR}/metal/attention_backward.metal
+    ${PROJECT_SOURCE_DIR}/metal/attention_backward_row_dot.metal
     ${PROJECT_SOURCE_DIR}/metal/neighborhood.metal
     ${PROJECT_SOURCE_DIR}/metal/short_attention.metal
     ${PROJECT_SOURCE_DIR}/metal/strided_copy.metal)
 file(GLOB FA_METAL_HEADERS CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/params.h
+     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backward_params.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/na_*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/tile/*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/*.h)
@@ -44,7 +47,7 @@ target_sources(
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/kernel_library.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/attention_covers.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/na_launch.cpp
-          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/no_gpu_backward.cpp
+          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/attention_backward_metal.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/short_attention_metal.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/strided_copy_metal.cpp
           ${FA_JIT_SOURCE})

@@ -220,6 +220,12 @@ void plan_general_launch(
       fa::attention_smem_bytes(tiles, p.D, p.D_v, plan.dtype, backend)};
 }
 
+void drop_key_splits(AttentionPlan& plan) {
+  plan.grid.x /= plan.key_splits;
+  plan.key_splits = 1;
+  plan.features.split_keys = false;
+}
+
 int64_t split_rows(const AttentionPlan& plan) {
   const fa::AttnParams& p = plan.params;
   return int64_t(plan.key_splits) * p.B * p.H_q * p.L_q;

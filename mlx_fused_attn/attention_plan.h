@@ -106,6 +106,10 @@ void plan_general_launch(
 /// D_v outputs and two statistics.
 int64_t split_rows(const AttentionPlan& plan);
 
+/// The plan without split keys: one threadgroup a query block. A forward
+/// that saves the LSE runs so; the split partials hold no row LSE.
+void drop_key_splits(AttentionPlan& plan);
+
 /// Sets the short kernel's tiles and grid for `backend`, or says why it
 /// does not take the call.
 Support plan_short_launch(AttentionPlan& plan, fa::Backend backend);

@@ -42,8 +42,12 @@ array fused_attention(const AttentionCall& call, const AttentionPlan& plan) {
           backward.reason);
     }
   }
+  AttentionPlan forward = plan;
+  if (saves_lse) {
+    drop_key_splits(forward);
+  }
   auto primitive = std::make_shared<FusedAttention>(
-      call.stream, plan, call.inputs, saves_lse);
+      call.stream, std::move(forward), call.inputs, saves_lse);
   const Dtype dt = call.inputs[0].dtype();
   if (!saves_lse) {
     return array(output_shape(call.inputs), dt, primitive, call.inputs);

@@ -9,7 +9,10 @@ masks), sinks, GQA, ragged query and key blocks, a misaligned (copied) input,
 grids past one wave (the large-grid tiles), grids under one with split keys
 (decode with GQA packed, chunked prefill), head dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
-a poisoned output; each result is checked against mx.fast on the CPU.
+a poisoned output; each result is checked against mx.fast on the CPU. The
+gradient cases run the fused backward (row dot, dK/dV, dQ) after a forward
+that saves the LSE (unsplit where it would split its keys), against
+mx.fast's gradients on the CPU.
 Not collected by pytest: under the sanitizers a run takes minutes.
 """
 
@@ -52,6 +55,38 @@ def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1, Dv
     return status == "ok"
 
 
+def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed):
+    key = mx.random.key(seed)
+    kq, kk, kv, km, ks, kd = mx.random.split(key, 6)
+    q = mx.random.normal((2, 4, Lq, D), key=kq).astype(dtype)
+    k = mx.random.normal((2, 2, Lk, D), key=kk).astype(dtype)
+    v = mx.random.normal((2, 2, Lk, D), key=kv).astype(dtype)
+    dout = mx.random.normal((2, 4, Lq, D), key=kd).astype(dtype)
+    mask = {
+        None: None,
+        "causal": "causal",
+        "bool": mx.random.uniform(shape=(Lq, Lk), key=km) > 0.3,
+        "additive": mx.random.normal((1, 4, Lq, Lk), key=km).astype(dtype),
+    }[mask_kind]
+    s = mx.random.normal((4,), key=ks).astype(dtype) if sinks else None
+
+    def grads(attention, stream, **kw):
+        f = lambda q, k, v: attention(q, k, v, scale=D**-0.5, mask=mask, sinks=s, stream=stream, **kw)  # noqa: E731
+        return mx.vjp(f, [q, k, v], [dout])[1]
+
+    got = grads(fa.scaled_dot_product_attention, mx.gpu, force_fused=True)
+    want = grads(mx.fast.scaled_dot_product_attention, mx.cpu)
+    ok = True
+    for name, g, w in zip(("dq", "dk", "dv"), got, want):
+        w = np.array(w.astype(mx.float32))
+        err = np.abs(np.array(g.astype(mx.float32)) - w).max() / max(np.abs(w).max(), 1e-6)
+        status = "ok" if err <= 2 * TOL[dtype] else "FAIL"
+        ok = ok and status == "ok"
+        print(f"{status} grad {name} {dtype} D={D} Lq={Lq} Lk={Lk} mask={mask_kind} sinks={sinks} "
+              f"relative err {err:.2e}", flush=True)
+    return ok
+
+
 def main():
     results = [
         case(mx.float16, 64, 130, 200, None, False, 1),
@@ -78,6 +113,15 @@ def main():
         case(mx.float16, 64, 1, 3001, "additive", True, 16),
         case(mx.float16, 128, 100, 3000, "causal", True, 17),
         case(mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
+        # The fused backward: GQA, ragged blocks, L_q != L_k.
+        grad_case(mx.float16, 64, 130, 200, None, False, 19),
+        grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 20),
+        grad_case(mx.float16, 96, 129, 77, "bool", False, 21),
+        grad_case(mx.float32, 32, 100, 150, "additive", True, 22),
+        # Forwards that would split their keys (under a wave, long keys) run
+        # unsplit to save the LSE; decode packs the GQA group as rows.
+        grad_case(mx.float16, 128, 100, 3000, "causal", True, 23),
+        grad_case(mx.bfloat16, 64, 1, 2000, None, False, 24),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)

@@ -1,5 +1,6 @@
 """The CUDA kernels compile, on a machine without a GPU, one family at a time
-(attention, short_attention, neighborhood, strided_copy).
+(attention, attention_backward, short_attention, neighborhood,
+strided_copy).
 
 - The AOT tables (mlx_fused_attn/backend/cuda/aot/*.cu, written by
   tools/gen_instances.py) build with nvcc for sm_80 and sm_90a (Hopper with
@@ -34,7 +35,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CUDA_DIR = os.path.join(REPO, "mlx_fused_attn", "backend", "cuda")
 AOT_DIR = os.path.join(CUDA_DIR, "aot")
 ARCHS = ["80", "90a"]
-FAMILIES = ["attention", "short_attention", "neighborhood", "strided_copy"]
+FAMILIES = ["attention", "attention_backward", "short_attention", "neighborhood", "strided_copy"]
 # Attention head dims whose AOT table is not built here, to save time: the
 # ones left are the smallest, 128 (Q in shared memory on Hopper's large
 # grids), 72 (padded to whole k16 steps), and each pair past 128 (the most
@@ -97,6 +98,16 @@ HOST_KEYS = {
     FA_ATTENTION_HEAD_DIMS(FA_PRINT)
   }
   for (fa::DType t : types) print(SplitCombineKernelKey{t});""",
+    # Both kernels of every head dim, plain, causal and array mask; D.
+    "attention_backward": """
+  for (fa::DType t : types) {
+    print(AttentionBackwardRowDotKey{t});
+#define FA_PRINT(d) \\
+    for (int v = 0; v < 6; ++v) \\
+      print(AttentionBackwardKernelKey{v < 3 ? fa::BwdKernel::DkDv : fa::BwdKernel::Dq, t, d, \
+          fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda), v % 3 == 1, v % 3 == 2});
+    FA_ATTENTION_BACKWARD_HEAD_DIMS(FA_PRINT)
+  }""",
     # Whatever short_attention_covers sends to the short kernel, at each
     # capacity's own length.
     "short_attention": """
@@ -144,6 +155,7 @@ def expected_count(family):
     na = len(listed("na_config.h", "FA_NA_HEAD_DIMS")) * len(listed("na_config.h", "FA_NA_AXES"))
     return {
         "attention": 3 * N_HEAD_DIMS * 12 + 3,
+        "attention_backward": 3 * (1 + 6 * len(listed("attention_backward_config.h", "FA_ATTENTION_BACKWARD_HEAD_DIMS"))),
         "short_attention": 3 * len(short_dims) * len(short_seqs),
         "neighborhood": 3 * na,
         "strided_copy": 3 + 1,
@@ -157,11 +169,16 @@ def listed(config, macro):
     return [int(x) for x in re.findall(r"X\((\d+)\)", line)]
 
 
+def family_of(group):
+    """The family of an AOT group: the longest family name it starts with."""
+    return max((f for f in FAMILIES if group.startswith(f)), key=len)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_aot_tables_hold_exactly_the_host_kernels(tmp_path, family):
     exprs = host_expressions(tmp_path, family)
     assert len(exprs) == expected_count(family), exprs
-    tabled = [e for group, entries in aot_tables().items() if group.startswith(family) for e in entries]
+    tabled = [e for group, entries in aot_tables().items() if family_of(group) == family for e in entries]
     assert len(tabled) == len(set(tabled))
     assert set(tabled) == set(exprs)
 
@@ -183,7 +200,7 @@ def jit_text(family):
 
 # The host's expressions compiled against the JIT text: every one, or a
 # spread (every dtype, head dim and variant appears) where there are many.
-PROBE_STRIDE = {"attention": 4, "short_attention": 5, "neighborhood": 1, "strided_copy": 1}
+PROBE_STRIDE = {"attention": 4, "attention_backward": 3, "short_attention": 5, "neighborhood": 1, "strided_copy": 1}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -257,6 +274,15 @@ def nvrtc_attention(names):
 
 NVRTC_PICKS = {
     "attention": nvrtc_attention,
+    # The row dot, and both kernels at bf16 D = 128 (causal) and fp32 D = 96
+    # (an array mask; 3xTF32).
+    "attention_backward": lambda names: [
+        e
+        for e in names
+        if e.startswith("fa::attention_bwd_row_dot_kernel<4, fa::bfloat_t>")
+        or (e.startswith("fa::attention_bwd_") and ", 128, " in e and "fa::bfloat_t" in e and e.endswith("true, false>"))
+        or (e.startswith("fa::attention_bwd_") and "<float, 96, " in e and e.endswith("false, true>"))
+    ],
     "short_attention": lambda names: [
         [e for e in names if e.startswith("fa::short_attention_kernel<fa::bfloat_t, 64, fa::ShortTilesOf<32,")][0]
     ],

@@ -1,5 +1,5 @@
-"""The benchmark sweeps (benchmarks/cuda_*_sweep.cu) still build, on a
-machine without a GPU: they instantiate the kernels with their template
+"""The benchmark sweeps (benchmarks/cuda_*_sweep.cu, cuda_bwd_bench.cu) still
+build, on a machine without a GPU: they instantiate the kernels with their template
 arguments spelled out, so a change to a kernel's signature or tiles that the
 library's own instances follow could otherwise leave them broken until the
 next device run. Each builds as its header says it is built on the GPU
@@ -20,6 +20,7 @@ SWEEPS = [
     ("cuda_tile_sweep.cu", ["-gencode=arch=compute_90a,code=sm_90a", "-DFA_SWEEP_QUICK"]),
     ("cuda_na_sweep.cu", ["-arch=sm_90"]),
     ("cuda_short_sweep.cu", ["-arch=sm_90"]),
+    ("cuda_bwd_bench.cu", ["-gencode=arch=compute_90a,code=sm_90a"]),
 ]
 
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "mlx/utils.h"
+#include "mlx_fused_attn/kernels/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 
 namespace mlx_fused_attn::gpu {
@@ -63,6 +64,31 @@ Support attention_kernel_covers(
   }
   if (q.size() == 0 || k.size() == 0) {
     return Support::no(std::string(op) + "empty q or k (nothing to launch)");
+  }
+  return Support::yes();
+}
+
+Support attention_backward_covers(
+    const char* op,
+    const AttentionCall& call,
+    AttentionPlan& plan) {
+  if (Support covered = attention_kernel_covers(op, call.inputs, plan);
+      !covered.ok) {
+    return covered;
+  }
+  const fa::AttnParams& p = plan.params;
+  if (!fa::attention_backward_head_dims_supported(p.D, p.D_v)) {
+    std::ostringstream msg;
+    msg << op << "head dims " << p.D << " (q, k) and " << p.D_v
+        << " (v): the backward kernels take equal head dims of 32, 64, 96 "
+           "or 128";
+    return Support::no(msg.str());
+  }
+  if (plan_attention(call).family != KernelFamily::Attention) {
+    return Support::no(
+        std::string(op) +
+        "the forward does not run the general kernel, the one that saves "
+        "the row log-sum-exp");
   }
   return Support::yes();
 }

@@ -7,6 +7,7 @@
 
 #include "mlx/array.h"
 #include "mlx_fused_attn/attention_plan.h"
+#include "mlx_fused_attn/call.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -16,6 +17,14 @@ namespace mlx_fused_attn::gpu {
 Support attention_kernel_covers(
     const char* op,
     const std::vector<mlx::core::array>& inputs,
+    AttentionPlan& plan);
+
+/// The backward kernels' limits (attention_backward_config.h) on top of
+/// attention_kernel_covers, each "no" naming `op`; and the forward of
+/// `call` must run the general kernel, the one that saves the LSE.
+Support attention_backward_covers(
+    const char* op,
+    const AttentionCall& call,
     AttentionPlan& plan);
 
 } // namespace mlx_fused_attn::gpu

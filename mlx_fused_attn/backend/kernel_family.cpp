@@ -35,6 +35,8 @@ const char* family_name(KernelFamily family) {
       return "short_attention";
     case KernelFamily::AttentionBackward:
       return "attention_backward";
+    case KernelFamily::AttentionBackwardRowDot:
+      return "attention_backward_row_dot";
     case KernelFamily::Neighborhood:
       return "neighborhood";
     case KernelFamily::Copy:

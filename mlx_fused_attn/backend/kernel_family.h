@@ -18,6 +18,9 @@ enum class KernelFamily {
   Attention, ///< the general tiled kernel (metal/attention.metal)
   ShortAttention, ///< many short sequences (metal/short_attention.metal)
   AttentionBackward, ///< the general kernel's gradients (FusedAttentionVJP)
+  /// The backward's D = rowsum(dO * O) on Metal
+  /// (metal/attention_backward_row_dot.metal; on CUDA AttentionBackward's).
+  AttentionBackwardRowDot,
   Neighborhood, ///< NATTEN-style windows (metal/neighborhood.metal)
   Copy, ///< strided copies and output poisoning (metal/strided_copy.metal)
 };

@@ -30,7 +30,8 @@
 //
 // With split keys (split_keys.h) the threadgroup visits only its split of
 // the query block's key blocks and writes a partial output and its softmax
-// statistics in place of the output.
+// statistics in place of the output. Without, it may also write each row's
+// log-sum-exp for the backward (has_lse, backward_params.h).
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_features.h"
@@ -108,6 +109,28 @@ using AttnQOperand = typename Target::template QOperand<
     Shape::kWarpRows,
     Shape::kThreads>;
 
+/// Block kb of `rows` rows (row stride `stride`, keys from kb * kBK) into
+/// `smem`: block n_full (past the whole blocks) zero-fills its missing rows
+/// unless `aligned`.
+template <typename Block, int kBK, typename T>
+FA_FUNC void attention_load_block(
+    FA_THREADGROUP T* smem,
+    const FA_DEVICE T* src,
+    stride_t stride,
+    int rows,
+    int kb,
+    int n_full,
+    bool aligned,
+    int tid) {
+  const int key0 = kb * kBK;
+  src += key0 * stride;
+  if (!aligned && kb == n_full) {
+    Block::load_safe(smem, src, stride, rows - key0, tid);
+  } else {
+    Block::load(smem, src, stride, tid);
+  }
+}
+
 /// The copies of one (batch, head)'s key blocks into K's and V's stages,
 /// for the pipeline (kv_pipeline.h's Source): its block kb is key block
 /// kb_first + kb, keys from (kb_first + kb) * kBK; a ragged last block
@@ -136,32 +159,18 @@ struct AttnKVSource {
     return v_smem + stage * VBlock::kElems;
   }
   FA_FUNC void load_k(int kb, int stage, int tid) const {
-    load<KBlock>(k_smem + stage * KBlock::kElems, k, p->k_strides[2], kb, tid);
+    attention_load_block<KBlock, Shape::kBK>(
+        k_smem + stage * KBlock::kElems, k, p->k_strides[2], p->L_k,
+        kb_first + kb, n_full_kblocks, align_k, tid);
   }
   FA_FUNC void load_v(int kb, int stage, int tid) const {
-    load<VBlock>(v_smem + stage * VBlock::kElems, v, p->v_strides[2], kb, tid);
+    attention_load_block<VBlock, Shape::kBK>(
+        v_smem + stage * VBlock::kElems, v, p->v_strides[2], p->L_k,
+        kb_first + kb, n_full_kblocks, align_k, tid);
   }
   FA_FUNC void load_kv(int kb, int stage, int tid) const {
     load_k(kb, stage, tid);
     load_v(kb, stage, tid);
-  }
-
- private:
-  template <typename Block>
-  FA_FUNC void load(
-      FA_THREADGROUP elem_type* smem,
-      const FA_DEVICE elem_type* src,
-      stride_t stride,
-      int kb_local,
-      int tid) const {
-    const int kb = kb_first + kb_local;
-    const int key0 = kb * Shape::kBK;
-    src += key0 * stride;
-    if (!align_k && kb == n_full_kblocks) {
-      Block::load_safe(smem, src, stride, p->L_k - key0, tid);
-    } else {
-      Block::load(smem, src, stride, tid);
-    }
   }
 };
 
@@ -248,6 +257,7 @@ FA_FUNC void attention_block(
     const FA_CONSTANT AttnParams& p,
     const FA_DEVICE unsigned char* mask,
     const FA_DEVICE typename Shape::elem_type* sinks,
+    FA_DEVICE float* lse,
     FA_THREADGROUP typename Shape::elem_type* k_smem,
     FA_THREADGROUP typename Shape::elem_type* v_smem,
     AttnFeatures f,
@@ -336,6 +346,12 @@ FA_FUNC void attention_block(
     attention_store_rows<Shape, kVCols>(
         split.o + row * p.D_v, st.o, p.D_v, p.L_q - q_row0, q_ragged, lane);
   } else {
+    // Before the end: it reads the row sum that the end divides by.
+    if (f.has_lse) {
+      attention_step_store_lse(
+          st, lse + (stride_t(batch) * p.H_q + head) * p.L_q + q_row0,
+          p.L_q - q_row0, lane);
+    }
     attention_step_end(st);
     attention_store_rows<Shape, kVCols>(
         out + batch * p.o_strides[0] + head * p.o_strides[1] +

@@ -13,6 +13,8 @@
 //   align_k    L_k is a multiple of the key block: no ragged key block
 //   split_keys the keys are split (split_keys.h): partials are bound
 //              (buffers 7, 8) with the split count (buffer 9)
+//   has_lse    write each row's log-sum-exp for the backward (buffer 10);
+//              never with split_keys (drop_key_splits)
 #define FA_ATTENTION_FEATURES(X) \
   X(has_mask, 300)               \
   X(bool_mask, 301)              \
@@ -20,7 +22,8 @@
   X(has_sinks, 303)              \
   X(align_q, 200)                \
   X(align_k, 201)                \
-  X(split_keys, 304)
+  X(split_keys, 304)             \
+  X(has_lse, 305)
 
 namespace fa {
 

@@ -11,6 +11,7 @@
 // blocks are and when V has landed.
 #pragma once
 
+#include "mlx_fused_attn/kernels/attention_masks.h"
 #include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/online_softmax.h"
 #include "mlx_fused_attn/tile/ops.h"
@@ -94,6 +95,27 @@ FA_FUNC void attention_step(
 template <typename Step>
 FA_FUNC void attention_step_end(FA_THREAD Step& st, bool part = false) {
   softmax_finalize(st.o, st.softmax, part);
+}
+
+/// The rows' log-sum-exp, natural log, into dst (one float a row, rows <
+/// rows_left), for the backward (backward_params.h): -inf for a row whose
+/// every score was masked and that has no sink (its max is the masked
+/// score itself).
+template <typename Step>
+FA_FUNC void attention_step_store_lse(
+    const FA_THREAD Step& st,
+    FA_DEVICE float* dst,
+    int rows_left,
+    lane_t lane) {
+  float lse[Step::STile::kRowSlots];
+  FA_UNROLL
+  for (int i = 0; i < Step::STile::kRowSlots; ++i) {
+    const float m = st.softmax.row_max[i];
+    lse[i] = m == MaskedScore::value
+        ? -FA_INFINITY
+        : (m + FA_LOG2(st.softmax.row_sum[i])) * FA_LN2;
+  }
+  tile_store_rows<typename Step::STile>(dst, lse, rows_left, lane);
 }
 
 } // namespace fa

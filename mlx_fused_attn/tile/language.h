@@ -30,6 +30,7 @@
 #define FA_SHUFFLE_XOR(x, mask) metal::simd_shuffle_xor((x), ushort(mask))
 #define FA_SIMD_ANY(pred) metal::simd_any(pred)
 #define FA_EXP2(x) metal::fast::exp2(x)
+#define FA_LOG2(x) metal::log2(x)
 #define FA_MAX(a, b) metal::max((a), (b))
 #define FA_INFINITY INFINITY
 #define FA_FLT_MAX FLT_MAX
@@ -62,6 +63,7 @@ typedef uint lane_t;
 #define FA_SHUFFLE_XOR(x, mask) __shfl_xor_sync(0xffffffffu, (x), (mask))
 #define FA_SIMD_ANY(pred) __any_sync(0xffffffffu, (pred))
 #define FA_EXP2(x) ::fa::exp2_approx(x)
+#define FA_LOG2(x) log2f(x)
 #define FA_MAX(a, b) fmaxf((a), (b))
 #define FA_INFINITY __int_as_float(0x7f800000)
 #define FA_FLT_MAX 3.402823466e+38f
@@ -87,3 +89,4 @@ __device__ __forceinline__ float exp2_approx(float x) {
 
 // Scores are kept in the exp2 domain: exp(x) = exp2(x * log2(e)).
 #define FA_LOG2E 1.4426950408889634f
+#define FA_LN2 0.6931471805599453f

@@ -117,6 +117,33 @@ FA_FUNC void tile_map_coords(
   }
 }
 
+/// op.apply(a, b, row, col) for every pair of elements at the same place of
+/// two tiles of one shape, which it may both update; coordinates as in
+/// tile_map_coords.
+template <typename Op, typename F, int R, int C>
+FA_FUNC void tile_zip_coords(
+    FA_THREAD Tile<F, R, C>& a,
+    FA_THREAD Tile<F, R, C>& b,
+    const FA_THREAD Op& op,
+    int row0,
+    int col0,
+    lane_t lane) {
+  FA_UNROLL
+  for (int i = 0; i < R; ++i) {
+    FA_UNROLL
+    for (int j = 0; j < C; ++j) {
+      FA_UNROLL
+      for (int e = 0; e < F::kElems; ++e) {
+        op.apply(
+            frag_at(a, i, j).v[e],
+            frag_at(b, i, j).v[e],
+            row0 + i * F::kRows + F::row(lane, e),
+            col0 + j * F::kCols + F::col(lane, e));
+      }
+    }
+  }
+}
+
 /// D = A * B + C with all three in registers.
 template <typename FragC, typename FragA, typename FragB, int M, int N, int K>
 FA_FUNC void tile_matmad(

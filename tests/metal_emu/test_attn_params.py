@@ -1,6 +1,7 @@
-"""attn_params.AttnParams has the size and field offsets of fa::AttnParams
-as g++ compiles mlx_fused_attn/params.h, both for the host and for kernels
-in the emulator (where __METAL_VERSION__ is defined)."""
+"""attn_params.AttnParams and attn_bwd_params.AttnBwdParams have the size
+and field offsets of fa::AttnParams and fa::AttnBwdParams as g++ compiles
+mlx_fused_attn/params.h and backward_params.h, both for the host and for
+kernels in the emulator (where __METAL_VERSION__ is defined)."""
 
 import ctypes
 import subprocess
@@ -8,18 +9,24 @@ import subprocess
 import pytest
 
 from . import emu
+from .attn_bwd_params import AttnBwdParams
 from .attn_params import AttnParams
 
+STRUCTS = [
+    (AttnParams, "fa::AttnParams", "mlx_fused_attn/params.h"),
+    (AttnBwdParams, "fa::AttnBwdParams", "mlx_fused_attn/backward_params.h"),
+]
 
-def layout_from_gxx(tmp_path, defines):
-    fields = [f for f, _ in AttnParams._fields_]
+
+def layout_from_gxx(tmp_path, defines, struct, cname, header):
+    fields = [f for f, _ in struct._fields_]
     src = tmp_path / "layout.cpp"
     src.write_text(
-        '#include "mlx_fused_attn/params.h"\n#include <cstddef>\n#include <cstdio>\n'
+        f'#include "{header}"\n#include <cstddef>\n#include <cstdio>\n'
         "int main() {\n"
-        '  std::printf("size %zu\\n", sizeof(fa::AttnParams));\n'
+        f'  std::printf("size %zu\\n", sizeof({cname}));\n'
         + "".join(
-            f'  std::printf("{f} %zu\\n", offsetof(fa::AttnParams, {f}));\n' for f in fields
+            f'  std::printf("{f} %zu\\n", offsetof({cname}, {f}));\n' for f in fields
         )
         + "}\n"
     )
@@ -30,13 +37,14 @@ def layout_from_gxx(tmp_path, defines):
         capture_output=True,
         text=True,
     )
-    assert build.returncode == 0, f"AttnParams fields no longer match params.h:\n{build.stderr}"
+    assert build.returncode == 0, f"{struct.__name__} fields no longer match {header}:\n{build.stderr}"
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
     return {k: int(v) for k, v in (line.split() for line in out.splitlines())}
 
 
+@pytest.mark.parametrize("struct, cname, header", STRUCTS, ids=["AttnParams", "AttnBwdParams"])
 @pytest.mark.parametrize("defines", [[], emu.METAL_DEFINES], ids=["host", "emulated_metal"])
-def test_layout_matches_params_h(tmp_path, defines):
-    cxx = layout_from_gxx(tmp_path, defines)
-    assert cxx.pop("size") == ctypes.sizeof(AttnParams)
-    assert cxx == {f: getattr(AttnParams, f).offset for f, _ in AttnParams._fields_}
+def test_layout_matches_params_h(tmp_path, defines, struct, cname, header):
+    cxx = layout_from_gxx(tmp_path, defines, struct, cname, header)
+    assert cxx.pop("size") == ctypes.sizeof(struct)
+    assert cxx == {f: getattr(struct, f).offset for f, _ in struct._fields_}

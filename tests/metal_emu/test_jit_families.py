@@ -12,7 +12,14 @@ import pytest
 from . import emu, jit_text
 from .test_short_attention_kernel import run_case as run_short_case
 
-FAMILIES = ("attention", "neighborhood", "short_attention", "strided_copy")
+FAMILIES = (
+    "attention",
+    "attention_backward",
+    "attention_backward_row_dot",
+    "neighborhood",
+    "short_attention",
+    "strided_copy",
+)
 
 
 def injected_error():

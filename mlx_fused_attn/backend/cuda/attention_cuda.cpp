@@ -116,7 +116,7 @@ const FamilyCandidate<AttentionPlan, CudaTarget> kFamilies[] = {
 /// An fp32 temporary of `n` elements in device memory, kept until the
 /// encoder's graph has run.
 mx::array
-temporary_floats(int64_t n, cu::CommandEncoder& enc, mx::Stream s) {
+temporary_floats(int64_t n, mx::Stream s, cu::CommandEncoder& enc) {
   mx::array a({static_cast<int>(n)}, mx::float32, nullptr, {});
   cuda::set_device_data(a, s);
   enc.add_temporary(a);
@@ -156,7 +156,7 @@ void add_combine_node(
 
 /// Adds the plan's kernel `function` to the encoder's graph; both families
 /// take these arguments, each with its own features, and the general one
-/// also where split keys write (`extra`).
+/// also where split keys and the LSE go (`extra`).
 template <typename Features, typename... Extra>
 void add_attention_node(
     cu::CommandEncoder& enc,
@@ -266,13 +266,27 @@ void run(
         q, k, v, out, mask_ptr, sinks_ptr, short_features(plan.features));
     return;
   }
+  // The backward's LSE, where the primitive asked for it (outputs[1]); a
+  // plan that saves it has no split keys (drop_key_splits).
+  fa::AttnFeatures features = plan.features;
+  features.has_lse = outputs.size() > 1;
+  if (features.has_lse && plan.key_splits > 1) {
+    throw std::logic_error(
+        "[FusedAttention] internal error: split keys with the LSE");
+  }
+  float* lse = nullptr;
+  if (features.has_lse) {
+    cuda::set_device_data(outputs[1], s);
+    enc.set_output_array(outputs[1]);
+    lse = mx::gpu_ptr<float>(outputs[1]);
+  }
   // Split keys: the kernel writes partials, which the combine merges.
   std::optional<mx::array> o_part, stats;
   float* o_part_ptr = nullptr;
   float* stats_ptr = nullptr;
   if (plan.key_splits > 1) {
-    o_part = temporary_floats(split_rows(plan) * params.D_v, enc, s);
-    stats = temporary_floats(2 * split_rows(plan), enc, s);
+    o_part = temporary_floats(split_rows(plan) * params.D_v, s, enc);
+    stats = temporary_floats(2 * split_rows(plan), s, enc);
     o_part_ptr = mx::gpu_ptr<float>(*o_part);
     stats_ptr = mx::gpu_ptr<float>(*stats);
     enc.set_output_array(*o_part);
@@ -280,8 +294,8 @@ void run(
   }
   add_attention_node(
       enc, cuda::kernel_function(general_key(plan), device, arch), plan,
-      params, q, k, v, out, mask_ptr, sinks_ptr, plan.features, o_part_ptr,
-      stats_ptr, plan.key_splits);
+      params, q, k, v, out, mask_ptr, sinks_ptr, features, o_part_ptr,
+      stats_ptr, plan.key_splits, lse);
   if (plan.key_splits > 1) {
     add_combine_node(enc, plan, params, *o_part, *stats, out, device, arch);
   }

@@ -15,6 +15,8 @@
 // shared memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
 // With split keys (split_keys.h, features.split_keys) the kernel writes
 // n_splits partials to o_part and stats (split_keys.h), split blockIdx.x % n_splits.
+// Without them, lse: the rows' log-sum-exp (fp32 [B, H_q, L_q]) where
+// features.has_lse.
 #pragma once
 
 #include "mlx_fused_attn/backend/cuda/block_sizes.h"
@@ -66,7 +68,8 @@ __global__ void __launch_bounds__(
     AttnFeatures features,
     float* o_part,
     float* stats,
-    int n_splits) {
+    int n_splits,
+    float* lse) {
   // A warpgroup-product instance exists in every architecture's image of a
   // fat binary, but the host launches it only on sm_90a (kernels.h,
   // has_wgmma).
@@ -100,6 +103,7 @@ __global__ void __launch_bounds__(
         params,
         mask,
         sinks,
+        lse,
         k_smem,
         v_smem,
         features,

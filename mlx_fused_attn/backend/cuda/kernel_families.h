@@ -10,6 +10,8 @@
 
 #include "mlx_fused_attn/backend/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/kernel_family.h"
+#include "mlx_fused_attn/kernels/attention_backward_config.h"
+#include "mlx_fused_attn/kernels/attention_backward_kernel_name.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/na_config.h"
 #include "mlx_fused_attn/kernels/short_attention_config.h"
@@ -81,6 +83,61 @@ struct SplitCombineKernelKey {
   }
   int threads() const {
     return fa::kSplitCombineThreads;
+  }
+  int smem_bytes() const {
+    return 0;
+  }
+  bool max_shared() const {
+    return false;
+  }
+};
+
+/// The backward's dK/dV or dQ kernel (attention_backward_kernel.cuh).
+struct AttentionBackwardKernelKey {
+  static constexpr KernelFamily kFamily = KernelFamily::AttentionBackward;
+
+  fa::BwdKernel kernel;
+  fa::DType dtype;
+  int head_dim; ///< of q, k and v
+  fa::AttnTiles tiles; ///< the plan's (choose_attention_backward_tiles)
+  bool causal;
+  bool has_mask; ///< a bool or additive mask array
+
+  std::string expression() const {
+    const fa::AttnTiles& t = tiles;
+    return std::string("fa::attention_bwd_") +
+        (kernel == fa::BwdKernel::DkDv ? "dkdv" : "dq") + "_kernel<" +
+        device_type_name(dtype) + ", " + std::to_string(head_dim) +
+        ", fa::AttnTilesOf<" + std::to_string(t.bq) + ", " +
+        std::to_string(t.bk) + ", " + std::to_string(t.warps) + ", " +
+        std::to_string(t.stages) + ">, " + bool_name(causal) + ", " +
+        bool_name(has_mask) + ">";
+  }
+  int threads() const {
+    return tiles.warps * fa::kSimdWidth;
+  }
+  int smem_bytes() const {
+    return fa::attention_backward_smem_bytes(
+        tiles, head_dim, dtype, fa::Backend::Cuda);
+  }
+  bool max_shared() const {
+    return false;
+  }
+};
+
+/// The backward's D = rowsum(dO * O) (attention_backward_kernel.cuh).
+struct AttentionBackwardRowDotKey {
+  static constexpr KernelFamily kFamily = KernelFamily::AttentionBackward;
+  static constexpr int kWarps = 4;
+
+  fa::DType dtype;
+
+  std::string expression() const {
+    return std::string("fa::attention_bwd_row_dot_kernel<") +
+        std::to_string(kWarps) + ", " + device_type_name(dtype) + ">";
+  }
+  int threads() const {
+    return kWarps * fa::kSimdWidth;
   }
   int smem_bytes() const {
     return 0;

@@ -8,6 +8,7 @@
 // graph exists; MLX's Device caches the libraries and pipelines for eval.
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "mlx/allocator.h"
@@ -160,9 +161,12 @@ void run(
   const fa::AttnParams params =
       launch_params(plan, q, k, v, out, mi >= 0 ? &inputs[mi] : nullptr);
 
+  // The backward's LSE, where the primitive asked for it (outputs[1]).
+  AttentionPlan run_plan = plan;
+  run_plan.features.has_lse = outputs.size() > 1;
   const MetalPipeline pipeline = plan.family == KernelFamily::ShortAttention
-      ? short_attention_pipeline(plan)
-      : general_pipeline(plan);
+      ? short_attention_pipeline(run_plan)
+      : general_pipeline(run_plan);
   enc.set_compute_pipeline_state(get_pipeline(d, pipeline));
   enc.set_input_array(q, 0);
   enc.set_input_array(k, 1);
@@ -174,6 +178,15 @@ void run(
   }
   if (sinks) {
     enc.set_input_array(*sinks, 6);
+  }
+  if (run_plan.features.has_lse) {
+    // A plan that saves the LSE has no split keys (drop_key_splits).
+    if (plan.key_splits > 1) {
+      throw std::logic_error(
+          "[FusedAttention] internal error: split keys with the LSE");
+    }
+    outputs[1].set_data(mx::allocator::malloc(outputs[1].nbytes()));
+    enc.set_output_array(outputs[1], 10);
   }
   std::optional<mx::array> o_part, stats;
   if (plan.key_splits > 1) {

@@ -12,6 +12,11 @@
   X(attention_d192_dv128) \
   X(attention_d192_dv192) \
   X(attention_d256_dv256) \
+  X(attention_backward_row_dot) \
+  X(attention_backward_d32) \
+  X(attention_backward_d64) \
+  X(attention_backward_d96) \
+  X(attention_backward_d128) \
   X(short_attention_d32) \
   X(short_attention_d64) \
   X(short_attention_d128) \

@@ -1,0 +1,270 @@
+// Times the fused attention backward's CUDA kernels (kernels/
+// attention_backward.h: D, dK/dV, dQ) on the issue-17 cases, after the
+// forward kernel has written O and the LSE (has_lse), and checks every
+// gradient of a small case against a plain fp32 reference. Standalone: no
+// MLX; nvcc builds it on the GPU machine.
+//
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
+//     benchmarks/cuda_bwd_bench.cu -o bwd_bench
+//   ./bwd_bench            # check lines, then: case, time, TFLOP/s
+//   ./bwd_bench check      # the checks only (tests/test_cuda_backward_gpu.py)
+//
+// TFLOP/s counts the backward as 2.5 forwards (five products of the
+// forward's two), the causal triangle exactly; the kernels run seven (dQ
+// recomputes S and dP), so the hardware does 1.4x the count.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "benchmarks/cuda_sweep_util.cuh"
+#include "mlx_fused_attn/backend/cuda/attention_backward_kernel.cuh"
+#include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
+#include "mlx_fused_attn/tile/dtype_of.h"
+
+struct Problem {
+  int B, H, L, D;
+  bool causal;
+};
+
+// The reference, one thread a query row (LSE, O, D) or key row (dK, dV).
+template <typename T>
+__global__ void ref_rows(const T* q, const T* k, const T* v, const T* dout,
+                         float* lse, float* o, float* d, int L, int D,
+                         float scale, bool causal) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t bh = blockIdx.y;
+  if (i >= L) return;
+  const T* qi = q + (bh * L + i) * D;
+  const int end = causal ? i + 1 : L;
+  float m = -INFINITY;
+  for (int j = 0; j < end; ++j) {
+    float s = 0.f;
+    for (int c = 0; c < D; ++c) s += float(qi[c]) * float(k[(bh * L + j) * D + c]);
+    m = fmaxf(m, s * scale);
+  }
+  float sum = 0.f;
+  float* oi = o + (bh * L + i) * D;
+  for (int c = 0; c < D; ++c) oi[c] = 0.f;
+  for (int j = 0; j < end; ++j) {
+    float s = 0.f;
+    for (int c = 0; c < D; ++c) s += float(qi[c]) * float(k[(bh * L + j) * D + c]);
+    const float p = expf(s * scale - m);
+    sum += p;
+    for (int c = 0; c < D; ++c) oi[c] += p * float(v[(bh * L + j) * D + c]);
+  }
+  float di = 0.f;
+  for (int c = 0; c < D; ++c) {
+    oi[c] /= sum;
+    di += oi[c] * float(dout[(bh * L + i) * D + c]);
+  }
+  lse[bh * L + i] = m + logf(sum);
+  d[bh * L + i] = di;
+}
+
+// dS of (row i, key j) from the reference's LSE and D.
+template <typename T>
+__device__ float ref_ds(const T* q, const T* k, const T* v, const T* dout,
+                        const float* lse, const float* d, size_t bh, int i,
+                        int j, int L, int D, float scale, float* p_out) {
+  float s = 0.f, dp = 0.f;
+  for (int c = 0; c < D; ++c) {
+    s += float(q[(bh * L + i) * D + c]) * float(k[(bh * L + j) * D + c]);
+    dp += float(dout[(bh * L + i) * D + c]) * float(v[(bh * L + j) * D + c]);
+  }
+  const float p = expf(s * scale - lse[bh * L + i]);
+  *p_out = p;
+  return p * (dp - d[bh * L + i]);
+}
+
+template <typename T>
+__global__ void ref_grads(const T* q, const T* k, const T* v, const T* dout,
+                          const float* lse, const float* d, float* dq,
+                          float* dk, float* dv, int L, int D, float scale,
+                          bool causal) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t bh = blockIdx.y;
+  if (r >= L) return;
+  float p;
+  for (int c = 0; c < D; ++c) {
+    dq[(bh * L + r) * D + c] = 0.f;
+    dk[(bh * L + r) * D + c] = 0.f;
+    dv[(bh * L + r) * D + c] = 0.f;
+  }
+  for (int j = 0; j < (causal ? r + 1 : L); ++j) {  // r a query row
+    const float ds = ref_ds(q, k, v, dout, lse, d, bh, r, j, L, D, scale, &p);
+    for (int c = 0; c < D; ++c) dq[(bh * L + r) * D + c] += scale * ds * float(k[(bh * L + j) * D + c]);
+  }
+  for (int i = causal ? r : 0; i < L; ++i) {  // r a key row
+    const float ds = ref_ds(q, k, v, dout, lse, d, bh, i, r, L, D, scale, &p);
+    for (int c = 0; c < D; ++c) {
+      dk[(bh * L + r) * D + c] += scale * ds * float(q[(bh * L + i) * D + c]);
+      dv[(bh * L + r) * D + c] += p * float(dout[(bh * L + i) * D + c]);
+    }
+  }
+}
+
+template <typename T, int D>
+struct Backward {
+  static constexpr fa::AttnTiles t =
+      fa::choose_attention_backward_tiles(D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
+  typedef fa::AttnTilesOf<t.bq, t.bk, t.warps, t.stages> Tiles;
+  typedef fa::AttnTilesOf<64, 64, 4, 2> FwdTiles;
+
+  Problem pr;
+  fa::AttnBwdParams p{};
+  fa::AttnFeatures f{};
+  T *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+  float *lse, *d;
+
+  explicit Backward(const Problem& pr_) : pr(pr_) {
+    const size_t n = size_t(pr.B) * pr.H * pr.L * D;
+    for (T** x : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) {
+      CHECK(cudaMalloc(x, n * sizeof(T)));
+    }
+    CHECK(cudaMalloc(&lse, n / D * sizeof(float)));
+    CHECK(cudaMalloc(&d, n / D * sizeof(float)));
+    unsigned seed = 1;
+    for (T* x : {q, k, v, dout}) fill_random<<<1024, 256>>>(x, n, seed++);
+    fa::AttnParams& a = p.fwd;
+    a.B = pr.B; a.H_q = pr.H; a.H_kv = pr.H; a.gqa_factor = 1;
+    a.L_q = pr.L; a.L_k = pr.L; a.D = D; a.D_v = D; a.causal_offset = 0;
+    a.scale_log2 = (1.0f / std::sqrt(float(D))) * 1.4426950408889634f;
+    const fa::stride_t s[3] = {fa::stride_t(pr.H) * pr.L * D, fa::stride_t(pr.L) * D, D};
+    for (fa::stride_t* x : {a.q_strides, a.k_strides, a.v_strides, a.o_strides,
+                         p.do_strides, p.dq_strides, p.dk_strides, p.dv_strides}) {
+      std::memcpy(x, s, sizeof(s));
+    }
+    f.causal = pr.causal;
+  }
+  ~Backward() {
+    for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq,
+                    (void*)dk, (void*)dv, (void*)lse, (void*)d}) {
+      cudaFree(x);
+    }
+  }
+
+  template <bool C>
+  void forward() {
+    fa::AttnFeatures ff = f;
+    ff.has_lse = true;
+    ff.align_q = pr.L % 64 == 0;
+    ff.align_k = pr.L % 64 == 0;
+    const int smem = fa::attention_smem_bytes(FwdTiles::value, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
+    auto kernel = fa::attention_kernel<T, D, D, FwdTiles, C, false>;
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    kernel<<<dim3((pr.L + 63) / 64, pr.H, pr.B), 128, smem>>>(
+        q, k, v, o, p.fwd, nullptr, nullptr, ff, nullptr, nullptr, 1, lse);
+    CHECK(cudaGetLastError());
+  }
+
+  template <bool C>
+  void backward() {
+    const int smem = fa::attention_backward_smem_bytes(t, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
+    const int threads = t.warps * 32;
+    fa::attention_bwd_row_dot_kernel<4, T><<<dim3((pr.L + 3) / 4, pr.H, pr.B), 128>>>(o, dout, d, p);
+    fa::AttnFeatures fk = f;
+    fk.align_q = pr.L % t.bk == 0;
+    fk.align_k = pr.L % t.bq == 0;
+    fa::attention_bwd_dkdv_kernel<T, D, Tiles, C, false>
+        <<<dim3((pr.L + t.bq - 1) / t.bq, pr.H, pr.B), threads, smem>>>(
+            q, k, v, dout, lse, d, dk, dv, p, nullptr, fk);
+    fa::AttnFeatures fq = f;
+    fq.align_q = pr.L % t.bq == 0;
+    fq.align_k = pr.L % t.bk == 0;
+    fa::attention_bwd_dq_kernel<T, D, Tiles, C, false>
+        <<<dim3((pr.L + t.bq - 1) / t.bq, pr.H, pr.B), threads, smem>>>(
+            q, k, v, dout, lse, d, dq, p, nullptr, fq);
+    CHECK(cudaGetLastError());
+  }
+
+  void run_forward() { pr.causal ? forward<true>() : forward<false>(); }
+  void run_backward() { pr.causal ? backward<true>() : backward<false>(); }
+
+  /// Max |fused - reference| of dQ, dK, dV over the largest reference value.
+  bool check(const char* name) {
+    run_forward();
+    run_backward();
+    const size_t n = size_t(pr.B) * pr.H * pr.L * D;
+    float *rlse, *ro, *rd, *rdq, *rdk, *rdv;
+    CHECK(cudaMalloc(&rlse, n / D * 4));
+    CHECK(cudaMalloc(&rd, n / D * 4));
+    for (float** x : {&ro, &rdq, &rdk, &rdv}) CHECK(cudaMalloc(x, n * 4));
+    const float scale = 1.0f / std::sqrt(float(D));
+    const dim3 grid((pr.L + 63) / 64, pr.B * pr.H);
+    ref_rows<<<grid, 64>>>(q, k, v, dout, rlse, ro, rd, pr.L, D, scale, pr.causal);
+    ref_grads<<<grid, 64>>>(q, k, v, dout, rlse, rd, rdq, rdk, rdv, pr.L, D, scale, pr.causal);
+    CHECK(cudaDeviceSynchronize());
+    bool ok = true;
+    const char* names[] = {"dq", "dk", "dv"};
+    const T* fused[] = {dq, dk, dv};
+    float* refs[] = {rdq, rdk, rdv};
+    unsigned* err;
+    CHECK(cudaMallocManaged(&err, sizeof(unsigned)));
+    for (int g = 0; g < 3; ++g) {
+      std::vector<float> h(n);
+      CHECK(cudaMemcpy(h.data(), refs[g], n * 4, cudaMemcpyDeviceToHost));
+      float top = 0.f;
+      for (float x : h) top = fmaxf(top, fabsf(x));
+      *err = 0;
+      max_error<<<256, 256>>>(fused[g], refs[g], n, err);
+      CHECK(cudaDeviceSynchronize());
+      float e;
+      std::memcpy(&e, err, 4);
+      const float tol = (sizeof(T) == 4 ? 1e-4f : 2e-2f) * fmaxf(top, 1e-6f);
+      const bool good = e <= tol;
+      ok = ok && good;
+      std::printf("%s %s %s max error %.3g (tolerance %.3g)\n", good ? "ok" : "FAIL", name, names[g], e, tol);
+    }
+    for (void* x : {(void*)rlse, (void*)ro, (void*)rd, (void*)rdq, (void*)rdk, (void*)rdv, (void*)err}) cudaFree(x);
+    return ok;
+  }
+
+  float time_us(int reps) {
+    run_forward();
+    run_backward();
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    CHECK(cudaEventRecord(a));
+    for (int i = 0; i < reps; ++i) run_backward();
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    return 1000.f * ms / reps;
+  }
+};
+
+template <typename T, int D>
+bool check(Problem pr, const char* name) {
+  Backward<T, D> b(pr);
+  return b.check(name);
+}
+
+template <typename T, int D>
+void bench(Problem pr, const char* name, double fa2_us) {
+  Backward<T, D> b(pr);
+  const float us = b.time_us(pr.L >= 8192 ? 3 : 20);
+  const double pairs = pr.causal ? 0.5 * double(pr.L) * (pr.L + 1) : double(pr.L) * pr.L;
+  const double flop = 2.5 * 4.0 * pr.B * pr.H * pairs * D;
+  std::printf("%-40s %10.1f us %7.1f TFLOP/s   FA2 %8.0f us\n", name, us, flop / us * 1e-6, fa2_us);
+}
+
+int main(int argc, char** argv) {
+  bool ok = true;
+  ok &= check<fa::half_t, 64>({1, 2, 200, 64, false}, "fp16 D=64 L=200");
+  ok &= check<fa::half_t, 64>({1, 2, 200, 64, true}, "fp16 D=64 L=200 causal");
+  ok &= check<fa::bfloat_t, 128>({2, 2, 130, 128, true}, "bf16 D=128 L=130 causal");
+  ok &= check<float, 32>({1, 3, 77, 32, false}, "fp32 D=32 L=77");
+  if (argc > 1 && std::strcmp(argv[1], "check") == 0) {
+    return ok ? 0 : 1;
+  }
+  bench<fa::half_t, 64>({1, 32, 1024, 64, false}, "B=1 H=32 L=1024 D=64 fp16", 107);
+  bench<fa::bfloat_t, 128>({1, 32, 4096, 128, false}, "B=1 H=32 L=4096 D=128 bf16", 2388);
+  bench<fa::bfloat_t, 128>({1, 32, 4096, 128, true}, "same, causal", 1424);
+  bench<fa::bfloat_t, 128>({4, 32, 8192, 128, true}, "B=4 H=32 L=8192 D=128 bf16 causal", 18600);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,111 @@
+// CUDA entry points of the fused attention backward. The bodies are
+// mlx_fused_attn/kernels/attention_backward.h, the ones Metal runs; this
+// file declares the shared memory, fills the features and maps the grid.
+// The products are each warp's mma.sync on padded blocks (CudaTarget):
+// the warpgroup products are not wired for the backward's transposed tiles.
+//
+// Template: element type, head dim (of q, k and v), tiles (AttnTilesOf,
+// kernel_tiles.h, from choose_attention_backward_tiles) and the features
+// that change the inner loop's code (causal, an array mask); the others
+// arrive in `features`.
+//
+// attention_bwd_row_dot_kernel: grid (ceil(L_q / warps), H_q, B), a warp a
+//   row.
+// attention_bwd_dkdv_kernel: grid (ceil(L_k / bq), H_kv, B).
+// attention_bwd_dq_kernel: grid (ceil(L_q / bq), H_q, B).
+// Blocks of warps * 32 threads; dynamic shared memory of the last two:
+// attention_backward_smem_bytes(tiles, D, dtype, Backend::Cuda).
+#pragma once
+
+#include "mlx_fused_attn/backend/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/backward_params.h"
+#include "mlx_fused_attn/kernels/attention_backward.h"
+#include "mlx_fused_attn/kernels/attention_backward_config.h"
+#include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/tile/cuda_target.h"
+#include "mlx_fused_attn/tile/dtype_of.h"
+
+namespace fa {
+
+/// The shape of a backward instance, its streamed block and the shared
+/// memory the host gives it, checked against the chooser's count.
+template <typename T, int D, typename Tiles>
+struct AttnBwdInstance {
+  static constexpr AttnTiles t = Tiles::value;
+  typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages> Shape;
+  typedef AttnKBlock<CudaTarget, Shape> Block;
+  static_assert(
+      attention_backward_smem_bytes(
+          t, D, DTypeOf<T>::value, Backend::Cuda) ==
+          int(sizeof(T)) * 2 * t.stages * Block::kElems,
+      "attention_backward_smem_bytes disagrees with the kernel's blocks");
+};
+
+template <int kWarps, typename T>
+__global__ void __launch_bounds__(kWarps * kSimdWidth)
+    attention_bwd_row_dot_kernel(
+        const T* o,
+        const T* dout,
+        float* d,
+        const AttnBwdParams params) {
+  attention_backward_row_dot(
+      o, dout, d, params,
+      int(blockIdx.x * kWarps + threadIdx.x / kSimdWidth), blockIdx.y,
+      blockIdx.z, threadIdx.x % kSimdWidth);
+}
+
+template <typename T, int D, typename Tiles, bool kCausal, bool kHasMask>
+__global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
+    attention_bwd_dkdv_kernel(
+        const T* q,
+        const T* k,
+        const T* v,
+        const T* dout,
+        const float* lse,
+        const float* d,
+        T* dk,
+        T* dv,
+        const AttnBwdParams params,
+        const unsigned char* mask,
+        AttnFeatures features) {
+  typedef AttnBwdInstance<T, D, Tiles> I;
+  extern __shared__ __align__(16) unsigned char attention_bwd_smem[];
+  T* q_smem = reinterpret_cast<T*>(attention_bwd_smem);
+  T* do_smem = q_smem + I::t.stages * I::Block::kElems;
+  features.causal = kCausal;
+  features.has_mask = kHasMask;
+  attention_backward_dkdv<CudaTarget, typename I::Shape>(
+      q, k, v, dout, lse, d, dk, dv, params, mask, q_smem, do_smem, features,
+      blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x / kSimdWidth,
+      threadIdx.x % kSimdWidth);
+}
+
+template <typename T, int D, typename Tiles, bool kCausal, bool kHasMask>
+__global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
+    attention_bwd_dq_kernel(
+        const T* q,
+        const T* k,
+        const T* v,
+        const T* dout,
+        const float* lse,
+        const float* d,
+        T* dq,
+        const AttnBwdParams params,
+        const unsigned char* mask,
+        AttnFeatures features) {
+  typedef AttnBwdInstance<T, D, Tiles> I;
+  extern __shared__ __align__(16) unsigned char attention_bwd_smem[];
+  T* k_smem = reinterpret_cast<T*>(attention_bwd_smem);
+  T* v_smem = k_smem + I::t.stages * I::Block::kElems;
+  features.causal = kCausal;
+  features.has_mask = kHasMask;
+  // Under a causal mask the last query blocks see the most keys: start
+  // them first, so that the short ones fill the tail of the grid.
+  const int q_block = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  attention_backward_dq<CudaTarget, typename I::Shape>(
+      q, k, v, dout, lse, d, dq, params, mask, k_smem, v_smem, features,
+      q_block, blockIdx.y, blockIdx.z, threadIdx.x / kSimdWidth,
+      threadIdx.x % kSimdWidth);
+}
+
+} // namespace fa

@@ -1,0 +1,346 @@
+// The fused attention backward, written once over the tile ops (Metal and
+// CUDA), in FlashAttention-2's structure. Given the forward's O and row
+// LSE and the output gradient dO:
+//
+//   D  = rowsum(dO * O)                            attention_backward_row_dot
+//   P  = exp(scale Q K^T + mask - LSE),  dP = dO V^T,  dS = P (dP - D)
+//   dV = P^T dO,  dK = scale dS^T Q                attention_backward_dkdv
+//   dQ = scale dS K                                attention_backward_dq
+//
+// dQ is a kernel of its own, a query block a threadgroup looping over key
+// blocks like the forward: it recomputes S and dP (two of the backward's
+// five products again) but needs no atomics, which Metal lacks for floats
+// on older GPUs and which would make dQ depend on the order of the key
+// blocks; dK/dV threadgroups write only their own rows.
+//
+// dK/dV kernel: a threadgroup owns Shape::kBQ keys of one (batch, kv head)
+// (each warp kWarpRows of them, K and V in its registers as the forward
+// holds Q) and streams, through the forward's K/V pipeline, the Q and dO
+// blocks of every query head of the GQA group: dK and dV are summed over
+// the group in registers, K and V read once. The tiles are transposed
+// (keys x queries): S^T = K Q^T and dP^T = V dO^T are the forward's
+// S = Q K^T with the block types' products, dV += P^T dO and dK += dS^T Q
+// its O += P V.
+#pragma once
+
+#include "mlx_fused_attn/backward_params.h"
+#include "mlx_fused_attn/kernels/attention.h"
+#include "mlx_fused_attn/kernels/attention_backward_grads.h"
+#include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/tile/language.h"
+#include "mlx_fused_attn/tile/kv_pipeline.h"
+#include "mlx_fused_attn/tile/tile.h"
+#include "mlx_fused_attn/tile/tile_math.h"
+
+namespace fa {
+
+/// D of query row `row` of (batch, head), one warp a row: lanes stride the
+/// head dim, then a butterfly sum.
+template <typename T>
+FA_FUNC void attention_backward_row_dot(
+    const FA_DEVICE T* o,
+    const FA_DEVICE T* dout,
+    FA_DEVICE float* d,
+    const FA_CONSTANT AttnBwdParams& bp,
+    int row,
+    int head,
+    int batch,
+    lane_t lane) {
+  const FA_CONSTANT AttnParams& p = bp.fwd;
+  if (row >= p.L_q) {
+    return;
+  }
+  o += batch * p.o_strides[0] + head * p.o_strides[1] + row * p.o_strides[2];
+  dout += batch * bp.do_strides[0] + head * bp.do_strides[1] +
+      row * bp.do_strides[2];
+  float acc = 0.0f;
+  for (int c = int(lane); c < p.D_v; c += kSimdWidth) {
+    acc += static_cast<float>(o[c]) * static_cast<float>(dout[c]);
+  }
+  FA_UNROLL
+  for (int m = kSimdWidth / 2; m > 0; m /= 2) {
+    acc += FA_SHUFFLE_XOR(acc, m);
+  }
+  if (lane == 0) {
+    d[(stride_t(batch) * p.H_q + head) * p.L_q + row] = acc;
+  }
+}
+
+/// The dK/dV kernel's stream (kv_pipeline.h's Source): block j is query
+/// block qb0 + j % n_qblocks of query head head0 + j / n_qblocks, its Q
+/// rows in the K stage and its dO rows in the V stage, as the forward
+/// streams K and V (attention_load_block).
+template <typename Target, typename Shape>
+struct BwdQSource {
+  typedef typename Shape::elem_type elem_type;
+  typedef AttnKBlock<Target, Shape> QBlock;
+  typedef AttnVBlock<Target, Shape> DOBlock;
+
+  /// Lengths and strides are read from here where used (as AttnKVSource).
+  const FA_CONSTANT AttnBwdParams* bp;
+  const FA_DEVICE elem_type* q; ///< head0's query row 0
+  const FA_DEVICE elem_type* dout;
+  int qb0;
+  int n_qblocks;
+  int n_full_qblocks;
+  bool align_q;
+  FA_THREADGROUP elem_type* q_smem;
+  FA_THREADGROUP elem_type* do_smem;
+
+  FA_FUNC int head(int j) const {
+    return j / n_qblocks;
+  }
+  FA_FUNC int q_block(int j) const {
+    return qb0 + j % n_qblocks;
+  }
+  FA_FUNC const FA_THREADGROUP elem_type* k_block(int stage) const {
+    return q_smem + stage * QBlock::kElems;
+  }
+  FA_FUNC const FA_THREADGROUP elem_type* v_block(int stage) const {
+    return do_smem + stage * DOBlock::kElems;
+  }
+  FA_FUNC void load_kv(int j, int stage, int tid) const {
+    const FA_CONSTANT AttnParams& p = bp->fwd;
+    attention_load_block<QBlock, Shape::kBK>(
+        q_smem + stage * QBlock::kElems, q + head(j) * p.q_strides[1],
+        p.q_strides[2], p.L_q, q_block(j), n_full_qblocks, align_q, tid);
+    attention_load_block<DOBlock, Shape::kBK>(
+        do_smem + stage * DOBlock::kElems,
+        dout + head(j) * bp->do_strides[1], bp->do_strides[2], p.L_q,
+        q_block(j), n_full_qblocks, align_q, tid);
+  }
+};
+
+/// Rows [row0, row0 + kWarpRows) of an fp32 accumulator, times `scale`,
+/// into dst (row stride ld) in T: only rows below `limit` and the real
+/// head-dim columns.
+template <int kHeadDim, int kCols, typename Tile_, typename T>
+FA_FUNC void backward_store(
+    FA_DEVICE T* dst,
+    FA_THREAD Tile_& acc,
+    float scale,
+    stride_t ld,
+    int rows_left,
+    bool ragged,
+    lane_t lane) {
+  tile_scalar_op<MulOp>(acc, scale);
+  if (ragged || kHeadDim < kCols) {
+    if (rows_left > 0) {
+      tile_store_device_safe(dst, acc, ld, rows_left, kHeadDim, lane);
+    }
+  } else {
+    tile_store_device(dst, acc, ld, lane);
+  }
+}
+
+template <typename Target, typename Shape>
+FA_FUNC void attention_backward_dkdv(
+    const FA_DEVICE typename Shape::elem_type* q,
+    const FA_DEVICE typename Shape::elem_type* k,
+    const FA_DEVICE typename Shape::elem_type* v,
+    const FA_DEVICE typename Shape::elem_type* dout,
+    const FA_DEVICE float* lse,
+    const FA_DEVICE float* d,
+    FA_DEVICE typename Shape::elem_type* dk,
+    FA_DEVICE typename Shape::elem_type* dv,
+    const FA_CONSTANT AttnBwdParams& bp,
+    const FA_DEVICE unsigned char* mask,
+    FA_THREADGROUP typename Shape::elem_type* q_smem,
+    FA_THREADGROUP typename Shape::elem_type* do_smem,
+    AttnFeatures f,
+    int k_block,
+    int kv_head,
+    int batch,
+    int warp,
+    lane_t lane) {
+  typedef typename Shape::elem_type T;
+  typedef BwdQSource<Target, Shape> Source;
+  typedef typename Source::QBlock QBlock;
+  typedef typename Source::DOBlock DOBlock;
+  typedef AttnQOperand<Target, Shape> KVOperand;
+  typedef typename Target::template FragA<T> FragA;
+  typedef typename Target::FragC FragC;
+  typedef KVPipelineOf<QBlock, Source, Shape::kStages> Pipeline;
+  static_assert(
+      Shape::kHeadDim == Shape::kHeadDimV, "the backward takes D == D_v");
+  static_assert(KVOperand::kSmemElems == 0, "K and V stay in registers");
+  static_assert(
+      Shape::kStages > 1 || !QBlock::kAsync,
+      "the products read Q after dO lands: a staggered stage would not hold");
+  constexpr int kCols = AttnPaddedHeadDim<Target, Shape::kHeadDim>::value;
+  constexpr int kRows = Shape::kWarpRows;
+  constexpr int kBK = Shape::kBK;
+  const FA_CONSTANT AttnParams& p = bp.fwd;
+
+  const int key0 = k_block * Shape::kBQ;
+  const int k_row0 = key0 + warp * kRows;
+  const bool k_ragged = !f.align_k && k_block == p.L_k / Shape::kBQ;
+  // Causal: query i sees key j iff j <= i + causal_offset, so the first
+  // query block that sees this block's first key; rows that see no key
+  // (causal_offset < 0) reach every key, so then every block.
+  const int n_qblocks = (p.L_q + kBK - 1) / kBK;
+  int qb0 = 0;
+  if (f.causal && p.causal_offset >= 0 && key0 > p.causal_offset) {
+    qb0 = (key0 - p.causal_offset) / kBK;
+  }
+  const int head0 = kv_head * p.gqa_factor;
+
+  const Source src = {
+      &bp,
+      q + batch * p.q_strides[0] + head0 * p.q_strides[1],
+      dout + batch * bp.do_strides[0] + head0 * bp.do_strides[1],
+      qb0,
+      n_qblocks - qb0,
+      p.L_q / kBK,
+      f.align_q,
+      q_smem,
+      do_smem};
+  const int n_blocks = p.gqa_factor * src.n_qblocks;
+  const Pipeline pipe =
+      kv_pipeline<Pipeline>(src, n_blocks, warp * kSimdWidth + lane);
+
+  // ------------------------------------------------------ load K and V
+  KVOperand k_op;
+  KVOperand v_op;
+  q_load(
+      k_op, k + batch * p.k_strides[0] + kv_head * p.k_strides[1] +
+          key0 * p.k_strides[2],
+      p.k_strides[2], p.L_k - key0, k_ragged, q_smem, warp, lane);
+  q_load(
+      v_op, v + batch * p.v_strides[0] + kv_head * p.v_strides[1] +
+          key0 * p.v_strides[2],
+      p.v_strides[2], p.L_k - key0, k_ragged, q_smem, warp, lane);
+
+  Tile<FragC, kRows / FragC::kRows, kBK / FragC::kCols> s_t;
+  Tile<FragC, kRows / FragC::kRows, kBK / FragC::kCols> dp_t;
+  Tile<FragA, kRows / FragA::kRows, kBK / FragA::kCols> p_t;
+  Tile<FragA, kRows / FragA::kRows, kBK / FragA::kCols> ds_t;
+  Tile<FragC, kRows / FragC::kRows, kCols / FragC::kCols> dk_acc;
+  Tile<FragC, kRows / FragC::kRows, kCols / FragC::kCols> dv_acc;
+  tile_fill(dk_acc, 0.0f);
+  tile_fill(dv_acc, 0.0f);
+
+  // ----------------------------------------- the group's query blocks
+  pipe.start();
+  for (int j = 0; j < n_blocks; ++j) {
+    pipe.acquire(j);
+    tile_fill(s_t, 0.0f);
+    QBlock::mma_abt(s_t, k_op, pipe.k_block(j), lane);
+    pipe.acquire_v(j);
+    tile_fill(dp_t, 0.0f);
+    DOBlock::mma_abt(dp_t, v_op, pipe.v_block(j), lane);
+
+    const TransposedCoords<BwdScoreGrads<T> > grads = {backward_score_grads<T>(
+        p, lse, d, mask, f, batch, head0 + src.head(j))};
+    tile_zip_coords(s_t, dp_t, grads, k_row0, src.q_block(j) * kBK, lane);
+    tile_to_operand(p_t, s_t);
+    tile_to_operand(ds_t, dp_t);
+
+    DOBlock::mma_ab(dv_acc, p_t, pipe.v_block(j), lane);
+    QBlock::mma_ab(dk_acc, ds_t, pipe.k_block(j), lane);
+  }
+
+  // ----------------------------------------------------------- store
+  const float scale = p.scale_log2 / FA_LOG2E;
+  backward_store<Shape::kHeadDim, kCols>(
+      dk + batch * bp.dk_strides[0] + kv_head * bp.dk_strides[1] +
+          k_row0 * bp.dk_strides[2],
+      dk_acc, scale, bp.dk_strides[2], p.L_k - k_row0, k_ragged, lane);
+  backward_store<Shape::kHeadDim, kCols>(
+      dv + batch * bp.dv_strides[0] + kv_head * bp.dv_strides[1] +
+          k_row0 * bp.dv_strides[2],
+      dv_acc, 1.0f, bp.dv_strides[2], p.L_k - k_row0, k_ragged, lane);
+}
+
+template <typename Target, typename Shape>
+FA_FUNC void attention_backward_dq(
+    const FA_DEVICE typename Shape::elem_type* q,
+    const FA_DEVICE typename Shape::elem_type* k,
+    const FA_DEVICE typename Shape::elem_type* v,
+    const FA_DEVICE typename Shape::elem_type* dout,
+    const FA_DEVICE float* lse,
+    const FA_DEVICE float* d,
+    FA_DEVICE typename Shape::elem_type* dq,
+    const FA_CONSTANT AttnBwdParams& bp,
+    const FA_DEVICE unsigned char* mask,
+    FA_THREADGROUP typename Shape::elem_type* k_smem,
+    FA_THREADGROUP typename Shape::elem_type* v_smem,
+    AttnFeatures f,
+    int q_block,
+    int head,
+    int batch,
+    int warp,
+    lane_t lane) {
+  typedef typename Shape::elem_type T;
+  typedef AttnKVSource<Target, Shape> Source;
+  typedef typename Source::KBlock KBlock;
+  typedef typename Source::VBlock VBlock;
+  typedef AttnQOperand<Target, Shape> QOperand;
+  typedef typename Target::template FragA<T> FragA;
+  typedef typename Target::FragC FragC;
+  typedef KVPipelineOf<KBlock, Source, Shape::kStages> Pipeline;
+  static_assert(
+      Shape::kHeadDim == Shape::kHeadDimV, "the backward takes D == D_v");
+  static_assert(QOperand::kSmemElems == 0, "Q and dO stay in registers");
+  static_assert(
+      Shape::kStages > 1 || !KBlock::kAsync,
+      "the products read K after V lands: a staggered stage would not hold");
+  constexpr int kCols = AttnPaddedHeadDim<Target, Shape::kHeadDim>::value;
+  constexpr int kRows = Shape::kWarpRows;
+  constexpr int kBQ = Shape::kBQ;
+  constexpr int kBK = Shape::kBK;
+  const FA_CONSTANT AttnParams& p = bp.fwd;
+
+  const int q_row0 = q_block * kBQ + warp * kRows;
+  const bool q_ragged = !f.align_q && q_block == p.L_q / kBQ;
+  const int kv_head = head / p.gqa_factor;
+  const AttnKeyBlocks blocks =
+      attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
+  const Pipeline pipe = kv_pipeline<Pipeline>(
+      attention_kv_source<Target, Shape>(
+          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, 0),
+      blocks.end, warp * kSimdWidth + lane);
+  const BwdScoreGrads<T> grads =
+      backward_score_grads<T>(p, lse, d, mask, f, batch, head);
+
+  // ----------------------------------------------------- load Q and dO
+  QOperand q_op;
+  QOperand do_op;
+  q_load(
+      q_op, q + batch * p.q_strides[0] + head * p.q_strides[1] +
+          q_block * kBQ * p.q_strides[2],
+      p.q_strides[2], p.L_q - q_block * kBQ, q_ragged, k_smem, warp, lane);
+  q_load(
+      do_op, dout + batch * bp.do_strides[0] + head * bp.do_strides[1] +
+          q_block * kBQ * bp.do_strides[2],
+      bp.do_strides[2], p.L_q - q_block * kBQ, q_ragged, k_smem, warp, lane);
+
+  Tile<FragC, kRows / FragC::kRows, kBK / FragC::kCols> s;
+  Tile<FragC, kRows / FragC::kRows, kBK / FragC::kCols> dp;
+  Tile<FragA, kRows / FragA::kRows, kBK / FragA::kCols> ds;
+  Tile<FragC, kRows / FragC::kRows, kCols / FragC::kCols> dq_acc;
+  tile_fill(dq_acc, 0.0f);
+
+  // ------------------------------------------------------ the key blocks
+  pipe.start();
+  for (int kb = 0; kb < blocks.end; ++kb) {
+    pipe.acquire(kb);
+    tile_fill(s, 0.0f);
+    KBlock::mma_abt(s, q_op, pipe.k_block(kb), lane);
+    pipe.acquire_v(kb);
+    tile_fill(dp, 0.0f);
+    VBlock::mma_abt(dp, do_op, pipe.v_block(kb), lane);
+    tile_zip_coords(s, dp, grads, q_row0, kb * kBK, lane);
+    tile_to_operand(ds, dp);
+    KBlock::mma_ab(dq_acc, ds, pipe.k_block(kb), lane);
+  }
+
+  // ----------------------------------------------------------- store
+  backward_store<Shape::kHeadDim, kCols>(
+      dq + batch * bp.dq_strides[0] + head * bp.dq_strides[1] +
+          q_row0 * bp.dq_strides[2],
+      dq_acc, p.scale_log2 / FA_LOG2E, bp.dq_strides[2], p.L_q - q_row0,
+      q_ragged, lane);
+}
+
+} // namespace fa

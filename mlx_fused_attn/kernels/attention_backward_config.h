@@ -1,0 +1,60 @@
+// Compile-time choices of the fused attention backward (attention_backward.h),
+// shared by the host dispatch, the instantiation lists and the kernels'
+// static_asserts: which head dims it covers and the tiles of its kernels.
+#pragma once
+
+#include "mlx_fused_attn/kernels/attention_config.h"
+
+namespace fa {
+
+/// The backward covers equal head dims of q, k and v among these.
+#define FA_ATTENTION_BACKWARD_HEAD_DIMS(X) X(32) X(64) X(96) X(128)
+
+constexpr bool attention_backward_head_dims_supported(
+    int head_dim,
+    int head_dim_v) {
+  return head_dim == head_dim_v &&
+      (head_dim == 32 || head_dim == 64 || head_dim == 96 || head_dim == 128);
+}
+
+/// Threadgroup memory of either backward kernel: two streamed blocks (Q and
+/// dO, or K and V) of bk rows a stage, rows padded by 16 bytes.
+constexpr int attention_backward_smem_bytes(
+    AttnTiles tiles,
+    int head_dim,
+    DType dtype,
+    Backend backend) {
+  return tiles.stages * 2 * tiles.bk *
+      (attention_padded_head_dim(head_dim, backend) * dtype_size(dtype) + 16);
+}
+
+/// Both backward kernels run one tile shape: bq rows owned by a threadgroup
+/// (its keys in the dK/dV kernel, its queries in the dQ kernel), bk rows a
+/// streamed block. A warp owns one fragment row of 8 (Metal) or 16 (CUDA),
+/// so that the kernel holding two operands and two fp32 accumulators of a
+/// full head dim stays within registers. The streamed block is the largest
+/// of 64, 32, 16, 8 rows whose stages fit the threadgroup memory: Metal's
+/// 32 KB with one stage (plain loads), or CUDA's 48 KB of static shared
+/// memory with two (cp.async: block i + 1 lands under block i's products;
+/// the backward reads both of a stage's blocks after they land, which a
+/// staggered single stage would not allow).
+constexpr AttnTiles choose_attention_backward_tiles(
+    int head_dim,
+    DType dtype,
+    Backend backend) {
+  const int warps = 4;
+  const int rows = warps * fragment_size(backend);
+  const int stages = backend == Backend::Metal ? 1 : 2;
+  const int limit = backend == Backend::Metal ? kMetalMaxThreadgroupBytes
+                                              : 48 * 1024;
+  int bk = 64;
+  while (bk > 8 &&
+         attention_backward_smem_bytes(
+             AttnTiles{rows, bk, warps, stages}, head_dim, dtype, backend) >
+             limit) {
+    bk /= 2;
+  }
+  return AttnTiles{rows, bk, warps, stages};
+}
+
+} // namespace fa

@@ -1,0 +1,108 @@
+// The backward's element op: from the raw products s = q.k and dp = dO.v of
+// query row r and key c, the probability P = exp(scale q.k + mask - LSE)
+// and the score gradient dS = P (dP - D), D = rowsum(dO * O). The row
+// statistics (LSE, D) and the masks are those of backward_params.h and
+// attention_masks.h; keys a bool or causal mask hides get dS = 0, and P = 0
+// unless their row sees no key at all (LSE = -inf: P = 1 / L_k).
+#pragma once
+
+#include "mlx_fused_attn/backward_params.h"
+#include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/kernels/attention_masks.h"
+#include "mlx_fused_attn/tile/language.h"
+
+namespace fa {
+
+template <typename T>
+struct BwdScoreGrads {
+  float scale_log2;
+  float inv_l_k;
+  int l_q;
+  int l_k;
+  int causal_offset;
+  bool causal;
+  bool has_mask;
+  bool bool_mask;
+  const FA_DEVICE unsigned char* mask; ///< this (batch, head)'s [L_q, L_k]
+  stride_t row_stride;
+  stride_t col_stride;
+  const FA_DEVICE float* lse; ///< this (batch, head)'s rows
+  const FA_DEVICE float* d;
+
+  /// s becomes P, dp becomes dS; rows and keys past the ends give zeros.
+  FA_FUNC void apply(FA_THREAD float& s, FA_THREAD float& dp, int r, int c)
+      const {
+    if (r >= l_q || c >= l_k) {
+      s = 0.0f;
+      dp = 0.0f;
+      return;
+    }
+    float x = s * scale_log2;
+    bool visible = !causal || c <= r + causal_offset;
+    if (has_mask && bool_mask) {
+      visible = visible &&
+          reinterpret_cast<const FA_DEVICE bool*>(
+              mask)[r * row_stride + c * col_stride];
+    }
+    if (has_mask && !bool_mask) {
+      const AddMaskOp<T> op = {
+          reinterpret_cast<const FA_DEVICE T*>(mask), row_stride, col_stride,
+          l_q, l_k};
+      x = op.apply(x, r, c);
+    }
+    const float lse2 = lse[r] * FA_LOG2E;
+    if (!visible) {
+      s = lse2 == -FA_INFINITY ? inv_l_k : 0.0f;
+      dp = 0.0f;
+      return;
+    }
+    const float p = FA_EXP2(x - lse2);
+    s = p;
+    dp = p * (dp - d[r]);
+  }
+};
+
+/// The op for tiles whose rows are keys and columns queries (the dK/dV
+/// kernel's P^T and dS^T).
+template <typename Op>
+struct TransposedCoords {
+  Op op;
+
+  FA_FUNC void apply(FA_THREAD float& a, FA_THREAD float& b, int r, int c)
+      const {
+    op.apply(a, b, c, r);
+  }
+};
+
+/// The op for (batch, head), given the call's LSE and D ([B, H_q, L_q]).
+template <typename T>
+FA_FUNC BwdScoreGrads<T> backward_score_grads(
+    const FA_CONSTANT AttnParams& p,
+    const FA_DEVICE float* lse,
+    const FA_DEVICE float* d,
+    const FA_DEVICE unsigned char* mask,
+    AttnFeatures f,
+    int batch,
+    int head) {
+  const stride_t rows = (stride_t(batch) * p.H_q + head) * p.L_q;
+  const stride_t elem = f.bool_mask ? 1 : stride_t(sizeof(T));
+  BwdScoreGrads<T> g;
+  g.scale_log2 = p.scale_log2;
+  g.inv_l_k = 1.0f / float(p.L_k);
+  g.l_q = p.L_q;
+  g.l_k = p.L_k;
+  g.causal_offset = p.causal_offset;
+  g.causal = f.causal;
+  g.has_mask = f.has_mask;
+  g.bool_mask = f.bool_mask;
+  g.mask = f.has_mask
+      ? mask + (batch * p.mask_strides[0] + head * p.mask_strides[1]) * elem
+      : mask;
+  g.row_stride = p.mask_strides[2];
+  g.col_stride = p.mask_strides[3];
+  g.lse = lse + rows;
+  g.d = d + rows;
+  return g;
+}
+
+} // namespace fa
