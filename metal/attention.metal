@@ -5,7 +5,8 @@
 // choose_attention_tiles picks.
 //
 // Buffers: 0 q, 1 k, 2 v, 3 out, 4 params, 5 mask (has_mask; bool or T as
-// bool_mask says), 6 sinks (has_sinks). Grid: (query blocks, H_q, B);
+// bool_mask says), 6 sinks (has_sinks), 7 the mask's key-block visits
+// (has_mask; kernels/mask_visits.h). Grid: (query blocks, H_q, B);
 // threadgroup: (32, warps, 1).
 
 #include "mlx_fused_attn/kernels/attention.h"
@@ -31,6 +32,8 @@ fa_attention(
     constant fa::AttnParams& params [[buffer(4)]],
     const device uchar* mask [[buffer(5), function_constant(fc_has_mask)]],
     const device T* sinks [[buffer(6), function_constant(fc_has_sinks)]],
+    const device int* mask_visits
+    [[buffer(7), function_constant(fc_has_mask)]],
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
@@ -67,6 +70,7 @@ fa_attention(
       out,
       params,
       mask,
+      mask_visits,
       sinks,
       k_smem,
       v_smem,

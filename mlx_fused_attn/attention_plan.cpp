@@ -75,7 +75,8 @@ fa::AttnParams launch_params(
     const array& k,
     const array& v,
     const array& out,
-    const array* mask) {
+    const array* mask,
+    const array* visits) {
   fa::AttnParams p = plan.params;
   for (int i = 0; i < 3; ++i) {
     p.q_strides[i] = q.strides()[i];
@@ -88,7 +89,19 @@ fa::AttnParams launch_params(
       p.mask_strides[i] = mask->strides()[i];
     }
   }
+  if (visits != nullptr) {
+    // A visit list has the mask's own batch and heads: 1 broadcasts.
+    for (int i = 0; i < 3; ++i) {
+      p.visit_strides[i] = visits->shape(i) > 1 ? visits->strides()[i] : 0;
+    }
+  }
   return p;
+}
+
+int visits_index(const AttentionPlan& plan) {
+  const bool reads = std::holds_alternative<fa::AttnTiles>(plan.tiles) &&
+      plan.features.has_mask;
+  return reads ? 3 + plan.features.has_mask + plan.features.has_sinks : -1;
 }
 
 fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features) {

@@ -41,6 +41,9 @@ struct AttnParams {
   stride_t o_strides[3];
   /// Mask strides for [B, H_q, L_q, L_k]; 0 on broadcast axes.
   stride_t mask_strides[4];
+  /// Strides of the mask's key-block visit rows (kernels/mask_visits.h)
+  /// for the batch, head and query-block axes; 0 on broadcast axes.
+  stride_t visit_strides[3];
 };
 
 } // namespace fa

@@ -26,12 +26,14 @@
 // kept (QOperand: q_in_registers.h, q_in_shared.h); the entry point
 // of each backend picks it and fills the features (function constants or
 // template bools). The mask arrives as bytes: it holds bool or T, as the
-// features say.
+// features say; with it comes its visit list (mask_visits.h), which skips
+// the blocks it hides and spares the reads of the blocks it shows whole.
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/attention_masks.h"
 #include "mlx_fused_attn/kernels/attention_step.h"
+#include "mlx_fused_attn/kernels/mask_visits.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/backend.h"
 #include "mlx_fused_attn/tile/kv_pipeline.h"
@@ -104,8 +106,9 @@ using AttnQOperand = typename Target::template QOperand<
     Shape::kThreads>;
 
 /// The copies of one (batch, head)'s key blocks into K's and V's stages,
-/// for the pipeline (kv_pipeline.h's Source): block kb holds keys kb * kBK
-/// onwards; a ragged last block zero-fills its missing keys.
+/// for the pipeline (kv_pipeline.h's Source): visit i copies key block
+/// visits.block(i), keys kb * kBK onwards; a ragged last block zero-fills
+/// its missing keys.
 template <typename Target, typename Shape>
 struct AttnKVSource {
   typedef typename Shape::elem_type elem_type;
@@ -121,6 +124,7 @@ struct AttnKVSource {
   bool align_k;
   FA_THREADGROUP elem_type* k_smem;
   FA_THREADGROUP elem_type* v_smem;
+  AttnVisits visits;
 
   FA_FUNC const FA_THREADGROUP elem_type* k_block(int stage) const {
     return k_smem + stage * KBlock::kElems;
@@ -128,15 +132,17 @@ struct AttnKVSource {
   FA_FUNC const FA_THREADGROUP elem_type* v_block(int stage) const {
     return v_smem + stage * VBlock::kElems;
   }
-  FA_FUNC void load_k(int kb, int stage, int tid) const {
-    load<KBlock>(k_smem + stage * KBlock::kElems, k, k_stride, kb, tid);
+  FA_FUNC void load_k(int i, int stage, int tid) const {
+    load<KBlock>(
+        k_smem + stage * KBlock::kElems, k, k_stride, visits.block(i), tid);
   }
-  FA_FUNC void load_v(int kb, int stage, int tid) const {
-    load<VBlock>(v_smem + stage * VBlock::kElems, v, v_stride, kb, tid);
+  FA_FUNC void load_v(int i, int stage, int tid) const {
+    load<VBlock>(
+        v_smem + stage * VBlock::kElems, v, v_stride, visits.block(i), tid);
   }
-  FA_FUNC void load_kv(int kb, int stage, int tid) const {
-    load_k(kb, stage, tid);
-    load_v(kb, stage, tid);
+  FA_FUNC void load_kv(int i, int stage, int tid) const {
+    load_k(i, stage, tid);
+    load_v(i, stage, tid);
   }
 
  private:
@@ -166,13 +172,14 @@ FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
     FA_THREADGROUP typename Shape::elem_type* k_smem,
     FA_THREADGROUP typename Shape::elem_type* v_smem,
     bool align_k,
+    AttnVisits visits,
     int batch,
     int kv_head) {
   const AttnKVSource<Target, Shape> src = {
       k + batch * p.k_strides[0] + kv_head * p.k_strides[1],
       v + batch * p.v_strides[0] + kv_head * p.v_strides[1],
       p.k_strides[2], p.v_strides[2], p.L_k, p.L_k / Shape::kBK, align_k,
-      k_smem, v_smem};
+      k_smem, v_smem, visits};
   return src;
 }
 
@@ -218,6 +225,7 @@ FA_FUNC void attention_block(
     FA_DEVICE typename Shape::elem_type* out,
     const FA_CONSTANT AttnParams& p,
     const FA_DEVICE unsigned char* mask,
+    const FA_DEVICE int* mask_visits,
     const FA_DEVICE typename Shape::elem_type* sinks,
     FA_THREADGROUP typename Shape::elem_type* k_smem,
     FA_THREADGROUP typename Shape::elem_type* v_smem,
@@ -247,16 +255,21 @@ FA_FUNC void attention_block(
   const int q_row0 = q_block * kBQ + warp * Shape::kWarpRows;
   const bool q_ragged = !f.align_q && q_block == p.L_q / kBQ;
   const int kv_head = head / p.gqa_factor;
-  const AttnKeyBlocks blocks = attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
+  AttnKeyBlocks blocks = attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
+  // An array mask's visit list replaces the run 0 .. end - 1 (causal and an
+  // array mask never come together).
+  const AttnVisits visits = attention_visits(
+      p, f.has_mask ? mask_visits : 0, batch, head, q_block, blocks.end);
 
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
-          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head),
+          p, k, v, k_smem, v_smem, f.align_k, visits, batch, kv_head),
       blocks.end, warp * kSimdWidth + lane);
   AttnBlockMasks<T, kBK> masks = attention_block_masks<T, kBK>(
       p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, q_row0);
   masks.align_k = f.align_k;
   masks.kb_causal = blocks.causal;
+  masks.visits = visits;
 
   AttnStep<Target, T, Shape::kWarpRows, kBK, kVCols> st;
   attention_step_begin(st, f.has_sinks, f.has_sinks ? sinks[head] : T(0));
@@ -277,9 +290,9 @@ FA_FUNC void attention_block(
 
   // ------------------------------------------------------- the key blocks
   pipe.start();
-  for (int kb = 0; kb < blocks.end; ++kb) {
-    pipe.acquire(kb);
-    attention_step<KBlock, VBlock>(st, q_op, masks, pipe, kb, lane);
+  for (int i = 0; i < blocks.end; ++i) {
+    pipe.acquire(i);
+    attention_step<KBlock, VBlock>(st, q_op, masks, pipe, i, lane);
   }
 
   // ----------------------------------------------------------------- store

@@ -3,6 +3,7 @@
 // columns are absolute positions in the [L_q, L_k] score matrix.
 #pragma once
 
+#include "mlx_fused_attn/kernels/mask_visits.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/backend.h"
 #include "mlx_fused_attn/tile/ops.h"
@@ -80,9 +81,9 @@ struct AddMaskOp {
   }
 };
 
-/// The masks of one warp's rows against key block kb (kBK keys from
-/// kb * kBK), applied by `apply`, which returns the scale still to apply to
-/// the scores (the softmax folds it into its FFMA). Masks act on scores in
+/// The masks of one warp's rows against the key block of visit i (kBK keys
+/// from its block kb times kBK), applied by `apply`, which returns the scale
+/// still to apply to the scores (the softmax folds it into its FFMA). Masks act on scores in
 /// the exp2 domain, so a block with any mask is scaled first; unmasked
 /// blocks (nearly all, without an array mask) keep the raw products, which
 /// needs a positive scale.
@@ -104,26 +105,29 @@ struct AttnBlockMasks {
   stride_t row_stride;
   stride_t col_stride;
   int l_q;
+  AttnVisits visits;
 
   template <typename F, int R, int C>
-  FA_FUNC float apply(FA_THREAD Tile<F, R, C>& s, int kb, lane_t lane) const {
+  FA_FUNC float apply(FA_THREAD Tile<F, R, C>& s, int i, lane_t lane) const {
+    const int kb = visits.block(i);
     const int key0 = kb * kBK;
     const bool causal_block = causal && kb >= kb_causal;
     const bool ragged = !align_k && kb == n_full_kblocks;
-    if (!causal_block && !has_mask && !ragged && scale_log2 > 0.0f) {
+    const bool read_mask = has_mask && visits.mixed(i);
+    if (!causal_block && !read_mask && !ragged && scale_log2 > 0.0f) {
       return scale_log2;
     }
     tile_scalar_op<MulOp>(s, scale_log2);
     if (causal_block) {
       tile_map_coords(s, causal_op, q_row0, key0, lane);
     }
-    if (has_mask && bool_mask) {
+    if (read_mask && bool_mask) {
       const BoolMaskOp op = {
           reinterpret_cast<const FA_DEVICE bool*>(mask) + mask_offset,
           row_stride, col_stride, l_q, key_limit.l_k};
       tile_map_coords(s, op, q_row0, key0, lane);
     }
-    if (has_mask && !bool_mask) {
+    if (read_mask && !bool_mask) {
       const AddMaskOp<T> op = {
           reinterpret_cast<const FA_DEVICE T*>(mask) + mask_offset,
           row_stride, col_stride, l_q, key_limit.l_k};
@@ -139,7 +143,7 @@ struct AttnBlockMasks {
 
 /// The masks of a warp whose rows start at query row q_row0 of (batch,
 /// head), from the kernel's parameters; the caller sets the fields that
-/// depend on its blocking (align_k, kb_causal, n_full_kblocks).
+/// depend on its blocking (align_k, kb_causal, n_full_kblocks, visits).
 template <typename T, int kBK>
 FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
     const FA_CONSTANT AttnParams& p,
@@ -166,6 +170,7 @@ FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
   m.row_stride = p.mask_strides[2];
   m.col_stride = p.mask_strides[3];
   m.l_q = p.L_q;
+  m.visits.list = 0;
   return m;
 }
 

@@ -111,6 +111,42 @@ def reference(q, k, v, scale, dtype, causal=False, bool_mask=None, add_mask=None
 
 
 # ---------------------------------------------------------------------------
+# An array mask's key-block visit list (mlx_fused_attn/kernels/mask_visits.h)
+
+
+def mask_visits(mask, kind, L_q, L_k, bq, bk):
+    """int32 [B_m, H_m, n_qb, n_kb + 1] as mlx_fused_attn/mask_visits.cpp
+    builds it: per query block the count of visited key blocks, then kb * 2
+    + mixed for each, kb ascending. mask: bool, or the float64 values the
+    kernel reads (additive), of rank <= 4."""
+    m = np.asarray(mask)
+    m = m.reshape((1,) * (4 - m.ndim) + m.shape)
+    m = np.broadcast_to(m, m.shape[:2] + (L_q, L_k))
+    if kind == "bool":
+        hidden, shown = ~m, m
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            m2 = m.astype(np.float32) * np.float32(np.log2(np.e))
+        hidden, shown = m2 < -0.5 * np.finfo(np.float32).max, m2 == 0
+    n_qb, n_kb = -(-L_q // bq), -(-L_k // bk)
+    dead = hidden.all(axis=-1)
+    out = np.zeros(m.shape[:2] + (n_qb, n_kb + 1), np.int32)
+    for qb in range(n_qb):
+        rows = slice(qb * bq, (qb + 1) * bq)
+        keep_all = dead[:, :, rows].any(axis=-1)
+        for idx in np.ndindex(*m.shape[:2]):
+            listed = []
+            for kb in range(n_kb):
+                cols = slice(kb * bk, (kb + 1) * bk)
+                if hidden[idx][rows, cols].all() and not keep_all[idx]:
+                    continue
+                mixed = keep_all[idx] or not shown[idx][rows, cols].all()
+                listed.append(kb * 2 + int(mixed))
+            out[idx + (qb,)][: len(listed) + 1] = [len(listed)] + listed
+    return out
+
+
+# ---------------------------------------------------------------------------
 # One launch
 
 
@@ -122,6 +158,7 @@ class Launch(NamedTuple):
     grid: tuple
     warps: int
     constants: dict
+    visit_tiles: tuple = None  # (bq, bk): binds a mask's visit list (buffer 7)
 
 
 def run_case(
@@ -147,6 +184,7 @@ def run_case(
     schedule="fair",
     race_check=False,
     edit=None,
+    device_mask_edit=None,
     scale=None,
 ):
     """Runs `launch` on one case and checks it. D is the head dim of q and
@@ -156,7 +194,9 @@ def run_case(
     L_q, L_k] through zero strides). layouts: {"q" | "k" | "v" | "out" |
     "mask": Layout} in place of named_layouts(layout) (a mask given one is
     stored whole, its padding poisoned). edit(inputs) may change the float32
-    inputs (a dict) before the launch. Returns the fused output, the
+    inputs (a dict) before the launch; device_mask_edit(mask) the mask the
+    kernel reads alone (in its dtype), after the reference and the visit
+    list took theirs. Returns the fused output, the
     reference and v, as float64."""
     H_kv = H_kv or H_q
     rng = np.random.default_rng(seed)
@@ -176,8 +216,16 @@ def run_case(
         edit(inputs)
 
     buffers, strides, ref_kwargs, places, (q64, k64, v64) = place_inputs(
-        inputs, dtype, layout, layouts, mask
+        inputs, dtype, layout, layouts, mask, device_mask_edit
     )
+    visit_strides = (0, 0, 0)
+    if mask is not None and launch.visit_tiles is not None:
+        ref_mask = ref_kwargs.get("bool_mask", ref_kwargs.get("add_mask"))
+        visits = mask_visits(ref_mask, mask, L_q, L_k, *launch.visit_tiles)
+        buffers[7] = visits
+        visit_strides = tuple(
+            st // 4 if n > 1 else 0 for st, n in zip(visits.strides[:3], visits.shape[:3])
+        )
     buffers[4] = AttnParams(
         B=B,
         H_q=H_q,
@@ -194,6 +242,7 @@ def run_case(
         v_strides=strides["v"][:3],
         o_strides=strides["out"][:3],
         mask_strides=strides["mask"],
+        visit_strides=visit_strides,
     )
     constants = {
         features["has_mask"]: mask is not None,
@@ -234,7 +283,7 @@ def check(fused, ref, dtype, what):
     np.testing.assert_allclose(fused, ref, atol=atol, rtol=rtol, err_msg=what)
 
 
-def place_inputs(inputs, dtype, layout, layouts, mask):
+def place_inputs(inputs, dtype, layout, layouts, mask, device_mask_edit=None):
     """The buffers of q, k, v, the NaN-poisoned output (0-3), the mask (5)
     and sinks (6) as the host binds them, each stored in its own Layout with
     its padding poisoned. Returns (buffers, {"q" | "k" | "v" | "out" |
@@ -257,6 +306,9 @@ def place_inputs(inputs, dtype, layout, layouts, mask):
             dev, ref_kwargs["bool_mask"] = m, m
         else:
             dev, ref_kwargs["add_mask"] = to_device(m, dtype)
+        if device_mask_edit is not None:
+            dev = dev.copy()
+            device_mask_edit(dev)
         if "mask" in places:
             # Bool padding is False: read in place of a True, it masks a key.
             fill = False if mask == "bool" else poison(dtype)

@@ -1,8 +1,8 @@
 """metal/attention.metal run in the Metal emulator against a float64 reference.
 
 Every case binds buffers the way mlx_fused_attn/backend/metal/attention_metal.cpp
-does (q 0, k 1, v 2, out 3, params 4, mask 5, sinks 6; grid (query blocks,
-H_q, B), threadgroup (32, warps)), poisons the output with NaN first, and
+does (q 0, k 1, v 2, out 3, params 4, mask 5, sinks 6, the mask's visit list
+7; grid (query blocks, H_q, B), threadgroup (32, warps)), poisons the output with NaN first, and
 checks every output element, plus the padding around the output rows, which
 must stay untouched (the inputs, reference and check: cases.py).
 
@@ -66,6 +66,7 @@ def run_case(prog, *, dtype="float16", D=64, D_v=None, B=1, H_q=2, L_q=33, L_k=6
         grid=(-(-L_q // bq), H_q, B),
         warps=warps,
         constants={FC["align_q"]: L_q % bq == 0, FC["align_k"]: L_k % bk == 0},
+        visit_tiles=(bq, bk),
     )
     return cases.run_case(prog, launch, FC, dtype=dtype, D=D, D_v=D_v, B=B, H_q=H_q, L_q=L_q, L_k=L_k, **case)
 

@@ -111,8 +111,9 @@ const FamilyCandidate<AttentionPlan, CudaTarget> kFamilies[] = {
 };
 
 /// Adds the plan's kernel `function` to the encoder's graph; both families
-/// take these arguments, each with its own features.
-template <typename Features>
+/// take these arguments, each with its own features, and the general one
+/// the mask's visit list after them (`extra`).
+template <typename Features, typename... Extra>
 void add_attention_node(
     cu::CommandEncoder& enc,
     CUfunction function,
@@ -124,7 +125,8 @@ void add_attention_node(
     mx::array& out,
     const void* mask,
     const void* sinks,
-    Features features) {
+    Features features,
+    Extra... extra) {
   enc.add_kernel_node_ex(
       function,
       dim3(plan.grid.x, plan.grid.y, plan.grid.z),
@@ -138,7 +140,8 @@ void add_attention_node(
       params,
       mask,
       sinks,
-      features);
+      features,
+      extra...);
 }
 
 } // namespace
@@ -182,6 +185,7 @@ void run(
 
   const fa::DType dtype = plan.dtype;
   const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
+  const int vi = visits_index(plan);
   const mx::array q = cuda::readable_rows(inputs[0], dtype, enc, device, arch);
   const mx::array k = cuda::readable_rows(inputs[1], dtype, enc, device, arch);
   const mx::array v = cuda::readable_rows(inputs[2], dtype, enc, device, arch);
@@ -195,12 +199,19 @@ void run(
   cuda::set_device_data(out, enc);
   cuda::poison(out, enc, device, arch);
   const mx::array* mask = mi >= 0 ? &inputs[mi] : nullptr;
-  const fa::AttnParams params = launch_params(plan, q, k, v, out, mask);
+  const mx::array* visits = vi >= 0 ? &inputs[vi] : nullptr;
+  const fa::AttnParams params =
+      launch_params(plan, q, k, v, out, mask, visits);
 
   const void* mask_ptr = nullptr;
   if (mask != nullptr) {
     mask_ptr = mx::gpu_ptr<void>(*mask);
     enc.set_input_array(*mask);
+  }
+  const int* visits_ptr = nullptr;
+  if (visits != nullptr) {
+    visits_ptr = mx::gpu_ptr<int>(*visits);
+    enc.set_input_array(*visits);
   }
   const void* sinks_ptr = nullptr;
   if (sinks) {
@@ -219,7 +230,7 @@ void run(
   } else {
     add_attention_node(
         enc, cuda::kernel_function(general_key(plan), device, arch), plan,
-        params, q, k, v, out, mask_ptr, sinks_ptr, plan.features);
+        params, q, k, v, out, mask_ptr, sinks_ptr, plan.features, visits_ptr);
   }
 }
 

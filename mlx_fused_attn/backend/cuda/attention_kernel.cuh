@@ -59,7 +59,8 @@ __global__ void __launch_bounds__(
     const AttnParams params,
     const unsigned char* mask,
     const T* sinks,
-    AttnFeatures features) {
+    AttnFeatures features,
+    const int* mask_visits) {
   // A warpgroup-product instance exists in every architecture's image of a
   // fat binary, but the host launches it only on sm_90a (kernels.h,
   // has_wgmma).
@@ -91,6 +92,7 @@ __global__ void __launch_bounds__(
         out,
         params,
         mask,
+        mask_visits,
         sinks,
         k_smem,
         v_smem,

@@ -50,6 +50,8 @@ template <typename Target, typename T, int D, int DV, int BQ, int BK, int ST>
     constant fa::AttnParams& params [[buffer(4)]],
     const device uchar* mask [[buffer(5), function_constant(fc_has_mask)]],
     const device T* sinks [[buffer(6), function_constant(fc_has_sinks)]],
+    const device int* mask_visits
+    [[buffer(7), function_constant(fc_has_mask)]],
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
@@ -67,7 +69,7 @@ template <typename Target, typename T, int D, int DV, int BQ, int BK, int ST>
 #undef FA_READ_FUNCTION_CONSTANT
 
   fa::attention_block<Target, Shape>(
-      q, k, v, out, params, mask, sinks, k_smem, v_smem, features, tgid.x,
+      q, k, v, out, params, mask, mask_visits, sinks, k_smem, v_smem, features, tgid.x,
       tgid.y, tgid.z, warp, lane);
 }
 
