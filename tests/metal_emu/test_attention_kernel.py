@@ -231,6 +231,93 @@ def test_additive_finfo_min_row_is_the_mean_of_v(prog):
 
 
 # ---------------------------------------------------------------------------
+# Array masks by block: the kernel follows the mask's visit list
+# (kernels/mask_visits.h; cases.mask_visits builds it as the host does).
+
+SHOWN, HIDDEN, MIXED = range(3)
+
+
+def block_classes(kind, cls, bq, bk):
+    """edit and device_mask_edit for a mask whose (query block, key block)
+    of head h is cls(h, qb, kb): shown, hidden or mixed. The kernel reads a
+    mask whose shown blocks mask everything and whose hidden blocks show
+    everything: read a shown block or visit a hidden one, and it differs
+    from the reference."""
+    show, hide = (True, False) if kind == "bool" else (0.0, -np.inf)
+
+    def fill(m, value_of):
+        heads = m.reshape((-1,) + m.shape[-2:])  # a view of m's [H, L_q, L_k]
+        H, L_q, L_k = heads.shape
+        for h, qb, kb in np.ndindex(H, -(-L_q // bq), -(-L_k // bk)):
+            block = heads[h, qb * bq : (qb + 1) * bq, kb * bk : (kb + 1) * bk]
+            value = value_of(cls(h, qb, kb))
+            if value is not None:
+                block[...] = value
+
+    def edit(x):
+        fill(x["mask"], {SHOWN: show, HIDDEN: hide, MIXED: None}.get)
+
+    def device_edit(m):
+        if kind == "bool":
+            fill(m, {SHOWN: hide, HIDDEN: show, MIXED: None}.get)
+        else:
+            dt = m.dtype
+            lie = {SHOWN: np.array(hide), HIDDEN: np.array(show)}
+            fill(m, lambda c: None if c == MIXED else cases.to_device(lie[c], dtype_of(dt))[0])
+
+    return edit, device_edit
+
+
+def dtype_of(np_dtype):
+    return {np.float16: "float16", np.float32: "float32", np.uint16: "bfloat16"}[np.dtype(np_dtype).type]
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mask_blocks_shown_read_no_mask_hidden_are_skipped(prog, kind, dtype):
+    """Every class in every query block and head, ragged rows and keys, the
+    mask broadcast over the batch (one visit list for both)."""
+    _, bq, bk, _ = kernel_for(prog, dtype, 64, 64)
+    edit, device_edit = block_classes(kind, lambda h, qb, kb: (h + qb + kb) % 3, bq, bk)
+    run_case(prog, dtype=dtype, B=2, H_q=2, L_q=2 * bq + 5, L_k=3 * bk + 7, mask=kind,
+             mask_shape=(1, 2, 2 * bq + 5, 3 * bk + 7), edit=edit, device_mask_edit=device_edit,
+             seed=40)
+
+
+def test_mask_blocks_with_gqa_sinks_and_an_adversarial_schedule(prog):
+    _, bq, bk, _ = kernel_for(prog, "float32", 32, 32)
+    edit, device_edit = block_classes("bool", lambda h, qb, kb: (qb + 2 * kb) % 3, bq, bk)
+    run_case(prog, dtype="float32", D=32, H_q=4, H_kv=2, L_q=2 * bq, L_k=4 * bk + 1, mask="bool",
+             mask_shape=(2 * bq, 4 * bk + 1), sinks=True, edit=edit, device_mask_edit=device_edit,
+             schedule=5, seed=41)
+
+
+def test_mask_blocks_all_hidden_but_one(prog):
+    """Only the last, ragged key block is visited."""
+    _, bq, bk, _ = kernel_for(prog, "float16", 64, 64)
+    L_k = 3 * bk + 9
+    edit, device_edit = block_classes("additive", lambda h, qb, kb: MIXED if kb == 3 else HIDDEN, bq, bk)
+    run_case(prog, L_q=bq, L_k=L_k, mask="additive", mask_shape=(bq, L_k), edit=edit,
+             device_mask_edit=device_edit, seed=42)
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_mask_blocks_fully_masked_row_keeps_every_block(prog, kind):
+    """A row that sees no key makes its query block visit (and read) every
+    block, hidden ones too: MLX gives it the mean of V over every key."""
+    _, bq, bk, _ = kernel_for(prog, "float32", 64, 64)
+    hide = False if kind == "bool" else np.finfo(np.float32).min
+
+    def edit(x):
+        x["mask"][..., :, bk : 2 * bk] = hide  # hidden for every query block
+        x["mask"][..., 3, :] = hide
+
+    fused, _, v = run_case(prog, dtype="float32", L_q=2 * bq, L_k=3 * bk, mask=kind,
+                           mask_shape=(2 * bq, 3 * bk), edit=edit, seed=43)
+    np.testing.assert_allclose(fused[:, :, 3], v.mean(axis=2), atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
 # Sinks, numerics
 
 
