@@ -8,7 +8,7 @@
 #   object per table of mlx_fused_attn/backend/cuda/aot/ (written from the
 #   tile choosers by tools/gen_instances.py) so that they compile in
 #   parallel.
-# - JIT: metal/flatten_source.py flattens the kernel sources into one text
+# - JIT: cmake/flatten_source.py flattens the kernel sources into one text
 #   embedded in the library; NVRTC compiles it when MLX_FUSED_ATTN_JIT=1 or
 #   when the AOT kernels are off.
 
@@ -39,7 +39,7 @@ set(FA_CUDA_KERNEL_SOURCES
 set(FA_CUDA_JIT_SOURCE ${CMAKE_CURRENT_BINARY_DIR}/generated/cuda_jit_source.cpp)
 add_custom_command(
   OUTPUT ${FA_CUDA_JIT_SOURCE}
-  COMMAND "${Python_EXECUTABLE}" ${PROJECT_SOURCE_DIR}/metal/flatten_source.py
+  COMMAND "${Python_EXECUTABLE}" ${PROJECT_SOURCE_DIR}/cmake/flatten_source.py
           -I ${PROJECT_SOURCE_DIR} --cpp ${FA_CUDA_JIT_SOURCE}
           --namespace mlx_fused_attn::cuda
           --header mlx_fused_attn/backend/cuda/jit_source.h
@@ -47,7 +47,7 @@ add_custom_command(
           neighborhood=${FA_CUDA_DIR}/na_kernel.cuh
           short_attention=${FA_CUDA_DIR}/short_attention_kernel.cuh
           strided_copy=${FA_CUDA_DIR}/strided_copy_kernel.cuh,${FA_CUDA_DIR}/poison_kernel.cuh
-  DEPENDS ${PROJECT_SOURCE_DIR}/metal/flatten_source.py ${FA_KERNEL_HEADERS}
+  DEPENDS ${PROJECT_SOURCE_DIR}/cmake/flatten_source.py ${FA_KERNEL_HEADERS}
           ${FA_CUDA_KERNEL_SOURCES}
   COMMENT "Embedding the CUDA kernel sources for NVRTC"
   VERBATIM)

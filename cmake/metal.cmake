@@ -2,11 +2,11 @@
 # CMakeLists.txt only when MLX was built with Metal (FA_GPU_BACKEND = metal).
 #
 # - Host code: mlx_fused_attn/backend/metal/*.cpp.
-# - JIT: metal/flatten_source.py flattens each kernel family's .metal file
+# - JIT: cmake/flatten_source.py flattens each kernel family's .metal file
 #   into one ASCII text and embeds them in a generated C++ file, compiled
 #   into the library (a library a family at run time).
 # - AOT: with `xcrun metal` (and MLX_FUSED_ATTN_BUILD_METALLIB=ON),
-#   metal/build_metallib.py builds mlx_fused_attn_<family>.metallib for each
+#   cmake/build_metallib.py builds mlx_fused_attn_<family>.metallib for each
 #   family (MLX's mlx_build_metallib flags), installed beside the library,
 #   where the host code loads them from.
 
@@ -30,9 +30,9 @@ file(GLOB FA_METAL_HEADERS CONFIGURE_DEPENDS
 set(FA_JIT_SOURCE ${CMAKE_CURRENT_BINARY_DIR}/generated/metal_jit_source.cpp)
 add_custom_command(
   OUTPUT ${FA_JIT_SOURCE}
-  COMMAND "${Python_EXECUTABLE}" ${PROJECT_SOURCE_DIR}/metal/flatten_source.py
+  COMMAND "${Python_EXECUTABLE}" ${PROJECT_SOURCE_DIR}/cmake/flatten_source.py
           -I ${PROJECT_SOURCE_DIR} --cpp ${FA_JIT_SOURCE} ${FA_METAL_SOURCES}
-  DEPENDS ${PROJECT_SOURCE_DIR}/metal/flatten_source.py ${FA_METAL_SOURCES}
+  DEPENDS ${PROJECT_SOURCE_DIR}/cmake/flatten_source.py ${FA_METAL_SOURCES}
           ${FA_METAL_HEADERS}
   COMMENT "Embedding the Metal kernel sources for the JIT"
   VERBATIM)
@@ -84,7 +84,7 @@ if(FA_BUILD_METALLIB)
     set(FA_METALLIB_DEBUG --debug)
   endif()
 
-  # One metallib a family. metal/build_metallib.py writes the compiler's
+  # One metallib a family. cmake/build_metallib.py writes the compiler's
   # message to mlx_fused_attn_<family>.metallib.log instead of a metallib
   # that does not compile (unless strict); the log is installed in its
   # place and the runtime reports it as the family's fallback reason. With
@@ -96,14 +96,14 @@ if(FA_BUILD_METALLIB)
     set(FA_FAMILY_METALLIB ${FA_METALLIB_DIR}/mlx_fused_attn_${FA_FAMILY}.metallib)
     add_custom_command(
       OUTPUT ${FA_FAMILY_METALLIB}
-      COMMAND "${Python_EXECUTABLE}" ${PROJECT_SOURCE_DIR}/metal/build_metallib.py
+      COMMAND "${Python_EXECUTABLE}" ${PROJECT_SOURCE_DIR}/cmake/build_metallib.py
               --family ${FA_FAMILY} --source ${FA_METAL_SOURCE}
               -I ${PROJECT_SOURCE_DIR}
               --deployment-target ${FA_METAL_DEPLOYMENT_TARGET}
               --output-dir ${FA_METALLIB_DIR}
               --work-dir ${CMAKE_CURRENT_BINARY_DIR}/air
               --on-error ${FA_METALLIB_ON_ERROR} ${FA_METALLIB_DEBUG}
-      DEPENDS ${PROJECT_SOURCE_DIR}/metal/build_metallib.py ${FA_METAL_SOURCE}
+      DEPENDS ${PROJECT_SOURCE_DIR}/cmake/build_metallib.py ${FA_METAL_SOURCE}
               ${FA_METAL_HEADERS}
       COMMENT "Building mlx_fused_attn_${FA_FAMILY}.metallib"
       VERBATIM)

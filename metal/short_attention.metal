@@ -74,7 +74,7 @@ fa_short_attention(
 }
 
 // Names must match short_attention_kernel_name() in
-// mlx_fused_attn/kernels/short_attention_names.h (a test compares them).
+// mlx_fused_attn/kernels/short_attention_kernel_name.h (a test compares them).
 #define FA_SHORT_INSTANTIATE(tname, T, D, SEQ, WR, WM, NP)          \
   template [[host_name(                                             \
       "fa_short_attention_" #tname "_d" #D "_s" #SEQ "_wr" #WR "_wm" #WM \

@@ -6,7 +6,7 @@
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/short_attention_switch.h"
-#include "mlx_fused_attn/kernels/short_attention_names.h"
+#include "mlx_fused_attn/kernels/short_attention_kernel_name.h"
 
 namespace mlx_fused_attn {
 

@@ -12,7 +12,7 @@
 #include "mlx/array.h"
 #include "mlx_fused_attn/backend/kernel_family.h"
 #include "mlx_fused_attn/spec.h"
-#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace mlx_fused_attn {
 

@@ -1,4 +1,4 @@
-"""metal/build_metallib.py on Linux, against a fake `xcrun` first on PATH
+"""cmake/build_metallib.py on Linux, against a fake `xcrun` first on PATH
 that records its arguments and makes its -o file, or fails with a message:
 the commands and flags (MLX's), a metallib a family, and a family that does
 not compile leaving its compiler's message in a .log (exit 0) instead of
@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "metal" / "build_metallib.py"
+SCRIPT = REPO / "cmake" / "build_metallib.py"
 SOURCE = REPO / "metal" / "attention.metal"
 MESSAGE = "attention.metal:12:3: error: use of undeclared identifier 'simdgroup_oops'"
 
@@ -183,7 +183,7 @@ def cmake_build(tmp_path, bin_dir, strict):
         pytest.skip("cmake is not installed")
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("metal", "mlx_fused_attn"):
+    for name in ("cmake", "metal", "mlx_fused_attn"):
         (src / name).symlink_to(REPO / name)
     (src / "placeholder.cpp").write_text("int placeholder;\n")
     (src / "CMakeLists.txt").write_text(CMAKE_PROJECT.format(repo=REPO))

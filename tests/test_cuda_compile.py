@@ -7,7 +7,7 @@
   head dims left out below (each builds up to 36 kernels). They hold exactly
   the kernels the host can name.
 - The JIT source is what NVRTC will see: the family's kernel headers
-  flattened by metal/flatten_source.py, as cmake/cuda.cmake embeds them,
+  flattened by cmake/flatten_source.py, as cmake/cuda.cmake embeds them,
   self-contained. It builds with nvcc as a standalone translation unit,
   instantiating kernels by the exact expressions the host code hands to
   NVRTC (the family records of kernel_families.h, printed by a small host

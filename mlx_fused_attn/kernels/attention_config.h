@@ -3,7 +3,7 @@
 // exist and which tiles each (head dim, dtype, backend) runs with.
 #pragma once
 
-#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace fa {
 
@@ -37,7 +37,7 @@ constexpr bool operator==(AttnTiles a, AttnTiles b) {
 }
 
 /// The columns a head dim takes in the products and in threadgroup memory
-/// on `backend`: whole fragments (target.h), the columns past the head dim
+/// on `backend`: whole fragments (platform.h), the columns past the head dim
 /// zero. Of the head dims below only 72 on CUDA pads (to 80).
 constexpr int attention_padded_head_dim(int head_dim, Backend backend) {
   return round_up(head_dim, fragment_size(backend));

@@ -5,7 +5,7 @@
 
 #include "mlx_fused_attn/kernels/mask_visits.h"
 #include "mlx_fused_attn/params.h"
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/ops.h"
 #include "mlx_fused_attn/tile/tile_math.h"
 

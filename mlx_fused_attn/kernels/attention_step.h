@@ -11,7 +11,7 @@
 // blocks are and when V has landed.
 #pragma once
 
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/online_softmax.h"
 #include "mlx_fused_attn/tile/ops.h"
 #include "mlx_fused_attn/tile/tile.h"

@@ -34,7 +34,7 @@
 #include "mlx_fused_attn/na_params.h"
 #include "mlx_fused_attn/na_window.h"
 #include "mlx_fused_attn/params.h"
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/kv_pipeline.h"
 #include "mlx_fused_attn/tile/q_in_registers.h"
 #include "mlx_fused_attn/tile/tile.h"

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_config.h"
-#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace fa {
 

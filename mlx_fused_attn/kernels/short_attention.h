@@ -26,11 +26,11 @@
 #include "mlx_fused_attn/kernels/attention_step.h"
 #include "mlx_fused_attn/kernels/short_attention_features.h"
 #include "mlx_fused_attn/params.h"
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/kv_pipeline.h"
 #include "mlx_fused_attn/tile/padded_block.h"
 #include "mlx_fused_attn/tile/q_in_registers.h"
-#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/platform.h"
 #include "mlx_fused_attn/tile/tile.h"
 #include "mlx_fused_attn/tile/tile_math.h"
 

@@ -12,7 +12,7 @@
 // sequences whole in threadgroup memory and does one softmax pass.
 #pragma once
 
-#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace fa {
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "mlx_fused_attn/kernels/strided_copy_params.h"
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 
 namespace fa {
 

@@ -13,7 +13,7 @@
 #pragma once
 
 #include "mlx_fused_attn/params.h"
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/smem_layout.h"
 
 namespace fa {

@@ -2,8 +2,8 @@
 // tile chooser about their own type.
 #pragma once
 
-#include "mlx_fused_attn/tile/backend.h"
-#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/language.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace fa {
 

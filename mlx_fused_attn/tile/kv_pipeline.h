@@ -20,7 +20,7 @@
 // v_block(stage); KVStaggered also load_k and load_v (the same, one side).
 #pragma once
 
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 
 namespace fa {
 

@@ -27,8 +27,8 @@
 #pragma once
 
 #include "mlx_fused_attn/params.h"
-#include "mlx_fused_attn/tile/backend.h"
-#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/language.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace fa {
 
@@ -298,7 +298,7 @@ struct MmaFragB {
 static_assert(
     MmaLayout::kCols == fragment_size(Backend::Cuda) &&
         MmaFragB<half_t>::kRows == fragment_size(Backend::Cuda),
-    "fragment_size (target.h) disagrees with the mma.sync fragments");
+    "fragment_size (platform.h) disagrees with the mma.sync fragments");
 
 // -------------------------------------------------------------- products
 

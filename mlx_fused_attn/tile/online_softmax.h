@@ -4,7 +4,7 @@
 // log2(e)), so every exponential is one exp2.
 #pragma once
 
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/ops.h"
 #include "mlx_fused_attn/tile/tile_math.h"
 

@@ -3,7 +3,7 @@
 // no lambdas. Reductions also name their identity.
 #pragma once
 
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 
 namespace fa {
 

@@ -17,7 +17,7 @@
 #pragma once
 
 #include "mlx_fused_attn/params.h"
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/q_in_padded_shared.h"
 #include "mlx_fused_attn/tile/q_in_registers.h"
 #include "mlx_fused_attn/tile/tile.h"

@@ -15,8 +15,8 @@
 #pragma once
 
 #include "mlx_fused_attn/params.h"
-#include "mlx_fused_attn/tile/backend.h"
-#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/language.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace fa {
 

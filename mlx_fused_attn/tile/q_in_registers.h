@@ -10,7 +10,7 @@
 #pragma once
 
 #include "mlx_fused_attn/params.h"
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/tile.h"
 
 namespace fa {

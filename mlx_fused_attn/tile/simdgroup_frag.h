@@ -23,8 +23,8 @@
 #pragma once
 
 #include "mlx_fused_attn/params.h"
-#include "mlx_fused_attn/tile/backend.h"
-#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/language.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace fa {
 
@@ -141,7 +141,7 @@ struct SimdgroupFrag {
 
 static_assert(
     SimdgroupFrag::kCols == fragment_size(Backend::Metal),
-    "fragment_size (target.h) disagrees with the simdgroup fragment");
+    "fragment_size (platform.h) disagrees with the simdgroup fragment");
 
 FA_FUNC void mma(
     FA_THREAD SimdgroupFrag& d,

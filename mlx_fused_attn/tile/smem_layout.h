@@ -7,7 +7,7 @@
 // over rows by multiples of it computes one address and adds a constant.
 #pragma once
 
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 
 namespace fa {
 

@@ -23,7 +23,7 @@
 #pragma once
 
 #include "mlx_fused_attn/params.h"
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/cp_async_loader.h"
 #include "mlx_fused_attn/tile/mma_frag.h"
 #include "mlx_fused_attn/tile/q_in_registers.h"

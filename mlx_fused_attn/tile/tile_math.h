@@ -4,7 +4,7 @@
 // accumulator-to-operand conversion that feeds P into P V.
 #pragma once
 
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/tile.h"
 
 namespace fa {

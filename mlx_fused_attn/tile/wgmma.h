@@ -20,7 +20,7 @@
 // fence_operands() ties them there.
 #pragma once
 
-#include "mlx_fused_attn/tile/backend.h"
+#include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/mma_frag.h"
 
 namespace fa {

@@ -8,7 +8,7 @@ pass and the host compile checks all accept because they compile C++.
 
 exits 0 when every file conforms, 1 (printing one line per finding,
 `path:line:col: [rule] message`) otherwise, 2 when clang is missing.
---flattened also checks each file's JIT text (metal/flatten_source.py, one
+--flattened also checks each file's JIT text (cmake/flatten_source.py, one
 file at a time); -v prints every kernel's threadgroup memory.
 
 The unit is the strict pass's (strict_check.preprocess and strict_unit) with
@@ -38,12 +38,12 @@ else:  # run as a script: import the package so its relative imports work
     from metal_emu import gen_trampoline, metal_source, strict_check
 
 REPO_ROOT = strict_check.REPO_ROOT
-FLATTEN = os.path.join(REPO_ROOT, "metal", "flatten_source.py")
+FLATTEN = os.path.join(REPO_ROOT, "cmake", "flatten_source.py")
 
 
 def _max_threadgroup_bytes():
     """fa::kMetalMaxThreadgroupBytes, which the .metal files also assert."""
-    header = os.path.join(REPO_ROOT, "mlx_fused_attn", "tile", "target.h")
+    header = os.path.join(REPO_ROOT, "mlx_fused_attn", "tile", "platform.h")
     with open(header) as fh:
         return int(re.search(r"\bkMetalMaxThreadgroupBytes = (\d+)", fh.read()).group(1))
 

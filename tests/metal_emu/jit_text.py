@@ -1,6 +1,6 @@
 """The JIT texts of the kernel families as the build embeds them: the
 sources cmake/metal.cmake lists, each flattened on its own by
-metal/flatten_source.py (one Metal library a family at run time)."""
+cmake/flatten_source.py (one Metal library a family at run time)."""
 
 import os
 import re
@@ -8,7 +8,7 @@ import sys
 
 from . import emu
 
-sys.path.insert(0, os.path.join(emu.REPO_ROOT, "metal"))
+sys.path.insert(0, os.path.join(emu.REPO_ROOT, "cmake"))
 import flatten_source  # noqa: E402
 
 

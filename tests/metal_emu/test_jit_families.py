@@ -36,7 +36,7 @@ def test_generated_cpp_hands_out_each_family(tmp_path):
     cpp = tmp_path / "jit.cpp"
     header = tmp_path / "mlx_fused_attn" / "backend" / "metal" / "jit_source.h"
     subprocess.run(
-        ["python3", os.path.join(emu.REPO_ROOT, "metal", "flatten_source.py"), "-I", emu.REPO_ROOT,
+        ["python3", os.path.join(emu.REPO_ROOT, "cmake", "flatten_source.py"), "-I", emu.REPO_ROOT,
          "--cpp", str(cpp)] + list(jit_text.metal_sources().values()),
         check=True,
     )

@@ -241,7 +241,7 @@ def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
     short_attention_covers() sends no call to a kernel that does not exist."""
     main = tmp_path / "names.cpp"
     main.write_text(
-        '#include <cstdio>\n#include "mlx_fused_attn/kernels/short_attention_names.h"\n'
+        '#include <cstdio>\n#include "mlx_fused_attn/kernels/short_attention_kernel_name.h"\n'
         "int main() {\n"
         "  const fa::DType dtypes[] = {fa::DType::Float16, fa::DType::BFloat16, fa::DType::Float32};\n"
         "  for (fa::DType t : dtypes)\n"

@@ -4,7 +4,7 @@ The mutated sources are the Metal entry points (metal/*.metal) and every
 header they reach by #include. A test file sees a source when a .metal file
 it loads in the emulator (a quoted path in it) or a header its host programs
 include (an #include line in it) reaches that source; test_strict_check.py
-checks every .metal file. Includes are resolved as metal/flatten_source.py
+checks every .metal file. Includes are resolved as cmake/flatten_source.py
 resolves them for the JIT source.
 """
 
@@ -15,7 +15,7 @@ import re
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EMU_TESTS = "tests/metal_emu"
 
-_spec = importlib.util.spec_from_file_location("flatten_source", REPO / "metal" / "flatten_source.py")
+_spec = importlib.util.spec_from_file_location("flatten_source", REPO / "cmake" / "flatten_source.py")
 flatten_source = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(flatten_source)
 

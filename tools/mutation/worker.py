@@ -91,7 +91,7 @@ class Worker:
     def compiled_unchanged(self, mutant, mutated_text):
         """Whether the mutant leaves every preprocessed view as it was (it
         lies in code only CUDA compiles). A view the preprocessor fails on
-        unmutated (a header that is no host header: tile/backend.h stops
+        unmutated (a header that is no host header: tile/language.h stops
         with #error there) is not one; a view it fails on mutated changed."""
         if mutant.path not in self._baseline:
             self._baseline[mutant.path] = self._views(mutant.path)

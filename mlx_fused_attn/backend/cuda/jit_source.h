@@ -1,6 +1,6 @@
 // The CUDA kernel sources, one text a kernel family (its .cuh entry points
 // and every header they include), flattened at build time
-// (metal/flatten_source.py, run by cmake/cuda.cmake) and compiled by NVRTC
+// (cmake/flatten_source.py, run by cmake/cuda.cmake) and compiled by NVRTC
 // when the JIT is chosen.
 #pragma once
 

@@ -6,7 +6,7 @@
 #include "mlx/array.h"
 #include "mlx/backend/cuda/device.h"
 #include "mlx_fused_attn/spec.h"
-#include "mlx_fused_attn/tile/target.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace mlx_fused_attn::cuda {
 

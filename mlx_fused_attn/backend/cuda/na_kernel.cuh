@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(
     const NaParams params,
     const NaGrid grid) {
   constexpr auto t = Tiles::value;
-  typedef AttnShape<T, D, na_tile_queries(t), t.key_block, t.warps, t.stages>
+  typedef AttnShape<T, D, t.warp_rows * t.warps, t.key_block, t.warps, t.stages>
       Shape;
   extern __shared__ __align__(16) unsigned char smem[];
   T* k_smem = reinterpret_cast<T*>(smem);

@@ -1,5 +1,5 @@
 // The Metal kernel sources, one text a kernel family (a .metal file and the
-// headers it includes), flattened at build time (metal/flatten_source.py,
+// headers it includes), flattened at build time (cmake/flatten_source.py,
 // run by cmake/metal.cmake) and compiled at run time when the JIT is chosen.
 #pragma once
 

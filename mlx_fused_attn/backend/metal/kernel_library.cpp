@@ -38,7 +38,7 @@ bool use_jit() {
 #endif
 }
 
-/// The compiler's message that metal/build_metallib.py installs in place of
+/// The compiler's message that cmake/build_metallib.py installs in place of
 /// a family's metallib when the family did not compile (empty when there is
 /// none), cut short: it becomes a fallback reason and a warning.
 std::string build_log(const std::string& path) {

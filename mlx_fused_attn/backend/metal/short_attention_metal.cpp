@@ -1,7 +1,7 @@
 #include "mlx_fused_attn/backend/metal/short_attention_metal.h"
 
 #include "mlx_fused_attn/kernels/short_attention_features.h"
-#include "mlx_fused_attn/kernels/short_attention_names.h"
+#include "mlx_fused_attn/kernels/short_attention_kernel_name.h"
 
 namespace mlx_fused_attn::gpu {
 

@@ -1,6 +1,6 @@
 // Names for what a kernel is compiled for: the element type of its inputs and
 // the GPU it runs on. Plain enums so that host C++, Metal and CUDA code (and
-// constexpr choosers shared by all three) can use them without backend.h.
+// constexpr choosers shared by all three) can use them without language.h.
 #pragma once
 
 namespace fa {
