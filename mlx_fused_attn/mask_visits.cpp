@@ -3,7 +3,6 @@
 #include <cfloat>
 #include <list>
 #include <mutex>
-#include <tuple>
 
 #include "mlx/ops.h"
 #include "mlx_fused_attn/launch_plan.h"
@@ -32,15 +31,8 @@ array block_reduce(const array& x, int bq, int bk, bool every, Stream s) {
 
 } // namespace
 
-array mask_visits(
-    const array& mask,
-    MaskKind kind,
-    Dtype dtype,
-    int L_q,
-    int L_k,
-    int bq,
-    int bk,
-    Stream s) {
+array mask_visits(const array& mask, const VisitGrid& g, Stream s) {
+  const int L_q = g.L_q, L_k = g.L_k, bq = g.bq, bk = g.bk;
   Shape shape4(4 - mask.ndim(), 1);
   shape4.insert(shape4.end(), mask.shape().begin(), mask.shape().end());
   const Shape rows = {shape4[0], shape4[1], L_q, L_k};
@@ -48,8 +40,8 @@ array mask_visits(
   // A score is hidden where the kernel would make it the masked score or
   // -inf (attention_masks.h), shown where the mask leaves it unchanged.
   array hidden = logical_not(m, s), shown = m;
-  if (kind == MaskKind::Additive) {
-    const array m2 = multiply(astype(astype(m, dtype, s), float32, s),
+  if (g.kind == MaskKind::Additive) {
+    const array m2 = multiply(astype(astype(m, g.dtype, s), float32, s),
                               array(kLog2e), s);
     hidden = less(m2, array(-0.5f * FLT_MAX), s);
     shown = equal(m2, array(0.0f), s);
@@ -81,42 +73,32 @@ array mask_visits(
   return concatenate({count, entries}, -1, s);
 }
 
-array cached_mask_visits(
-    const array& mask,
-    MaskKind kind,
-    Dtype dtype,
-    int L_q,
-    int L_k,
-    int bq,
-    int bk,
-    Stream s) {
+array cached_mask_visits(const array& mask, const VisitGrid& g, Stream s) {
   // Under a transform the mask is a tracer, rebuilt each trace.
   if (mask.is_tracer()) {
-    return mask_visits(mask, kind, dtype, L_q, L_k, bq, bk, s);
+    return mask_visits(mask, g, s);
   }
   // An entry holds its mask, so no other array can take the mask's id while
   // the entry lives, and MLX does not donate (overwrite) a buffer that the
   // cache still references: a hit is always the same, unchanged mask.
   struct Entry {
     array mask;
-    std::tuple<int, Dtype::Val, int, int, int, int, int, int> key;
+    VisitGrid grid;
+    Stream stream;
     array visits;
   };
   static std::mutex lock;
   static std::list<Entry> entries;
   constexpr size_t kCapacity = 4;
-  const auto key = std::make_tuple(
-      static_cast<int>(kind), dtype.val(), L_q, L_k, bq, bk, s.index,
-      static_cast<int>(s.device.type));
   std::lock_guard<std::mutex> guard(lock);
   for (auto it = entries.begin(); it != entries.end(); ++it) {
-    if (it->mask.id() == mask.id() && it->key == key) {
+    if (it->mask.id() == mask.id() && it->grid == g && it->stream == s) {
       entries.splice(entries.begin(), entries, it);
       return it->visits;
     }
   }
-  array visits = mask_visits(mask, kind, dtype, L_q, L_k, bq, bk, s);
-  entries.push_front({mask, key, visits});
+  array visits = mask_visits(mask, g, s);
+  entries.push_front({mask, g, s, visits});
   if (entries.size() > kCapacity) {
     entries.pop_back();
   }

@@ -9,31 +9,33 @@
 
 namespace mlx_fused_attn {
 
-/// Which query blocks, of `bq` rows, visit which key blocks, of `bk` keys,
-/// under `mask` (rank <= 4, broadcasting to [B, H, L_q, L_k]; bool, or
-/// additive once cast to `dtype`, as `kind` says): int32 [B_m, H_m, n_qb,
-/// n_kb + 1], where B_m and H_m are the mask's own batch and heads (1 or
-/// B, H).
-mlx::core::array mask_visits(
-    const mlx::core::array& mask,
-    MaskKind kind,
-    mlx::core::Dtype dtype,
-    int L_q,
-    int L_k,
-    int bq,
-    int bk,
-    mlx::core::Stream s);
+/// What a visit list is built for: the mask's kind (bool, or additive once
+/// cast to `dtype`), the [L_q, L_k] scores and the kernel's tiles.
+struct VisitGrid {
+  MaskKind kind;
+  mlx::core::Dtype dtype;
+  int L_q;
+  int L_k;
+  int bq; ///< rows of a query block
+  int bk; ///< keys of a key block
 
-/// mask_visits, built once per (mask array, arguments) while the mask lives
-/// in a small recent-first cache.
+  bool operator==(const VisitGrid& o) const {
+    return kind == o.kind && dtype == o.dtype && L_q == o.L_q &&
+        L_k == o.L_k && bq == o.bq && bk == o.bk;
+  }
+};
+
+/// Which query blocks visit which key blocks under `mask` (rank <= 4,
+/// broadcasting to [B, H, L_q, L_k]): int32 [B_m, H_m, n_qb, n_kb + 1],
+/// where B_m and H_m are the mask's own batch and heads (1 or B, H).
+mlx::core::array
+mask_visits(const mlx::core::array& mask, const VisitGrid& g, mlx::core::Stream s);
+
+/// mask_visits, built once per (mask array, grid, stream) while the mask
+/// lives in a small recent-first cache.
 mlx::core::array cached_mask_visits(
     const mlx::core::array& mask,
-    MaskKind kind,
-    mlx::core::Dtype dtype,
-    int L_q,
-    int L_k,
-    int bq,
-    int bk,
+    const VisitGrid& g,
     mlx::core::Stream s);
 
 } // namespace mlx_fused_attn

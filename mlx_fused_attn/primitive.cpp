@@ -17,9 +17,10 @@ array fused_attention(
   if (visits_index(plan) >= 0) {
     const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
     const array& mask = user_mask ? *user_mask : inputs[mask_index(call.spec)];
-    inputs.push_back(cached_mask_visits(
-        mask, call.spec.mask, inputs[0].dtype(), inputs[0].shape(2),
-        inputs[1].shape(2), tiles.bq, tiles.bk, call.stream));
+    const VisitGrid grid = {
+        call.spec.mask, inputs[0].dtype(), inputs[0].shape(2),
+        inputs[1].shape(2), tiles.bq, tiles.bk};
+    inputs.push_back(cached_mask_visits(mask, grid, call.stream));
   }
   return array(
       output_shape(inputs),

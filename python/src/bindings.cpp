@@ -95,7 +95,7 @@ NB_MODULE(_ext, m) {
             ? mlx_fused_attn::MaskKind::Bool
             : mlx_fused_attn::MaskKind::Additive;
         return mlx_fused_attn::cached_mask_visits(
-            mask, kind, dtype, L_q, L_k, bq, bk,
+            mask, {kind, dtype, L_q, L_k, bq, bk},
             mx::to_stream(to_stream_or_device(stream)));
       },
       "mask"_a, "dtype"_a, "L_q"_a, "L_k"_a, "bq"_a, "bk"_a, nb::kw_only(),

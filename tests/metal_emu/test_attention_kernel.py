@@ -292,6 +292,15 @@ def test_mask_blocks_with_gqa_sinks_and_an_adversarial_schedule(prog):
              schedule=5, seed=41)
 
 
+def test_mask_blocks_no_data_races(prog):
+    """Skipped blocks change which blocks share the K/V buffers' turns."""
+    _, bq, bk, _ = kernel_for(prog, "float32", 128, 128)
+    edit, device_edit = block_classes("bool", lambda h, qb, kb: (qb + kb) % 3, bq, bk)
+    run_case(prog, dtype="float32", D=128, L_q=2 * bq, L_k=5 * bk + 3, mask="bool",
+             mask_shape=(2 * bq, 5 * bk + 3), edit=edit, device_mask_edit=device_edit,
+             race_check=True, seed=44)
+
+
 def test_mask_blocks_all_hidden_but_one(prog):
     """Only the last, ragged key block is visited."""
     _, bq, bk, _ = kernel_for(prog, "float16", 64, 64)
