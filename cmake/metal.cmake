@@ -45,6 +45,7 @@ target_sources(
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/attention_covers.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/na_launch.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/short_attention_metal.cpp
+          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/strided_copy_metal.cpp
           ${FA_JIT_SOURCE})
 
 set(FA_BUILD_METALLIB OFF)

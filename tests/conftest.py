@@ -58,7 +58,12 @@ TESTS = pathlib.Path(__file__).parent
 # Files directly in tests/ that run a compiler or a build beyond the
 # *_compile.py checks: the CPU kernels' ISA builds (g++), the Metal
 # conformance pass (clang's AST), the metallib build (cmake, a fake xcrun).
-COMPILE_TIER = {"test_cpu_na_isa.py", "test_metal_conformance.py", "test_build_metallib.py"}
+COMPILE_TIER = {
+    "test_cpu_na_isa.py",
+    "test_metal_conformance.py",
+    "test_build_metallib.py",
+    "test_mlx_includes.py",
+}
 NEEDS_GPU = {"test_gpu_jit.py", "test_cuda_backend.py"}
 
 

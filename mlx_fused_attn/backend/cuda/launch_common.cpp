@@ -12,6 +12,7 @@
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/poison.h"
+#include "mlx_fused_attn/backend/strided_copy_parts.h"
 #include "mlx_fused_attn/kernels/strided_copy_params.h"
 #include "mlx_fused_attn/launch_plan.h"
 
@@ -27,37 +28,6 @@ namespace {
 constexpr int kRowAlignment = 16;
 /// The grid-stride poison kernel needs no more blocks than fill the GPU.
 constexpr unsigned long long kMaxPoisonBlocks = 4096;
-
-/// The copy kernel's view of `x`: axes of extent 1 dropped, each axis merged
-/// into the next where the two are contiguous, leading axes padded with 1.
-fa::StridedCopyParams copy_params(const mx::array& x) {
-  std::vector<int> shape;
-  std::vector<int64_t> strides;
-  for (int i = 0; i < static_cast<int>(x.ndim()); ++i) {
-    if (x.shape(i) == 1) {
-      continue;
-    }
-    if (!shape.empty() && strides.back() == x.strides()[i] * x.shape(i)) {
-      shape.back() *= x.shape(i);
-      strides.back() = x.strides()[i];
-      continue;
-    }
-    shape.push_back(x.shape(i));
-    strides.push_back(x.strides()[i]);
-  }
-  if (shape.size() > 4) {
-    throw std::logic_error(
-        "mlx_fused_attn CUDA: internal error: a copy of more than 4 strided "
-        "axes");
-  }
-  fa::StridedCopyParams params{};
-  const int pad = 4 - static_cast<int>(shape.size());
-  for (int i = 0; i < 4; ++i) {
-    params.shape[i] = i < pad ? 1 : shape[i - pad];
-    params.strides[i] = i < pad ? 0 : strides[i - pad];
-  }
-  return params;
-}
 
 } // namespace
 
@@ -109,23 +79,29 @@ mx::array contiguous_copy(
     int arch) {
   mx::array copy(x.shape(), x.dtype(), nullptr, {});
   set_device_data(copy, enc);
-  fa::StridedCopyParams params = copy_params(x);
-  const int inner = params.shape[2] * params.shape[3];
-  const dim3 grid(
-      (inner + fa::kStridedCopyThreads - 1) / fa::kStridedCopyThreads,
-      params.shape[1],
-      params.shape[0]);
   enc.set_input_array(x);
   enc.set_output_array(copy);
-  enc.add_kernel_node_ex(
-      kernel_function(StridedCopyKernelKey{dtype}, device, arch),
-      grid,
-      dim3(fa::kStridedCopyThreads),
-      {},
-      0,
-      mx::gpu_ptr<void>(x),
-      mx::gpu_ptr<void>(copy),
-      params);
+  const CUfunction kernel =
+      kernel_function(StridedCopyKernelKey{dtype}, device, arch);
+  const auto* src = static_cast<const char*>(mx::gpu_ptr<void>(x));
+  auto* dst = static_cast<char*>(mx::gpu_ptr<void>(copy));
+  for (const StridedCopyPart& part : strided_copy_parts(x)) {
+    // Not const: the encoder takes its kernel arguments by non-const address.
+    fa::StridedCopyParams p = part.params;
+    const int inner = p.shape[2] * p.shape[3];
+    enc.add_kernel_node_ex(
+        kernel,
+        dim3(
+            (inner + fa::kStridedCopyThreads - 1) / fa::kStridedCopyThreads,
+            p.shape[1],
+            p.shape[0]),
+        dim3(fa::kStridedCopyThreads),
+        {},
+        0,
+        static_cast<const void*>(src + part.src_offset * x.itemsize()),
+        static_cast<void*>(dst + part.dst_offset * x.itemsize()),
+        p);
+  }
   enc.add_temporary(copy);
   return copy;
 }

@@ -29,9 +29,9 @@ void poison(
 /// as cp.async and the fragments' paired loads need.
 bool rows_readable(const mlx::core::array& x);
 
-/// A row-contiguous copy of `x` made on the GPU, kept alive by the encoder
-/// until its graph has run. `x`'s axes, merged where they are contiguous,
-/// must be at most 4 (the strided copy kernel's).
+/// A row-contiguous copy of `x`, of any rank, made on the GPU by the
+/// strided copy kernel (strided_copy_parts.h), kept alive by the encoder
+/// until its graph has run.
 mlx::core::array contiguous_copy(
     const mlx::core::array& x,
     fa::DType dtype,

@@ -12,7 +12,6 @@
 
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
-#include "mlx/backend/gpu/copy.h"
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/device_limits.h"
@@ -33,37 +32,6 @@ namespace {
 constexpr const char* kOp = "[neighborhood_attention] CUDA: ";
 /// Grid limits of the y (heads) and z (batch) axes.
 constexpr int kMaxGridYZ = 65535;
-/// A row-contiguous copy of `x` in any layout, by MLX's strided copy, into a
-/// fresh (so aligned) buffer kept alive by the encoder until its graph has run.
-mx::array row_contiguous_copy(
-    const mx::array& x,
-    cu::CommandEncoder& enc,
-    mx::Stream s) {
-  mx::array copy(x.shape(), x.dtype(), nullptr, {});
-  cuda::set_device_data(copy, enc);
-  mx::copy_gpu_inplace(x, copy, mx::CopyType::General, s);
-  enc.add_temporary(copy);
-  return copy;
-}
-
-/// q, k or v as the kernel reads it, with unit head-dim stride and rows on
-/// 16 bytes: itself, or a copy (a row-contiguous array at an odd offset
-/// takes the package's flat copy; other layouts, of up to six axes, MLX's).
-mx::array readable_rows(
-    const mx::array& x,
-    fa::DType dtype,
-    cu::CommandEncoder& enc,
-    mx::Stream s,
-    int device,
-    int arch) {
-  if (cuda::rows_readable(x)) {
-    return x;
-  }
-  return x.flags().row_contiguous
-      ? cuda::contiguous_copy(x, dtype, enc, device, arch)
-      : row_contiguous_copy(x, enc, s);
-}
-
 /// `answer`, its reason naming the op and backend.
 Support named(const Support& answer) {
   return answer.ok ? answer : Support::no(kOp + answer.reason);
@@ -138,7 +106,7 @@ void na_run(
 
   mx::array qkv[3] = {inputs[0], inputs[1], inputs[2]};
   for (mx::array& x : qkv) {
-    x = readable_rows(x, plan.dtype, enc, s, device, arch);
+    x = cuda::readable_rows(x, plan.dtype, enc, device, arch);
   }
   cuda::set_device_data(out, enc);
   cuda::poison(out, enc, device, arch);

@@ -15,6 +15,7 @@
 #include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
+#include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
 #include "mlx_fused_attn/backend/metal/short_attention_metal.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
 #include "mlx_fused_attn/kernels/strided_copy_params.h"
@@ -27,49 +28,13 @@ namespace {
 
 constexpr const char* kOp = "[scaled_dot_product_attention] Metal: ";
 
-/// Threads a threadgroup of the strided copy (at most).
-constexpr size_t kCopyThreads = 256;
-
-MetalPipeline strided_copy_pipeline(fa::DType dtype) {
-  MetalPipeline p;
-  p.family = KernelFamily::Copy;
-  p.kernel_name = std::string("fa_strided_copy_") + fa::dtype_name(dtype);
-  p.hash_name = p.kernel_name;
-  p.threads = kCopyThreads;
-  return p;
-}
-
-/// `x` with a unit stride along its last axis: `x` itself, or a contiguous
-/// copy made on the GPU (kept alive until the command buffer completes).
-/// Encodes its own dispatch, so it runs before the attention kernel is set.
+/// `x` with a unit stride along its last axis: `x` itself, or a copy.
 mx::array with_contiguous_rows(
     const mx::array& x,
     fa::DType dtype,
     mx::metal::Device& d,
     mx::metal::CommandEncoder& enc) {
-  if (!needs_row_copy(x)) {
-    return x;
-  }
-  mx::array copy(x.shape(), x.dtype(), nullptr, {});
-  copy.set_data(mx::allocator::malloc(copy.nbytes()));
-
-  fa::StridedCopyParams params{};
-  const int pad = 4 - static_cast<int>(x.ndim());
-  for (int i = 0; i < 4; ++i) {
-    params.shape[i] = i < pad ? 1 : x.shape(i - pad);
-    params.strides[i] = i < pad ? 0 : x.strides()[i - pad];
-  }
-
-  enc.set_compute_pipeline_state(get_pipeline(d, strided_copy_pipeline(dtype)));
-  enc.set_input_array(x, 0);
-  enc.set_output_array(copy, 1);
-  enc.set_bytes(params, 2);
-  const size_t inner = size_t(params.shape[2]) * params.shape[3];
-  MTL::Size grid(inner, params.shape[1], params.shape[0]);
-  MTL::Size group(std::min(inner, kCopyThreads), 1, 1);
-  enc.dispatch_threads(grid, group);
-  enc.add_temporary(copy);
-  return copy;
+  return needs_row_copy(x) ? row_contiguous_copy(x, dtype, d, enc) : x;
 }
 
 /// The general kernel's pipeline for a plan with its tiles.

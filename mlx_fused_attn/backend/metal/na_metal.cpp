@@ -4,10 +4,10 @@
 #include <string>
 
 #include "mlx/allocator.h"
-#include "mlx/backend/gpu/copy.h"
 #include "mlx/backend/metal/device.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
+#include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
 #include "mlx_fused_attn/backend/na_launch.h"
 #include "mlx_fused_attn/kernels/na_config.h"
 #include "mlx_fused_attn/kernels/na_kernel_name.h"
@@ -31,19 +31,18 @@ MetalPipeline na_pipeline(const NaPlan& plan) {
 }
 
 /// `x` as the kernel reads it, with a unit stride along the head dim (its
-/// loads take any other stride): `x` itself, or MLX's row-contiguous copy,
-/// kept alive until the command buffer completes. Encodes its own dispatch,
-/// so it runs before the kernel's pipeline is set.
+/// loads take any other stride): `x` itself, or a row-contiguous copy.
 mx::array with_unit_head_stride(
     const mx::array& x,
-    mx::metal::CommandEncoder& enc,
-    mx::Stream s) {
-  if (!needs_row_copy(x)) {
-    return x;
-  }
-  mx::array copy = mx::contiguous_copy_gpu(x, s);
-  enc.add_temporary(copy);
-  return copy;
+    fa::DType dtype,
+    mx::metal::Device& d,
+    mx::metal::CommandEncoder& enc) {
+  return needs_row_copy(x) ? row_contiguous_copy(x, dtype, d, enc) : x;
+}
+
+/// `answer`, its reason naming the op and backend.
+Support named(const Support& answer) {
+  return answer.ok ? answer : Support::no(kOp + answer.reason);
 }
 
 } // namespace
@@ -54,8 +53,9 @@ void na_plan(const NaCall& call, NaPlan& plan) {
   }
   plan_na_launch(plan, fa::Backend::Metal);
   auto& d = mx::metal::device(call.stream.device);
-  const Support ready = pipeline_ready(d, na_pipeline(plan));
-  if (admitted(ready.ok ? ready : Support::no(kOp + ready.reason), plan)) {
+  // A strided view is copied first (with_unit_head_stride).
+  if (admitted(named(pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan) &&
+      admitted(named(pipeline_ready(d, na_pipeline(plan))), plan)) {
     plan.family = KernelFamily::Neighborhood;
   }
 }
@@ -67,9 +67,9 @@ void na_run(
     mx::Stream s) {
   auto& d = mx::metal::device(s.device);
   auto& enc = mx::metal::get_command_encoder(s);
-  const mx::array q = with_unit_head_stride(inputs[0], enc, s);
-  const mx::array k = with_unit_head_stride(inputs[1], enc, s);
-  const mx::array v = with_unit_head_stride(inputs[2], enc, s);
+  const mx::array q = with_unit_head_stride(inputs[0], plan.dtype, d, enc);
+  const mx::array k = with_unit_head_stride(inputs[1], plan.dtype, d, enc);
+  const mx::array v = with_unit_head_stride(inputs[2], plan.dtype, d, enc);
   out.set_data(mx::allocator::malloc(out.nbytes()));
   const fa::NaParams params = na_launch_params(plan, q, k, v, out);
 
