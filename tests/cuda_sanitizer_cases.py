@@ -5,7 +5,7 @@ finds out-of-bounds and misaligned accesses, racecheck shared-memory races):
     compute-sanitizer --tool racecheck python tests/cuda_sanitizer_cases.py
 
 Covers each dtype, each kernel variant (unmasked, causal, bool and additive
-masks), sinks, GQA, ragged query and key blocks, a misaligned (copied) input,
+masks, a sliding-window mask whose key blocks are skipped), sinks, GQA, ragged query and key blocks, a misaligned (copied) input,
 grids past one wave (the large-grid tiles), head dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
 a poisoned output; each result is checked against mx.fast on the CPU.
@@ -36,6 +36,9 @@ def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1, Dv
         "causal": "causal",
         "bool": mx.random.uniform(shape=(Lq, Lk), key=km) > 0.3,
         "additive": mx.random.normal((1, 4, Lq, Lk), key=km).astype(dtype),
+        # mlx-lm's sliding-window mask: hidden, shown and mixed key blocks.
+        "window": (mx.arange(Lq)[:, None] + Lk - Lq >= mx.arange(Lk))
+        & (mx.arange(Lq)[:, None] + Lk - Lq < mx.arange(Lk) + 150),
     }[mask_kind]
     s = mx.random.normal((4,), key=ks).astype(dtype) if sinks else None
     out = fa.scaled_dot_product_attention(
@@ -71,6 +74,10 @@ def main():
         case(mx.bfloat16, 256, 130, 90, "additive", True, 12),
         case(mx.float16, 192, 70, 129, "causal", False, 13, Dv=128),
         case(mx.float32, 256, 40, 33, None, True, 14),
+        # Key blocks skipped and read without the mask (the visit list),
+        # ragged, past one wave.
+        case(mx.float16, 64, 700, 900, "window", False, 15, batch=3),
+        case(mx.bfloat16, 128, 1000, 1000, "window", True, 16, batch=5),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)
