@@ -83,10 +83,10 @@ struct AddMaskOp {
 
 /// The masks of one warp's rows against the key block of visit i (kBK keys
 /// from its block kb times kBK), applied by `apply`, which returns the scale
-/// still to apply to the scores (the softmax folds it into its FFMA). Masks act on scores in
-/// the exp2 domain, so a block with any mask is scaled first; unmasked
-/// blocks (nearly all, without an array mask) keep the raw products, which
-/// needs a positive scale.
+/// still to apply to the scores (the softmax folds it into its FFMA). Masks
+/// act on scores in the exp2 domain, so a block with any mask is scaled
+/// first; unmasked blocks (nearly all, without an array mask; the shown
+/// blocks of one) keep the raw products, which needs a positive scale.
 template <typename T, int kBK>
 struct AttnBlockMasks {
   bool causal;
