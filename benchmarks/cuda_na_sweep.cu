@@ -171,12 +171,12 @@ struct Case {
       s[4] = D;
     }
     fa::NaGrid grid = fa::na_choose_grid(
-        axes, N, tiles.warps, tiles.bq / tiles.warps, tiles.bk);
+        axes, N, tiles.warps, tiles.warp_rows, tiles.key_block);
     if (waves > 0) {
       int sms = 0;
       CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
       grid = fa::na_run_for(
-          grid, axes, N, tiles.bk, tiles.stages, H, (long long)waves * sms * per_sm, 0);
+          grid, axes, N, tiles.key_block, tiles.stages, H, (long long)waves * sms * per_sm, 0);
     }
     const dim3 blocks(grid.blocks, H, 1);
 
@@ -214,7 +214,7 @@ struct Case {
         "%-9s bq=%3d bk=%2d warps=%2d stages=%2d min_blocks=%d "
         "(%d/SM) smem=%6d run=%3d (%5d groups) %7.1f us %3.0f%% of floor  "
         "err %.2e%s\n",
-        name, tiles.bq, tiles.bk, tiles.warps, tiles.stages, tiles.min_blocks,
+        name, fa::na_tile_queries(tiles), tiles.key_block, tiles.warps, tiles.stages, tiles.min_blocks,
         per_sm, smem, grid.run, grid.blocks * H, us,
         100.0 * floor_us / us, max_err, chosen ? "  (chosen)" : "");
     std::fflush(stdout);

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CPU = ROOT / "mlx_fused_attn" / "backend" / "cpu"
-COMMON = ["-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math"]
+COMMON = ["-std=c++20", "-O3", "-fno-math-errno", "-fno-trapping-math"]
 AVX2 = ["-mavx2", "-mfma", "-mf16c"]
 
 

@@ -17,6 +17,8 @@ CHILD = textwrap.dedent(
     import mlx.core as mx
     import mlx_fused_attn as fa
 
+    mx.set_default_device(mx.cpu)  # float64 exists only on the CPU
+
     def qkv(dtype, shape=(1, 2, 16, 32)):
         x = mx.random.normal(shape, key=mx.random.key(0)).astype(dtype)
         return x, x, x

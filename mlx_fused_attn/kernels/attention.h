@@ -115,11 +115,11 @@ struct AttnKVSource {
   typedef AttnKBlock<Target, Shape> KBlock;
   typedef AttnVBlock<Target, Shape> VBlock;
 
+  /// Lengths and strides are read from here where used: copies would hold
+  /// registers across the key loop.
+  const FA_CONSTANT AttnParams* p;
   const FA_DEVICE elem_type* k; ///< this (batch, head)'s key 0
   const FA_DEVICE elem_type* v;
-  stride_t k_stride; ///< between keys
-  stride_t v_stride;
-  int l_k;
   int n_full_kblocks;
   bool align_k;
   FA_THREADGROUP elem_type* k_smem;
@@ -134,11 +134,13 @@ struct AttnKVSource {
   }
   FA_FUNC void load_k(int i, int stage, int tid) const {
     load<KBlock>(
-        k_smem + stage * KBlock::kElems, k, k_stride, visits.block(i), tid);
+        k_smem + stage * KBlock::kElems, k, p->k_strides[2], visits.block(i),
+        tid);
   }
   FA_FUNC void load_v(int i, int stage, int tid) const {
     load<VBlock>(
-        v_smem + stage * VBlock::kElems, v, v_stride, visits.block(i), tid);
+        v_smem + stage * VBlock::kElems, v, p->v_strides[2], visits.block(i),
+        tid);
   }
   FA_FUNC void load_kv(int i, int stage, int tid) const {
     load_k(i, stage, tid);
@@ -156,7 +158,7 @@ struct AttnKVSource {
     const int key0 = kb * Shape::kBK;
     src += key0 * stride;
     if (!align_k && kb == n_full_kblocks) {
-      Block::load_safe(smem, src, stride, l_k - key0, tid);
+      Block::load_safe(smem, src, stride, p->L_k - key0, tid);
     } else {
       Block::load(smem, src, stride, tid);
     }
@@ -176,10 +178,10 @@ FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
     int batch,
     int kv_head) {
   const AttnKVSource<Target, Shape> src = {
+      &p,
       k + batch * p.k_strides[0] + kv_head * p.k_strides[1],
       v + batch * p.v_strides[0] + kv_head * p.v_strides[1],
-      p.k_strides[2], p.v_strides[2], p.L_k, p.L_k / Shape::kBK, align_k,
-      k_smem, v_smem, visits};
+      p.L_k / Shape::kBK, align_k, k_smem, v_smem, visits};
   return src;
 }
 

@@ -87,8 +87,11 @@ struct AddMaskOp {
 /// act on scores in the exp2 domain, so a block with any mask is scaled
 /// first; unmasked blocks (nearly all, without an array mask; the shown
 /// blocks of one) keep the raw products, which needs a positive scale.
+/// Lengths, strides and the scale are read from the parameters where used:
+/// copies would hold registers across the key loop.
 template <typename T, int kBK>
 struct AttnBlockMasks {
+  const FA_CONSTANT AttnParams* p;
   bool causal;
   bool has_mask;
   bool bool_mask;
@@ -96,15 +99,9 @@ struct AttnBlockMasks {
   int q_row0; ///< the warp's first query row
   int kb_causal; ///< the first block that the causal mask cuts
   int n_full_kblocks; ///< a ragged last block is block n_full_kblocks
-  float scale_log2;
-  CausalMaskOp causal_op;
-  KeyLimitOp key_limit;
   /// This (batch, head)'s mask, in elements of its type (bool or T).
   const FA_DEVICE unsigned char* mask;
   stride_t mask_offset;
-  stride_t row_stride;
-  stride_t col_stride;
-  int l_q;
   AttnVisits visits;
 
   template <typename F, int R, int C>
@@ -114,36 +111,38 @@ struct AttnBlockMasks {
     const bool causal_block = causal && kb >= kb_causal;
     const bool ragged = !align_k && kb == n_full_kblocks;
     const bool read_mask = has_mask && visits.mixed(i);
-    if (!causal_block && !read_mask && !ragged && scale_log2 > 0.0f) {
-      return scale_log2;
+    if (!causal_block && !read_mask && !ragged && p->scale_log2 > 0.0f) {
+      return p->scale_log2;
     }
-    tile_scalar_op<MulOp>(s, scale_log2);
+    tile_scalar_op<MulOp>(s, p->scale_log2);
     if (causal_block) {
-      tile_map_coords(s, causal_op, q_row0, key0, lane);
+      const CausalMaskOp op = {p->causal_offset};
+      tile_map_coords(s, op, q_row0, key0, lane);
     }
     if (read_mask && bool_mask) {
       const BoolMaskOp op = {
           reinterpret_cast<const FA_DEVICE bool*>(mask) + mask_offset,
-          row_stride, col_stride, l_q, key_limit.l_k};
+          p->mask_strides[2], p->mask_strides[3], p->L_q, p->L_k};
       tile_map_coords(s, op, q_row0, key0, lane);
     }
     if (read_mask && !bool_mask) {
       const AddMaskOp<T> op = {
           reinterpret_cast<const FA_DEVICE T*>(mask) + mask_offset,
-          row_stride, col_stride, l_q, key_limit.l_k};
+          p->mask_strides[2], p->mask_strides[3], p->L_q, p->L_k};
       tile_map_coords(s, op, q_row0, key0, lane);
     }
     // Last, so that no mask turns a missing key into a masked one.
     if (ragged) {
-      tile_map_coords(s, key_limit, q_row0, key0, lane);
+      const KeyLimitOp op = {p->L_k};
+      tile_map_coords(s, op, q_row0, key0, lane);
     }
     return 1.0f;
   }
 };
 
 /// The masks of a warp whose rows start at query row q_row0 of (batch,
-/// head), from the kernel's parameters; the caller sets the fields that
-/// depend on its blocking (align_k, kb_causal, n_full_kblocks, visits).
+/// head); the caller sets the fields that depend on its blocking (align_k,
+/// kb_causal, visits).
 template <typename T, int kBK>
 FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
     const FA_CONSTANT AttnParams& p,
@@ -155,6 +154,7 @@ FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
     int head,
     int q_row0) {
   AttnBlockMasks<T, kBK> m;
+  m.p = &p;
   m.causal = causal;
   m.has_mask = has_mask;
   m.bool_mask = bool_mask;
@@ -162,14 +162,8 @@ FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
   m.q_row0 = q_row0;
   m.kb_causal = 0;
   m.n_full_kblocks = p.L_k / kBK;
-  m.scale_log2 = p.scale_log2;
-  m.causal_op.offset = p.causal_offset;
-  m.key_limit.l_k = p.L_k;
   m.mask = mask;
   m.mask_offset = batch * p.mask_strides[0] + head * p.mask_strides[1];
-  m.row_stride = p.mask_strides[2];
-  m.col_stride = p.mask_strides[3];
-  m.l_q = p.L_q;
   m.visits.list = 0;
   return m;
 }

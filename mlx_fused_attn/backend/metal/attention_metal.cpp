@@ -28,15 +28,6 @@ namespace {
 
 constexpr const char* kOp = "[scaled_dot_product_attention] Metal: ";
 
-/// `x` with a unit stride along its last axis: `x` itself, or a copy.
-mx::array with_contiguous_rows(
-    const mx::array& x,
-    fa::DType dtype,
-    mx::metal::Device& d,
-    mx::metal::CommandEncoder& enc) {
-  return needs_row_copy(x) ? row_contiguous_copy(x, dtype, d, enc) : x;
-}
-
 /// The general kernel's pipeline for a plan with its tiles.
 MetalPipeline general_pipeline(const AttentionPlan& plan) {
   const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);

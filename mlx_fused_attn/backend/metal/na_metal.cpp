@@ -30,16 +30,6 @@ MetalPipeline na_pipeline(const NaPlan& plan) {
   return p;
 }
 
-/// `x` as the kernel reads it, with a unit stride along the head dim (its
-/// loads take any other stride): `x` itself, or a row-contiguous copy.
-mx::array with_unit_head_stride(
-    const mx::array& x,
-    fa::DType dtype,
-    mx::metal::Device& d,
-    mx::metal::CommandEncoder& enc) {
-  return needs_row_copy(x) ? row_contiguous_copy(x, dtype, d, enc) : x;
-}
-
 /// `answer`, its reason naming the op and backend.
 Support named(const Support& answer) {
   return answer.ok ? answer : Support::no(kOp + answer.reason);
@@ -53,7 +43,7 @@ void na_plan(const NaCall& call, NaPlan& plan) {
   }
   plan_na_launch(plan, fa::Backend::Metal);
   auto& d = mx::metal::device(call.stream.device);
-  // A strided view is copied first (with_unit_head_stride).
+  // A strided view is copied first (with_contiguous_rows).
   if (admitted(named(pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan) &&
       admitted(named(pipeline_ready(d, na_pipeline(plan))), plan)) {
     plan.family = KernelFamily::Neighborhood;
@@ -67,9 +57,9 @@ void na_run(
     mx::Stream s) {
   auto& d = mx::metal::device(s.device);
   auto& enc = mx::metal::get_command_encoder(s);
-  const mx::array q = with_unit_head_stride(inputs[0], plan.dtype, d, enc);
-  const mx::array k = with_unit_head_stride(inputs[1], plan.dtype, d, enc);
-  const mx::array v = with_unit_head_stride(inputs[2], plan.dtype, d, enc);
+  const mx::array q = with_contiguous_rows(inputs[0], plan.dtype, d, enc);
+  const mx::array k = with_contiguous_rows(inputs[1], plan.dtype, d, enc);
+  const mx::array v = with_contiguous_rows(inputs[2], plan.dtype, d, enc);
   out.set_data(mx::allocator::malloc(out.nbytes()));
   const fa::NaParams params = na_launch_params(plan, q, k, v, out);
 

@@ -6,6 +6,7 @@
 #include "mlx/allocator.h"
 #include "mlx_fused_attn/backend/strided_copy_parts.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
+#include "mlx_fused_attn/launch_plan.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -47,6 +48,14 @@ mx::array row_contiguous_copy(
   }
   enc.add_temporary(copy);
   return copy;
+}
+
+mx::array with_contiguous_rows(
+    const mx::array& x,
+    fa::DType dtype,
+    mx::metal::Device& d,
+    mx::metal::CommandEncoder& enc) {
+  return needs_row_copy(x) ? row_contiguous_copy(x, dtype, d, enc) : x;
 }
 
 } // namespace mlx_fused_attn::gpu

@@ -21,4 +21,12 @@ mlx::core::array row_contiguous_copy(
     mlx::core::metal::Device& d,
     mlx::core::metal::CommandEncoder& enc);
 
+/// `x` with a unit stride along its last axis, as the kernels read it (their
+/// loads take any other stride): `x` itself, or its row_contiguous_copy.
+mlx::core::array with_contiguous_rows(
+    const mlx::core::array& x,
+    fa::DType dtype,
+    mlx::core::metal::Device& d,
+    mlx::core::metal::CommandEncoder& enc);
+
 } // namespace mlx_fused_attn::gpu
