@@ -293,6 +293,48 @@ def fmt_us(x):
     return "-" if x is None or math.isnan(x) else f"{x:.1f}"
 
 
+def timing_cells(res, providers):
+    """"kernel (wall)" for each provider, "-" where it did not run."""
+    return [
+        f"{fmt_us(k)} ({fmt_us(w)})"
+        for k, w in (res.get(p, (float("nan"), float("nan"))) for p in providers)
+    ]
+
+
+def ratio_cells(res, providers, fused_us):
+    """Each provider's kernel time over the fused kernel's."""
+    ratios = (res.get(p, (float("nan"),))[0] / fused_us for p in providers)
+    return ["-" if math.isnan(r) else f"{r:.2f}" for r in ratios]
+
+
+class Report:
+    """A markdown table printed a row at a time as it is measured (a long
+    run shows progress), and written whole to `out` at the end."""
+
+    def __init__(self, out, ceilings, legend, columns, text_columns=0):
+        self.out = out
+        self.lines = [
+            f"Ceilings: bf16 matmul {ceilings[0]:.0f} TFLOP/s, copy {ceilings[1]:.2f} TB/s. "
+            f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; MLX {mx.__version__}.",
+            "",
+            legend,
+            "",
+            "| " + " | ".join(columns) + " |",
+            "|" + "---|" * text_columns + "---:|" * (len(columns) - text_columns),
+        ]
+        print("\n".join(self.lines), flush=True)
+
+    def row(self, cells):
+        line = "| " + " | ".join(cells) + " |"
+        self.lines.append(line)
+        print(line, flush=True)
+
+    def close(self):
+        if self.out:
+            with open(self.out, "w") as f:
+                f.write("\n".join(self.lines) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few cases only")
@@ -329,40 +371,25 @@ def main():
         return
 
     ceilings = measure_ceilings()
-    lines = [
-        f"Ceilings: bf16 matmul {ceilings[0]:.0f} TFLOP/s, copy {ceilings[1]:.2f} TB/s. "
-        f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; MLX {mx.__version__}.",
-        "",
+    ratios = ["mx_fast", "torch_flash", "torch_cudnn", "torch_eff"]
+    report = Report(
+        args.out, ceilings,
         "Kernel time per call in us (CUPTI); wall-clock per call in parentheses. "
         "`x flash` etc.: competitor kernel time / fused kernel time (>1: fused is faster).",
-        "",
-        "| B | H | L | D | dtype | causal | fused | TFLOP/s | floor us | % of floor | "
-        + " | ".join(PROVIDERS[1:]) + " | x cudnn(mx) | x flash | x cudnn(torch) | x eff | max err vs mx.fast |",
-        "|" + "---:|" * (10 + len(PROVIDERS) - 1 + 5),
-    ]
-    print("\n".join(lines), flush=True)
+        ["B", "H", "L", "D", "dtype", "causal", "fused", "TFLOP/s", "floor us", "% of floor",
+         *PROVIDERS[1:], "x cudnn(mx)", "x flash", "x cudnn(torch)", "x eff", "max err vs mx.fast"],
+    )
     for c in cases:
         iters = args.iters or max(3, min(100, int(2e11 / c.work())))
         res, floor_us, err = run_case(
             c, iters, ceilings, skip_unfused=(c.B * c.Hq * c.Lq * c.Lk > 2**31)
         )
         fk, fw = res["fused"]
-        cells = [str(c.B), str(c.Hq), str(c.Lq), str(c.D), c.dtype, "yes" if c.causal else "no",
-                 f"{fmt_us(fk)} ({fmt_us(fw)})", f"{c.flops() / (fk * 1e-6) / 1e12:.0f}",
-                 f"{floor_us:.1f}", f"{100 * floor_us / fk:.0f}"]
-        for p in PROVIDERS[1:]:
-            k_us, w_us = res.get(p, (float("nan"), float("nan")))
-            cells.append(f"{fmt_us(k_us)} ({fmt_us(w_us)})")
-        for p in ["mx_fast", "torch_flash", "torch_cudnn", "torch_eff"]:
-            k_us = res.get(p, (float("nan"),))[0]
-            cells.append("-" if math.isnan(k_us) else f"{k_us / fk:.2f}")
-        cells.append(f"{err:.2e}")
-        line = "| " + " | ".join(cells) + " |"
-        lines.append(line)
-        print(line, flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+        report.row([str(c.B), str(c.Hq), str(c.Lq), str(c.D), c.dtype, "yes" if c.causal else "no",
+                    f"{fmt_us(fk)} ({fmt_us(fw)})", f"{c.flops() / (fk * 1e-6) / 1e12:.0f}",
+                    f"{floor_us:.1f}", f"{100 * floor_us / fk:.0f}",
+                    *timing_cells(res, PROVIDERS[1:]), *ratio_cells(res, ratios, fk), f"{err:.2e}"])
+    report.close()
 
 
 # The two targets of the short kernel first
@@ -383,42 +410,26 @@ SHORT_PROVIDERS = ["fused_general", "mx_fast", "torch_flash", "torch_cudnn", "to
 
 def short_table(args):
     ceilings = measure_ceilings()
-    lines = [
-        f"Ceilings: copy {ceilings[1]:.2f} TB/s, bf16 matmul {ceilings[0]:.0f} TFLOP/s. "
-        f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; MLX {mx.__version__}.",
-        "",
+    report = Report(
+        args.out, ceilings,
         "Kernel time per call in us (CUPTI); wall-clock per call in parentheses. `fused`: "
         "the short-sequence kernel; `fused_general`: this package's general kernel "
         "(MLX_FUSED_ATTN_SHORT=0). TB/s: (q, k, v, o bytes) / fused kernel time; "
         "`x ...`: that provider's kernel time / fused kernel time.",
-        "",
-        "| B | H | L | D | dtype | causal | fused | TB/s | % of copy | floor us | "
-        + " | ".join(SHORT_PROVIDERS)
-        + " | x general | x cudnn(mx) | x flash | x cudnn(torch) | x eff | max err vs mx.fast |",
-        "|" + "---:|" * (10 + len(SHORT_PROVIDERS) + 6),
-    ]
-    print("\n".join(lines), flush=True)
+        ["B", "H", "L", "D", "dtype", "causal", "fused", "TB/s", "% of copy", "floor us",
+         *SHORT_PROVIDERS, "x general", "x cudnn(mx)", "x flash", "x cudnn(torch)", "x eff",
+         "max err vs mx.fast"],
+    )
     for c in SHORT_CASES:
         iters = args.iters or max(10, min(100, int(2e11 / c.work())))
         res, floor_us, err = run_case(c, iters, ceilings, skip_unfused=True, general=True)
         fk, fw = res["fused"]
         tbps = c.nbytes() / (fk * 1e-6) / 1e12
-        cells = [str(c.B), str(c.Hq), str(c.Lq), str(c.D), c.dtype, "yes" if c.causal else "no",
-                 f"{fmt_us(fk)} ({fmt_us(fw)})", f"{tbps:.2f}", f"{100 * tbps / ceilings[1]:.0f}",
-                 f"{floor_us:.1f}"]
-        for p in SHORT_PROVIDERS:
-            k_us, w_us = res.get(p, (float("nan"), float("nan")))
-            cells.append(f"{fmt_us(k_us)} ({fmt_us(w_us)})")
-        for p in ["fused_general", "mx_fast", "torch_flash", "torch_cudnn", "torch_eff"]:
-            k_us = res.get(p, (float("nan"),))[0]
-            cells.append("-" if math.isnan(k_us) else f"{k_us / fk:.2f}")
-        cells.append(f"{err:.2e}")
-        line = "| " + " | ".join(cells) + " |"
-        lines.append(line)
-        print(line, flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+        report.row([str(c.B), str(c.Hq), str(c.Lq), str(c.D), c.dtype, "yes" if c.causal else "no",
+                    f"{fmt_us(fk)} ({fmt_us(fw)})", f"{tbps:.2f}", f"{100 * tbps / ceilings[1]:.0f}",
+                    f"{floor_us:.1f}", *timing_cells(res, SHORT_PROVIDERS),
+                    *ratio_cells(res, SHORT_PROVIDERS, fk), f"{err:.2e}"])
+    report.close()
 
 
 # The calls models make (issue 16): decoding against a long cache and
@@ -446,39 +457,27 @@ WORKLOAD_PROVIDERS = ["mx_fast", "torch_flash", "torch_cudnn", "torch_eff", "mlx
 
 def workload_table(args):
     ceilings = measure_ceilings()
-    lines = [
-        f"Ceilings: bf16 matmul {ceilings[0]:.0f} TFLOP/s, copy {ceilings[1]:.2f} TB/s. "
-        f"GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; MLX {mx.__version__}.",
-        "",
+    report = Report(
+        args.out, ceilings,
         "Kernel time per call in us (CUPTI, one evaluation a call); wall-clock per call "
         "in parentheses (a stream of async_eval calls, one synchronisation). "
         "`floor`: the larger of FLOPs / matmul rate and (q, k, v, o, mask bytes) / copy "
         "bandwidth. `x mx.fast`: mx.fast kernel time / fused kernel time (>1: fused is faster).",
-        "",
-        "| call | B | Hq/Hkv | Lq | Lk | D | dtype | mask | fused | floor us | % of floor | "
-        + " | ".join(WORKLOAD_PROVIDERS)
-        + " | x mx.fast | wall/kernel fused | wall/kernel mx.fast | max err vs mx.fast |",
-        "|---|" + "---:|" * (11 + len(WORKLOAD_PROVIDERS) + 4),
-    ]
-    print("\n".join(lines), flush=True)
+        ["call", "B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "mask", "fused", "floor us",
+         "% of floor", *WORKLOAD_PROVIDERS, "x mx.fast", "wall/kernel fused",
+         "wall/kernel mx.fast", "max err vs mx.fast"],
+        text_columns=1,
+    )
     for label, c in WORKLOAD_CASES:
         iters = args.iters or max(10, min(100, int(2e11 / c.work())))
         res, floor_us, err = run_case(c, iters, ceilings, skip_unfused=c.B * c.Hq * c.Lq * c.Lk > 2**31)
         fk, fw = res["fused"]
         mk, mw = res["mx_fast"]
-        cells = [label, str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.Lk), str(c.D), c.dtype,
-                 c.mask_label(), f"{fmt_us(fk)} ({fmt_us(fw)})", f"{floor_us:.1f}",
-                 f"{100 * floor_us / fk:.0f}"]
-        for p in WORKLOAD_PROVIDERS:
-            k_us, w_us = res.get(p, (float("nan"), float("nan")))
-            cells.append(f"{fmt_us(k_us)} ({fmt_us(w_us)})")
-        cells += [f"{mk / fk:.2f}", f"{fw / fk:.2f}", f"{mw / mk:.2f}", f"{err:.2e}"]
-        line = "| " + " | ".join(cells) + " |"
-        lines.append(line)
-        print(line, flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+        report.row([label, str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.Lk), str(c.D), c.dtype,
+                    c.mask_label(), f"{fmt_us(fk)} ({fmt_us(fw)})", f"{floor_us:.1f}",
+                    f"{100 * floor_us / fk:.0f}", *timing_cells(res, WORKLOAD_PROVIDERS),
+                    f"{mk / fk:.2f}", f"{fw / fk:.2f}", f"{mw / mk:.2f}", f"{err:.2e}"])
+    report.close()
 
 
 if __name__ == "__main__":

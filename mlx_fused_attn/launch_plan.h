@@ -84,6 +84,12 @@ struct FamilyCandidate {
   Support (*plan)(const Context& context, Plan& plan);
 };
 
+/// `answer`, a refusal's reason prefixed with `op` (the op and backend that
+/// refuse, e.g. "[scaled_dot_product_attention] CUDA: ").
+inline Support named(const char* op, const Support& answer) {
+  return answer.ok ? answer : Support::no(op + answer.reason);
+}
+
 /// Whether `answer` lets planning go on; a "no" becomes the plan's reason.
 template <typename Plan>
 bool admitted(const Support& answer, Plan& plan) {

@@ -51,10 +51,6 @@ cuda::AttentionKernelKey general_key(const AttentionPlan& plan) {
       plan.large_grid};
 }
 
-Support named(const Support& answer) {
-  return answer.ok ? answer : Support::no(kOp + answer.reason);
-}
-
 Support smem_fits(const char* kernel, const AttentionPlan& plan, int device) {
   const int allowed = cuda::max_smem_per_block(device);
   if (plan.grid.smem_bytes <= allowed) {
@@ -82,7 +78,7 @@ Support plan_short(const CudaTarget& target, AttentionPlan& plan) {
   if (Support fits = smem_fits("short kernel", plan, target.device); !fits.ok) {
     return fits;
   }
-  return named(cuda::short_attention_ready(plan, target.device, target.arch));
+  return named(kOp, cuda::short_attention_ready(plan, target.device, target.arch));
 }
 
 Support plan_general(const CudaTarget& target, AttentionPlan& plan) {
@@ -99,7 +95,7 @@ Support plan_general(const CudaTarget& target, AttentionPlan& plan) {
   if (Support fits = smem_fits("kernel", plan, target.device); !fits.ok) {
     return fits;
   }
-  return named(cuda::kernel_ready(general_key(plan), target.device, target.arch));
+  return named(kOp, cuda::kernel_ready(general_key(plan), target.device, target.arch));
 }
 
 /// The families in order of preference: short sequences run the short
@@ -156,7 +152,7 @@ void plan(const AttentionCall& call, AttentionPlan& plan) {
   }
   const CudaTarget target{d.cuda_device(), cuda::arch_of(d)};
   if (admitted(
-          named(cuda::copy_kernels_ready(
+          named(kOp, cuda::copy_kernels_ready(
               plan.dtype, target.device, target.arch)),
           plan)) {
     choose_family(kFamilies, target, plan);

@@ -32,11 +32,6 @@ namespace {
 constexpr const char* kOp = "[neighborhood_attention] CUDA: ";
 /// Grid limits of the y (heads) and z (batch) axes.
 constexpr int kMaxGridYZ = 65535;
-/// `answer`, its reason naming the op and backend.
-Support named(const Support& answer) {
-  return answer.ok ? answer : Support::no(kOp + answer.reason);
-}
-
 /// MLX_FUSED_ATTN_NA_RUN=n: 1-D threadgroups take runs of n tiles where the
 /// kernel can (1: a tile each), whatever the device holds; read at every
 /// call, so that tests can set it.
@@ -82,13 +77,13 @@ void na_plan(const NaCall& call, NaPlan& plan) {
   }
   const int arch = cuda::arch_of(d);
   const Support copies =
-      named(cuda::copy_kernels_ready(plan.dtype, device, arch));
+      named(kOp, cuda::copy_kernels_ready(plan.dtype, device, arch));
   if (!admitted(copies, plan)) {
     return;
   }
   const cuda::NaKernelKey key{plan.dtype, p.D, p.n_axes};
   const Support ready = cuda::kernel_ready(key, device, arch);
-  if (admitted(named(ready), plan)) {
+  if (admitted(named(kOp, ready), plan)) {
     plan.family = KernelFamily::Neighborhood;
   }
 }

@@ -44,10 +44,6 @@ MetalPipeline general_pipeline(const AttentionPlan& plan) {
   return p;
 }
 
-Support named(const Support& answer) {
-  return answer.ok ? answer : Support::no(kOp + answer.reason);
-}
-
 /// Where a call is planned: the stream's device.
 struct MetalTarget {
   mx::metal::Device& device;
@@ -58,12 +54,12 @@ Support plan_short(const MetalTarget& target, AttentionPlan& plan) {
       !covered.ok) {
     return covered;
   }
-  return named(pipeline_ready(target.device, short_attention_pipeline(plan)));
+  return named(kOp, pipeline_ready(target.device, short_attention_pipeline(plan)));
 }
 
 Support plan_general(const MetalTarget& target, AttentionPlan& plan) {
   plan_general_launch(plan, fa::Backend::Metal);
-  return named(pipeline_ready(target.device, general_pipeline(plan)));
+  return named(kOp, pipeline_ready(target.device, general_pipeline(plan)));
 }
 
 /// The families in order of preference: short sequences run the short
@@ -83,7 +79,7 @@ void plan(const AttentionCall& call, AttentionPlan& plan) {
   // Strided q, k, v and sinks are copied first (with_contiguous_rows), and
   // whether they are is known only at eval.
   if (admitted(
-          named(pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan)) {
+          named(kOp, pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan)) {
     choose_family(kFamilies, MetalTarget{d}, plan);
   }
 }

@@ -30,11 +30,6 @@ MetalPipeline na_pipeline(const NaPlan& plan) {
   return p;
 }
 
-/// `answer`, its reason naming the op and backend.
-Support named(const Support& answer) {
-  return answer.ok ? answer : Support::no(kOp + answer.reason);
-}
-
 } // namespace
 
 void na_plan(const NaCall& call, NaPlan& plan) {
@@ -44,8 +39,8 @@ void na_plan(const NaCall& call, NaPlan& plan) {
   plan_na_launch(plan, fa::Backend::Metal);
   auto& d = mx::metal::device(call.stream.device);
   // A strided view is copied first (with_contiguous_rows).
-  if (admitted(named(pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan) &&
-      admitted(named(pipeline_ready(d, na_pipeline(plan))), plan)) {
+  if (admitted(named(kOp, pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan) &&
+      admitted(named(kOp, pipeline_ready(d, na_pipeline(plan))), plan)) {
     plan.family = KernelFamily::Neighborhood;
   }
 }
