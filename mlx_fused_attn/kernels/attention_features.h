@@ -13,6 +13,8 @@
 //   align_k    L_k is a multiple of the key block: no ragged key block
 //   split_keys the keys are split (split_keys.h): partials are bound
 //              (buffers 7, 8) with the split count (buffer 9)
+//   mask_blocks the mask's classes by block are bound (buffer 10;
+//              mask_visits.h)
 #define FA_ATTENTION_FEATURES(X) \
   X(has_mask, 300)               \
   X(bool_mask, 301)              \
@@ -20,7 +22,8 @@
   X(has_sinks, 303)              \
   X(align_q, 200)                \
   X(align_k, 201)                \
-  X(split_keys, 304)
+  X(split_keys, 304)              \
+  X(mask_blocks, 305)
 
 namespace fa {
 

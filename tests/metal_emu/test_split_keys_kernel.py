@@ -80,7 +80,8 @@ def run_split(prog, n_splits, *, dtype="float16", D=64, B=1, H_q=2, L_q=1, L_k=2
         )
         return {3: combined[3]}
 
-    launch = cases.Launch(name, grid=None, warps=warps, constants={})
+    # The host binds a mask's classes by block except to packed GQA.
+    launch = cases.Launch(name, grid=None, warps=warps, constants={}, visit_tiles=None if packed else (bq, bk))
     return cases.run_case(
         prog, launch, SPLIT_FC, dtype=dtype, D=D, D_v=D, B=B, H_q=H_q, L_q=L_q, L_k=L_k, dispatch=dispatch,
         **case

@@ -66,7 +66,8 @@ __global__ void __launch_bounds__(
     AttnFeatures features,
     float* o_part,
     float* stats,
-    int n_splits) {
+    int n_splits,
+    const unsigned int* mask_blocks) {
   // A warpgroup-product instance exists in every architecture's image of a
   // fat binary, but the host launches it only on sm_90a (kernels.h,
   // has_wgmma).
@@ -99,6 +100,7 @@ __global__ void __launch_bounds__(
         out,
         params,
         mask,
+        mask_blocks,
         sinks,
         k_smem,
         v_smem,
