@@ -169,8 +169,14 @@ struct AttnBlockMasks {
     const bool causal_block = causal && kb >= kb_causal;
     const bool ragged = !align_k && kb == n_full_kblocks;
     const int kind = has_mask ? visits.kind(i) : kMaskShown;
-    if (!causal_block && kind == kMaskShown && !ragged &&
+    if (!causal_block && kind != kMaskValues && !ragged &&
         p->scale_log2 > 0.0f) {
+      // The raw products, and the off value over the scale: the softmax's
+      // FFMA scales both (an overflow to -inf hides the same scores in a
+      // row with a shown key, and a row without one reads kMaskValues).
+      if (kind == kMaskTwoValued) {
+        apply_bits(s, bits, key0, off_value / p->scale_log2, lane);
+      }
       return p->scale_log2;
     }
     tile_scalar_op<MulOp>(s, p->scale_log2);
@@ -179,7 +185,7 @@ struct AttnBlockMasks {
       tile_map_coords(s, op, q_row0, key0, lane);
     }
     if (kind == kMaskTwoValued) {
-      apply_bits(s, bits, key0, lane);
+      apply_bits(s, bits, key0, off_value, lane);
     }
     if (kind == kMaskValues && bool_mask) {
       const BoolMaskOp op = {
@@ -202,20 +208,24 @@ struct AttnBlockMasks {
   }
 
  private:
-  /// A two-valued block from its shown bits: a fragment's columns lie in
-  /// one word (whole fragments of a block of whole words, or a block in one
-  /// word), which the unrolled loop picks at compile time.
+  /// A two-valued block from its shown bits, `off` its hidden scores' value
+  /// (bool) or addend. A fragment's columns lie in one word (whole fragments
+  /// of a block of whole words, or a block in one word), which the unrolled
+  /// loop picks at compile time; shifted right by the lane's first column,
+  /// each element's bit is a constant (a lane's columns are its first plus
+  /// the same offsets in every lane).
   template <typename STile>
   FA_FUNC void apply_bits(
       FA_THREAD STile& s,
       const FA_THREAD MaskBits<STile, kBK>& bits,
       int key0,
+      float off,
       lane_t lane) const {
     typedef typename STile::frag_type F;
     typedef MaskBits<STile, kBK> Bits;
     static_assert(
         kMaskWordBits % F::kCols == 0, "a fragment's columns must lie in a word");
-    const int bit0 = key0 % kMaskWordBits;
+    const int shift = key0 % kMaskWordBits + F::col(lane, 0);
     FA_UNROLL
     for (int ti = 0; ti < STile::kTileRows; ++ti) {
       FA_UNROLL
@@ -224,12 +234,13 @@ struct AttnBlockMasks {
         FA_UNROLL
         for (int e = 0; e < F::kElems; ++e) {
           const int slot = ti * F::kRowsPerLane + F::row_slot(e);
-          const int bit = (bit0 + tj * F::kCols + F::col(lane, e)) %
-              kMaskWordBits;
+          const int bit = (tj * F::kCols) % kMaskWordBits +
+              (F::col(lane, e) - F::col(lane, 0));
           const bool shown =
-              ((bits.words[slot * Bits::kWords + w] >> bit) & 1u) != 0;
+              ((bits.words[slot * Bits::kWords + w] >> shift) & (1u << bit)) !=
+              0;
           FA_THREAD typename F::elem_type& x = frag_at(s, ti, tj).v[e];
-          x = shown ? x : (bool_mask ? off_value : x + off_value);
+          x = shown ? x : (bool_mask ? off : x + off);
         }
       }
     }

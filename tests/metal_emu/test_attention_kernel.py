@@ -298,6 +298,19 @@ def test_mask_blocks_shown_read_no_mask_hidden_are_skipped(prog, kind, dtype):
              seed=40)
 
 
+@pytest.mark.parametrize("off", [-1e4, -np.inf, float(np.finfo(np.float32).min)])
+@pytest.mark.parametrize("scale", [0.01, -0.3])
+def test_mask_blocks_two_valued_off_values_and_scales(prog, off, scale):
+    """Two-valued blocks add the query block's off value: to the raw
+    products over the scale (a positive scale, where a tiny one overflows
+    the off value to -inf), or to the scaled scores; every block two-valued,
+    as in the benchmark's masks."""
+    _, bq, bk, _ = kernel_for(prog, "float32", 64, 64)
+    edit, device_edit = block_classes("additive", lambda h, qb, kb: TWO, bq, bk, off=off)
+    run_case(prog, dtype="float32", L_q=2 * bq + 3, L_k=3 * bk, mask="additive", mask_shape=(2 * bq + 3, 3 * bk),
+             edit=edit, device_mask_edit=device_edit, scale=scale, seed=45)
+
+
 def test_mask_blocks_with_gqa_sinks_and_an_adversarial_schedule(prog):
     _, bq, bk, _ = kernel_for(prog, "float32", 32, 32)
     edit, device_edit = block_classes("bool", lambda h, qb, kb: (qb + 2 * kb) % 3, bq, bk)

@@ -116,9 +116,12 @@ const FamilyCandidate<AttentionPlan, CudaTarget> kFamilies[] = {
 
 /// An fp32 temporary of `n` elements in device memory, kept until the
 /// encoder's graph has run.
-mx::array temporary_floats(int64_t n, cu::CommandEncoder& enc) {
+mx::array temporary_floats(
+    int64_t n,
+    mx::Stream s,
+    cu::CommandEncoder& enc) {
   mx::array a({static_cast<int>(n)}, mx::float32, nullptr, {});
-  cuda::set_device_data(a, enc);
+  cuda::set_device_data(a, s);
   enc.add_temporary(a);
   return a;
 }
@@ -156,7 +159,7 @@ void add_combine_node(
 
 /// Adds the plan's kernel `function` to the encoder's graph; both families
 /// take these arguments, each with its own features, and the general one
-/// also where split keys write and the mask's visit list (`extra`).
+/// also where split keys write and the mask's classes by block (`extra`).
 template <typename Features, typename... Extra>
 void add_attention_node(
     cu::CommandEncoder& enc,
@@ -253,9 +256,9 @@ void run(
     mask_ptr = mx::gpu_ptr<void>(*mask);
     enc.set_input_array(*mask);
   }
-  const int* visits_ptr = nullptr;
+  const uint32_t* visits_ptr = nullptr;
   if (visits != nullptr) {
-    visits_ptr = mx::gpu_ptr<int>(*visits);
+    visits_ptr = mx::gpu_ptr<uint32_t>(*visits);
     enc.set_input_array(*visits);
   }
   const void* sinks_ptr = nullptr;
@@ -279,8 +282,8 @@ void run(
   float* o_part_ptr = nullptr;
   float* stats_ptr = nullptr;
   if (plan.key_splits > 1) {
-    o_part = temporary_floats(split_rows(plan) * params.D_v, enc);
-    stats = temporary_floats(2 * split_rows(plan), enc);
+    o_part = temporary_floats(split_rows(plan) * params.D_v, s, enc);
+    stats = temporary_floats(2 * split_rows(plan), s, enc);
     o_part_ptr = mx::gpu_ptr<float>(*o_part);
     stats_ptr = mx::gpu_ptr<float>(*stats);
     enc.set_output_array(*o_part);
