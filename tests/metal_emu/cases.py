@@ -222,6 +222,7 @@ def run_case(
     race_check=False,
     edit=None,
     device_mask_edit=None,
+    device_kv_edit=None,
     scale=None,
     dispatch=None,
 ):
@@ -234,7 +235,8 @@ def run_case(
     stored whole, its padding poisoned). edit(inputs) may change the float32
     inputs (a dict) before the launch; device_mask_edit(mask) the mask the
     kernel reads alone (in its dtype), after the reference and the classes
-    by block took theirs. dispatch(buffers, constants, schedule,
+    by block took theirs; device_kv_edit("k" | "v", array) returns the
+    buffer the kernel gets in place of that one. dispatch(buffers, constants, schedule,
     race_check), in place of one launch of `launch`, runs the kernels and
     returns the buffers (the output at 3). Returns the fused output, the
     reference and v, as float64."""
@@ -256,7 +258,7 @@ def run_case(
         edit(inputs)
 
     buffers, strides, ref_kwargs, places, (q64, k64, v64) = place_inputs(
-        inputs, dtype, layout, layouts, mask, device_mask_edit
+        inputs, dtype, layout, layouts, mask, device_mask_edit, device_kv_edit
     )
     block_strides = (0, 0, 0, 0)
     with_blocks = mask is not None and launch.visit_tiles is not None
@@ -328,7 +330,7 @@ def check(fused, ref, dtype, what):
     np.testing.assert_allclose(fused, ref, atol=atol, rtol=rtol, err_msg=what)
 
 
-def place_inputs(inputs, dtype, layout, layouts, mask, device_mask_edit=None):
+def place_inputs(inputs, dtype, layout, layouts, mask, device_mask_edit=None, device_kv_edit=None):
     """The buffers of q, k, v, the NaN-poisoned output (0-3), the mask (5)
     and sinks (6) as the host binds them, each stored in its own Layout with
     its padding poisoned. Returns (buffers, {"q" | "k" | "v" | "out" |
@@ -341,6 +343,8 @@ def place_inputs(inputs, dtype, layout, layouts, mask, device_mask_edit=None):
     for index, x in enumerate("qkv"):
         dev, x64 = to_device(inputs[x], dtype)
         values.append(x64)
+        if device_kv_edit is not None and x != "q":
+            dev = device_kv_edit(x, dev)
         buffers[index], strides[x] = places[x].place(dev, poison(dtype))
     out_nan = np.full((B, H_q, L_q, D_v), poison(dtype))
     buffers[3], strides["out"] = places["out"].place(out_nan, poison(dtype))
