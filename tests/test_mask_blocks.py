@@ -201,6 +201,23 @@ def test_block_masks(device, kind, heads):
 
 
 @device_params()
+@pytest.mark.parametrize("kind,off", [("bool", None), ("additive", -1e4), ("additive", -float("inf"))])
+@pytest.mark.parametrize("heads", [1, 4])
+@pytest.mark.parametrize("L_q,L_k", [(300, 400), (16, 3000)])
+def test_two_valued_masks(device, kind, off, heads, L_q, L_k):
+    """The benchmark's masks (each query's diagonal shown, a quarter of the
+    rest masked): every block two-valued, read as bits; the short, long call
+    splits its keys on a GPU, the splits sharing the visits."""
+    B, H, D = 1, 4, 64
+    q, k, v = (rand(s, mx.float16, i) for i, s in enumerate([(B, H, L_q, D), (B, H, L_k, D), (B, H, L_k, D)]))
+    keep = np.random.default_rng(heads).random((1, heads, L_q, L_k)) > 0.25
+    keep[..., np.arange(L_q), np.arange(L_q) + L_k - L_q] = True
+    m = mx.array(keep) if kind == "bool" else mx.array(np.where(keep, 0.0, off).astype(np.float16))
+    out = fa.scaled_dot_product_attention(q, k, v, scale=D**-0.5, mask=m, stream=device)
+    assert_close(out, q, k, v, D**-0.5, mask=m, what=f"{kind} {off} heads={heads}")
+
+
+@device_params()
 @pytest.mark.parametrize("window", [None, 100])
 def test_mlx_lm_masks(device, window):
     base = pytest.importorskip("mlx_lm.models.base")
