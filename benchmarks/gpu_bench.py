@@ -167,13 +167,15 @@ class Case:
     """One attention call: q [B, Hq, Lq, D], k and v [B, Hkv, Lk, D], and a
     mask: None, "causal", or an array mask "add" / "bool" of shape
     [1, mask_heads, Lq, Lk] broadcast over the batch (and the heads when
-    mask_heads is 1), as models build them."""
+    mask_heads is 1), as models build them. window: the array mask is
+    mlx-lm's causal mask (create_causal_mask) with that window (0: none)
+    in place of a random one."""
 
-    def __init__(self, B, Hq, Lq, D, dtype, mask=None, Hkv=None, Lk=None, mask_heads=1):
+    def __init__(self, B, Hq, Lq, D, dtype, mask=None, Hkv=None, Lk=None, mask_heads=1, window=None):
         self.B, self.Hq, self.Lq, self.D, self.dtype = B, Hq, Lq, D, dtype
         self.Hkv = Hkv or Hq
         self.Lk = Lk or Lq
-        self.mask, self.mask_heads = mask, mask_heads
+        self.mask, self.mask_heads, self.window = mask, mask_heads, window
 
     @property
     def causal(self):
@@ -182,7 +184,8 @@ class Case:
     def mask_label(self):
         if self.mask in (None, "causal"):
             return self.mask or "none"
-        return f"{self.mask} [1,{self.mask_heads},Lq,Lk]"
+        kind = "" if self.window is None else (f" window {self.window}" if self.window else " causal")
+        return f"{self.mask}{kind} [1,{self.mask_heads},Lq,Lk]"
 
     def flops(self):
         return attention_flops(self.B, self.Hq, self.Lq, self.Lk, self.D, self.causal)
@@ -203,14 +206,23 @@ class Case:
 def host_mask(case, rng):
     """The array mask as NumPy: every query keeps its diagonal key visible
     (no empty rows, where the providers' conventions differ) and about a
-    quarter of the others masked."""
+    quarter of the others masked; or mlx-lm's causal mask (case.window)."""
     shape = (1, case.mask_heads, case.Lq, case.Lk)
-    keep = rng.random(shape) > 0.25
-    rows = np.arange(case.Lq)
-    keep[..., rows, np.minimum(rows + case.Lk - case.Lq, case.Lk - 1)] = True
+    if case.window is None:
+        keep = rng.random(shape) > 0.25
+        rows = np.arange(case.Lq)
+        keep[..., rows, np.minimum(rows + case.Lk - case.Lq, case.Lk - 1)] = True
+    else:
+        # mlx_lm.models.base.create_causal_mask, bottom-right aligned
+        i = np.arange(case.Lq)[:, None] + case.Lk - case.Lq
+        j = np.arange(case.Lk)[None, :]
+        keep = (j <= i) & ((j > i - case.window) if case.window else True)
+        keep = np.broadcast_to(keep, shape)
     if case.mask == "bool":
         return keep
-    return np.where(keep, 0.0, -1e4).astype(np.float32)
+    # -inf as a model's finfo.min becomes in fp16: a hidden block.
+    hidden = -1e4 if case.window is None else -np.inf
+    return np.where(keep, 0.0, hidden).astype(np.float32)
 
 
 def run_case(case, iters, ceilings, skip_unfused, general=False):
@@ -433,6 +445,12 @@ WORKLOAD_CASES = [
     ("array mask", Case(1, 32, 2048, 64, "float16", "add")),
     ("array mask", Case(1, 32, 2048, 64, "float16", "add", mask_heads=32)),
     ("array mask", Case(1, 32, 2048, 64, "float16", "bool")),
+    ("array mask", Case(1, 32, 2048, 64, "float16", "bool", mask_heads=32)),
+    ("array mask", Case(1, 32, 2048, 64, "float16", "bool", window=0)),
+    ("array mask", Case(1, 32, 2048, 64, "float16", "add", window=0)),
+    ("array mask", Case(1, 32, 2048, 64, "float16", "bool", window=512)),
+    ("array mask", Case(1, 32, 2048, 64, "float16", "add", window=512)),
+    ("causal", Case(1, 32, 2048, 64, "float16", "causal")),
     ("no mask", Case(1, 32, 2048, 64, "float16")),
     ("GQA prefill", Case(1, 32, 2048, 128, "bfloat16", "causal", Hkv=8)),
 ]

@@ -7,8 +7,9 @@
 // Buffers: 0 q, 1 k, 2 v, 3 out, 4 params, 5 mask (has_mask; bool or T as
 // bool_mask says), 6 sinks (has_sinks), 7 partial outputs, 8 their
 // row statistics and 9 the split count (split_keys), 10 the rows' LSE
-// (has_lse; fp32 [B, H_q, L_q]). Grid: (query blocks * splits, H_q, B);
-// threadgroup: (32, warps, 1).
+// (has_lse; fp32 [B, H_q, L_q]), 11 the mask's classes by block
+// (mask_blocks; kernels/mask_visits.h). Grid: (query blocks * splits, H_q,
+// B); threadgroup: (32, warps, 1).
 //
 // The combine of split keys, fa_split_combine_<dtype>, binds the same
 // indices: 3 out, 4 params, 7 partial outputs, 8 their row statistics, 9
@@ -42,6 +43,8 @@ fa_attention(
     device float* stats [[buffer(8), function_constant(fc_split_keys)]],
     constant int* n_splits [[buffer(9), function_constant(fc_split_keys)]],
     device float* lse [[buffer(10), function_constant(fc_has_lse)]],
+    const device uint* mask_blocks
+    [[buffer(11), function_constant(fc_mask_blocks)]],
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
@@ -82,6 +85,7 @@ fa_attention(
       out,
       params,
       mask,
+      mask_blocks,
       sinks,
       lse,
       k_smem,

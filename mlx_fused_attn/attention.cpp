@@ -149,7 +149,7 @@ array scaled_dot_product_attention(
   AttentionCall call = validate(q, k, v, scale, mask, sinks, s);
   const AttentionPlan plan = plan_attention(call);
   if (plan.fused()) {
-    return fused_attention(call, plan);
+    return fused_attention(call, plan, std::get_if<array>(&mask));
   }
   if (force_fused) {
     throw std::invalid_argument(

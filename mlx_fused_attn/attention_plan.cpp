@@ -8,6 +8,7 @@
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/kernel_switches.h"
 #include "mlx_fused_attn/kernels/short_attention_kernel_name.h"
+#include "mlx_fused_attn/mask_visits.h"
 
 namespace mlx_fused_attn {
 
@@ -137,7 +138,8 @@ fa::AttnParams launch_params(
     const array& k,
     const array& v,
     const array& out,
-    const array* mask) {
+    const array* mask,
+    const array* visits) {
   fa::AttnParams p = plan.params;
   for (int i = 0; i < 3; ++i) {
     p.q_strides[i] = q.strides()[i];
@@ -149,6 +151,16 @@ fa::AttnParams launch_params(
     for (int i = 0; i < 4; ++i) {
       p.mask_strides[i] = mask->strides()[i];
     }
+  }
+  if (visits != nullptr) {
+    // The classes have the mask's own batch and heads: 1 broadcasts.
+    for (int i = 0; i < 2; ++i) {
+      p.mask_block_strides[i] = visits->shape(i) > 1 ? visits->strides()[i] : 0;
+    }
+    const VisitRows rows =
+        visit_rows(p.L_k, std::get<fa::AttnTiles>(plan.tiles).bk);
+    p.mask_block_strides[2] = rows.visit;
+    p.mask_block_strides[3] = rows.bit_words;
   }
   if (plan.packed_gqa) {
     pack_gqa_strides(p);
@@ -172,6 +184,12 @@ fa::AttnBwdParams backward_launch_params(
     p.dv_strides[i] = grads[2].strides()[i];
   }
   return p;
+}
+
+int visits_index(const AttentionPlan& plan) {
+  const bool reads = std::holds_alternative<fa::AttnTiles>(plan.tiles) &&
+      plan.features.mask_blocks;
+  return reads ? 3 + plan.features.has_mask + plan.features.has_sinks : -1;
 }
 
 fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features) {
@@ -212,6 +230,9 @@ void plan_general_launch(
       int64_t(tiles.min_blocks) * cores,
       static_cast<int>(blocks_of(p.L_k, tiles.bk)));
   plan.features.split_keys = plan.key_splits > 1;
+  // Packed GQA's query blocks are rows of several heads: they read no
+  // classes by block.
+  plan.features.mask_blocks = plan.features.has_mask && !plan.packed_gqa;
   plan.grid = {
       blocks_of(p.L_q, tiles.bq) * plan.key_splits,
       static_cast<unsigned>(p.H_q),

@@ -68,15 +68,22 @@ AttentionPlan plan_attention_backward(const AttentionCall& call);
 /// the general kernel ("short-sequence kernel: ..."), else nothing.
 std::string plan_note(const AttentionPlan& plan);
 
+/// Where the plan's kernel reads an array mask's key-block visit list
+/// (mask_visits.h): the general kernel on a GPU does, as the primitive's
+/// last input; -1 where none is read.
+int visits_index(const AttentionPlan& plan);
+
 /// The plan's parameters with the strides of the arrays the kernel reads at
-/// eval: q, k, v (after any row copies), the output, and the mask if any.
+/// eval: q, k, v (after any row copies), the output, and the mask and its
+/// visit list if any.
 fa::AttnParams launch_params(
     const AttentionPlan& plan,
     const mlx::core::array& q,
     const mlx::core::array& k,
     const mlx::core::array& v,
     const mlx::core::array& out,
-    const mlx::core::array* mask);
+    const mlx::core::array* mask,
+    const mlx::core::array* visits = nullptr);
 
 /// The backward's parameters for inputs {q, k, v, o, lse, dO[, mask]}
 /// (after any row copies) and gradients {dq, dk, dv}.

@@ -41,6 +41,10 @@ struct AttnParams {
   stride_t o_strides[3];
   /// Mask strides for [B, H_q, L_q, L_k]; 0 on broadcast axes.
   stride_t mask_strides[4];
+  /// Strides of the mask's classes by block (kernels/mask_visits.h): its
+  /// batch and head slices (0 on broadcast axes), a visit row (one query
+  /// block's) and a row of shown bits (one query's).
+  stride_t mask_block_strides[4];
 };
 
 } // namespace fa

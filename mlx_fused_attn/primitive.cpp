@@ -1,6 +1,7 @@
 #include "mlx_fused_attn/primitive.h"
 
 #include "mlx_fused_attn/backward_primitive.h"
+#include "mlx_fused_attn/mask_visits.h"
 #include "mlx_fused_attn/notices.h"
 
 namespace mlx_fused_attn {
@@ -31,9 +32,24 @@ Shape lse_shape(const std::vector<array>& inputs) {
 
 } // namespace
 
-array fused_attention(const AttentionCall& call, const AttentionPlan& plan) {
+array fused_attention(
+    const AttentionCall& call,
+    const AttentionPlan& plan,
+    const array* user_mask) {
+  // A vmap's folded call still carries the visit list of the unfolded one.
+  const int n_call = 3 + (mask_index(call.spec) >= 0) + call.spec.has_sinks;
+  std::vector<array> inputs(
+      call.inputs.begin(), call.inputs.begin() + n_call);
+  if (visits_index(plan) >= 0) {
+    const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
+    const array& mask = user_mask ? *user_mask : inputs[mask_index(call.spec)];
+    const VisitGrid grid = {
+        call.spec.mask, inputs[0].dtype(), inputs[0].shape(2),
+        inputs[1].shape(2), tiles.bq, tiles.bk};
+    inputs.push_back(cached_mask_visits(mask, grid, call.stream));
+  }
   bool saves_lse = false;
-  if (may_take_gradients(call.inputs)) {
+  if (may_take_gradients(inputs)) {
     const AttentionPlan backward = plan_attention_backward(call);
     saves_lse = backward.fused();
     if (!saves_lse) {
@@ -47,14 +63,14 @@ array fused_attention(const AttentionCall& call, const AttentionPlan& plan) {
     drop_key_splits(forward);
   }
   auto primitive = std::make_shared<FusedAttention>(
-      call.stream, std::move(forward), call.inputs, saves_lse);
-  const Dtype dt = call.inputs[0].dtype();
+      call.stream, std::move(forward), inputs, saves_lse);
+  const Dtype dt = inputs[0].dtype();
   if (!saves_lse) {
-    return array(output_shape(call.inputs), dt, primitive, call.inputs);
+    return array(output_shape(inputs), dt, primitive, inputs);
   }
   return array::make_arrays(
-      {output_shape(call.inputs), lse_shape(call.inputs)}, {dt, float32},
-      primitive, call.inputs)[0];
+      {output_shape(inputs), lse_shape(inputs)}, {dt, float32},
+      primitive, inputs)[0];
 }
 
 FusedAttention::FusedAttention(
@@ -111,7 +127,7 @@ std::vector<array> FusedAttention::apply_to(
   const AttentionCall call{plan().spec, inputs, stream()};
   const AttentionPlan plan = plan_attention(call);
   if (plan.fused()) {
-    const array out = fused_attention(call, plan);
+    const array out = fused_attention(call, plan, nullptr);
     if (!out.siblings().empty()) {
       return out.outputs();
     }

@@ -16,10 +16,19 @@
 namespace mlx_fused_attn {
 
 /// The fused primitive applied to a validated call whose plan has a family:
-/// its output (the LSE, where it is saved, is the output's sibling).
+/// its output (the LSE, where it is saved, is the output's sibling). Where
+/// the plan's kernel reads a mask's visit list, it is built from the call's
+/// mask (what a vmap's folded call has), or taken from `user_mask`, the op's
+/// mask before its broadcast, which the cache knows across calls.
 mlx::core::array fused_attention(
     const AttentionCall& call,
-    const AttentionPlan& plan);
+    const AttentionPlan& plan,
+    const mlx::core::array* user_mask);
+inline mlx::core::array fused_attention_of_call(
+    const AttentionCall& call,
+    const AttentionPlan& plan) {
+  return fused_attention(call, plan, nullptr);
+}
 
 /// Attention as a FusedPrimitive family.
 struct AttentionFamily {
@@ -28,7 +37,7 @@ struct AttentionFamily {
   using Plan = AttentionPlan;
   static constexpr const char* kName = "FusedAttention";
   static constexpr auto plan = &plan_attention;
-  static constexpr auto fused = &fused_attention;
+  static constexpr auto fused = &fused_attention_of_call;
   static constexpr auto eval_cpu = &cpu::run;
   static constexpr auto eval_gpu = &gpu::run;
   static constexpr auto plain = &attention_fallback;

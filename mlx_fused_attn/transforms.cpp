@@ -9,6 +9,11 @@ using namespace mlx::core;
 
 namespace {
 
+// Bool masks and int32 visit lists carry no derivative.
+bool differentiable(const array& x) {
+  return issubdtype(x.dtype(), inexact);
+}
+
 // `def` as a function of the inputs listed in `varying` alone, the others
 // held at their primal values.
 Definitions restrict_to(
@@ -40,7 +45,7 @@ std::vector<array> vjp_through(
   std::vector<int> varying;
   std::vector<array> values;
   for (int a : argnums) {
-    if (primals[a].dtype() != bool_) {
+    if (differentiable(primals[a])) {
       varying.push_back(a);
       values.push_back(primals[a]);
     }
@@ -52,7 +57,7 @@ std::vector<array> vjp_through(
   std::vector<array> out;
   for (size_t i = 0, j = 0; i < argnums.size(); ++i) {
     const array& p = primals[argnums[i]];
-    out.push_back(p.dtype() == bool_ ? zeros_like(p) : std::move(grads[j++]));
+    out.push_back(differentiable(p) ? std::move(grads[j++]) : zeros_like(p));
   }
   return out;
 }
@@ -65,7 +70,7 @@ std::vector<array> jvp_through(
   std::vector<int> varying;
   std::vector<array> values, dirs;
   for (size_t i = 0; i < argnums.size(); ++i) {
-    if (primals[argnums[i]].dtype() != bool_) {
+    if (differentiable(primals[argnums[i]])) {
       varying.push_back(argnums[i]);
       values.push_back(primals[argnums[i]]);
       dirs.push_back(tangents[i]);

@@ -5,9 +5,11 @@ finds out-of-bounds and misaligned accesses, racecheck shared-memory races):
     compute-sanitizer --tool racecheck python tests/cuda_sanitizer_cases.py
 
 Covers each dtype, each kernel variant (unmasked, causal, bool and additive
-masks), sinks, GQA, ragged query and key blocks, a misaligned (copied) input,
-grids past one wave (the large-grid tiles), grids under one with split keys
-(decode with GQA packed, chunked prefill), head dims padded to whole
+masks, a sliding-window mask whose key blocks are skipped, mixed blocks read
+as bits or element by element), sinks, GQA, ragged query and key blocks, a
+misaligned (copied) input, grids past one wave (the large-grid tiles), grids
+under one with split keys (decode with GQA packed, chunked prefill, array
+masks whose visits the splits share), head dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
 a poisoned output; each result is checked against mx.fast on the CPU. The
 gradient cases run the fused backward (row dot, dK/dV, dQ) after a forward
@@ -40,6 +42,16 @@ def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1, Dv
         "causal": "causal",
         "bool": mx.random.uniform(shape=(Lq, Lk), key=km) > 0.3,
         "additive": mx.random.normal((1, 4, Lq, Lk), key=km).astype(dtype),
+        # mlx-lm's sliding-window mask: hidden, shown and mixed key blocks.
+        "window": (mx.arange(Lq)[:, None] + Lk - Lq >= mx.arange(Lk))
+        & (mx.arange(Lq)[:, None] + Lk - Lq < mx.arange(Lk) + 150),
+        # The benchmark's mask: 0 or one finite off value, a diagonal shown.
+        "two_valued": mx.where(
+            (mx.random.uniform(shape=(1, 4, Lq, Lk), key=km) > 0.25)
+            | (mx.arange(Lq)[:, None] == mx.arange(Lk)),
+            0.0,
+            -1e4,
+        ).astype(dtype),
     }[mask_kind]
     s = mx.random.normal((4,), key=ks).astype(dtype) if sinks else None
     out = fa.scaled_dot_product_attention(
@@ -122,6 +134,15 @@ def main():
         # unsplit to save the LSE; decode packs the GQA group as rows.
         grad_case(mx.float16, 128, 100, 3000, "causal", True, 23),
         grad_case(mx.bfloat16, 64, 1, 2000, None, False, 24),
+        # Key blocks skipped and read without the mask (the visit list),
+        # ragged, past one wave.
+        case(mx.float16, 64, 700, 900, "window", False, 25, batch=3),
+        case(mx.bfloat16, 128, 1000, 1000, "window", True, 26, batch=5),
+        # Two-valued blocks read as bits (a finite off value), split keys
+        # over a visit list, and a ragged key block inside a bits word.
+        case(mx.float16, 64, 300, 1000, "two_valued", False, 27),
+        case(mx.float16, 64, 64, 3001, "window", True, 28),
+        case(mx.float32, 128, 100, 2999, "two_valued", True, 29),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)

@@ -26,17 +26,21 @@
 // kept (QOperand: q_in_registers.h, q_in_shared.h); the entry point
 // of each backend picks it and fills the features (function constants or
 // template bools). The mask arrives as bytes: it holds bool or T, as the
-// features say.
+// features say; with it come its classes by block (mask_visits.h), which
+// skip the blocks it hides, spare the reads of the blocks it shows whole
+// and read two-valued blocks as bits.
 //
 // With split keys (split_keys.h) the threadgroup visits only its split of
-// the query block's key blocks and writes a partial output and its softmax
-// statistics in place of the output. Without, it may also write each row's
-// log-sum-exp for the backward (has_lse, backward_params.h).
+// the query block's key blocks (of its visits, under an array mask) and
+// writes a partial output and its softmax statistics in place of the output.
+// Without, it may also write each row's log-sum-exp for the backward
+// (has_lse, backward_params.h).
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/attention_masks.h"
 #include "mlx_fused_attn/kernels/attention_step.h"
+#include "mlx_fused_attn/kernels/mask_visits.h"
 #include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/language.h"
@@ -132,9 +136,9 @@ FA_FUNC void attention_load_block(
 }
 
 /// The copies of one (batch, head)'s key blocks into K's and V's stages,
-/// for the pipeline (kv_pipeline.h's Source): its block kb is key block
-/// kb_first + kb, keys from (kb_first + kb) * kBK; a ragged last block
-/// zero-fills its missing keys.
+/// for the pipeline (kv_pipeline.h's Source): its block i is key block
+/// visits.block(i) (a split's first visit is its 0), keys from that block
+/// times kBK; a ragged last block zero-fills its missing keys.
 template <typename Target, typename Shape>
 struct AttnKVSource {
   typedef typename Shape::elem_type elem_type;
@@ -146,7 +150,7 @@ struct AttnKVSource {
   const FA_CONSTANT AttnParams* p;
   const FA_DEVICE elem_type* k; ///< this (batch, head)'s key 0
   const FA_DEVICE elem_type* v;
-  int kb_first; ///< the key block the pipeline numbers 0 (split_keys.h)
+  AttnVisits visits; ///< which key block each of the pipeline's blocks is
   int n_full_kblocks;
   bool align_k;
   FA_THREADGROUP elem_type* k_smem;
@@ -161,12 +165,12 @@ struct AttnKVSource {
   FA_FUNC void load_k(int kb, int stage, int tid) const {
     attention_load_block<KBlock, Shape::kBK>(
         k_smem + stage * KBlock::kElems, k, p->k_strides[2], p->L_k,
-        kb_first + kb, n_full_kblocks, align_k, tid);
+        visits.block(kb), n_full_kblocks, align_k, tid);
   }
   FA_FUNC void load_v(int kb, int stage, int tid) const {
     attention_load_block<VBlock, Shape::kBK>(
         v_smem + stage * VBlock::kElems, v, p->v_strides[2], p->L_k,
-        kb_first + kb, n_full_kblocks, align_k, tid);
+        visits.block(kb), n_full_kblocks, align_k, tid);
   }
   FA_FUNC void load_kv(int kb, int stage, int tid) const {
     load_k(kb, stage, tid);
@@ -174,8 +178,7 @@ struct AttnKVSource {
   }
 };
 
-/// The source of (batch, kv_head)'s key blocks from block kb_first on (its
-/// block 0).
+/// The source of (batch, kv_head)'s key blocks in the order of `visits`.
 template <typename Target, typename Shape>
 FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
     const FA_CONSTANT AttnParams& p,
@@ -186,12 +189,12 @@ FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
     bool align_k,
     int batch,
     int kv_head,
-    int kb_first) {
+    AttnVisits visits) {
   const AttnKVSource<Target, Shape> src = {
       &p,
       k + batch * p.k_strides[0] + kv_head * p.k_strides[1],
       v + batch * p.v_strides[0] + kv_head * p.v_strides[1],
-      kb_first, p.L_k / Shape::kBK, align_k, k_smem, v_smem};
+      visits, p.L_k / Shape::kBK, align_k, k_smem, v_smem};
   return src;
 }
 
@@ -256,6 +259,7 @@ FA_FUNC void attention_block(
     FA_DEVICE typename Shape::elem_type* out,
     const FA_CONSTANT AttnParams& p,
     const FA_DEVICE unsigned char* mask,
+    const FA_DEVICE unsigned int* mask_blocks,
     const FA_DEVICE typename Shape::elem_type* sinks,
     FA_DEVICE float* lse,
     FA_THREADGROUP typename Shape::elem_type* k_smem,
@@ -280,6 +284,9 @@ FA_FUNC void attention_block(
   constexpr int kVCols = AttnPaddedHeadDim<Target, Shape::kHeadDimV>::value;
   constexpr int kBQ = Shape::kBQ;
   constexpr int kBK = Shape::kBK;
+  static_assert(
+      kBK % kMaskWordBits == 0 || kMaskWordBits % kBK == 0,
+      "a key block must be whole shown-bits words, or lie in one");
   // The copies of K and V blocks commit and wait as one group: the groups
   // are the thread's (KBlock::commit and VBlock::commit are the same).
   typedef KVPipelineOf<KBlock, Source, Shape::kStages> Pipeline;
@@ -288,19 +295,33 @@ FA_FUNC void attention_block(
   const bool q_ragged = !f.align_q && q_block == p.L_q / kBQ;
   const int kv_head = head / p.gqa_factor;
   const AttnKeyBlocks blocks = attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
+  // An array mask's visit list replaces the run 0 .. end - 1 (causal and an
+  // array mask never come together); splits share the visits.
+  int n_visits = blocks.end, off_row = 0, off_col = 0;
+  AttnVisits visits = attention_visits<kBQ>(
+      p, f.mask_blocks ? mask_blocks : 0, batch, head, q_block, n_visits,
+      off_row, off_col);
   const AttnSplitBlocks mine =
-      split_key_blocks(blocks.end, split.index, split.count);
+      split_key_blocks(n_visits, split.index, split.count);
+  visits.first = mine.first;
   const int n_blocks = mine.end - mine.first;
 
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
-          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, mine.first),
+          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, visits),
       n_blocks, warp * kSimdWidth + lane);
   AttnBlockMasks<T, kBK> masks = attention_block_masks<T, kBK>(
       p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, q_row0);
   masks.align_k = f.align_k;
   masks.kb_causal = blocks.causal;
-  masks.kb_first = mine.first;
+  masks.visits = visits;
+  if (f.has_mask && !f.bool_mask && visits.list) {
+    // One element of the mask, read once: what two-valued blocks add.
+    const AddMaskOp<T> off = {
+        reinterpret_cast<const FA_DEVICE T*>(mask) + masks.mask_offset,
+        p.mask_strides[2], p.mask_strides[3], p.L_q, p.L_k};
+    masks.off_value = off.apply(0.0f, off_row, off_col);
+  }
 
   typedef AttnStep<Target, T, Shape::kWarpRows, kBK, kVCols> Step;
   Step st;
@@ -326,7 +347,7 @@ FA_FUNC void attention_block(
         v_smem + Shape::kStages * VBlock::kElems, warp, lane);
 
     // ----------------------------------------------------- the key blocks
-    // Numbered from the split's first: the pipeline's and the masks' 0.
+    // Numbered from the split's first visit: the pipeline's and the masks' 0.
     pipe.start();
     for (int kb = 0; kb < n_blocks; ++kb) {
       pipe.acquire(kb);

@@ -15,6 +15,8 @@
 //              (buffers 7, 8) with the split count (buffer 9)
 //   has_lse    write each row's log-sum-exp for the backward (buffer 10);
 //              never with split_keys (drop_key_splits)
+//   mask_blocks the mask's classes by block are bound (buffer 11;
+//              mask_visits.h)
 #define FA_ATTENTION_FEATURES(X) \
   X(has_mask, 300)               \
   X(bool_mask, 301)              \
@@ -23,7 +25,8 @@
   X(align_q, 200)                \
   X(align_k, 201)                \
   X(split_keys, 304)             \
-  X(has_lse, 305)
+  X(has_lse, 305)                \
+  X(mask_blocks, 306)
 
 namespace fa {
 

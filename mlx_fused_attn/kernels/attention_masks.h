@@ -3,6 +3,7 @@
 // columns are absolute positions in the [L_q, L_k] score matrix.
 #pragma once
 
+#include "mlx_fused_attn/kernels/mask_visits.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/ops.h"
@@ -80,13 +81,25 @@ struct AddMaskOp {
   }
 };
 
-/// The masks of one warp's rows against key block kb_first + kb (kBK keys
-/// from there), applied by `apply`, which returns the scale still to apply to
-/// the scores (the softmax folds it into its FFMA). Masks act on scores in
-/// the exp2 domain, so a block with any mask is scaled first; unmasked
-/// blocks (nearly all, without an array mask) keep the raw products, which
-/// needs a positive scale. Lengths, strides and the scale are read from the
-/// parameters where used: copies would hold registers across the key loop.
+/// A warp's shown bits of one key block, loaded before the block's
+/// S = Q K^T so that their latency hides behind it: per row slot of the
+/// score tile STile (the rows a lane holds), the words over the block's keys.
+template <typename STile, int kBK>
+struct MaskBits {
+  FA_CONST int kWords = kBK > kMaskWordBits ? kBK / kMaskWordBits : 1;
+  unsigned int words[STile::kRowSlots * kWords];
+};
+
+/// The masks of one warp's rows against the key block of visit i (kBK keys
+/// from that block times kBK), applied by `apply`, which returns the scale
+/// still to apply to the scores (the softmax folds it into its FFMA). Masks
+/// act on scores in the exp2 domain, so a block with any mask is scaled
+/// first; unmasked blocks (nearly all, without an array mask; the shown
+/// blocks of one) keep the raw products, which needs a positive scale.
+/// Lengths, strides and the scale are read from the parameters where used:
+/// copies would hold registers across the key loop. Visits come from a list
+/// only in kernels whose key blocks are whole shown-bits words, or lie in
+/// one (attention.h).
 template <typename T, int kBK>
 struct AttnBlockMasks {
   const FA_CONSTANT AttnParams* p;
@@ -96,20 +109,74 @@ struct AttnBlockMasks {
   bool align_k; ///< every key block is whole
   int q_row0; ///< the warp's first query row
   int kb_causal; ///< the first block that the causal mask cuts
-  int kb_first; ///< the block that the caller numbers 0 (split_keys.h)
   int n_full_kblocks; ///< a ragged last block is block n_full_kblocks
   /// This (batch, head)'s mask, in elements of its type (bool or T).
   const FA_DEVICE unsigned char* mask;
   stride_t mask_offset;
+  AttnVisits visits;
+  /// What a two-valued block's hidden scores get: the masked score (bool),
+  /// or the off value added, converted as AddMaskOp converts it.
+  float off_value;
 
-  template <typename F, int R, int C>
-  FA_FUNC float
-  apply(FA_THREAD Tile<F, R, C>& s, int kb_local, lane_t lane) const {
-    const int kb = kb_first + kb_local;
+  template <typename STile>
+  struct Prefetch {
+    typedef MaskBits<STile, kBK> type;
+  };
+
+  /// Starts the loads of visit i's shown bits where it is two-valued.
+  template <typename STile>
+  FA_FUNC void
+  prefetch(FA_THREAD MaskBits<STile, kBK>& b, int i, lane_t lane) const {
+    typedef typename STile::frag_type F;
+    typedef MaskBits<STile, kBK> Bits;
+    if (!has_mask || visits.kind(i) != kMaskTwoValued) {
+      return;
+    }
+    const stride_t words = p->mask_block_strides[3];
+    const int word0 = visits.block(i) * kBK / kMaskWordBits;
+    FA_UNROLL
+    for (int ti = 0; ti < STile::kTileRows; ++ti) {
+      FA_UNROLL
+      for (int e = 0; e < F::kElems; ++e) {
+        // The first register on each of the lane's rows loads that row.
+        bool first = true;
+        FA_UNROLL
+        for (int e2 = 0; e2 < e; ++e2) {
+          first = first && F::row_slot(e2) != F::row_slot(e);
+        }
+        if (first) {
+          const int slot = ti * F::kRowsPerLane + F::row_slot(e);
+          const int row = q_row0 + ti * F::kRows + F::row(lane, e);
+          const FA_DEVICE unsigned int* src =
+              visits.bits + row * words + word0;
+          FA_UNROLL
+          for (int w = 0; w < Bits::kWords; ++w) {
+            b.words[slot * Bits::kWords + w] = src[w];
+          }
+        }
+      }
+    }
+  }
+
+  template <typename STile>
+  FA_FUNC float apply(
+      FA_THREAD STile& s,
+      const FA_THREAD MaskBits<STile, kBK>& bits,
+      int i,
+      lane_t lane) const {
+    const int kb = visits.block(i);
     const int key0 = kb * kBK;
     const bool causal_block = causal && kb >= kb_causal;
     const bool ragged = !align_k && kb == n_full_kblocks;
-    if (!causal_block && !has_mask && !ragged && p->scale_log2 > 0.0f) {
+    const int kind = has_mask ? visits.kind(i) : kMaskShown;
+    if (!causal_block && kind != kMaskValues && !ragged &&
+        p->scale_log2 > 0.0f) {
+      // The raw products, and the off value over the scale: the softmax's
+      // FFMA scales both (an overflow to -inf hides the same scores in a
+      // row with a shown key, and a row without one reads kMaskValues).
+      if (kind == kMaskTwoValued) {
+        apply_bits(s, bits, key0, off_value / p->scale_log2, lane);
+      }
       return p->scale_log2;
     }
     tile_scalar_op<MulOp>(s, p->scale_log2);
@@ -117,13 +184,16 @@ struct AttnBlockMasks {
       const CausalMaskOp op = {p->causal_offset};
       tile_map_coords(s, op, q_row0, key0, lane);
     }
-    if (has_mask && bool_mask) {
+    if (kind == kMaskTwoValued) {
+      apply_bits(s, bits, key0, off_value, lane);
+    }
+    if (kind == kMaskValues && bool_mask) {
       const BoolMaskOp op = {
           reinterpret_cast<const FA_DEVICE bool*>(mask) + mask_offset,
           p->mask_strides[2], p->mask_strides[3], p->L_q, p->L_k};
       tile_map_coords(s, op, q_row0, key0, lane);
     }
-    if (has_mask && !bool_mask) {
+    if (kind == kMaskValues && !bool_mask) {
       const AddMaskOp<T> op = {
           reinterpret_cast<const FA_DEVICE T*>(mask) + mask_offset,
           p->mask_strides[2], p->mask_strides[3], p->L_q, p->L_k};
@@ -136,11 +206,50 @@ struct AttnBlockMasks {
     }
     return 1.0f;
   }
+
+ private:
+  /// A two-valued block from its shown bits, `off` its hidden scores' value
+  /// (bool) or addend. A fragment's columns lie in one word (whole fragments
+  /// of a block of whole words, or a block in one word), which the unrolled
+  /// loop picks at compile time; shifted right by the lane's first column,
+  /// each element's bit is a constant (a lane's columns are its first plus
+  /// the same offsets in every lane).
+  template <typename STile>
+  FA_FUNC void apply_bits(
+      FA_THREAD STile& s,
+      const FA_THREAD MaskBits<STile, kBK>& bits,
+      int key0,
+      float off,
+      lane_t lane) const {
+    typedef typename STile::frag_type F;
+    typedef MaskBits<STile, kBK> Bits;
+    static_assert(
+        kMaskWordBits % F::kCols == 0, "a fragment's columns must lie in a word");
+    const int shift = key0 % kMaskWordBits + F::col(lane, 0);
+    FA_UNROLL
+    for (int ti = 0; ti < STile::kTileRows; ++ti) {
+      FA_UNROLL
+      for (int tj = 0; tj < STile::kTileCols; ++tj) {
+        const int w = (tj * F::kCols) / kMaskWordBits;
+        FA_UNROLL
+        for (int e = 0; e < F::kElems; ++e) {
+          const int slot = ti * F::kRowsPerLane + F::row_slot(e);
+          const int bit = (tj * F::kCols) % kMaskWordBits +
+              (F::col(lane, e) - F::col(lane, 0));
+          const bool shown =
+              ((bits.words[slot * Bits::kWords + w] >> shift) & (1u << bit)) !=
+              0;
+          FA_THREAD typename F::elem_type& x = frag_at(s, ti, tj).v[e];
+          x = shown ? x : (bool_mask ? off : x + off);
+        }
+      }
+    }
+  }
 };
 
 /// The masks of a warp whose rows start at query row q_row0 of (batch,
 /// head); the caller sets the fields that depend on its blocking (align_k,
-/// kb_causal).
+/// kb_causal, visits, off_value).
 template <typename T, int kBK>
 FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
     const FA_CONSTANT AttnParams& p,
@@ -159,10 +268,13 @@ FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
   m.align_k = false;
   m.q_row0 = q_row0;
   m.kb_causal = 0;
-  m.kb_first = 0;
   m.n_full_kblocks = p.L_k / kBK;
   m.mask = mask;
   m.mask_offset = batch * p.mask_strides[0] + head * p.mask_strides[1];
+  m.visits.list = 0;
+  m.visits.bits = 0;
+  m.visits.first = 0;
+  m.off_value = MaskedScore::value;
   return m;
 }
 

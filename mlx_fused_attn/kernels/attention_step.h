@@ -43,6 +43,9 @@ struct AttnStep {
   OnlineSoftmax<STile::kRowSlots> softmax;
 };
 
+/// What masks that read nothing ahead of a block's product prefetch.
+struct NoMaskPrefetch {};
+
 /// O = 0, and the softmax starts empty, or from a sink: one more logit,
 /// raw, not scaled (MLX puts it beside the scaled scores), which starts the
 /// max and adds exp2(sink - max) to the sum.
@@ -58,8 +61,10 @@ attention_step_begin(FA_THREAD Step& st, bool has_sink, T sink) {
 }
 
 /// One key block, kb of the pipeline: `q` is the warp's Q operand (what
-/// KBlock::mma_abt reads), `masks.apply(s, kb, lane)` masks the scores and
-/// returns the scale left for the softmax to apply.
+/// KBlock::mma_abt reads), `masks.apply(s, pre, kb, lane)` masks the scores
+/// and returns the scale left for the softmax to apply; `pre`, which
+/// masks.prefetch filled before the product, is what the masks read from
+/// memory for the block (Masks::Prefetch<STile>::type; NoMaskPrefetch).
 template <
     typename KBlock,
     typename VBlock,
@@ -74,12 +79,16 @@ FA_FUNC void attention_step(
     const FA_THREAD Pipeline& pipe,
     int kb,
     lane_t lane) {
+  // Issued first, so that the loads are in flight during the product.
+  typename Masks::template Prefetch<typename Step::STile>::type pre;
+  masks.prefetch(pre, kb, lane);
+
   // ------------------------------------------------------- S = Q K^T
   tile_fill(st.s, 0.0f);
   KBlock::mma_abt(st.s, q, pipe.k_block(kb), lane);
 
   // ------------------------------------------------------------ mask
-  const float score_scale = masks.apply(st.s, kb, lane);
+  const float score_scale = masks.apply(st.s, pre, kb, lane);
 
   // --------------------------------------------------------- softmax
   softmax_step(st.softmax, st.s, st.o, score_scale);

@@ -118,8 +118,18 @@ struct NaBlockMasks {
   int inner_last;
   float scale_log2;
 
+  template <typename STile>
+  struct Prefetch {
+    typedef NoMaskPrefetch type;
+  };
+  FA_FUNC void prefetch(FA_THREAD NoMaskPrefetch&, int, lane_t) const {}
+
   template <typename F, int R, int C>
-  FA_FUNC float apply(FA_THREAD Tile<F, R, C>& s, int kb, lane_t lane) const {
+  FA_FUNC float apply(
+      FA_THREAD Tile<F, R, C>& s,
+      const FA_THREAD NoMaskPrefetch&,
+      int kb,
+      lane_t lane) const {
     const int key0 = kb * kBK;
     float score_scale = scale_log2;
     if (!(scale_log2 > 0.0f)) {

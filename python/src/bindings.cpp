@@ -11,6 +11,7 @@
 #include "mlx_fused_attn/attention.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/kernel_family.h"
+#include "mlx_fused_attn/mask_visits.h"
 #include "mlx_fused_attn/neighborhood.h"
 #include "mlx_fused_attn/notices.h"
 
@@ -78,6 +79,27 @@ NB_MODULE(_ext, m) {
       },
       "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
       "sinks"_a = nb::none(), "stream"_a = nb::none());
+
+  // For tests: the visit list the GPU kernels read for an array mask, built
+  // as the op builds it (through its cache).
+  m.def(
+      "_mask_visits",
+      [](const mx::array& mask,
+         mx::Dtype dtype,
+         int L_q,
+         int L_k,
+         int bq,
+         int bk,
+         const StreamArg& stream) {
+        const auto kind = mask.dtype() == mx::bool_
+            ? mlx_fused_attn::MaskKind::Bool
+            : mlx_fused_attn::MaskKind::Additive;
+        return mlx_fused_attn::cached_mask_visits(
+            mask, {kind, dtype, L_q, L_k, bq, bk},
+            mx::to_stream(to_stream_or_device(stream)));
+      },
+      "mask"_a, "dtype"_a, "L_q"_a, "L_k"_a, "bq"_a, "bk"_a, nb::kw_only(),
+      "stream"_a = nb::none());
 
   m.def(
       "neighborhood_attention",

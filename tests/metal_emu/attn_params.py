@@ -23,4 +23,5 @@ class AttnParams(ctypes.Structure):
         ("v_strides", ctypes.c_int64 * 3),
         ("o_strides", ctypes.c_int64 * 3),
         ("mask_strides", ctypes.c_int64 * 4),
+        ("mask_block_strides", ctypes.c_int64 * 4),
     ]

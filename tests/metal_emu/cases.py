@@ -111,6 +111,79 @@ def reference(q, k, v, scale, dtype, causal=False, bool_mask=None, add_mask=None
 
 
 # ---------------------------------------------------------------------------
+# An array mask's classes by block (mlx_fused_attn/kernels/mask_visits.h)
+
+SHOWN, TWO_VALUED, VALUES = range(3)
+
+
+def visit_rows(L_k, bk):
+    """(visit row, shown-bits words a row) as mlx_fused_attn/mask_visits.cpp."""
+    unit = max(bk, 32)
+    return -(-L_k // bk) + 3, -(-L_k // unit) * (unit // 32)
+
+
+def mask_visits(mask, kind, L_q, L_k, bq, bk):
+    """uint32 [B_m, H_m, n_qb * visit + n_qb * bq * words] as
+    mlx_fused_attn/mask_visits.cpp builds it: per query block the count of
+    visited key blocks, the off value's row and column, then kb * 4 + class
+    for each, kb ascending; then the shown bits of every row. mask: bool, or
+    the float64 values the kernel reads (additive), of rank <= 4."""
+    m = np.asarray(mask)
+    m = m.reshape((1,) * (4 - m.ndim) + m.shape)
+    m = np.broadcast_to(m, m.shape[:2] + (L_q, L_k))
+    if kind == "bool":
+        hidden, shown = ~m, m
+    else:
+        values = m.astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            m2 = values * np.float32(np.log2(np.e))
+        hidden, shown = m2 < -0.5 * np.finfo(np.float32).max, m2 == 0
+    n_qb, n_kb = -(-L_q // bq), -(-L_k // bk)
+    visit, words = visit_rows(L_k, bk)
+    dead = hidden.all(axis=-1)
+    out = np.zeros(m.shape[:2] + (n_qb * visit + n_qb * bq * words,), np.uint32)
+    for idx in np.ndindex(*m.shape[:2]):
+        for qb in range(n_qb):
+            rows = slice(qb * bq, (qb + 1) * bq)
+            blocks = [slice(kb * bk, (kb + 1) * bk) for kb in range(n_kb)]
+            all_hidden = [hidden[idx][rows, c].all() for c in blocks]
+            off_row = off_col = 0
+            off = None
+            if kind != "bool":
+                # The least value outside shown scores, NaN and hidden blocks.
+                cand = np.where(shown[idx][rows] | np.isnan(values[idx][rows]), np.inf, values[idx][rows])
+                for kb, c in enumerate(blocks):
+                    if all_hidden[kb]:
+                        cand[:, c] = np.inf
+                padded = np.full((bq, n_kb * bk), np.inf, np.float32)
+                padded[: cand.shape[0], :L_k] = cand
+                at = int(np.argmin(padded))
+                off_row, off_col = qb * bq + at // (n_kb * bk), at % (n_kb * bk)
+                off = values[idx][off_row, off_col] if off_row < L_q and off_col < L_k else 0.0
+            keep_all = dead[idx][rows].any()
+            listed = []
+            for kb, c in enumerate(blocks):
+                if all_hidden[kb] and not keep_all:
+                    continue
+                if keep_all:
+                    cls = VALUES
+                elif shown[idx][rows, c].all():
+                    cls = SHOWN
+                elif kind == "bool" or (shown[idx][rows, c] | (values[idx][rows, c] == off)).all():
+                    cls = TWO_VALUED
+                else:
+                    cls = VALUES
+                listed.append(kb * 4 + cls)
+            row = [len(listed), off_row, off_col] + listed
+            out[idx + (slice(qb * visit, qb * visit + len(row)),)] = row
+        bits = np.zeros((n_qb * bq, words * 32), bool)
+        bits[:L_q, :L_k] = shown[idx]
+        packed = (bits.reshape(n_qb * bq, words, 32).astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(-1)
+        out[idx + (slice(n_qb * visit, None),)] = packed.astype(np.uint32).reshape(-1)
+    return out
+
+
+# ---------------------------------------------------------------------------
 # One launch
 
 
@@ -122,6 +195,7 @@ class Launch(NamedTuple):
     grid: tuple
     warps: int
     constants: dict
+    visit_tiles: tuple = None  # (bq, bk): binds a mask's classes by block (buffer 11)
 
 
 def run_case(
@@ -147,6 +221,8 @@ def run_case(
     schedule="fair",
     race_check=False,
     edit=None,
+    device_mask_edit=None,
+    device_kv_edit=None,
     scale=None,
     dispatch=None,
 ):
@@ -157,10 +233,13 @@ def run_case(
     L_q, L_k] through zero strides). layouts: {"q" | "k" | "v" | "out" |
     "mask": Layout} in place of named_layouts(layout) (a mask given one is
     stored whole, its padding poisoned). edit(inputs) may change the float32
-    inputs (a dict) before the launch. dispatch(buffers, constants,
-    schedule, race_check), in place of one launch of `launch`, runs the
-    kernels and returns the buffers (the output at 3). Returns the fused
-    output, the reference and v, as float64."""
+    inputs (a dict) before the launch; device_mask_edit(mask) the mask the
+    kernel reads alone (in its dtype), after the reference and the classes
+    by block took theirs; device_kv_edit("k" | "v", array) returns the
+    buffer the kernel gets in place of that one. dispatch(buffers, constants, schedule,
+    race_check), in place of one launch of `launch`, runs the kernels and
+    returns the buffers (the output at 3). Returns the fused output, the
+    reference and v, as float64."""
     H_kv = H_kv or H_q
     rng = np.random.default_rng(seed)
     scale = 1.0 / np.sqrt(D) if scale is None else scale
@@ -179,8 +258,17 @@ def run_case(
         edit(inputs)
 
     buffers, strides, ref_kwargs, places, (q64, k64, v64) = place_inputs(
-        inputs, dtype, layout, layouts, mask
+        inputs, dtype, layout, layouts, mask, device_mask_edit, device_kv_edit
     )
+    block_strides = (0, 0, 0, 0)
+    with_blocks = mask is not None and launch.visit_tiles is not None
+    if with_blocks:
+        ref_mask = ref_kwargs.get("bool_mask", ref_kwargs.get("add_mask"))
+        blocks = mask_visits(ref_mask, mask, L_q, L_k, *launch.visit_tiles)
+        buffers[11] = blocks
+        block_strides = tuple(
+            st // 4 if n > 1 else 0 for st, n in zip(blocks.strides[:2], blocks.shape[:2])
+        ) + visit_rows(L_k, launch.visit_tiles[1])
     buffers[4] = AttnParams(
         B=B,
         H_q=H_q,
@@ -197,12 +285,14 @@ def run_case(
         v_strides=strides["v"][:3],
         o_strides=strides["out"][:3],
         mask_strides=strides["mask"],
+        mask_block_strides=block_strides,
     )
     constants = {
         features["has_mask"]: mask is not None,
         features["bool_mask"]: mask == "bool",
         features["causal"]: causal,
         features["has_sinks"]: sinks,
+        **({features["mask_blocks"]: with_blocks} if "mask_blocks" in features else {}),
         **launch.constants,
     }
     # A library that holds several families declares their constants too;
@@ -240,7 +330,7 @@ def check(fused, ref, dtype, what):
     np.testing.assert_allclose(fused, ref, atol=atol, rtol=rtol, err_msg=what)
 
 
-def place_inputs(inputs, dtype, layout, layouts, mask):
+def place_inputs(inputs, dtype, layout, layouts, mask, device_mask_edit=None, device_kv_edit=None):
     """The buffers of q, k, v, the NaN-poisoned output (0-3), the mask (5)
     and sinks (6) as the host binds them, each stored in its own Layout with
     its padding poisoned. Returns (buffers, {"q" | "k" | "v" | "out" |
@@ -253,6 +343,8 @@ def place_inputs(inputs, dtype, layout, layouts, mask):
     for index, x in enumerate("qkv"):
         dev, x64 = to_device(inputs[x], dtype)
         values.append(x64)
+        if device_kv_edit is not None and x != "q":
+            dev = device_kv_edit(x, dev)
         buffers[index], strides[x] = places[x].place(dev, poison(dtype))
     out_nan = np.full((B, H_q, L_q, D_v), poison(dtype))
     buffers[3], strides["out"] = places["out"].place(out_nan, poison(dtype))
@@ -263,6 +355,9 @@ def place_inputs(inputs, dtype, layout, layouts, mask):
             dev, ref_kwargs["bool_mask"] = m, m
         else:
             dev, ref_kwargs["add_mask"] = to_device(m, dtype)
+        if device_mask_edit is not None:
+            dev = dev.copy()
+            device_mask_edit(dev)
         if "mask" in places:
             # Bool padding is False: read in place of a True, it masks a key.
             fill = False if mask == "bool" else poison(dtype)

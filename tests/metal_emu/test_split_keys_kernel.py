@@ -3,15 +3,16 @@ metal/attention.metal's kernel with split_keys, each threadgroup one split of
 a query block's keys, then fa_split_combine merging the partials; checked
 against the float64 reference, with the partials and the output poisoned.
 Covers several split counts, a ragged last split, splits a causal query
-block never reaches, masks, sinks and decode with GQA packed as the host
-packs it (attention_plan.cpp: the query heads sharing a KV head as rows)."""
+block never reaches, masks (whose classes by block the splits share), sinks
+and decode with GQA packed as the host packs it (attention_plan.cpp: the
+query heads sharing a KV head as rows)."""
 
 import numpy as np
 import pytest
 
 from . import cases, emu
 from .attn_params import AttnParams
-from .test_attention_kernel import FC, METAL, kernel_for
+from .test_attention_kernel import FC, HIDDEN, METAL, SHOWN, TWO, VALUES, block_classes, kernel_for
 
 SPLIT_KEYS = 304
 SPLIT_FC = {**FC, "split_keys": SPLIT_KEYS}
@@ -80,7 +81,8 @@ def run_split(prog, n_splits, *, dtype="float16", D=64, B=1, H_q=2, L_q=1, L_k=2
         )
         return {3: combined[3]}
 
-    launch = cases.Launch(name, grid=None, warps=warps, constants={})
+    # The host binds a mask's classes by block except to packed GQA.
+    launch = cases.Launch(name, grid=None, warps=warps, constants={}, visit_tiles=None if packed else (bq, bk))
     return cases.run_case(
         prog, launch, SPLIT_FC, dtype=dtype, D=D, D_v=D, B=B, H_q=H_q, L_q=L_q, L_k=L_k, dispatch=dispatch,
         **case
@@ -160,3 +162,19 @@ def test_no_data_races(prog):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_adversarial_schedule(prog, seed):
     run_split(prog, 4, L_q=1, L_k=300, H_q=4, H_kv=2, packed=True, schedule=seed)
+
+
+@pytest.mark.parametrize("n_splits", [2, 3, 5])
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_splits_share_the_visits(prog, n_splits, kind):
+    """The splits divide a query block's visits, hidden blocks skipped: a
+    mask that lies in every shown, hidden and two-valued block (block_classes)
+    shows that each split reads none of them and visits no hidden one, and
+    a split whose visits are all two-valued or all shown still adds its
+    share."""
+    _, bq, bk, _ = kernel_for(prog, "float16", 64, 64)
+    classes = [SHOWN, HIDDEN, TWO, HIDDEN, VALUES, SHOWN, TWO, HIDDEN]
+    L_k = len(classes) * bk - 5
+    edit, device_edit = block_classes(kind, lambda h, qb, kb: classes[(kb + qb) % len(classes)], bq, bk)
+    run_split(prog, n_splits, L_q=bq + 3, L_k=L_k, H_q=2, mask=kind, mask_shape=(bq + 3, L_k), edit=edit,
+              device_mask_edit=device_edit, seed=50 + n_splits)

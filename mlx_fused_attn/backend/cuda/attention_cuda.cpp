@@ -156,7 +156,8 @@ void add_combine_node(
 
 /// Adds the plan's kernel `function` to the encoder's graph; both families
 /// take these arguments, each with its own features, and the general one
-/// also where split keys and the LSE go (`extra`).
+/// also where split keys write, the LSE goes and the mask's classes by
+/// block are (`extra`).
 template <typename Features, typename... Extra>
 void add_attention_node(
     cu::CommandEncoder& enc,
@@ -230,6 +231,7 @@ void run(
 
   const fa::DType dtype = plan.dtype;
   const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
+  const int vi = visits_index(plan);
   const mx::array q = cuda::readable_rows(inputs[0], dtype, s, device, arch);
   const mx::array k = cuda::readable_rows(inputs[1], dtype, s, device, arch);
   const mx::array v = cuda::readable_rows(inputs[2], dtype, s, device, arch);
@@ -243,12 +245,19 @@ void run(
   cuda::set_device_data(out, s);
   cuda::poison(out, enc, device, arch);
   const mx::array* mask = mi >= 0 ? &inputs[mi] : nullptr;
-  const fa::AttnParams params = launch_params(plan, q, k, v, out, mask);
+  const mx::array* visits = vi >= 0 ? &inputs[vi] : nullptr;
+  const fa::AttnParams params =
+      launch_params(plan, q, k, v, out, mask, visits);
 
   const void* mask_ptr = nullptr;
   if (mask != nullptr) {
     mask_ptr = mx::gpu_ptr<void>(*mask);
     enc.set_input_array(*mask);
+  }
+  const uint32_t* visits_ptr = nullptr;
+  if (visits != nullptr) {
+    visits_ptr = mx::gpu_ptr<uint32_t>(*visits);
+    enc.set_input_array(*visits);
   }
   const void* sinks_ptr = nullptr;
   if (sinks) {
@@ -295,7 +304,7 @@ void run(
   add_attention_node(
       enc, cuda::kernel_function(general_key(plan), device, arch), plan,
       params, q, k, v, out, mask_ptr, sinks_ptr, features, o_part_ptr,
-      stats_ptr, plan.key_splits, lse);
+      stats_ptr, plan.key_splits, lse, visits_ptr);
   if (plan.key_splits > 1) {
     add_combine_node(enc, plan, params, *o_part, *stats, out, device, arch);
   }

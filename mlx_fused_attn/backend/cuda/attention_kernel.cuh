@@ -69,7 +69,8 @@ __global__ void __launch_bounds__(
     float* o_part,
     float* stats,
     int n_splits,
-    float* lse) {
+    float* lse,
+    const unsigned int* mask_blocks) {
   // A warpgroup-product instance exists in every architecture's image of a
   // fat binary, but the host launches it only on sm_90a (kernels.h,
   // has_wgmma).
@@ -102,6 +103,7 @@ __global__ void __launch_bounds__(
         out,
         params,
         mask,
+        mask_blocks,
         sinks,
         lse,
         k_smem,

@@ -150,6 +150,7 @@ void run(
   auto& d = mx::metal::device(s.device);
   auto& enc = mx::metal::get_command_encoder(s);
   const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
+  const int vi = visits_index(plan);
   const mx::array q = with_contiguous_rows(inputs[0], plan.dtype, d, enc);
   const mx::array k = with_contiguous_rows(inputs[1], plan.dtype, d, enc);
   const mx::array v = with_contiguous_rows(inputs[2], plan.dtype, d, enc);
@@ -158,8 +159,9 @@ void run(
     sinks = with_contiguous_rows(inputs[si], plan.dtype, d, enc);
   }
   out.set_data(mx::allocator::malloc(out.nbytes()));
-  const fa::AttnParams params =
-      launch_params(plan, q, k, v, out, mi >= 0 ? &inputs[mi] : nullptr);
+  const fa::AttnParams params = launch_params(
+      plan, q, k, v, out, mi >= 0 ? &inputs[mi] : nullptr,
+      vi >= 0 ? &inputs[vi] : nullptr);
 
   // The backward's LSE, where the primitive asked for it (outputs[1]).
   AttentionPlan run_plan = plan;
@@ -195,6 +197,9 @@ void run(
     enc.set_output_array(*o_part, 7);
     enc.set_output_array(*stats, 8);
     enc.set_bytes(plan.key_splits, 9);
+  }
+  if (vi >= 0) {
+    enc.set_input_array(inputs[vi], 11);
   }
   const MTL::Size grid(plan.grid.x, plan.grid.y, plan.grid.z);
   const MTL::Size group(fa::kSimdWidth, plan.grid.warps, 1);

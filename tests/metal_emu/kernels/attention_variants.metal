@@ -51,6 +51,8 @@ template <typename Target, typename T, int D, int DV, int BQ, int BK, int ST>
     const device uchar* mask [[buffer(5), function_constant(fc_has_mask)]],
     const device T* sinks [[buffer(6), function_constant(fc_has_sinks)]],
     device float* lse [[buffer(10), function_constant(fc_has_lse)]],
+    const device uint* mask_blocks
+    [[buffer(11), function_constant(fc_mask_blocks)]],
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
@@ -69,7 +71,8 @@ template <typename Target, typename T, int D, int DV, int BQ, int BK, int ST>
 
   const fa::AttnSplit unsplit = {nullptr, nullptr, 0, 1};
   fa::attention_block<Target, Shape>(
-      q, k, v, out, params, mask, sinks, lse, k_smem, v_smem, features,
+      q, k, v, out, params, mask, mask_blocks, sinks, lse, k_smem, v_smem,
+      features,
       unsplit, tgid.x, tgid.y, tgid.z, warp, lane);
 }
 

@@ -1,0 +1,78 @@
+// An array mask classified by block (mlx_fused_attn/mask_visits.cpp builds
+// it with MLX ops before the kernel runs, once per mask array). Per (mask
+// batch, mask head) slice, uint32:
+//
+//   n_qb visit rows of n_kb + 3:  count, off_row, off_col, then count
+//                                 entries kb * 4 + class, kb ascending
+//   then the shown bits:          n_qb * kBQ rows of whole words over whole
+//                                 key blocks, bit c of a row set where key
+//                                 c is shown
+//
+// A query block visits only the key blocks its row lists; blocks whose
+// every score is hidden are left out (skipped). Classes: kMaskShown, every
+// score unchanged (no mask read); kMaskTwoValued, each score either shown or
+// the one off value at (off_row, off_col) of the slice (the shown bits are
+// read, and that one element); kMaskValues, anything else (the mask is read
+// element by element). A query block holding a row whose every key is hidden
+// lists every block as kMaskValues, so that such a row still gets MLX's
+// softmax over all its keys.
+#pragma once
+
+#include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/tile/language.h"
+
+namespace fa {
+
+FA_CONST int kMaskShown = 0;
+FA_CONST int kMaskTwoValued = 1;
+FA_CONST int kMaskValues = 2;
+/// Bits of a shown-bits word.
+FA_CONST int kMaskWordBits = 32;
+
+/// A query block's key-block visits from visit `first` on (a split's first,
+/// split_keys.h); with no list, blocks first, first + 1, ... all kMaskValues.
+struct AttnVisits {
+  const FA_DEVICE unsigned int* list; ///< the row's entries, or null
+  const FA_DEVICE unsigned int* bits; ///< the slice's shown bits
+  int first;
+
+  /// The key block of visit i.
+  FA_FUNC int block(int i) const {
+    return list ? int(list[first + i] >> 2) : first + i;
+  }
+  /// The class of visit i.
+  FA_FUNC int kind(int i) const {
+    return list ? int(list[first + i] & 3u) : kMaskValues;
+  }
+};
+
+/// The visits of (batch, head, q_block) of kBQ rows in `blocks` (null: no
+/// list), with their count into n_visits (left as it is
+/// without a list), and the off value's position into off_row and off_col.
+template <int kBQ>
+FA_FUNC AttnVisits attention_visits(
+    const FA_CONSTANT AttnParams& p,
+    const FA_DEVICE unsigned int* blocks,
+    int batch,
+    int head,
+    int q_block,
+    FA_THREAD int& n_visits,
+    FA_THREAD int& off_row,
+    FA_THREAD int& off_col) {
+  AttnVisits v = {blocks, blocks, 0};
+  if (blocks) {
+    const FA_DEVICE unsigned int* slice = blocks +
+        batch * p.mask_block_strides[0] + head * p.mask_block_strides[1];
+    const int n_qb = (p.L_q + kBQ - 1) / kBQ;
+    const FA_DEVICE unsigned int* row =
+        slice + q_block * p.mask_block_strides[2];
+    n_visits = int(row[0]);
+    off_row = int(row[1]);
+    off_col = int(row[2]);
+    v.list = row + 3;
+    v.bits = slice + n_qb * p.mask_block_strides[2];
+  }
+  return v;
+}
+
+} // namespace fa
