@@ -27,6 +27,7 @@
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_backward_grads.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/kernels/mask_visits.h"
 #include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/kv_pipeline.h"
 #include "mlx_fused_attn/tile/tile.h"
@@ -296,9 +297,11 @@ FA_FUNC void attention_backward_dq(
   const int kv_head = head / p.gqa_factor;
   const AttnKeyBlocks blocks =
       attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
+  // Every key block in order: the backward reads no mask classes.
+  const AttnVisits every_block = {nullptr, nullptr, 0};
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
-          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, 0),
+          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, every_block),
       blocks.end, warp * kSimdWidth + lane);
   const BwdScoreGrads<T> grads =
       backward_score_grads<T>(p, lse, d, mask, f, batch, head);
