@@ -102,11 +102,11 @@ float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
-  kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1, nullptr);
+  kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1, nullptr, nullptr);
   CHECK(cudaGetLastError());
   CHECK(cudaEventRecord(a));
   for (int i = 0; i < reps; ++i) {
-    kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1, nullptr);
+    kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1, nullptr, nullptr);
   }
   CHECK(cudaEventRecord(b));
   CHECK(cudaEventSynchronize(b));

@@ -242,13 +242,39 @@ void run(
         ? cuda::contiguous_copy(inputs[si], dtype, s, device, arch)
         : inputs[si];
   }
+  // Every buffer before the first set_*_array: set_device_data adds a node
+  // of its own, which would take the dependencies registered for the next.
   cuda::set_device_data(out, s);
+  // The backward's LSE, where the primitive asked for it (outputs[1]); a
+  // plan that saves it has no split keys (drop_key_splits).
+  fa::AttnFeatures features = plan.features;
+  features.has_lse = outputs.size() > 1;
+  if (features.has_lse && plan.key_splits > 1) {
+    throw std::logic_error(
+        "[FusedAttention] internal error: split keys with the LSE");
+  }
+  float* lse = nullptr;
+  if (features.has_lse) {
+    cuda::set_device_data(outputs[1], s);
+    lse = mx::gpu_ptr<float>(outputs[1]);
+  }
+  // Split keys: the kernel writes partials, which the combine merges.
+  std::optional<mx::array> o_part, stats;
+  float* o_part_ptr = nullptr;
+  float* stats_ptr = nullptr;
+  if (plan.key_splits > 1) {
+    const fa::AttnParams& p = plan.params;
+    o_part = temporary_floats(split_rows(plan) * p.D_v, s, enc);
+    stats = temporary_floats(2 * split_rows(plan), s, enc);
+    o_part_ptr = mx::gpu_ptr<float>(*o_part);
+    stats_ptr = mx::gpu_ptr<float>(*stats);
+  }
   cuda::poison(out, enc, device, arch);
+
   const mx::array* mask = mi >= 0 ? &inputs[mi] : nullptr;
   const mx::array* visits = vi >= 0 ? &inputs[vi] : nullptr;
   const fa::AttnParams params =
       launch_params(plan, q, k, v, out, mask, visits);
-
   const void* mask_ptr = nullptr;
   if (mask != nullptr) {
     mask_ptr = mx::gpu_ptr<void>(*mask);
@@ -275,29 +301,10 @@ void run(
         q, k, v, out, mask_ptr, sinks_ptr, short_features(plan.features));
     return;
   }
-  // The backward's LSE, where the primitive asked for it (outputs[1]); a
-  // plan that saves it has no split keys (drop_key_splits).
-  fa::AttnFeatures features = plan.features;
-  features.has_lse = outputs.size() > 1;
-  if (features.has_lse && plan.key_splits > 1) {
-    throw std::logic_error(
-        "[FusedAttention] internal error: split keys with the LSE");
-  }
-  float* lse = nullptr;
-  if (features.has_lse) {
-    cuda::set_device_data(outputs[1], s);
+  if (lse != nullptr) {
     enc.set_output_array(outputs[1]);
-    lse = mx::gpu_ptr<float>(outputs[1]);
   }
-  // Split keys: the kernel writes partials, which the combine merges.
-  std::optional<mx::array> o_part, stats;
-  float* o_part_ptr = nullptr;
-  float* stats_ptr = nullptr;
-  if (plan.key_splits > 1) {
-    o_part = temporary_floats(split_rows(plan) * params.D_v, s, enc);
-    stats = temporary_floats(2 * split_rows(plan), s, enc);
-    o_part_ptr = mx::gpu_ptr<float>(*o_part);
-    stats_ptr = mx::gpu_ptr<float>(*stats);
+  if (o_part) {
     enc.set_output_array(*o_part);
     enc.set_output_array(*stats);
   }
@@ -305,7 +312,7 @@ void run(
       enc, cuda::kernel_function(general_key(plan), device, arch), plan,
       params, q, k, v, out, mask_ptr, sinks_ptr, features, o_part_ptr,
       stats_ptr, plan.key_splits, lse, visits_ptr);
-  if (plan.key_splits > 1) {
+  if (o_part) {
     add_combine_node(enc, plan, params, *o_part, *stats, out, device, arch);
   }
 }

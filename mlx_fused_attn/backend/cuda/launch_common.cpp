@@ -80,8 +80,6 @@ mx::array contiguous_copy(
   mx::array copy(x.shape(), x.dtype(), nullptr, {});
   set_device_data(copy, s);
   cu::CommandEncoder& enc = cu::get_command_encoder(s);
-  enc.set_input_array(x);
-  enc.set_output_array(copy);
   const CUfunction kernel =
       kernel_function(StridedCopyKernelKey{dtype}, device, arch);
   const auto* src = static_cast<const char*>(mx::gpu_ptr<void>(x));
@@ -90,6 +88,9 @@ mx::array contiguous_copy(
     // Not const: the encoder takes its kernel arguments by non-const address.
     fa::StridedCopyParams p = part.params;
     const int inner = p.shape[2] * p.shape[3];
+    // Each node takes the dependencies registered before it.
+    enc.set_input_array(x);
+    enc.set_output_array(copy);
     enc.add_kernel_node_ex(
         kernel,
         dim3(
