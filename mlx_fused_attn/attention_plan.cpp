@@ -257,6 +257,10 @@ Support plan_short_launch(AttentionPlan& plan, fa::Backend backend) {
   if (!short_attention_enabled()) {
     return Support::no("short-sequence kernel: off (MLX_FUSED_ATTN_SHORT=0)");
   }
+  if (plan.spec.saves_lse) {
+    return Support::no(
+        "short-sequence kernel: writes no row log-sum-exp for the backward");
+  }
   if (!fa::short_attention_covers(
           p.L_q, p.L_k, p.D, p.D_v, plan.dtype, backend)) {
     return Support::no(

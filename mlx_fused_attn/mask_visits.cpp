@@ -131,8 +131,12 @@ array mask_visits(const array& mask, const VisitGrid& g, Stream s) {
               bit_of, s),
           -1, false, s),
       uint32, s);
-  return concatenate(
-      {reshape(visit, {Bm, Hm, -1}, s), reshape(bits, {Bm, Hm, -1}, s)}, 2,
+  // No derivative: a transform must not differentiate the ops that build
+  // the classes (a gather has none for its indices).
+  return stop_gradient(
+      concatenate(
+          {reshape(visit, {Bm, Hm, -1}, s), reshape(bits, {Bm, Hm, -1}, s)},
+          2, s),
       s);
 }
 

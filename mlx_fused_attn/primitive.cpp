@@ -61,6 +61,8 @@ array fused_attention(
   AttentionPlan forward = plan;
   if (saves_lse) {
     drop_key_splits(forward);
+    // So that a shapeless compile's new shapes plan the general kernel too.
+    forward.spec.saves_lse = true;
   }
   auto primitive = std::make_shared<FusedAttention>(
       call.stream, std::move(forward), inputs, saves_lse);

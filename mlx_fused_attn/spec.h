@@ -17,6 +17,9 @@ struct AttentionSpec {
   float scale; ///< multiplies q k^T before the softmax
   MaskKind mask; ///< which mask, if any
   bool has_sinks; ///< one extra logit per query head that takes softmax mass
+  /// The forward also writes the rows' log-sum-exp for the fused backward,
+  /// which only the general kernel does.
+  bool saves_lse = false;
 };
 
 /// The answer of every support check: whether a fused kernel runs, and if not

@@ -264,8 +264,13 @@ def test_second_order(device):
         return lambda q: (mx.grad(inner, argnums=(1, 3))(q, k, v, sinks)[0] ** 2).sum()
 
     with mx.stream(device):
-        got, want = mx.grad(outer(fused))(q), mx.grad(outer(naive))(q)
-    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-3, atol=1e-3)
+        got = mx.grad(outer(fused))(q)
+    with mx.stream(mx.cpu):
+        want = mx.grad(outer(naive))(q)
+    # MLX's CUDA matmuls multiply float32 in TF32, and the second order is
+    # plain ops on the device.
+    tol = 1e-3 if device == mx.cpu else 5e-3
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=tol, atol=tol)
 
 
 @device_params()

@@ -153,6 +153,18 @@ def test_fresh_masks_never_hit_a_stale_entry():
         del m
 
 
+def test_the_classes_carry_no_derivative():
+    """A gradient through an additive mask stops at its classes: the ops that
+    build them (a gather by computed indices) have no derivative."""
+    m = mx.random.normal((1, 1, 65, 100), key=mx.random.key(3))
+
+    def f(m):
+        blocks = _ext._mask_visits(m, mx.float32, 65, 100, 64, 64, stream=mx.cpu)
+        return blocks.astype(mx.float32).sum() + m.sum()
+
+    np.testing.assert_array_equal(np.array(mx.grad(f)(m)), np.ones(m.shape, np.float32))
+
+
 def test_the_same_mask_gets_the_same_list():
     m = mx.array(block_mask(64, 64, 32, 32, seed=1))
     a = visits(m, mx.float16, 64, 64, 32, 32)
