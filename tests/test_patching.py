@@ -250,7 +250,8 @@ def test_measurements_name_their_run():
 @pytest.mark.parametrize(
     "backend, shape_q, shape_kv, dtype",
     [
-        ("cuda", (1, 32, 1, 128), (1, 8, 4096, 128), mx.float16),  # decoding
+        ("cuda", (1, 32, 1, 128), (1, 8, 4096, 128), mx.float32),  # float32 decoding
+        ("cuda", (1, 8, 1, 256), (1, 8, 4096, 256), mx.float16),  # decoding past cuDNN
         ("cuda", (1, 32, 1024, 128), (1, 32, 1024, 128), mx.bfloat16),  # cuDNN
         ("cuda", (1, 32, 1024, 64), (1, 32, 1024, 64), mx.float32),  # unfused TF32
         ("metal", (1, 32, 1, 128), (1, 8, 4096, 128), mx.float16),  # vector kernel
@@ -294,9 +295,9 @@ CUDA = mx.is_available(mx.gpu) and fa.build_info()["gpu_backend"] == "cuda"
             (1, 32, 1, 128),
             (1, 8, 4096, 128),
             mx.float16,
-            routing.PASSTHROUGH,
             routing.FUSED,
-        ),  # decoding
+            routing.FUSED,
+        ),  # decoding: split keys
         ((1, 32, 1024, 128), (1, 32, 1024, 128), mx.bfloat16, routing.PASSTHROUGH, routing.FUSED),
         ((1, 32, 1024, 64), (1, 32, 1024, 64), mx.float32, routing.PASSTHROUGH, routing.FUSED),
         # Past cuDNN's head dims mx.fast runs plain ops.

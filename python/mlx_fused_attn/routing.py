@@ -17,13 +17,14 @@ The rules, one per device, rest on the numbers in ``MEASUREMENTS`` (and in
   matmul through a slow CPU sgemm): 35x slower for prefill, 5.5x for
   float16 decoding; float32 decoding is a tie (1.03x), so no call loses.
 - CUDA: ours where the short-sequence kernel takes the call (``L_q`` and
-  ``L_k`` at most 64: 1.1x-6.5x mx.fast). Everything else goes to mx.fast:
-  cuDNN is faster for float16/bfloat16 from L = 512 (ours 0.66x-0.91x its
-  speed), for float32 the one measurement of the general kernel (an older
-  kernel) lost to mx.fast's unfused TF32 path from L = 512, and decoding
-  (``L_q <= 8`` against a long cache) is 10x faster in mx.fast, whose
-  kernel splits the keys. No array-mask case was measured apart, so masks
-  follow the same rule.
+  ``L_k`` at most 64: 1.1x-6.5x mx.fast), and for float16/bfloat16
+  decoding (``L_q <= 8``) at cuDNN's head dims, where both split the keys
+  over the GPU (1.03x-1.86x mx.fast). Everything else goes to mx.fast:
+  cuDNN is faster for float16/bfloat16 prefill from L = 512 (ours
+  0.66x-0.91x its speed), and for float32 the one measurement of the
+  general kernel (an older kernel) lost to mx.fast's unfused TF32 path from
+  L = 512. Array masks follow the same rule, though ours won there too
+  (1.04x additive, 4.5x bool).
 - Metal: ours where a fused kernel covers the call and ``L_q >= 32``;
   mx.fast below, where its vector kernel serves ``L_q <= 8`` (decoding).
   **Nothing has been measured on Apple hardware yet**: 32 is where a query
@@ -52,8 +53,8 @@ POLICIES = ("auto", "fused")
 # Metal: the smallest L_q routed to our kernel (see the module docstring:
 # a full query block, not a measurement).
 METAL_MIN_QUERIES = 32
-# CUDA: calls with at most this many queries are decoding steps; mx.fast's
-# kernel for them splits the keys over blocks, ours does not.
+# CUDA: calls with at most this many queries are decoding steps, whose few
+# query blocks both mx.fast and ours split over the keys.
 CUDA_DECODE_MAX_QUERIES = 8
 # cuDNN's largest head dim: past it (or with D_v != D) mx.fast runs plain MLX
 # ops on CUDA, materialising the scores.
@@ -97,7 +98,10 @@ _H200_OLD_RUN = (
     "kernel, managed-memory outputs), CUPTI; benchmarks/RESULTS.md "
     "'Attention, fp32 and L <= 256'"
 )
-_H200_DECODE_RUN = "H200, reported in issue 14 (not in benchmarks/RESULTS.md)"
+_H200_WORKLOAD_RUN = (
+    "H200, MLX 0.32.4 CUDA, 2026-12-01 18:41 UTC, commit 4daadc6, CUPTI kernel "
+    "time; benchmarks/RESULTS.md 'Calls models make'"
+)
 _H200_HEAD_DIM_RUN = (
     "H200, MLX 0.32.4 CUDA, 2026-12-01 13:27 UTC, commit 8109ed7, CUPTI kernel time; "
     "mx.fast runs plain MLX ops past cuDNN's head dims"
@@ -140,7 +144,18 @@ MEASUREMENTS = (
     Measurement("cuda", "B=1 H=32 L=1024 D=64 float32", 237.6, 197.1, _H200_OLD_RUN),
     Measurement("cuda", "B=1 H=32 L=1024 D=128 float32", 576.9, 217.8, _H200_OLD_RUN),
     Measurement("cuda", "B=1 H=32 L=32 D=64 float16", 8.3, 4.7, _H200_OLD_RUN),
-    Measurement("cuda", "decode B=1 L_q=1 L_k=32768", 466.0, 44.0, _H200_DECODE_RUN),
+    Measurement(
+        "cuda", "decode B=1 H_q=32 H_kv=8 L_k=32768 D=128 bfloat16", 43.2, 44.7, _H200_WORKLOAD_RUN
+    ),
+    Measurement(
+        "cuda", "decode B=1 H_q=32 H_kv=8 L_k=4096 D=128 bfloat16", 12.9, 17.1, _H200_WORKLOAD_RUN
+    ),
+    Measurement(
+        "cuda", "decode B=8 H_q=32 H_kv=8 L_k=32768 D=128 bfloat16", 247.7, 307.2, _H200_WORKLOAD_RUN
+    ),
+    Measurement(
+        "cuda", "decode B=8 H_q=32 H_kv=8 L_k=4096 D=128 bfloat16", 40.3, 74.9, _H200_WORKLOAD_RUN
+    ),
 )
 
 
@@ -172,9 +187,12 @@ def _cuda_by_shape(q: mx.array, k: mx.array, v: mx.array) -> tuple[str, str] | N
     if max(q.shape[2], k.shape[2]) <= SHORT_MAX_LENGTH:
         return None
     if q.shape[2] <= CUDA_DECODE_MAX_QUERIES:
+        if q.dtype != mx.float32 and not _past_cudnn(q, v):
+            return None
         return PASSTHROUGH, (
-            f"CUDA: decoding (L_q <= {CUDA_DECODE_MAX_QUERIES}) is faster in "
-            "mx.fast (B=1 L_q=1 against 32k keys: 44 us against 466 us)"
+            f"CUDA: decoding (L_q <= {CUDA_DECODE_MAX_QUERIES}) in float32 or "
+            f"past head dim {CUDNN_MAX_HEAD_DIM} was not measured against mx.fast's "
+            'kernel; policy="fused" runs ours'
         )
     if q.dtype == mx.float32:
         return PASSTHROUGH, (
@@ -202,6 +220,12 @@ def _cuda_by_kernel(q: mx.array, v: mx.array, fused_reason: str) -> tuple[str, s
             f"CUDA: past head dim {CUDNN_MAX_HEAD_DIM} (or with D_v != D) mx.fast has "
             "no fused kernel and runs plain MLX ops (H200, B=1 H=32 L=4096 D=256 "
             "bf16: 1275 us against 1811 us)"
+        )
+    if q.shape[2] <= CUDA_DECODE_MAX_QUERIES:
+        return FUSED, (
+            "CUDA: decoding splits the keys over the GPU (H200, 32/8 heads, "
+            "D=128 bf16: B=1 L_k=32768 43 us against 45 us, L_k=4096 13 against "
+            "17; B=8 L_k=32768 248 against 307)"
         )
     return PASSTHROUGH, (
         "CUDA: short sequences the short-sequence kernel does not take went "
