@@ -93,4 +93,17 @@ Support attention_backward_covers(
   return Support::yes();
 }
 
+fa::AttnFeatures backward_kernel_features(
+    const AttentionPlan& plan,
+    fa::BwdKernel kernel) {
+  const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
+  const bool dkdv = kernel == fa::BwdKernel::DkDv;
+  const int q_rows = dkdv ? tiles.bk : tiles.bq;
+  const int k_rows = dkdv ? tiles.bq : tiles.bk;
+  fa::AttnFeatures f = plan.features;
+  f.align_q = plan.params.L_q % q_rows == 0;
+  f.align_k = plan.params.L_k % k_rows == 0;
+  return f;
+}
+
 } // namespace mlx_fused_attn::gpu

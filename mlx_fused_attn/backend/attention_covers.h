@@ -8,6 +8,7 @@
 #include "mlx/array.h"
 #include "mlx_fused_attn/attention_plan.h"
 #include "mlx_fused_attn/call.h"
+#include "mlx_fused_attn/kernels/attention_backward_kernel_name.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -26,5 +27,12 @@ Support attention_backward_covers(
     const char* op,
     const AttentionCall& call,
     AttentionPlan& plan);
+
+/// The features a backward kernel of `plan` runs with: align_q and align_k
+/// by its own blocks (the dK/dV kernel's query blocks are tiles.bk rows and
+/// its key blocks tiles.bq, the dQ kernel's the other way round).
+fa::AttnFeatures backward_kernel_features(
+    const AttentionPlan& plan,
+    fa::BwdKernel kernel);
 
 } // namespace mlx_fused_attn::gpu

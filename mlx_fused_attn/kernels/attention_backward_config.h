@@ -10,6 +10,10 @@ namespace fa {
 /// The backward covers equal head dims of q, k and v among these.
 #define FA_ATTENTION_BACKWARD_HEAD_DIMS(X) X(32) X(64) X(96) X(128)
 
+/// Warps of a threadgroup of the row-dot kernel (D = rowsum(dO * O)), one
+/// row a warp.
+constexpr int kBwdRowDotWarps = 4;
+
 constexpr bool attention_backward_head_dims_supported(
     int head_dim,
     int head_dim_v) {

@@ -123,7 +123,6 @@ void run_backward(
   cuda::set_device_data(d, s);
   const auto ptr = [](const mx::array& a) { return mx::gpu_ptr<void>(a); };
   const void* mask = has_mask ? ptr(in[kBwdMask]) : nullptr;
-  fa::AttnFeatures features = plan.features;
 
   // ------------------------------------------------------------------- D
   enc.set_input_array(in[kBwdOut]);
@@ -132,7 +131,8 @@ void run_backward(
   const cuda::AttentionBackwardRowDotKey row_dot{dtype};
   enc.add_kernel_node_ex(
       cuda::kernel_function(row_dot, device, arch),
-      dim3((p.L_q + row_dot.kWarps - 1) / row_dot.kWarps, p.H_q, p.B),
+      dim3(
+          (p.L_q + fa::kBwdRowDotWarps - 1) / fa::kBwdRowDotWarps, p.H_q, p.B),
       dim3(row_dot.threads()),
       {},
       0,
@@ -148,8 +148,9 @@ void run_backward(
   enc.set_input_array(d);
   enc.set_output_array(grads[1]);
   enc.set_output_array(grads[2]);
-  features.align_q = p.L_q % t.bk == 0;
-  features.align_k = p.L_k % t.bq == 0;
+  // Not const: the encoder takes its kernel arguments by non-const address.
+  fa::AttnFeatures dkdv_features =
+      backward_kernel_features(plan, fa::BwdKernel::DkDv);
   const cuda::AttentionBackwardKernelKey dkdv =
       key_of(plan, fa::BwdKernel::DkDv);
   enc.add_kernel_node_ex(
@@ -168,15 +169,15 @@ void run_backward(
       ptr(grads[2]),
       params,
       mask,
-      features);
+      dkdv_features);
 
   for (const mx::array& a : in) {
     enc.set_input_array(a);
   }
   enc.set_input_array(d);
   enc.set_output_array(grads[0]);
-  features.align_q = p.L_q % t.bq == 0;
-  features.align_k = p.L_k % t.bk == 0;
+  fa::AttnFeatures dq_features =
+      backward_kernel_features(plan, fa::BwdKernel::Dq);
   const cuda::AttentionBackwardKernelKey dq = key_of(plan, fa::BwdKernel::Dq);
   enc.add_kernel_node_ex(
       cuda::kernel_function(dq, device, arch),
@@ -193,7 +194,7 @@ void run_backward(
       ptr(grads[0]),
       params,
       mask,
-      features);
+      dq_features);
   enc.add_temporary(d);
 }
 

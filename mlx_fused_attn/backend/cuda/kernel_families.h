@@ -128,16 +128,16 @@ struct AttentionBackwardKernelKey {
 /// The backward's D = rowsum(dO * O) (attention_backward_kernel.cuh).
 struct AttentionBackwardRowDotKey {
   static constexpr KernelFamily kFamily = KernelFamily::AttentionBackward;
-  static constexpr int kWarps = 4;
 
   fa::DType dtype;
 
   std::string expression() const {
     return std::string("fa::attention_bwd_row_dot_kernel<") +
-        std::to_string(kWarps) + ", " + device_type_name(dtype) + ">";
+        std::to_string(fa::kBwdRowDotWarps) + ", " + device_type_name(dtype) +
+        ">";
   }
   int threads() const {
-    return kWarps * fa::kSimdWidth;
+    return fa::kBwdRowDotWarps * fa::kSimdWidth;
   }
   int smem_bytes() const {
     return 0;

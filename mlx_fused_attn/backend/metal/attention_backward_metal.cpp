@@ -25,18 +25,11 @@ namespace mx = mlx::core;
 namespace {
 
 constexpr const char* kOp = "[scaled_dot_product_attention] Metal backward: ";
-/// Warps (rows) a threadgroup of the row-dot kernel.
-constexpr int kRowDotWarps = 4;
-
-/// A backward kernel's pipeline, with its tiles and the features as the
-/// kernel's own blocks make align_q and align_k.
+/// A backward kernel's pipeline, with its tiles and features.
 MetalPipeline backward_pipeline(const AttentionPlan& plan, fa::BwdKernel kernel) {
   const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
   const fa::AttnParams& p = plan.params;
-  fa::AttnFeatures features = plan.features;
-  const bool dkdv = kernel == fa::BwdKernel::DkDv;
-  features.align_q = p.L_q % (dkdv ? tiles.bk : tiles.bq) == 0;
-  features.align_k = p.L_k % (dkdv ? tiles.bq : tiles.bk) == 0;
+  const fa::AttnFeatures features = backward_kernel_features(plan, kernel);
   MetalPipeline pl;
   pl.family = KernelFamily::AttentionBackward;
   pl.kernel_name =
@@ -55,7 +48,7 @@ MetalPipeline row_dot_pipeline(fa::DType dtype) {
   pl.family = KernelFamily::AttentionBackwardRowDot;
   pl.kernel_name = fa::attention_backward_row_dot_name(dtype);
   pl.hash_name = pl.kernel_name;
-  pl.threads = size_t(fa::kSimdWidth) * kRowDotWarps;
+  pl.threads = size_t(fa::kSimdWidth) * fa::kBwdRowDotWarps;
   return pl;
 }
 
@@ -119,8 +112,9 @@ void run_backward(
   enc.set_output_array(dsum, 2);
   enc.set_bytes(params, 3);
   enc.dispatch_threadgroups(
-      MTL::Size((p.L_q + kRowDotWarps - 1) / kRowDotWarps, p.H_q, p.B),
-      MTL::Size(fa::kSimdWidth, kRowDotWarps, 1));
+      MTL::Size(
+          (p.L_q + fa::kBwdRowDotWarps - 1) / fa::kBwdRowDotWarps, p.H_q, p.B),
+      MTL::Size(fa::kSimdWidth, fa::kBwdRowDotWarps, 1));
 
   // --------------------------------------------------------- dK, dV, dQ
   const auto bind_inputs = [&]() {
