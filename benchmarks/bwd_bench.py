@@ -8,8 +8,8 @@ For each case and provider, three times: the forward and backward together
 alone, and the backward as their difference. On the CPU they are
 wall-clock, best of --reps; on CUDA kernel time by CUPTI
 (gpu_bench.kernel_time_us), as in the issue's table. Peak memory is MLX's
-(mx.get_peak_memory) over the forward and backward, above the inputs; on
-CUDA the package's own device pool (device_buffer.cpp) is outside it. Each
+(mx.get_peak_memory) over the forward and backward, above the inputs; the
+op's outputs and temporaries are in it (MLX's allocator). Each
 row also gives the largest gradient difference from mx.fast, relative to
 mx.fast's largest gradient.
 

@@ -5,6 +5,7 @@
 
 #include "mlx_fused_attn/kernels/mask_visits.h"
 #include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/tile/dtype_of.h"
 #include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/ops.h"
 #include "mlx_fused_attn/tile/tile_math.h"
@@ -158,27 +159,61 @@ struct AttnBlockMasks {
     }
   }
 
+  /// Whether block i's mask goes into the accumulator of its S = Q K^T
+  /// (start), so that its scores stay raw products: unmasked blocks, shown
+  /// and two-valued blocks, and the additive values of kMaskExact types
+  /// read with unit column stride. The softmax's FFMA then scales them,
+  /// which needs a positive scale; an overflow of the off value over the
+  /// scale to -inf hides the same scores in a row with a shown key, and a
+  /// row without one reads kMaskValues.
+  FA_FUNC bool mask_in_products(int i) const {
+    const int kb = visits.block(i);
+    if ((causal && kb >= kb_causal) || (!align_k && kb == n_full_kblocks) ||
+        !(p->scale_log2 > 0.0f)) {
+      return false;
+    }
+    const int kind = has_mask ? visits.kind(i) : kMaskShown;
+    return kind != kMaskValues ||
+        (kMaskExact && !bool_mask && p->mask_strides[3] == 1);
+  }
+
+  /// The scores' start before block i's S = Q K^T: zero, or its mask over
+  /// the scale where mask_in_products.
+  template <typename STile>
+  FA_FUNC void start(
+      FA_THREAD STile& s,
+      const FA_THREAD MaskBits<STile, kBK>& bits,
+      int i,
+      lane_t lane) const {
+    tile_fill(s, 0.0f);
+    if (!has_mask || !mask_in_products(i)) {
+      return;
+    }
+    const int kind = visits.kind(i);
+    const int key0 = visits.block(i) * kBK;
+    if (kind == kMaskTwoValued) {
+      apply_bits(s, bits, key0, off_value / p->scale_log2, lane);
+    } else if (kind == kMaskValues) {
+      add_values(s, key0, lane);
+    }
+  }
+
+  /// Masks block i's scores (what start left) and returns the scale still to
+  /// apply.
   template <typename STile>
   FA_FUNC float apply(
       FA_THREAD STile& s,
       const FA_THREAD MaskBits<STile, kBK>& bits,
       int i,
       lane_t lane) const {
+    if (mask_in_products(i)) {
+      return p->scale_log2;
+    }
     const int kb = visits.block(i);
     const int key0 = kb * kBK;
     const bool causal_block = causal && kb >= kb_causal;
     const bool ragged = !align_k && kb == n_full_kblocks;
     const int kind = has_mask ? visits.kind(i) : kMaskShown;
-    if (!causal_block && kind != kMaskValues && !ragged &&
-        p->scale_log2 > 0.0f) {
-      // The raw products, and the off value over the scale: the softmax's
-      // FFMA scales both (an overflow to -inf hides the same scores in a
-      // row with a shown key, and a row without one reads kMaskValues).
-      if (kind == kMaskTwoValued) {
-        apply_bits(s, bits, key0, off_value / p->scale_log2, lane);
-      }
-      return p->scale_log2;
-    }
     tile_scalar_op<MulOp>(s, p->scale_log2);
     if (causal_block) {
       const CausalMaskOp op = {p->causal_offset};
@@ -208,6 +243,39 @@ struct AttnBlockMasks {
   }
 
  private:
+  /// Every finite value of an additive mask in T, over any scale that the
+  /// softmax can use, stays finite, and times log2(e) stays above the masked
+  /// score: AddMaskOp's clamp never acts (fp16), so the value can go into
+  /// the accumulator unclamped.
+  FA_CONST bool kMaskExact = DTypeOf<T>::value == DType::Float16;
+
+  /// A kMaskValues block of whole keys, unit column stride, into the zeroed
+  /// scores: each value over the scale (the softmax's FFMA makes it the
+  /// value times log2(e)). Rows past L_q read row L_q - 1: their output is
+  /// never stored. The offsets of a lane's columns from its first are
+  /// constants, so each load is one instruction off a row pointer.
+  template <typename STile>
+  FA_FUNC void add_values(FA_THREAD STile& s, int key0, lane_t lane) const {
+    typedef typename STile::frag_type F;
+    const FA_DEVICE T* m = reinterpret_cast<const FA_DEVICE T*>(mask) +
+        mask_offset + key0 + F::col(lane, 0);
+    const float inv_scale = FA_LOG2E / p->scale_log2;
+    FA_UNROLL
+    for (int ti = 0; ti < STile::kTileRows; ++ti) {
+      FA_UNROLL
+      for (int e = 0; e < F::kElems; ++e) {
+        const int r = q_row0 + ti * F::kRows + F::row(lane, e);
+        const FA_DEVICE T* row =
+            m + (r < p->L_q ? r : p->L_q - 1) * p->mask_strides[2];
+        FA_UNROLL
+        for (int tj = 0; tj < STile::kTileCols; ++tj) {
+          const int c = tj * F::kCols + (F::col(lane, e) - F::col(lane, 0));
+          frag_at(s, ti, tj).v[e] = static_cast<float>(row[c]) * inv_scale;
+        }
+      }
+    }
+  }
+
   /// A two-valued block from its shown bits, `off` its hidden scores' value
   /// (bool) or addend. A fragment's columns lie in one word (whole fragments
   /// of a block of whole words, or a block in one word), which the unrolled

@@ -123,6 +123,12 @@ struct NaBlockMasks {
     typedef NoMaskPrefetch type;
   };
   FA_FUNC void prefetch(FA_THREAD NoMaskPrefetch&, int, lane_t) const {}
+  template <typename STile>
+  FA_FUNC void
+  start(FA_THREAD STile& s, const FA_THREAD NoMaskPrefetch&, int, lane_t)
+      const {
+    tile_fill(s, 0.0f);
+  }
 
   template <typename F, int R, int C>
   FA_FUNC float apply(

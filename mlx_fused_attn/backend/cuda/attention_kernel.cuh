@@ -92,6 +92,9 @@ __global__ void __launch_bounds__(
 
     features.causal = kCausal;
     features.has_mask = kHasMask;
+    // Classes come only with a mask: a constant, so that unmasked
+    // instances compile the plain run of key blocks.
+    features.mask_blocks = kHasMask && features.mask_blocks;
     // Under a causal mask the last query blocks see the most keys: start
     // them first, so that the short ones fill the tail of the grid.
     const int x = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
