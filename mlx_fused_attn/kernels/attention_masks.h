@@ -159,42 +159,31 @@ struct AttnBlockMasks {
     }
   }
 
-  /// Whether block i's mask goes into the accumulator of its S = Q K^T
-  /// (start), so that its scores stay raw products: unmasked blocks, shown
-  /// and two-valued blocks, and the additive values of kMaskExact types
-  /// read with unit column stride. The softmax's FFMA then scales them,
-  /// which needs a positive scale; an overflow of the off value over the
-  /// scale to -inf hides the same scores in a row with a shown key, and a
-  /// row without one reads kMaskValues.
-  FA_FUNC bool mask_in_products(int i) const {
+  /// Whether block i keeps its raw products, the softmax's FFMA applying
+  /// the scale (a positive one): unmasked blocks; shown and two-valued ones
+  /// (an overflow of the off value over the scale to -inf hides the same
+  /// scores in a row with a shown key, and a row without one reads
+  /// kMaskValues); and the additive values that start puts in the product.
+  FA_FUNC bool raw_products(int i) const {
     const int kb = visits.block(i);
     if ((causal && kb >= kb_causal) || (!align_k && kb == n_full_kblocks) ||
         !(p->scale_log2 > 0.0f)) {
       return false;
     }
     const int kind = has_mask ? visits.kind(i) : kMaskShown;
-    return kind != kMaskValues ||
-        (kMaskExact && !bool_mask && p->mask_strides[3] == 1);
+    return kind != kMaskValues || values_in_products();
   }
 
-  /// The scores' start before block i's S = Q K^T: zero, or its mask over
-  /// the scale where mask_in_products.
+  /// The scores' start before block i's S = Q K^T: zero, or, for a block of
+  /// additive values that the accumulator can carry, the values over the
+  /// scale (the product then adds them for free, where reading them after
+  /// it costs a pass over the scores and a wait for the loads).
   template <typename STile>
-  FA_FUNC void start(
-      FA_THREAD STile& s,
-      const FA_THREAD MaskBits<STile, kBK>& bits,
-      int i,
-      lane_t lane) const {
+  FA_FUNC void start(FA_THREAD STile& s, int i, lane_t lane) const {
     tile_fill(s, 0.0f);
-    if (!has_mask || !mask_in_products(i)) {
-      return;
-    }
-    const int kind = visits.kind(i);
-    const int key0 = visits.block(i) * kBK;
-    if (kind == kMaskTwoValued) {
-      apply_bits(s, bits, key0, off_value / p->scale_log2, lane);
-    } else if (kind == kMaskValues) {
-      add_values(s, key0, lane);
+    if (has_mask && values_in_products() && visits.kind(i) == kMaskValues &&
+        raw_products(i)) {
+      add_values(s, visits.block(i) * kBK, lane);
     }
   }
 
@@ -206,14 +195,17 @@ struct AttnBlockMasks {
       const FA_THREAD MaskBits<STile, kBK>& bits,
       int i,
       lane_t lane) const {
-    if (mask_in_products(i)) {
-      return p->scale_log2;
-    }
     const int kb = visits.block(i);
     const int key0 = kb * kBK;
+    const int kind = has_mask ? visits.kind(i) : kMaskShown;
+    if (raw_products(i)) {
+      if (kind == kMaskTwoValued) {
+        apply_bits(s, bits, key0, off_value / p->scale_log2, lane);
+      }
+      return p->scale_log2;
+    }
     const bool causal_block = causal && kb >= kb_causal;
     const bool ragged = !align_k && kb == n_full_kblocks;
-    const int kind = has_mask ? visits.kind(i) : kMaskShown;
     tile_scalar_op<MulOp>(s, p->scale_log2);
     if (causal_block) {
       const CausalMaskOp op = {p->causal_offset};
@@ -248,6 +240,12 @@ struct AttnBlockMasks {
   /// score: AddMaskOp's clamp never acts (fp16), so the value can go into
   /// the accumulator unclamped.
   FA_CONST bool kMaskExact = DTypeOf<T>::value == DType::Float16;
+
+  /// Whether start puts kMaskValues blocks in the product: additive masks
+  /// of kMaskExact types read with unit column stride.
+  FA_FUNC bool values_in_products() const {
+    return kMaskExact && !bool_mask && p->mask_strides[3] == 1;
+  }
 
   /// A kMaskValues block of whole keys, unit column stride, into the zeroed
   /// scores: each value over the scale (the softmax's FFMA makes it the

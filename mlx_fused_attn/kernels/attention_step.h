@@ -61,7 +61,7 @@ attention_step_begin(FA_THREAD Step& st, bool has_sink, T sink) {
 }
 
 /// One key block, kb of the pipeline: `q` is the warp's Q operand (what
-/// KBlock::mma_abt reads), `masks.start(s, pre, kb, lane)` sets the scores'
+/// KBlock::mma_abt reads), `masks.start(s, kb, lane)` sets the scores'
 /// start (zero, or a mask that the product's accumulator adds),
 /// `masks.apply(s, pre, kb, lane)` masks the scores and returns the scale
 /// left for the softmax to apply; `pre`, which masks.prefetch filled before
@@ -86,7 +86,7 @@ FA_FUNC void attention_step(
   masks.prefetch(pre, kb, lane);
 
   // ------------------------------------------------------- S = Q K^T
-  masks.start(st.s, pre, kb, lane);
+  masks.start(st.s, kb, lane);
   KBlock::mma_abt(st.s, q, pipe.k_block(kb), lane);
 
   // ------------------------------------------------------------ mask

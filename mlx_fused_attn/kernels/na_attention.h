@@ -124,9 +124,7 @@ struct NaBlockMasks {
   };
   FA_FUNC void prefetch(FA_THREAD NoMaskPrefetch&, int, lane_t) const {}
   template <typename STile>
-  FA_FUNC void
-  start(FA_THREAD STile& s, const FA_THREAD NoMaskPrefetch&, int, lane_t)
-      const {
+  FA_FUNC void start(FA_THREAD STile& s, int, lane_t) const {
     tile_fill(s, 0.0f);
   }
 
