@@ -169,13 +169,16 @@ class Case:
     [1, mask_heads, Lq, Lk] broadcast over the batch (and the heads when
     mask_heads is 1), as models build them. window: the array mask is
     mlx-lm's causal mask (create_causal_mask) with that window (0: none)
-    in place of a random one."""
+    in place of a random one. alibi: the additive mask is ALiBi's causal
+    bias (BLOOM, MPT), a different value for every key distance."""
 
-    def __init__(self, B, Hq, Lq, D, dtype, mask=None, Hkv=None, Lk=None, mask_heads=1, window=None):
+    def __init__(self, B, Hq, Lq, D, dtype, mask=None, Hkv=None, Lk=None, mask_heads=1, window=None,
+                 alibi=False):
         self.B, self.Hq, self.Lq, self.D, self.dtype = B, Hq, Lq, D, dtype
         self.Hkv = Hkv or Hq
         self.Lk = Lk or Lq
         self.mask, self.mask_heads, self.window = mask, mask_heads, window
+        self.alibi = alibi
 
     @property
     def causal(self):
@@ -185,6 +188,7 @@ class Case:
         if self.mask in (None, "causal"):
             return self.mask or "none"
         kind = "" if self.window is None else (f" window {self.window}" if self.window else " causal")
+        kind = " ALiBi causal" if self.alibi else kind
         return f"{self.mask}{kind} [1,{self.mask_heads},Lq,Lk]"
 
     def flops(self):
@@ -208,6 +212,12 @@ def host_mask(case, rng):
     (no empty rows, where the providers' conventions differ) and about a
     quarter of the others masked; or mlx-lm's causal mask (case.window)."""
     shape = (1, case.mask_heads, case.Lq, case.Lk)
+    if case.alibi:
+        i = np.arange(case.Lq)[:, None] + case.Lk - case.Lq
+        j = np.arange(case.Lk)[None, :]
+        slopes = 2.0 ** (-8.0 * np.arange(1, case.mask_heads + 1) / case.mask_heads)
+        bias = -slopes[:, None, None] * (i - j)
+        return np.where(j <= i, bias, -np.inf)[None].astype(np.float32)
     if case.window is None:
         keep = rng.random(shape) > 0.25
         rows = np.arange(case.Lq)
@@ -450,6 +460,7 @@ WORKLOAD_CASES = [
     ("array mask", Case(1, 32, 2048, 64, "float16", "add", window=0)),
     ("array mask", Case(1, 32, 2048, 64, "float16", "bool", window=512)),
     ("array mask", Case(1, 32, 2048, 64, "float16", "add", window=512)),
+    ("array mask", Case(1, 32, 2048, 64, "float16", "add", mask_heads=32, alibi=True)),
     ("causal", Case(1, 32, 2048, 64, "float16", "causal")),
     ("no mask", Case(1, 32, 2048, 64, "float16")),
     ("GQA prefill", Case(1, 32, 2048, 128, "bfloat16", "causal", Hkv=8)),

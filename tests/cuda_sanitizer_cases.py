@@ -143,6 +143,10 @@ def main():
         case(mx.float16, 64, 300, 1000, "two_valued", False, 27),
         case(mx.float16, 64, 64, 3001, "window", True, 28),
         case(mx.float32, 128, 100, 2999, "two_valued", True, 29),
+        # fp16 additive values in the product's accumulator: a ragged query
+        # block (rows past L_q read the last row) and a ragged key block.
+        case(mx.float16, 64, 200, 700, "additive", False, 30),
+        case(mx.float16, 128, 333, 257, "additive", True, 31, batch=2),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)

@@ -62,6 +62,11 @@ def test_large_and_misaligned_inputs():
         (128, mx.bfloat16, "causal", False),
         (128, mx.float16, "bool", False),
         (128, mx.bfloat16, "additive", True),
+        # fp16 additive values ride in the product's accumulator (unit
+        # column stride); a transposed mask is read after the product.
+        (128, mx.float16, "additive", False),
+        (64, mx.float16, "additive", True),
+        (64, mx.float16, "additive_t", False),
         (96, mx.float16, "causal", True),
         (96, mx.bfloat16, None, False),
     ],
@@ -80,6 +85,7 @@ def test_large_grid_tiles(D, dtype, mask, sinks):
         "causal": "causal",
         "bool": rand((L_q, L_k), mx.float32, 14) > -0.5,
         "additive": rand((1, H_q, L_q, L_k), dtype, 15),
+        "additive_t": rand((1, H_q, L_k, L_q), dtype, 15).swapaxes(-1, -2),
     }[mask]
     s = rand((H_q,), dtype, 16) if sinks else None
     scale = D**-0.5
