@@ -20,12 +20,12 @@ const AotKernel kKernels[] = {
     FA_AOT_KERNEL(fa::attention_bwd_dq_kernel<fa::bfloat_t, 128, fa::AttnTilesOf<64, 64, 4, 2>, false, false>),
     FA_AOT_KERNEL(fa::attention_bwd_dq_kernel<fa::bfloat_t, 128, fa::AttnTilesOf<64, 64, 4, 2>, true, false>),
     FA_AOT_KERNEL(fa::attention_bwd_dq_kernel<fa::bfloat_t, 128, fa::AttnTilesOf<64, 64, 4, 2>, false, true>),
-    FA_AOT_KERNEL(fa::attention_bwd_dkdv_kernel<float, 128, fa::AttnTilesOf<64, 64, 4, 2>, false, false>),
-    FA_AOT_KERNEL(fa::attention_bwd_dkdv_kernel<float, 128, fa::AttnTilesOf<64, 64, 4, 2>, true, false>),
-    FA_AOT_KERNEL(fa::attention_bwd_dkdv_kernel<float, 128, fa::AttnTilesOf<64, 64, 4, 2>, false, true>),
-    FA_AOT_KERNEL(fa::attention_bwd_dq_kernel<float, 128, fa::AttnTilesOf<64, 64, 4, 2>, false, false>),
-    FA_AOT_KERNEL(fa::attention_bwd_dq_kernel<float, 128, fa::AttnTilesOf<64, 64, 4, 2>, true, false>),
-    FA_AOT_KERNEL(fa::attention_bwd_dq_kernel<float, 128, fa::AttnTilesOf<64, 64, 4, 2>, false, true>),
+    FA_AOT_KERNEL(fa::attention_bwd_dkdv_kernel<float, 128, fa::AttnTilesOf<64, 16, 4, 2>, false, false>),
+    FA_AOT_KERNEL(fa::attention_bwd_dkdv_kernel<float, 128, fa::AttnTilesOf<64, 16, 4, 2>, true, false>),
+    FA_AOT_KERNEL(fa::attention_bwd_dkdv_kernel<float, 128, fa::AttnTilesOf<64, 16, 4, 2>, false, true>),
+    FA_AOT_KERNEL(fa::attention_bwd_dq_kernel<float, 128, fa::AttnTilesOf<64, 16, 4, 2>, false, false>),
+    FA_AOT_KERNEL(fa::attention_bwd_dq_kernel<float, 128, fa::AttnTilesOf<64, 16, 4, 2>, true, false>),
+    FA_AOT_KERNEL(fa::attention_bwd_dq_kernel<float, 128, fa::AttnTilesOf<64, 16, 4, 2>, false, true>),
 };
 
 } // namespace
