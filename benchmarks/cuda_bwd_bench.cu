@@ -2,21 +2,27 @@
 // attention_backward.h: D, dK/dV, dQ) on the issue-17 cases, after the
 // forward kernel has written O and the LSE (has_lse), and checks every
 // gradient of a small case against a plain fp32 reference. Standalone: no
-// MLX; nvcc builds it on the GPU machine.
+// MLX; nvcc builds it on the GPU machine (from the repository root):
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
 //     benchmarks/cuda_bwd_bench.cu -o bwd_bench
 //   ./bwd_bench            # check lines, then: case, time, TFLOP/s
 //   ./bwd_bench check      # the checks only (tests/test_cuda_backward_gpu.py)
+//   ./bwd_bench sweep      # the tile sweep: a line a candidate (sweep())
 //
 // TFLOP/s counts the backward as 2.5 forwards (five products of the
 // forward's two), the causal triangle exactly; the kernels run seven (dQ
 // recomputes S and dP), so the hardware does 1.4x the count.
+//
+// The sweep times every candidate's dK/dV and dQ kernels alone and the
+// whole backward, with its registers and local bytes a thread (ptxas's:
+// local memory is spills and stack) and a check of its gradients.
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "benchmarks/cuda_sweep_util.cuh"
@@ -106,11 +112,22 @@ __global__ void ref_grads(const T* q, const T* k, const T* v, const T* dout,
   }
 }
 
+/// The library's tiles (choose_attention_backward_tiles).
 template <typename T, int D>
-struct Backward {
+struct DefaultTiles {
   static constexpr fa::AttnTiles t =
       fa::choose_attention_backward_tiles(D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
-  typedef fa::AttnTilesOf<t.bq, t.bk, t.warps, t.stages> Tiles;
+  typedef fa::AttnTilesOf<t.bq, t.bk, t.warps, t.stages> type;
+};
+
+/// Which kernels a launch runs: the whole backward, or one of the two tiled ones.
+enum class Part { All, DkDv, Dq };
+
+template <typename T, int D, typename Tiles = typename DefaultTiles<T, D>::type>
+struct Backward {
+  static constexpr fa::AttnTiles t = Tiles::value;
+  static constexpr int kSmem =
+      fa::attention_backward_smem_bytes(t, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
   typedef fa::AttnTilesOf<64, 64, 4, 2> FwdTiles;
 
   Problem pr;
@@ -138,6 +155,8 @@ struct Backward {
       std::memcpy(x, s, sizeof(s));
     }
     f.causal = pr.causal;
+    raise_smem<false>();
+    raise_smem<true>();
   }
   ~Backward() {
     for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq,
@@ -160,31 +179,49 @@ struct Backward {
     CHECK(cudaGetLastError());
   }
 
+  /// The tiled kernels may take more than the default 48 KB, as the host's
+  /// load_kernel allows them.
   template <bool C>
-  void backward() {
-    const int smem = fa::attention_backward_smem_bytes(t, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
+  static void raise_smem() {
+    CHECK(cudaFuncSetAttribute(fa::attention_bwd_dkdv_kernel<T, D, Tiles, C, false>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    CHECK(cudaFuncSetAttribute(fa::attention_bwd_dq_kernel<T, D, Tiles, C, false>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  }
+
+  template <bool C>
+  void backward(Part part) {
     const int threads = t.warps * 32;
-    fa::attention_bwd_row_dot_kernel<4, T><<<dim3((pr.L + 3) / 4, pr.H, pr.B), 128>>>(o, dout, d, p);
-    fa::AttnFeatures fk = f;
-    fk.align_q = pr.L % t.bk == 0;
-    fk.align_k = pr.L % t.bq == 0;
-    fa::attention_bwd_dkdv_kernel<T, D, Tiles, C, false>
-        <<<dim3((pr.L + t.bq - 1) / t.bq, pr.H, pr.B), threads, smem>>>(
-            q, k, v, dout, lse, d, dk, dv, p, nullptr, fk);
-    fa::AttnFeatures fq = f;
-    fq.align_q = pr.L % t.bq == 0;
-    fq.align_k = pr.L % t.bk == 0;
-    fa::attention_bwd_dq_kernel<T, D, Tiles, C, false>
-        <<<dim3((pr.L + t.bq - 1) / t.bq, pr.H, pr.B), threads, smem>>>(
-            q, k, v, dout, lse, d, dq, p, nullptr, fq);
+    if (part == Part::All) {
+      fa::attention_bwd_row_dot_kernel<4, T><<<dim3((pr.L + 3) / 4, pr.H, pr.B), 128>>>(o, dout, d, p);
+    }
+    if (part != Part::Dq) {
+      fa::AttnFeatures fk = f;
+      fk.align_q = pr.L % t.bk == 0;
+      fk.align_k = pr.L % t.bq == 0;
+      fa::attention_bwd_dkdv_kernel<T, D, Tiles, C, false>
+          <<<dim3((pr.L + t.bq - 1) / t.bq, pr.H, pr.B), threads, kSmem>>>(
+              q, k, v, dout, lse, d, dk, dv, p, nullptr, fk);
+    }
+    if (part != Part::DkDv) {
+      fa::AttnFeatures fq = f;
+      fq.align_q = pr.L % t.bq == 0;
+      fq.align_k = pr.L % t.bk == 0;
+      fa::attention_bwd_dq_kernel<T, D, Tiles, C, false>
+          <<<dim3((pr.L + t.bq - 1) / t.bq, pr.H, pr.B), threads, kSmem>>>(
+              q, k, v, dout, lse, d, dq, p, nullptr, fq);
+    }
     CHECK(cudaGetLastError());
   }
 
   void run_forward() { pr.causal ? forward<true>() : forward<false>(); }
-  void run_backward() { pr.causal ? backward<true>() : backward<false>(); }
+  void run_backward(Part part = Part::All) {
+    pr.causal ? backward<true>(part) : backward<false>(part);
+  }
 
   /// Max |fused - reference| of dQ, dK, dV over the largest reference value.
-  bool check(const char* name) {
+  /// `verbose`: a line a gradient; else only the failures.
+  bool check(const char* name, bool verbose = true) {
     run_forward();
     run_backward();
     const size_t n = size_t(pr.B) * pr.H * pr.L * D;
@@ -216,20 +253,20 @@ struct Backward {
       const float tol = (sizeof(T) == 4 ? 1e-4f : 2e-2f) * fmaxf(top, 1e-6f);
       const bool good = e <= tol;
       ok = ok && good;
-      std::printf("%s %s %s max error %.3g (tolerance %.3g)\n", good ? "ok" : "FAIL", name, names[g], e, tol);
+      if (verbose || !good) std::printf("%s %s %s max error %.3g (tolerance %.3g)\n", good ? "ok" : "FAIL", name, names[g], e, tol);
     }
     for (void* x : {(void*)rlse, (void*)ro, (void*)rd, (void*)rdq, (void*)rdk, (void*)rdv, (void*)err}) cudaFree(x);
     return ok;
   }
 
-  float time_us(int reps) {
+  float time_us(int reps, Part part = Part::All) {
     run_forward();
     run_backward();
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
     CHECK(cudaEventRecord(a));
-    for (int i = 0; i < reps; ++i) run_backward();
+    for (int i = 0; i < reps; ++i) run_backward(part);
     CHECK(cudaEventRecord(b));
     CHECK(cudaEventSynchronize(b));
     float ms;
@@ -253,6 +290,67 @@ void bench(Problem pr, const char* name, double fa2_us) {
   std::printf("%-40s %10.1f us %7.1f TFLOP/s   FA2 %8.0f us\n", name, us, flop / us * 1e-6, fa2_us);
 }
 
+/// Registers and local memory (spills and stack) a thread, from ptxas.
+template <typename K>
+void print_resources(K kernel) {
+  cudaFuncAttributes a;
+  CHECK(cudaFuncGetAttributes(&a, kernel));
+  std::printf(" %3d regs %4zu B local", a.numRegs, a.localSizeBytes);
+}
+
+/// One candidate of the sweep: its gradients checked on a small ragged case
+/// (L = 200) of the same head dim, dtype and mask, then each tiled kernel
+/// and the whole backward timed. The kernels' TFLOP/s count the products
+/// each runs (dK/dV four, dQ three); the total's counts the backward as
+/// 2.5 forwards, as bench() does.
+template <typename T, int D, typename Tiles>
+bool sweep_one(const Problem& pr) {
+  constexpr fa::AttnTiles t = Tiles::value;
+  const bool ok = Backward<T, D, Tiles>({1, 2, 200, D, pr.causal}).check("candidate", false);
+  Backward<T, D, Tiles> b(pr);
+  const int reps = 10;
+  const float dkdv_us = b.time_us(reps, Part::DkDv);
+  const float dq_us = b.time_us(reps, Part::Dq);
+  const float all_us = b.time_us(reps, Part::All);
+  const double pairs = pr.causal ? 0.5 * double(pr.L) * (pr.L + 1) : double(pr.L) * pr.L;
+  const double product = 2.0 * pr.B * pr.H * pairs * D * 1e-6;  // MFLOP, over us gives TFLOP/s
+  const bool is_default = std::is_same<Tiles, typename DefaultTiles<T, D>::type>::value;
+  std::printf("%c bq=%3d bk=%3d warps=%d stages=%d | dkdv", is_default ? '*' : ' ', t.bq, t.bk,
+              t.warps, t.stages);
+  print_resources(pr.causal ? fa::attention_bwd_dkdv_kernel<T, D, Tiles, true, false>
+                            : fa::attention_bwd_dkdv_kernel<T, D, Tiles, false, false>);
+  std::printf(" %8.1f us %6.1f TF | dq", dkdv_us, 4 * product / dkdv_us);
+  print_resources(pr.causal ? fa::attention_bwd_dq_kernel<T, D, Tiles, true, false>
+                            : fa::attention_bwd_dq_kernel<T, D, Tiles, false, false>);
+  std::printf(" %8.1f us %6.1f TF | all %8.1f us %6.1f TF | %s\n", dq_us, 3 * product / dq_us,
+              all_us, 5 * product / all_us, ok ? "ok" : "FAIL");
+  return ok;
+}
+
+template <int BK, int W, int ST>
+using Candidate = fa::AttnTilesOf<16 * W, BK, W, ST>;
+
+/// The candidate tiles of one case, the library's marked '*': a warp owns
+/// 16 rows, so 8 warps own 128 keys (dK/dV) or queries (dQ) a block.
+template <typename T, int D>
+bool sweep(const Problem& pr, const char* name, double fa2_us) {
+  std::printf("%s (FA2 %.0f us)\n", name, fa2_us);
+  bool ok = true;
+  ok &= sweep_one<T, D, Candidate<32, 4, 2>>(pr);
+  ok &= sweep_one<T, D, Candidate<64, 4, 2>>(pr);
+  ok &= sweep_one<T, D, Candidate<128, 4, 2>>(pr);
+  ok &= sweep_one<T, D, Candidate<32, 4, 3>>(pr);
+  ok &= sweep_one<T, D, Candidate<64, 4, 3>>(pr);
+  ok &= sweep_one<T, D, Candidate<128, 4, 3>>(pr);
+  ok &= sweep_one<T, D, Candidate<32, 8, 2>>(pr);
+  ok &= sweep_one<T, D, Candidate<64, 8, 2>>(pr);
+  ok &= sweep_one<T, D, Candidate<128, 8, 2>>(pr);
+  ok &= sweep_one<T, D, Candidate<32, 8, 3>>(pr);
+  ok &= sweep_one<T, D, Candidate<64, 8, 3>>(pr);
+  ok &= sweep_one<T, D, Candidate<128, 8, 3>>(pr);
+  return ok;
+}
+
 int main(int argc, char** argv) {
   bool ok = true;
   ok &= check<fa::half_t, 64>({1, 2, 200, 64, false}, "fp16 D=64 L=200");
@@ -260,6 +358,12 @@ int main(int argc, char** argv) {
   ok &= check<fa::bfloat_t, 128>({2, 2, 130, 128, true}, "bf16 D=128 L=130 causal");
   ok &= check<float, 32>({1, 3, 77, 32, false}, "fp32 D=32 L=77");
   if (argc > 1 && std::strcmp(argv[1], "check") == 0) {
+    return ok ? 0 : 1;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "sweep") == 0) {
+    ok &= sweep<fa::half_t, 64>({1, 32, 1024, 64, false}, "B=1 H=32 L=1024 D=64 fp16", 107);
+    ok &= sweep<fa::bfloat_t, 128>({1, 32, 4096, 128, false}, "B=1 H=32 L=4096 D=128 bf16", 2388);
+    ok &= sweep<fa::bfloat_t, 128>({1, 32, 4096, 128, true}, "same, causal", 1424);
     return ok ? 0 : 1;
   }
   bench<fa::half_t, 64>({1, 32, 1024, 64, false}, "B=1 H=32 L=1024 D=64 fp16", 107);

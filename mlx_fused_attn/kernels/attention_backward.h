@@ -112,6 +112,53 @@ struct BwdQSource {
   }
 };
 
+/// What the dK/dV and dQ kernels share: a warp owns kWarpRows rows (keys or
+/// queries) whose two operands (K and V, or Q and dO) stay in registers, and
+/// streams blocks of kBK rows whose stage holds two blocks (`First`, then
+/// `Second`); its score tiles are kWarpRows x kBK, its accumulators
+/// kWarpRows x the padded head dim.
+template <typename Target, typename Shape, typename First, typename Second>
+struct BwdWarp {
+  typedef typename Shape::elem_type T;
+  typedef AttnQOperand<Target, Shape> Operand;
+  typedef typename Target::template FragA<T> FragA;
+  typedef typename Target::FragC FragC;
+  FA_CONST int kRows = Shape::kWarpRows;
+  FA_CONST int kCols = AttnPaddedHeadDim<Target, Shape::kHeadDim>::value;
+  /// S or dP (transposed in the dK/dV kernel), fp32.
+  typedef Tile<FragC, kRows / FragC::kRows, Shape::kBK / FragC::kCols> Scores;
+  /// P or dS as the left operand of a product.
+  typedef Tile<FragA, kRows / FragA::kRows, Shape::kBK / FragA::kCols>
+      ScoreOperand;
+  typedef Tile<FragC, kRows / FragC::kRows, kCols / FragC::kCols> Acc;
+  static_assert(
+      Shape::kHeadDim == Shape::kHeadDimV, "the backward takes D == D_v");
+  static_assert(Operand::kSmemElems == 0, "the owned rows stay in registers");
+  static_assert(
+      Shape::kStages > 1 || !First::kAsync,
+      "the products read a stage's first block after its second lands: a "
+      "staggered stage would not hold");
+
+  /// The two products of streamed block j that both kernels start with:
+  /// s = a First^T and dp = b Second^T (S and dP, or their transposes).
+  template <typename Pipeline>
+  static FA_FUNC void scores(
+      FA_THREAD Scores& s,
+      FA_THREAD Scores& dp,
+      const FA_THREAD Operand& a,
+      const FA_THREAD Operand& b,
+      const FA_THREAD Pipeline& pipe,
+      int j,
+      lane_t lane) {
+    pipe.acquire(j);
+    tile_fill(s, 0.0f);
+    First::mma_abt(s, a, pipe.k_block(j), lane);
+    pipe.acquire_v(j);
+    tile_fill(dp, 0.0f);
+    Second::mma_abt(dp, b, pipe.v_block(j), lane);
+  }
+};
+
 /// Rows [row0, row0 + kWarpRows) of an fp32 accumulator, times `scale`,
 /// into dst (row stride ld) in T: only rows below `limit` and the real
 /// head-dim columns.
@@ -158,18 +205,9 @@ FA_FUNC void attention_backward_dkdv(
   typedef BwdQSource<Target, Shape> Source;
   typedef typename Source::QBlock QBlock;
   typedef typename Source::DOBlock DOBlock;
-  typedef AttnQOperand<Target, Shape> KVOperand;
-  typedef typename Target::template FragA<T> FragA;
-  typedef typename Target::FragC FragC;
+  typedef BwdWarp<Target, Shape, QBlock, DOBlock> Warp;
   typedef KVPipelineOf<QBlock, Source, Shape::kStages> Pipeline;
-  static_assert(
-      Shape::kHeadDim == Shape::kHeadDimV, "the backward takes D == D_v");
-  static_assert(KVOperand::kSmemElems == 0, "K and V stay in registers");
-  static_assert(
-      Shape::kStages > 1 || !QBlock::kAsync,
-      "the products read Q after dO lands: a staggered stage would not hold");
-  constexpr int kCols = AttnPaddedHeadDim<Target, Shape::kHeadDim>::value;
-  constexpr int kRows = Shape::kWarpRows;
+  constexpr int kRows = Warp::kRows;
   constexpr int kBK = Shape::kBK;
   const FA_CONSTANT AttnParams& p = bp.fwd;
 
@@ -201,8 +239,8 @@ FA_FUNC void attention_backward_dkdv(
       kv_pipeline<Pipeline>(src, n_blocks, warp * kSimdWidth + lane);
 
   // ------------------------------------------------------ load K and V
-  KVOperand k_op;
-  KVOperand v_op;
+  typename Warp::Operand k_op;
+  typename Warp::Operand v_op;
   q_load(
       k_op, k + batch * p.k_strides[0] + kv_head * p.k_strides[1] +
           key0 * p.k_strides[2],
@@ -212,24 +250,19 @@ FA_FUNC void attention_backward_dkdv(
           key0 * p.v_strides[2],
       p.v_strides[2], p.L_k - key0, k_ragged, q_smem, warp, lane);
 
-  Tile<FragC, kRows / FragC::kRows, kBK / FragC::kCols> s_t;
-  Tile<FragC, kRows / FragC::kRows, kBK / FragC::kCols> dp_t;
-  Tile<FragA, kRows / FragA::kRows, kBK / FragA::kCols> p_t;
-  Tile<FragA, kRows / FragA::kRows, kBK / FragA::kCols> ds_t;
-  Tile<FragC, kRows / FragC::kRows, kCols / FragC::kCols> dk_acc;
-  Tile<FragC, kRows / FragC::kRows, kCols / FragC::kCols> dv_acc;
+  typename Warp::Scores s_t;
+  typename Warp::Scores dp_t;
+  typename Warp::ScoreOperand p_t;
+  typename Warp::ScoreOperand ds_t;
+  typename Warp::Acc dk_acc;
+  typename Warp::Acc dv_acc;
   tile_fill(dk_acc, 0.0f);
   tile_fill(dv_acc, 0.0f);
 
   // ----------------------------------------- the group's query blocks
   pipe.start();
   for (int j = 0; j < n_blocks; ++j) {
-    pipe.acquire(j);
-    tile_fill(s_t, 0.0f);
-    QBlock::mma_abt(s_t, k_op, pipe.k_block(j), lane);
-    pipe.acquire_v(j);
-    tile_fill(dp_t, 0.0f);
-    DOBlock::mma_abt(dp_t, v_op, pipe.v_block(j), lane);
+    Warp::scores(s_t, dp_t, k_op, v_op, pipe, j, lane);
 
     const TransposedCoords<BwdScoreGrads<T> > grads = {backward_score_grads<T>(
         p, lse, d, mask, f, batch, head0 + src.head(j))};
@@ -243,11 +276,11 @@ FA_FUNC void attention_backward_dkdv(
 
   // ----------------------------------------------------------- store
   const float scale = p.scale_log2 / FA_LOG2E;
-  backward_store<Shape::kHeadDim, kCols>(
+  backward_store<Shape::kHeadDim, Warp::kCols>(
       dk + batch * bp.dk_strides[0] + kv_head * bp.dk_strides[1] +
           k_row0 * bp.dk_strides[2],
       dk_acc, scale, bp.dk_strides[2], p.L_k - k_row0, k_ragged, lane);
-  backward_store<Shape::kHeadDim, kCols>(
+  backward_store<Shape::kHeadDim, Warp::kCols>(
       dv + batch * bp.dv_strides[0] + kv_head * bp.dv_strides[1] +
           k_row0 * bp.dv_strides[2],
       dv_acc, 1.0f, bp.dv_strides[2], p.L_k - k_row0, k_ragged, lane);
@@ -276,23 +309,13 @@ FA_FUNC void attention_backward_dq(
   typedef AttnKVSource<Target, Shape> Source;
   typedef typename Source::KBlock KBlock;
   typedef typename Source::VBlock VBlock;
-  typedef AttnQOperand<Target, Shape> QOperand;
-  typedef typename Target::template FragA<T> FragA;
-  typedef typename Target::FragC FragC;
+  typedef BwdWarp<Target, Shape, KBlock, VBlock> Warp;
   typedef KVPipelineOf<KBlock, Source, Shape::kStages> Pipeline;
-  static_assert(
-      Shape::kHeadDim == Shape::kHeadDimV, "the backward takes D == D_v");
-  static_assert(QOperand::kSmemElems == 0, "Q and dO stay in registers");
-  static_assert(
-      Shape::kStages > 1 || !KBlock::kAsync,
-      "the products read K after V lands: a staggered stage would not hold");
-  constexpr int kCols = AttnPaddedHeadDim<Target, Shape::kHeadDim>::value;
-  constexpr int kRows = Shape::kWarpRows;
   constexpr int kBQ = Shape::kBQ;
   constexpr int kBK = Shape::kBK;
   const FA_CONSTANT AttnParams& p = bp.fwd;
 
-  const int q_row0 = q_block * kBQ + warp * kRows;
+  const int q_row0 = q_block * kBQ + warp * Warp::kRows;
   const bool q_ragged = !f.align_q && q_block == p.L_q / kBQ;
   const int kv_head = head / p.gqa_factor;
   const AttnKeyBlocks blocks =
@@ -307,8 +330,8 @@ FA_FUNC void attention_backward_dq(
       backward_score_grads<T>(p, lse, d, mask, f, batch, head);
 
   // ----------------------------------------------------- load Q and dO
-  QOperand q_op;
-  QOperand do_op;
+  typename Warp::Operand q_op;
+  typename Warp::Operand do_op;
   q_load(
       q_op, q + batch * p.q_strides[0] + head * p.q_strides[1] +
           q_block * kBQ * p.q_strides[2],
@@ -318,28 +341,23 @@ FA_FUNC void attention_backward_dq(
           q_block * kBQ * bp.do_strides[2],
       bp.do_strides[2], p.L_q - q_block * kBQ, q_ragged, k_smem, warp, lane);
 
-  Tile<FragC, kRows / FragC::kRows, kBK / FragC::kCols> s;
-  Tile<FragC, kRows / FragC::kRows, kBK / FragC::kCols> dp;
-  Tile<FragA, kRows / FragA::kRows, kBK / FragA::kCols> ds;
-  Tile<FragC, kRows / FragC::kRows, kCols / FragC::kCols> dq_acc;
+  typename Warp::Scores s;
+  typename Warp::Scores dp;
+  typename Warp::ScoreOperand ds;
+  typename Warp::Acc dq_acc;
   tile_fill(dq_acc, 0.0f);
 
   // ------------------------------------------------------ the key blocks
   pipe.start();
   for (int kb = 0; kb < blocks.end; ++kb) {
-    pipe.acquire(kb);
-    tile_fill(s, 0.0f);
-    KBlock::mma_abt(s, q_op, pipe.k_block(kb), lane);
-    pipe.acquire_v(kb);
-    tile_fill(dp, 0.0f);
-    VBlock::mma_abt(dp, do_op, pipe.v_block(kb), lane);
+    Warp::scores(s, dp, q_op, do_op, pipe, kb, lane);
     tile_zip_coords(s, dp, grads, q_row0, kb * kBK, lane);
     tile_to_operand(ds, dp);
     KBlock::mma_ab(dq_acc, ds, pipe.k_block(kb), lane);
   }
 
   // ----------------------------------------------------------- store
-  backward_store<Shape::kHeadDim, kCols>(
+  backward_store<Shape::kHeadDim, Warp::kCols>(
       dq + batch * bp.dq_strides[0] + head * bp.dq_strides[1] +
           q_row0 * bp.dq_strides[2],
       dq_acc, p.scale_log2 / FA_LOG2E, bp.dq_strides[2], p.L_q - q_row0,

@@ -32,16 +32,25 @@ constexpr int attention_backward_smem_bytes(
       (attention_padded_head_dim(head_dim, backend) * dtype_size(dtype) + 16);
 }
 
+/// The shared memory a CUDA backward block may ask for: 16-bit kernels up to
+/// an A100's opt-in limit (163 KB; the host raises each kernel's limit,
+/// cuda::load_kernel), fp32 ones within the default 48 KB, since 64-row
+/// blocks would add a third to their spills (ptxas, D = 128 dK/dV: 2.7 to
+/// 3.7 KB a thread) and pass the 99 KB of sm_86 and sm_89.
+constexpr int cuda_backward_smem_limit(DType dtype) {
+  return dtype == DType::Float32 ? 48 * 1024 : 163 * 1024;
+}
+
 /// Both backward kernels run one tile shape: bq rows owned by a threadgroup
 /// (its keys in the dK/dV kernel, its queries in the dQ kernel), bk rows a
 /// streamed block. A warp owns one fragment row of 8 (Metal) or 16 (CUDA),
 /// so that the kernel holding two operands and two fp32 accumulators of a
 /// full head dim stays within registers. The streamed block is the largest
 /// of 64, 32, 16, 8 rows whose stages fit the threadgroup memory: Metal's
-/// 32 KB with one stage (plain loads), or CUDA's 48 KB of static shared
-/// memory with two (cp.async: block i + 1 lands under block i's products;
-/// the backward reads both of a stage's blocks after they land, which a
-/// staggered single stage would not allow).
+/// 32 KB with one stage (plain loads), or CUDA's limit with two (cp.async:
+/// block i + 1 lands under block i's products; the backward reads both of a
+/// stage's blocks after they land, which a staggered single stage would not
+/// allow), so 64 rows at every 16-bit head dim.
 constexpr AttnTiles choose_attention_backward_tiles(
     int head_dim,
     DType dtype,
@@ -50,7 +59,7 @@ constexpr AttnTiles choose_attention_backward_tiles(
   const int rows = warps * fragment_size(backend);
   const int stages = backend == Backend::Metal ? 1 : 2;
   const int limit = backend == Backend::Metal ? kMetalMaxThreadgroupBytes
-                                              : 48 * 1024;
+                                              : cuda_backward_smem_limit(dtype);
   int bk = 64;
   while (bk > 8 &&
          attention_backward_smem_bytes(
