@@ -45,12 +45,14 @@ constexpr int cuda_backward_smem_limit(DType dtype) {
 /// (its keys in the dK/dV kernel, its queries in the dQ kernel), bk rows a
 /// streamed block. A warp owns one fragment row of 8 (Metal) or 16 (CUDA),
 /// so that the kernel holding two operands and two fp32 accumulators of a
-/// full head dim stays within registers. The streamed block is the largest
-/// of 64, 32, 16, 8 rows whose stages fit the threadgroup memory: Metal's
-/// 32 KB with one stage (plain loads), or CUDA's limit with two (cp.async:
-/// block i + 1 lands under block i's products; the backward reads both of a
-/// stage's blocks after they land, which a staggered single stage would not
-/// allow), so 64 rows at every 16-bit head dim.
+/// full head dim stays within registers. The streamed block starts at
+/// Metal's 64 rows, with one stage in its 32 KB (plain loads); on CUDA, with
+/// two stages (cp.async: block i + 1 lands under block i's products; the
+/// backward reads both of a stage's blocks after they land, which a
+/// staggered single stage would not allow), at the H200 sweep's best
+/// (cuda_bwd_bench sweep): 128 rows up to D = 64, and 32 past it, where
+/// the dK/dV kernel sits at 255 registers and larger blocks spill (64 rows:
+/// 3% slower, 15% causal). It halves until the stages fit the limit.
 constexpr AttnTiles choose_attention_backward_tiles(
     int head_dim,
     DType dtype,
@@ -60,7 +62,9 @@ constexpr AttnTiles choose_attention_backward_tiles(
   const int stages = backend == Backend::Metal ? 1 : 2;
   const int limit = backend == Backend::Metal ? kMetalMaxThreadgroupBytes
                                               : cuda_backward_smem_limit(dtype);
-  int bk = 64;
+  int bk = backend == Backend::Metal
+      ? 64
+      : (attention_padded_head_dim(head_dim, backend) <= 64 ? 128 : 32);
   while (bk > 8 &&
          attention_backward_smem_bytes(
              AttnTiles{rows, bk, warps, stages}, head_dim, dtype, backend) >
