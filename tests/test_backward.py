@@ -334,8 +334,10 @@ def test_shapeless_compile_of_gradients(device):
         short = [x[:, :, :37] for x in (q, k, v)]
         got = step(*short)
         want = mx.grad(loss, argnums=(0, 1, 2))(*short)
+    # As the other GPU comparisons: the two runs may differ in kernels (the
+    # H200 gave 9e-5 on fp32 gradients of size 2, 3xTF32 products).
     for g, w in zip(got, want):
-        np.testing.assert_allclose(np.array(g), np.array(w), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np.array(g), np.array(w), rtol=2e-4, atol=2e-4)
 
 
 def test_lora_step_runs_the_fused_backward():
