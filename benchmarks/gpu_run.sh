@@ -58,8 +58,13 @@ fi
 
 if has test; then
   log "pytest (GPU and device-independent tests)"
+  # The compile and conformance tests need no GPU (CI runs them): left out
+  # here, they would take most of the suite's time on the device.
   $PY -m pytest -q -rs tests --ignore=tests/metal_emu --ignore=tests/metal_host \
     --ignore=tests/test_metal_host_compile.py --ignore=tests/test_cuda_compile.py \
+    --ignore=tests/test_cuda_host_compile.py --ignore=tests/test_cuda_sweeps_compile.py \
+    --ignore=tests/test_metal_conformance.py --ignore=tests/test_build_metallib.py \
+    --ignore=tests/test_instance_lists_compile.py --ignore=tests/test_mlx_includes.py \
     -k "${PYTEST_K:-not cpu}" -p no:cacheprovider > "$OUT/pytest.log" 2>&1
   tail -15 "$OUT/pytest.log"
 fi

@@ -21,6 +21,7 @@ SWEEPS = [
     ("cuda_na_sweep.cu", ["-arch=sm_90"]),
     ("cuda_short_sweep.cu", ["-arch=sm_90"]),
     ("cuda_bwd_bench.cu", ["-gencode=arch=compute_90a,code=sm_90a"]),
+    ("cuda_mask_sweep.cu", ["-gencode=arch=compute_90a,code=sm_90a"]),
 ]
 
 
