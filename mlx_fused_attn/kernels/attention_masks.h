@@ -165,13 +165,8 @@ struct AttnBlockMasks {
   /// scores in a row with a shown key, and a row without one reads
   /// kMaskValues); and the additive values that start puts in the product.
   FA_FUNC bool raw_products(int i) const {
-    const int kb = visits.block(i);
-    if ((causal && kb >= kb_causal) || (!align_k && kb == n_full_kblocks) ||
-        !(p->scale_log2 > 0.0f)) {
-      return false;
-    }
-    const int kind = has_mask ? visits.kind(i) : kMaskShown;
-    return kind != kMaskValues || values_in_products();
+    return scale_left_to_softmax(i) &&
+        (!has_mask || visits.kind(i) != kMaskValues || values_in_products());
   }
 
   /// The scores' start before block i's S = Q K^T: zero, or, for a block of
@@ -182,7 +177,7 @@ struct AttnBlockMasks {
   FA_FUNC void start(FA_THREAD STile& s, int i, lane_t lane) const {
     tile_fill(s, 0.0f);
     if (has_mask && values_in_products() && visits.kind(i) == kMaskValues &&
-        raw_products(i)) {
+        scale_left_to_softmax(i)) {
       add_values(s, visits.block(i) * kBK, lane);
     }
   }
@@ -235,6 +230,14 @@ struct AttnBlockMasks {
   }
 
  private:
+  /// Whether block i's scores can stay unscaled into the softmax: no causal
+  /// cut, no missing keys, and a positive scale.
+  FA_FUNC bool scale_left_to_softmax(int i) const {
+    const int kb = visits.block(i);
+    return !(causal && kb >= kb_causal) && (align_k || kb != n_full_kblocks) &&
+        p->scale_log2 > 0.0f;
+  }
+
   /// Every finite value of an additive mask in T, over any scale that the
   /// softmax can use, stays finite, and times log2(e) stays above the masked
   /// score: AddMaskOp's clamp never acts (fp16), so the value can go into
