@@ -113,22 +113,31 @@ __global__ void ref_grads(const T* q, const T* k, const T* v, const T* dout,
   }
 }
 
-/// The library's tiles (choose_attention_backward_tiles).
+/// The library's tiles of each kernel on this build's sm_90a
+/// (choose_attention_backward_tiles).
 template <typename T, int D>
 struct DefaultTiles {
-  static constexpr fa::AttnTiles t =
-      fa::choose_attention_backward_tiles(D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
-  typedef fa::AttnTilesOf<t.bq, t.bk, t.warps, t.stages> type;
+  static constexpr fa::AttnBwdTiles t = fa::choose_attention_backward_tiles(
+      D, fa::DTypeOf<T>::value, fa::Backend::Cuda, /*wgmma=*/true);
+  template <fa::BwdKernel k>
+  using of = fa::AttnTilesOf<t.of(k).bq, t.of(k).bk, t.of(k).warps, t.of(k).stages,
+                             t.of(k).min_blocks, t.of(k).wgmma, t.of(k).q_shared>;
+  typedef of<fa::BwdKernel::DkDv> dkdv;
+  typedef of<fa::BwdKernel::Dq> dq;
 };
 
 /// Which kernels a launch runs: the whole backward, or one of the two tiled ones.
 enum class Part { All, DkDv, Dq };
 
-template <typename T, int D, typename Tiles = typename DefaultTiles<T, D>::type>
+template <typename T, int D, typename KvTiles = typename DefaultTiles<T, D>::dkdv,
+          typename QTiles = typename DefaultTiles<T, D>::dq>
 struct Backward {
-  static constexpr fa::AttnTiles t = Tiles::value;
-  static constexpr int kSmem =
-      fa::attention_backward_smem_bytes(t, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
+  static constexpr fa::AttnTiles kv = KvTiles::value;
+  static constexpr fa::AttnTiles qt = QTiles::value;
+  static constexpr int kKvSmem =
+      fa::attention_backward_smem_bytes(kv, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
+  static constexpr int kQSmem =
+      fa::attention_backward_smem_bytes(qt, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
   typedef fa::AttnTilesOf<64, 64, 4, 2> FwdTiles;
 
   Problem pr;
@@ -184,32 +193,31 @@ struct Backward {
   /// load_kernel allows them.
   template <bool C>
   static void raise_smem() {
-    CHECK(cudaFuncSetAttribute(fa::attention_bwd_dkdv_kernel<T, D, Tiles, C, false>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    CHECK(cudaFuncSetAttribute(fa::attention_bwd_dq_kernel<T, D, Tiles, C, false>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    CHECK(cudaFuncSetAttribute(fa::attention_bwd_dkdv_kernel<T, D, KvTiles, C, false>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, kKvSmem));
+    CHECK(cudaFuncSetAttribute(fa::attention_bwd_dq_kernel<T, D, QTiles, C, false>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, kQSmem));
   }
 
   template <bool C>
   void backward(Part part) {
-    const int threads = t.warps * 32;
     if (part == Part::All) {
       fa::attention_bwd_row_dot_kernel<4, T><<<dim3((pr.L + 3) / 4, pr.H, pr.B), 128>>>(o, dout, d, p);
     }
     if (part != Part::Dq) {
       fa::AttnFeatures fk = f;
-      fk.align_q = pr.L % t.bk == 0;
-      fk.align_k = pr.L % t.bq == 0;
-      fa::attention_bwd_dkdv_kernel<T, D, Tiles, C, false>
-          <<<dim3((pr.L + t.bq - 1) / t.bq, pr.H, pr.B), threads, kSmem>>>(
+      fk.align_q = pr.L % kv.bk == 0;
+      fk.align_k = pr.L % kv.bq == 0;
+      fa::attention_bwd_dkdv_kernel<T, D, KvTiles, C, false>
+          <<<dim3((pr.L + kv.bq - 1) / kv.bq, pr.H, pr.B), kv.warps * 32, kKvSmem>>>(
               q, k, v, dout, lse, d, dk, dv, p, nullptr, fk);
     }
     if (part != Part::DkDv) {
       fa::AttnFeatures fq = f;
-      fq.align_q = pr.L % t.bq == 0;
-      fq.align_k = pr.L % t.bk == 0;
-      fa::attention_bwd_dq_kernel<T, D, Tiles, C, false>
-          <<<dim3((pr.L + t.bq - 1) / t.bq, pr.H, pr.B), threads, kSmem>>>(
+      fq.align_q = pr.L % qt.bq == 0;
+      fq.align_k = pr.L % qt.bk == 0;
+      fa::attention_bwd_dq_kernel<T, D, QTiles, C, false>
+          <<<dim3((pr.L + qt.bq - 1) / qt.bq, pr.H, pr.B), qt.warps * 32, kQSmem>>>(
               q, k, v, dout, lse, d, dq, p, nullptr, fq);
     }
     CHECK(cudaGetLastError());
@@ -299,7 +307,8 @@ void print_resources(K kernel) {
   std::printf(" %3d regs %4zu B local", a.numRegs, a.localSizeBytes);
 }
 
-/// One candidate of the sweep: its gradients checked on a small ragged case
+/// One candidate of the sweep, for both kernels (K: the library's dK/dV
+/// tiles, Q: its dQ tiles): its gradients checked on a small ragged case
 /// (L = 200) of the same head dim, dtype and mask, then each tiled kernel
 /// and the whole backward timed. The kernels' TFLOP/s count the products
 /// each runs (dK/dV four, dQ three); the total's counts the backward as
@@ -307,17 +316,19 @@ void print_resources(K kernel) {
 template <typename T, int D, typename Tiles>
 bool sweep_one(const Problem& pr) {
   constexpr fa::AttnTiles t = Tiles::value;
-  const bool ok = Backward<T, D, Tiles>({1, 2, 200, D, pr.causal}).check("candidate", false);
-  Backward<T, D, Tiles> b(pr);
+  const bool ok = Backward<T, D, Tiles, Tiles>({1, 2, 200, D, pr.causal}).check("candidate", false);
+  Backward<T, D, Tiles, Tiles> b(pr);
   const int reps = 10;
   const float dkdv_us = b.time_us(reps, Part::DkDv);
   const float dq_us = b.time_us(reps, Part::Dq);
   const float all_us = b.time_us(reps, Part::All);
   const double pairs = pr.causal ? 0.5 * double(pr.L) * (pr.L + 1) : double(pr.L) * pr.L;
   const double product = 2.0 * pr.B * pr.H * pairs * D * 1e-6;  // MFLOP, over us gives TFLOP/s
-  const bool is_default = std::is_same<Tiles, typename DefaultTiles<T, D>::type>::value;
-  std::printf("%c bq=%3d bk=%3d warps=%d stages=%d | dkdv", is_default ? '*' : ' ', t.bq, t.bk,
-              t.warps, t.stages);
+  const bool kv_default = std::is_same<Tiles, typename DefaultTiles<T, D>::dkdv>::value;
+  const bool q_default = std::is_same<Tiles, typename DefaultTiles<T, D>::dq>::value;
+  std::printf("%c%c bq=%3d bk=%3d warps=%d stages=%d %s%s | dkdv", kv_default ? 'K' : ' ',
+              q_default ? 'Q' : ' ', t.bq, t.bk, t.warps, t.stages,
+              t.wgmma ? "wgmma" : "mma  ", t.q_shared ? " QS" : "   ");
   print_resources(pr.causal ? fa::attention_bwd_dkdv_kernel<T, D, Tiles, true, false>
                             : fa::attention_bwd_dkdv_kernel<T, D, Tiles, false, false>);
   std::printf(" %8.1f us %6.1f TF | dq", dkdv_us, 4 * product / dkdv_us);
@@ -328,30 +339,34 @@ bool sweep_one(const Problem& pr) {
   return ok;
 }
 
-template <int BK, int W, int ST>
-using Candidate = fa::AttnTilesOf<16 * W, BK, W, ST>;
+template <int BK, int W, int ST, bool WG = false, bool QS = false>
+using Candidate = fa::AttnTilesOf<16 * W, BK, W, ST, 1, WG, QS>;
 
 /// The candidate tiles of one case, the library's marked '*': a warp owns
-/// 16 rows, so 8 warps own 128 keys (dK/dV) or queries (dQ) a block. With
-/// -DFA_SWEEP_QUICK only the first three (a quarter of the compile time:
-/// what CI builds to keep the code compiling).
+/// 16 rows, so 4 warps own 64 keys (dK/dV) or queries (dQ) a block; on
+/// Hopper warpgroup products (WG), with the owned rows' operands in shared
+/// memory (QS) or registers, and for reference the mma.sync tiles that
+/// other GPUs run. With -DFA_SWEEP_QUICK only the first three (what CI
+/// builds to keep the code compiling).
 template <typename T, int D>
 bool sweep(const Problem& pr, const char* name, double fa2_us) {
   std::printf("%s (FA2 %.0f us)\n", name, fa2_us);
-  bool ok = true;
+  bool ok = Backward<T, D>({1, 2, 200, D, pr.causal}).check("library tiles", false);
+  std::printf("   library tiles (K and Q)  | all %8.1f us\n", Backward<T, D>(pr).time_us(10));
+  ok &= sweep_one<T, D, Candidate<32, 4, 2, true, true>>(pr);
+  ok &= sweep_one<T, D, Candidate<64, 4, 2, true, true>>(pr);
   ok &= sweep_one<T, D, Candidate<32, 4, 2>>(pr);
+#ifndef FA_SWEEP_QUICK
+  ok &= sweep_one<T, D, Candidate<128, 4, 2, true, true>>(pr);
+  ok &= sweep_one<T, D, Candidate<64, 4, 3, true, true>>(pr);
+  ok &= sweep_one<T, D, Candidate<64, 8, 2, true, true>>(pr);
+  ok &= sweep_one<T, D, Candidate<32, 4, 2, true>>(pr);
+  ok &= sweep_one<T, D, Candidate<64, 4, 2, true>>(pr);
+  ok &= sweep_one<T, D, Candidate<128, 4, 2, true>>(pr);
+  ok &= sweep_one<T, D, Candidate<32, 8, 2, true>>(pr);
   ok &= sweep_one<T, D, Candidate<64, 4, 2>>(pr);
   ok &= sweep_one<T, D, Candidate<128, 4, 2>>(pr);
-#ifndef FA_SWEEP_QUICK
-  ok &= sweep_one<T, D, Candidate<32, 4, 3>>(pr);
-  ok &= sweep_one<T, D, Candidate<64, 4, 3>>(pr);
-  ok &= sweep_one<T, D, Candidate<128, 4, 3>>(pr);
-  ok &= sweep_one<T, D, Candidate<32, 8, 2>>(pr);
   ok &= sweep_one<T, D, Candidate<64, 8, 2>>(pr);
-  ok &= sweep_one<T, D, Candidate<128, 8, 2>>(pr);
-  ok &= sweep_one<T, D, Candidate<32, 8, 3>>(pr);
-  ok &= sweep_one<T, D, Candidate<64, 8, 3>>(pr);
-  ok &= sweep_one<T, D, Candidate<128, 8, 3>>(pr);
 #endif
   return ok;
 }

@@ -44,8 +44,13 @@ struct BwdShapeOf {
   typedef fa::AttnKBlock<fa::MetalTarget, type> Block;
   static_assert(
       fa::AttnTiles{BQ, BK, WM, 1} ==
-          fa::choose_attention_backward_tiles(
-              D, fa::DTypeOf<T>::value, fa::Backend::Metal),
+              fa::choose_attention_backward_tiles(
+                  D, fa::DTypeOf<T>::value, fa::Backend::Metal)
+                  .dkdv &&
+          fa::AttnTiles{BQ, BK, WM, 1} ==
+              fa::choose_attention_backward_tiles(
+                  D, fa::DTypeOf<T>::value, fa::Backend::Metal)
+                  .dq,
       "instantiation list disagrees with choose_attention_backward_tiles");
   static_assert(
       2 * Block::kElems * sizeof(T) ==
@@ -56,6 +61,11 @@ struct BwdShapeOf {
   static_assert(
       2 * Block::kElems * sizeof(T) <= fa::kMetalMaxThreadgroupBytes,
       "threadgroup arrays over Metal's threadgroup memory");
+  // The owned rows' operands stay in registers: the bodies' operand memory
+  // argument is then unused (the streamed blocks' array is passed).
+  static_assert(
+      fa::AttnQOperand<fa::MetalTarget, type>::kSmemElems == 0,
+      "Metal keeps the owned rows' operands in registers");
 };
 
 } // namespace
@@ -81,7 +91,7 @@ fa_attention_bwd_dkdv(
   FA_SHARED_ARRAY_DECL T do_smem[S::Block::kElems];
   fa::attention_backward_dkdv<fa::MetalTarget, typename S::type>(
       q, k, v, dout, lse, d, dk, dv, params, mask, q_smem, do_smem,
-      read_features(), tgid.x, tgid.y, tgid.z, warp, lane);
+      q_smem, read_features(), tgid.x, tgid.y, tgid.z, warp, lane);
 }
 
 template <typename T, int D, int BQ, int BK, int WM>
@@ -104,7 +114,7 @@ fa_attention_bwd_dq(
   FA_SHARED_ARRAY_DECL T v_smem[S::Block::kElems];
   fa::attention_backward_dq<fa::MetalTarget, typename S::type>(
       q, k, v, dout, lse, d, dq, params, mask, k_smem, v_smem,
-      read_features(), tgid.x, tgid.y, tgid.z, warp, lane);
+      k_smem, read_features(), tgid.x, tgid.y, tgid.z, warp, lane);
 }
 
 // Names must match attention_backward_kernel_name() in

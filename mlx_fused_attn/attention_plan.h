@@ -14,6 +14,7 @@
 #include "mlx/array.h"
 #include "mlx_fused_attn/backward_params.h"
 #include "mlx_fused_attn/call.h"
+#include "mlx_fused_attn/kernels/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/short_attention_config.h"
@@ -32,8 +33,14 @@ struct AttentionPlan {
   /// admits it).
   fa::DType dtype = fa::DType::Float32;
   /// The tiles of the family that runs: the general kernel's, the short
-  /// kernel's, or none (the CPU kernel has no tiles).
-  std::variant<std::monostate, fa::AttnTiles, fa::ShortAttnTiles> tiles;
+  /// kernel's, the backward's two kernels', or none (the CPU kernels have
+  /// no tiles).
+  std::variant<
+      std::monostate,
+      fa::AttnTiles,
+      fa::ShortAttnTiles,
+      fa::AttnBwdTiles>
+      tiles;
   /// Decode with GQA (L_q = 1, no sinks) on the general kernel: the query
   /// heads that share a key/value head run as the rows of one query block,
   /// which reads that head's K and V once. `params` then hold H_kv heads of

@@ -107,14 +107,18 @@ HOST_KEYS = {
     FA_ATTENTION_HEAD_DIMS(FA_PRINT)
   }
   for (fa::DType t : types) print(SplitCombineKernelKey{t});""",
-    # Both kernels of every head dim, plain, causal and array mask; D.
+    # Both kernels of every head dim, plain, causal and array mask, with
+    # and without warpgroup products; D.
     "attention_backward": """
   for (fa::DType t : types) {
     print(AttentionBackwardRowDotKey{t});
 #define FA_PRINT(d) \\
-    for (int v = 0; v < 6; ++v) \\
-      print(AttentionBackwardKernelKey{v < 3 ? fa::BwdKernel::DkDv : fa::BwdKernel::Dq, t, d, \
-          fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda), v % 3 == 1, v % 3 == 2});
+    for (int v = 0; v < 12; ++v) { \\
+      const fa::BwdKernel k = v % 6 < 3 ? fa::BwdKernel::DkDv : fa::BwdKernel::Dq; \\
+      print(AttentionBackwardKernelKey{k, t, d, \\
+          fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda, v >= 6).of(k), \\
+          v % 3 == 1, v % 3 == 2}); \\
+    }
     FA_ATTENTION_BACKWARD_HEAD_DIMS(FA_PRINT)
   }""",
     # Whatever short_attention_covers sends to the short kernel, at each
@@ -164,7 +168,7 @@ def expected_count(family):
     na = len(listed("na_config.h", "FA_NA_HEAD_DIMS")) * len(listed("na_config.h", "FA_NA_AXES"))
     return {
         "attention": 3 * N_HEAD_DIMS * 12 + 3,
-        "attention_backward": 3 * (1 + 6 * len(listed("attention_backward_config.h", "FA_ATTENTION_BACKWARD_HEAD_DIMS"))),
+        "attention_backward": 3 * (1 + 12 * len(listed("attention_backward_config.h", "FA_ATTENTION_BACKWARD_HEAD_DIMS"))),
         "short_attention": 3 * len(short_dims) * len(short_seqs),
         "neighborhood": 3 * na,
         "strided_copy": 3 + 1,
@@ -209,7 +213,7 @@ def jit_text(family):
 
 # The host's expressions compiled against the JIT text: every one, or a
 # spread (every dtype, head dim and variant appears) where there are many.
-PROBE_STRIDE = {"attention": 7, "attention_backward": 3, "short_attention": 5, "neighborhood": 1, "strided_copy": 1}
+PROBE_STRIDE = {"attention": 7, "attention_backward": 5, "short_attention": 5, "neighborhood": 1, "strided_copy": 1}
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -99,17 +99,20 @@ void attention(fa::DType t, int d, int dv) {
 void attention_backward(fa::DType t, int d) {
   const std::string group = "attention_backward_d" + std::to_string(d);
   cuda("attention_backward_row_dot", AttentionBackwardRowDotKey{t}.expression());
-  const fa::AttnTiles tiles =
-      fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda);
-  for (fa::BwdKernel k : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq}) {
-    for (int variant = 0; variant < 3; ++variant) {
-      cuda(group, AttentionBackwardKernelKey{k, t, d, tiles, variant == 1,
-                                             variant == 2}.expression());
+  // With and without warpgroup products.
+  for (bool wgmma : {false, true}) {
+    const fa::AttnBwdTiles tiles =
+        fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda, wgmma);
+    for (fa::BwdKernel k : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        cuda(group, AttentionBackwardKernelKey{k, t, d, tiles.of(k), variant == 1,
+                                               variant == 2}.expression());
+      }
     }
   }
   metal("attention_backward_row_dot", "FA_BWD_ROW_DOT_INSTANTIATE", t, {});
   const fa::AttnTiles m =
-      fa::choose_attention_backward_tiles(d, t, fa::Backend::Metal);
+      fa::choose_attention_backward_tiles(d, t, fa::Backend::Metal).dkdv;
   metal("attention_backward", "FA_BWD_INSTANTIATE", t, {d, m.bq, m.bk, m.warps});
 }
 

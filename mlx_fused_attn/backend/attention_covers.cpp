@@ -96,7 +96,7 @@ Support attention_backward_covers(
 fa::AttnFeatures backward_kernel_features(
     const AttentionPlan& plan,
     fa::BwdKernel kernel) {
-  const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
+  const fa::AttnTiles tiles = std::get<fa::AttnBwdTiles>(plan.tiles).of(kernel);
   const bool dkdv = kernel == fa::BwdKernel::DkDv;
   const int q_rows = dkdv ? tiles.bk : tiles.bq;
   const int k_rows = dkdv ? tiles.bq : tiles.bk;

@@ -14,8 +14,9 @@
 // blocks; dK/dV threadgroups write only their own rows.
 //
 // dK/dV kernel: a threadgroup owns Shape::kBQ keys of one (batch, kv head)
-// (each warp kWarpRows of them, K and V in its registers as the forward
-// holds Q) and streams, through the forward's K/V pipeline, the Q and dO
+// (each warp kWarpRows of them, K and V held where the target holds the
+// forward's Q: registers, or shared memory for the products to read) and
+// streams, through the forward's K/V pipeline, the Q and dO
 // blocks of every query head of the GQA group: dK and dV are summed over
 // the group in registers, K and V read once. The tiles are transposed
 // (keys x queries): S^T = K Q^T and dP^T = V dO^T are the forward's
@@ -113,7 +114,8 @@ struct BwdQSource {
 };
 
 /// What the dK/dV and dQ kernels share: a warp owns kWarpRows rows (keys or
-/// queries) whose two operands (K and V, or Q and dO) stay in registers, and
+/// queries) whose two operands (K and V, or Q and dO) stay where the
+/// target's Q operand lives (AttnQOperand), and
 /// streams blocks of kBK rows whose stage holds two blocks (`First`, then
 /// `Second`); its score tiles are kWarpRows x kBK, its accumulators
 /// kWarpRows x the padded head dim.
@@ -133,14 +135,14 @@ struct BwdWarp {
   typedef Tile<FragC, kRows / FragC::kRows, kCols / FragC::kCols> Acc;
   static_assert(
       Shape::kHeadDim == Shape::kHeadDimV, "the backward takes D == D_v");
-  static_assert(Operand::kSmemElems == 0, "the owned rows stay in registers");
   static_assert(
       Shape::kStages > 1 || !First::kAsync,
       "the products read a stage's first block after its second lands: a "
       "staggered stage would not hold");
 
   /// The two products of streamed block j that both kernels start with:
-  /// s = a First^T and dp = b Second^T (S and dP, or their transposes).
+  /// s = a First^T and dp = b Second^T (S and dP, or their transposes),
+  /// issued as a pair (First and Second are one type at D == D_v).
   template <typename Pipeline>
   static FA_FUNC void scores(
       FA_THREAD Scores& s,
@@ -151,11 +153,11 @@ struct BwdWarp {
       int j,
       lane_t lane) {
     pipe.acquire(j);
-    tile_fill(s, 0.0f);
-    First::mma_abt(s, a, pipe.k_block(j), lane);
     pipe.acquire_v(j);
+    tile_fill(s, 0.0f);
     tile_fill(dp, 0.0f);
-    Second::mma_abt(dp, b, pipe.v_block(j), lane);
+    First::mma_abt_pair(
+        s, a, pipe.k_block(j), dp, b, pipe.v_block(j), lane);
   }
 };
 
@@ -195,6 +197,7 @@ FA_FUNC void attention_backward_dkdv(
     const FA_DEVICE unsigned char* mask,
     FA_THREADGROUP typename Shape::elem_type* q_smem,
     FA_THREADGROUP typename Shape::elem_type* do_smem,
+    FA_THREADGROUP typename Shape::elem_type* operand_smem,
     AttnFeatures f,
     int k_block,
     int kv_head,
@@ -244,11 +247,12 @@ FA_FUNC void attention_backward_dkdv(
   q_load(
       k_op, k + batch * p.k_strides[0] + kv_head * p.k_strides[1] +
           key0 * p.k_strides[2],
-      p.k_strides[2], p.L_k - key0, k_ragged, q_smem, warp, lane);
+      p.k_strides[2], p.L_k - key0, k_ragged, operand_smem, warp, lane);
   q_load(
       v_op, v + batch * p.v_strides[0] + kv_head * p.v_strides[1] +
           key0 * p.v_strides[2],
-      p.v_strides[2], p.L_k - key0, k_ragged, q_smem, warp, lane);
+      p.v_strides[2], p.L_k - key0, k_ragged,
+      operand_smem + Warp::Operand::kSmemElems, warp, lane);
 
   typename Warp::Scores s_t;
   typename Warp::Scores dp_t;
@@ -264,14 +268,23 @@ FA_FUNC void attention_backward_dkdv(
   for (int j = 0; j < n_blocks; ++j) {
     Warp::scores(s_t, dp_t, k_op, v_op, pipe, j, lane);
 
-    const TransposedCoords<BwdScoreGrads<T> > grads = {backward_score_grads<T>(
-        p, lse, d, mask, f, batch, head0 + src.head(j))};
-    tile_zip_coords(s_t, dp_t, grads, k_row0, src.q_block(j) * kBK, lane);
+    // A block of whole rows and keys, all visible, takes the interior op.
+    const int q0 = src.q_block(j) * kBK;
+    const BwdScoreGrads<T> grads =
+        backward_score_grads<T>(p, lse, d, mask, f, batch, head0 + src.head(j));
+    if (!f.has_mask && !k_ragged && q0 + kBK <= p.L_q &&
+        (!f.causal || key0 + Shape::kBQ - 1 <= q0 + p.causal_offset)) {
+      const TransposedCoords<BwdInteriorGrads> op = {grads.interior()};
+      tile_zip_coords(s_t, dp_t, op, k_row0, q0, lane);
+    } else {
+      const TransposedCoords<BwdScoreGrads<T> > op = {grads};
+      tile_zip_coords(s_t, dp_t, op, k_row0, q0, lane);
+    }
     tile_to_operand(p_t, s_t);
     tile_to_operand(ds_t, dp_t);
 
-    DOBlock::mma_ab(dv_acc, p_t, pipe.v_block(j), lane);
-    QBlock::mma_ab(dk_acc, ds_t, pipe.k_block(j), lane);
+    DOBlock::mma_ab_pair(
+        dv_acc, p_t, pipe.v_block(j), dk_acc, ds_t, pipe.k_block(j), lane);
   }
 
   // ----------------------------------------------------------- store
@@ -299,6 +312,7 @@ FA_FUNC void attention_backward_dq(
     const FA_DEVICE unsigned char* mask,
     FA_THREADGROUP typename Shape::elem_type* k_smem,
     FA_THREADGROUP typename Shape::elem_type* v_smem,
+    FA_THREADGROUP typename Shape::elem_type* operand_smem,
     AttnFeatures f,
     int q_block,
     int head,
@@ -328,6 +342,7 @@ FA_FUNC void attention_backward_dq(
       blocks.end, warp * kSimdWidth + lane);
   const BwdScoreGrads<T> grads =
       backward_score_grads<T>(p, lse, d, mask, f, batch, head);
+  const BwdInteriorGrads interior = grads.interior();
 
   // ----------------------------------------------------- load Q and dO
   typename Warp::Operand q_op;
@@ -335,11 +350,13 @@ FA_FUNC void attention_backward_dq(
   q_load(
       q_op, q + batch * p.q_strides[0] + head * p.q_strides[1] +
           q_block * kBQ * p.q_strides[2],
-      p.q_strides[2], p.L_q - q_block * kBQ, q_ragged, k_smem, warp, lane);
+      p.q_strides[2], p.L_q - q_block * kBQ, q_ragged, operand_smem, warp,
+      lane);
   q_load(
       do_op, dout + batch * bp.do_strides[0] + head * bp.do_strides[1] +
           q_block * kBQ * bp.do_strides[2],
-      bp.do_strides[2], p.L_q - q_block * kBQ, q_ragged, k_smem, warp, lane);
+      bp.do_strides[2], p.L_q - q_block * kBQ, q_ragged,
+      operand_smem + Warp::Operand::kSmemElems, warp, lane);
 
   typename Warp::Scores s;
   typename Warp::Scores dp;
@@ -351,7 +368,13 @@ FA_FUNC void attention_backward_dq(
   pipe.start();
   for (int kb = 0; kb < blocks.end; ++kb) {
     Warp::scores(s, dp, q_op, do_op, pipe, kb, lane);
-    tile_zip_coords(s, dp, grads, q_row0, kb * kBK, lane);
+    // A block of whole rows and keys, all visible, takes the interior op.
+    if (!f.has_mask && !q_ragged && kb < blocks.causal &&
+        (kb + 1) * kBK <= p.L_k) {
+      tile_zip_coords(s, dp, interior, q_row0, kb * kBK, lane);
+    } else {
+      tile_zip_coords(s, dp, grads, q_row0, kb * kBK, lane);
+    }
     tile_to_operand(ds, dp);
     KBlock::mma_ab(dq_acc, ds, pipe.k_block(kb), lane);
   }

@@ -13,6 +13,22 @@
 
 namespace fa {
 
+/// The element op of a block with no mask, causal cut or ragged edge, where
+/// every (row, key) pair is visible and exists (the LSE finite): of the
+/// general op below only the exponential and dS remain.
+struct BwdInteriorGrads {
+  float scale_log2;
+  const FA_DEVICE float* lse;
+  const FA_DEVICE float* d;
+
+  FA_FUNC void apply(FA_THREAD float& s, FA_THREAD float& dp, int r, int)
+      const {
+    const float p = FA_EXP2(s * scale_log2 - lse[r] * FA_LOG2E);
+    s = p;
+    dp = p * (dp - d[r]);
+  }
+};
+
 template <typename T>
 struct BwdScoreGrads {
   float scale_log2;
@@ -59,6 +75,11 @@ struct BwdScoreGrads {
     const float p = FA_EXP2(x - lse2);
     s = p;
     dp = p * (dp - d[r]);
+  }
+
+  FA_FUNC BwdInteriorGrads interior() const {
+    const BwdInteriorGrads op = {scale_log2, lse, d};
+    return op;
   }
 };
 

@@ -11,16 +11,12 @@
 
 namespace fa {
 
-/// Which kernel of the backward: the one over key blocks or over query
-/// blocks.
-enum class BwdKernel { DkDv, Dq };
-
 inline std::string attention_backward_row_dot_name(DType dtype) {
   return std::string("fa_attention_bwd_row_dot_") + dtype_name(dtype);
 }
 
 /// The kernel for (dtype, head dim) with the tiles
-/// choose_attention_backward_tiles gave for it.
+/// choose_attention_backward_tiles gave it.
 inline std::string attention_backward_kernel_name(
     BwdKernel kernel,
     DType dtype,

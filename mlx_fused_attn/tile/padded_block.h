@@ -12,6 +12,10 @@
 //                                   Q a q_in_registers.h, q_in_shared.h or
 //                                   q_in_padded_shared.h
 //   mma_ab(o, p, block, lane)       O += P B
+//   mma_abt_pair, mma_ab_pair       two independent products of either
+//                                   kind (the backward's S and dP, dV and
+//                                   dK), which warpgroup products wait for
+//                                   together
 //
 // `Target` supplies the B fragment type and the loader.
 #pragma once
@@ -105,6 +109,34 @@ struct PaddedBlock
       const FA_THREADGROUP T* block,
       lane_t lane) {
     tile_matmad_shared<FragB, kLd, 1>(o, p, block, lane);
+  }
+
+  /// s += a B^T and t += b C^T, B and C blocks of this type.
+  template <typename S, typename A, typename B>
+  static FA_FUNC void mma_abt_pair(
+      FA_THREAD S& s,
+      const FA_THREAD A& a,
+      const FA_THREADGROUP T* block_b,
+      FA_THREAD S& t,
+      const FA_THREAD B& b,
+      const FA_THREADGROUP T* block_c,
+      lane_t lane) {
+    mma_abt(s, a, block_b, lane);
+    mma_abt(t, b, block_c, lane);
+  }
+
+  /// o += p B and u += q C.
+  template <typename O, typename P>
+  static FA_FUNC void mma_ab_pair(
+      FA_THREAD O& o,
+      const FA_THREAD P& p,
+      const FA_THREADGROUP T* block_b,
+      FA_THREAD O& u,
+      const FA_THREAD P& q,
+      const FA_THREADGROUP T* block_c,
+      lane_t lane) {
+    mma_ab(o, p, block_b, lane);
+    mma_ab(u, q, block_c, lane);
   }
 };
 

@@ -71,46 +71,15 @@ struct SwizzledBlock : CpAsyncLoader<
   /// groups are 8 rows of the panel apart, and every 64 keys are one
   /// product. Q is the warp's A fragments in registers, or Q's swizzled
   /// panels in shared memory, addressed as B's.
-  template <int N, int kQSrcCols>
-  static FA_FUNC void mma_abt(
-      Tile<MmaFragC, 1, N>& s,
-      const QInRegisters<MmaFragA<T>, 16, kCols, kQSrcCols>& q,
-      const T* block,
-      lane_t) {
+  template <int N, typename Q>
+  static FA_FUNC void
+  mma_abt(Tile<MmaFragC, 1, N>& s, const Q& q, const T* block, lane_t) {
     static_assert(N * MmaFragC::kCols == kRows, "S covers the block's keys");
     float* d = s.frags[0].v;
     begin<kRows / 2>(d);
-    FA_UNROLL
-    for (int kk = 0; kk < kCols / 16; ++kk) {
-      issue_keys<0>(d, a_registers(q.tile.frags[kk]), block, kk * 16);
-    }
+    issue_abt(d, q, block);
     end<kRows / 2>(d);
-    keep_until_done(q.tile);
-  }
-
-  template <int N, int kQRows, int kQThreads, int kQSrcCols>
-  static FA_FUNC void mma_abt(
-      Tile<MmaFragC, 1, N>& s,
-      const QInShared<T, kQRows, kCols, kQThreads, kQSrcCols>& q,
-      const T* block,
-      lane_t) {
-    typedef typename QInShared<T, kQRows, kCols, kQThreads, kQSrcCols>::Layout
-        QLayout;
-    static_assert(N * MmaFragC::kCols == kRows, "S covers the block's keys");
-    float* d = s.frags[0].v;
-    begin<kRows / 2>(d);
-    FA_UNROLL
-    for (int kk = 0; kk < kCols / 16; ++kk) {
-      const int col = kk * 16;
-      const int width = QLayout::panel_bytes(col);
-      const wgmma_desc_t a = wgmma_descriptor(
-          q.smem + QLayout::panel_start(col) + col % QLayout::kWideCols,
-          16,
-          8 * width,
-          width);
-      issue_keys<0>(d, a, block, col);
-    }
-    end<kRows / 2>(d);
+    keep_until_done(q);
   }
 
   /// O += P B, B the block (keys x head dim): MN-major, the head dim
@@ -123,15 +92,54 @@ struct SwizzledBlock : CpAsyncLoader<
       const T* block,
       lane_t) {
     static_assert(N * MmaFragC::kCols == kCols, "O covers the head dim");
-    static_assert(K * MmaFragA<T>::kCols == kRows, "P covers the block's keys");
     float* d = o.frags[0].v;
     begin<kCols / 2>(d);
-    FA_UNROLL
-    for (int kk = 0; kk < K; ++kk) {
-      issue_panels<0>(d, a_registers(p.frags[kk]), block, kk * 16);
-    }
+    issue_ab(d, p, block);
     end<kCols / 2>(d);
     keep_until_done(p);
+  }
+
+  /// Two S-type products issued back to back behind one wait: the tensor
+  /// cores start the second while the first drains.
+  template <int N, typename A, typename B>
+  static FA_FUNC void mma_abt_pair(
+      Tile<MmaFragC, 1, N>& s,
+      const A& a,
+      const T* block_b,
+      Tile<MmaFragC, 1, N>& t,
+      const B& b,
+      const T* block_c,
+      lane_t) {
+    static_assert(N * MmaFragC::kCols == kRows, "S covers the block's keys");
+    begin<kRows / 2>(s.frags[0].v);
+    wgmma_fence_operands<kRows / 2>(t.frags[0].v);
+    issue_abt(s.frags[0].v, a, block_b);
+    issue_abt(t.frags[0].v, b, block_c);
+    end<kRows / 2>(s.frags[0].v);
+    wgmma_fence_operands<kRows / 2>(t.frags[0].v);
+    keep_until_done(a);
+    keep_until_done(b);
+  }
+
+  /// Two O-type products behind one wait.
+  template <int N, int K>
+  static FA_FUNC void mma_ab_pair(
+      Tile<MmaFragC, 1, N>& o,
+      const Tile<MmaFragA<T>, 1, K>& p,
+      const T* block_b,
+      Tile<MmaFragC, 1, N>& u,
+      const Tile<MmaFragA<T>, 1, K>& q,
+      const T* block_c,
+      lane_t) {
+    static_assert(N * MmaFragC::kCols == kCols, "O covers the head dim");
+    begin<kCols / 2>(o.frags[0].v);
+    wgmma_fence_operands<kCols / 2>(u.frags[0].v);
+    issue_ab(o.frags[0].v, p, block_b);
+    issue_ab(u.frags[0].v, q, block_c);
+    end<kCols / 2>(o.frags[0].v);
+    wgmma_fence_operands<kCols / 2>(u.frags[0].v);
+    keep_until_done(p);
+    keep_until_done(q);
   }
 
  private:
@@ -152,6 +160,50 @@ struct SwizzledBlock : CpAsyncLoader<
     wgmma_fence_operands<kAcc>(d);
   }
 
+  /// Q K^T's products, every k16 step of the head dim, Q in registers.
+  template <int kQSrcCols>
+  static FA_FUNC void issue_abt(
+      float* d,
+      const QInRegisters<MmaFragA<T>, 16, kCols, kQSrcCols>& q,
+      const T* block) {
+    FA_UNROLL
+    for (int kk = 0; kk < kCols / 16; ++kk) {
+      issue_keys<0>(d, a_registers(q.tile.frags[kk]), block, kk * 16);
+    }
+  }
+
+  /// As above, Q's swizzled panels in shared memory, addressed as B's.
+  template <int kQRows, int kQThreads, int kQSrcCols>
+  static FA_FUNC void issue_abt(
+      float* d,
+      const QInShared<T, kQRows, kCols, kQThreads, kQSrcCols>& q,
+      const T* block) {
+    typedef typename QInShared<T, kQRows, kCols, kQThreads, kQSrcCols>::Layout
+        QLayout;
+    FA_UNROLL
+    for (int kk = 0; kk < kCols / 16; ++kk) {
+      const int col = kk * 16;
+      const int width = QLayout::panel_bytes(col);
+      const wgmma_desc_t a = wgmma_descriptor(
+          q.smem + QLayout::panel_start(col) + col % QLayout::kWideCols,
+          16,
+          8 * width,
+          width);
+      issue_keys<0>(d, a, block, col);
+    }
+  }
+
+  /// P B's products, every k16 step of the block's keys.
+  template <int K>
+  static FA_FUNC void
+  issue_ab(float* d, const Tile<MmaFragA<T>, 1, K>& p, const T* block) {
+    static_assert(K * MmaFragA<T>::kCols == kRows, "P covers the block's keys");
+    FA_UNROLL
+    for (int kk = 0; kk < K; ++kk) {
+      issue_panels<0>(d, a_registers(p.frags[kk]), block, kk * 16);
+    }
+  }
+
   /// A operands in registers are read asynchronously too: they stay live
   /// (an empty asm reads them) until the products are done.
   template <int K>
@@ -164,6 +216,15 @@ struct SwizzledBlock : CpAsyncLoader<
       }
     }
   }
+  template <int kQSrcCols>
+  static FA_FUNC void keep_until_done(
+      const QInRegisters<MmaFragA<T>, 16, kCols, kQSrcCols>& q) {
+    keep_until_done(q.tile);
+  }
+  /// A in shared memory: nothing in registers to keep.
+  template <int kQRows, int kQThreads, int kQSrcCols>
+  static FA_FUNC void keep_until_done(
+      const QInShared<T, kQRows, kCols, kQThreads, kQSrcCols>&) {}
 
   /// Q K^T's products of the k16 step at head-dim column `col` for keys kN0
   /// onwards, kMaxN at a time; `a` is Q's step (registers or a descriptor).

@@ -259,7 +259,7 @@ def test_host_kernel_names_match_the_instantiation_lists(prog, tmp_path):
         "      if (fa::attention_backward_head_dims_supported(d, d))\n"
         "        for (fa::BwdKernel k : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq})\n"
         '          std::printf("%s\\n", fa::attention_backward_kernel_name(k, t, d,\n'
-        "              fa::choose_attention_backward_tiles(d, t, fa::Backend::Metal)).c_str());\n"
+        "              fa::choose_attention_backward_tiles(d, t, fa::Backend::Metal).of(k)).c_str());\n"
         "  }\n"
         "}\n"
     )

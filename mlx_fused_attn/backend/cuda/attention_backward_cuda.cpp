@@ -39,7 +39,7 @@ cuda::AttentionBackwardKernelKey key_of(
       kernel,
       plan.dtype,
       plan.params.D,
-      std::get<fa::AttnTiles>(plan.tiles),
+      std::get<fa::AttnBwdTiles>(plan.tiles).of(kernel),
       plan.features.causal,
       plan.features.has_mask};
 }
@@ -69,7 +69,7 @@ void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
   const int device = d.cuda_device();
   const int arch = cuda::arch_of(d);
   plan.tiles = fa::choose_attention_backward_tiles(
-      plan.params.D, plan.dtype, fa::Backend::Cuda);
+      plan.params.D, plan.dtype, fa::Backend::Cuda, cuda::has_wgmma(arch));
   for (fa::BwdKernel kernel : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq}) {
     if (!admitted(
             named(kOp, cuda::kernel_ready(key_of(plan, kernel), device, arch)),
@@ -103,7 +103,6 @@ void run_backward(
   cu::CommandEncoder& enc = cu::get_command_encoder(s);
   const fa::DType dtype = plan.dtype;
   const fa::AttnParams& p = plan.params;
-  const auto& t = std::get<fa::AttnTiles>(plan.tiles);
 
   std::vector<mx::array> in;
   for (int i : {kBwdQ, kBwdK, kBwdV, kBwdOut}) {
@@ -155,7 +154,7 @@ void run_backward(
       key_of(plan, fa::BwdKernel::DkDv);
   enc.add_kernel_node_ex(
       cuda::kernel_function(dkdv, device, arch),
-      dim3((p.L_k + t.bq - 1) / t.bq, p.H_kv, p.B),
+      dim3((p.L_k + dkdv.tiles.bq - 1) / dkdv.tiles.bq, p.H_kv, p.B),
       dim3(dkdv.threads()),
       {},
       static_cast<uint32_t>(dkdv.smem_bytes()),
@@ -181,7 +180,7 @@ void run_backward(
   const cuda::AttentionBackwardKernelKey dq = key_of(plan, fa::BwdKernel::Dq);
   enc.add_kernel_node_ex(
       cuda::kernel_function(dq, device, arch),
-      dim3((p.L_q + t.bq - 1) / t.bq, p.H_q, p.B),
+      dim3((p.L_q + dq.tiles.bq - 1) / dq.tiles.bq, p.H_q, p.B),
       dim3(dq.threads()),
       {},
       static_cast<uint32_t>(dq.smem_bytes()),

@@ -1,8 +1,10 @@
 // CUDA entry points of the fused attention backward. The bodies are
 // mlx_fused_attn/kernels/attention_backward.h, the ones Metal runs; this
 // file declares the shared memory, fills the features and maps the grid.
-// The products are each warp's mma.sync on padded blocks (CudaTarget):
-// the warpgroup products are not wired for the backward's transposed tiles.
+// The products are each warp's mma.sync on padded blocks or, on sm_90a,
+// the warpgroup products on swizzled ones (AttnTiles::wgmma), with the
+// owned rows' operands in registers or shared memory (AttnTiles::q_shared):
+// CudaTargetOf.
 //
 // Template: element type, head dim (of q, k and v), tiles (AttnTilesOf,
 // kernel_tiles.h, from choose_attention_backward_tiles) and the features
@@ -13,10 +15,12 @@
 //   row.
 // attention_bwd_dkdv_kernel: grid (ceil(L_k / bq), H_kv, B).
 // attention_bwd_dq_kernel: grid (ceil(L_q / bq), H_q, B).
+// Causal, the threadgroups take them heaviest block first (grid_order.cuh).
 // Blocks of warps * 32 threads; dynamic shared memory of the last two:
 // attention_backward_smem_bytes(tiles, D, dtype, Backend::Cuda).
 #pragma once
 
+#include "mlx_fused_attn/backend/cuda/grid_order.cuh"
 #include "mlx_fused_attn/backend/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/backward_params.h"
 #include "mlx_fused_attn/kernels/attention_backward.h"
@@ -33,11 +37,14 @@ template <typename T, int D, typename Tiles>
 struct AttnBwdInstance {
   static constexpr AttnTiles t = Tiles::value;
   typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages> Shape;
-  typedef AttnKBlock<CudaTarget, Shape> Block;
+  typedef typename CudaTargetOf<t.wgmma, t.q_shared>::type Target;
+  typedef AttnKBlock<Target, Shape> Block;
+  typedef AttnQOperand<Target, Shape> Operand;
   static_assert(
       attention_backward_smem_bytes(
           t, D, DTypeOf<T>::value, Backend::Cuda) ==
-          int(sizeof(T)) * 2 * t.stages * Block::kElems,
+          int(sizeof(T)) * 2 *
+              (t.stages * Block::kElems + Operand::kSmemElems),
       "attention_backward_smem_bytes disagrees with the kernel's blocks");
 };
 
@@ -69,15 +76,26 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
         const unsigned char* mask,
         AttnFeatures features) {
   typedef AttnBwdInstance<T, D, Tiles> I;
-  extern __shared__ __align__(16) unsigned char attention_bwd_smem[];
-  T* q_smem = reinterpret_cast<T*>(attention_bwd_smem);
-  T* do_smem = q_smem + I::t.stages * I::Block::kElems;
-  features.causal = kCausal;
-  features.has_mask = kHasMask;
-  attention_backward_dkdv<CudaTarget, typename I::Shape>(
-      q, k, v, dout, lse, d, dk, dv, params, mask, q_smem, do_smem, features,
-      blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x / kSimdWidth,
-      threadIdx.x % kSimdWidth);
+  // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
+  extern __shared__ __align__(1024) unsigned char attention_bwd_smem[];
+  // A warpgroup-product instance is launched only on sm_90a (as the
+  // forward's, attention_kernel.cuh).
+  if constexpr (I::t.wgmma && !FA_HAS_WGMMA) {
+    __trap();
+  } else {
+    T* q_smem = reinterpret_cast<T*>(attention_bwd_smem);
+    T* do_smem = q_smem + I::t.stages * I::Block::kElems;
+    T* operand_smem = do_smem + I::t.stages * I::Block::kElems;
+    features.causal = kCausal;
+    features.has_mask = kHasMask;
+    // A key/value head streams Q and dO of its group's query heads.
+    const GridBlock g = grid_block<kCausal>(
+        stride_t(params.fwd.L_q) * 2 * D * sizeof(T) * params.fwd.gqa_factor);
+    attention_backward_dkdv<typename I::Target, typename I::Shape>(
+        q, k, v, dout, lse, d, dk, dv, params, mask, q_smem, do_smem,
+        operand_smem, features, g.rank, g.head, g.batch,
+        threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
+  }
 }
 
 template <typename T, int D, typename Tiles, bool kCausal, bool kHasMask>
@@ -94,18 +112,25 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
         const unsigned char* mask,
         AttnFeatures features) {
   typedef AttnBwdInstance<T, D, Tiles> I;
-  extern __shared__ __align__(16) unsigned char attention_bwd_smem[];
-  T* k_smem = reinterpret_cast<T*>(attention_bwd_smem);
-  T* v_smem = k_smem + I::t.stages * I::Block::kElems;
-  features.causal = kCausal;
-  features.has_mask = kHasMask;
-  // Under a causal mask the last query blocks see the most keys: start
-  // them first, so that the short ones fill the tail of the grid.
-  const int q_block = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  attention_backward_dq<CudaTarget, typename I::Shape>(
-      q, k, v, dout, lse, d, dq, params, mask, k_smem, v_smem, features,
-      q_block, blockIdx.y, blockIdx.z, threadIdx.x / kSimdWidth,
-      threadIdx.x % kSimdWidth);
+  // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
+  extern __shared__ __align__(1024) unsigned char attention_bwd_smem[];
+  if constexpr (I::t.wgmma && !FA_HAS_WGMMA) {
+    __trap();
+  } else {
+    T* k_smem = reinterpret_cast<T*>(attention_bwd_smem);
+    T* v_smem = k_smem + I::t.stages * I::Block::kElems;
+    T* operand_smem = v_smem + I::t.stages * I::Block::kElems;
+    features.causal = kCausal;
+    features.has_mask = kHasMask;
+    // A query head streams its share of its key/value head's K and V.
+    const GridBlock g = grid_block<kCausal>(
+        stride_t(params.fwd.L_k) * 2 * D * sizeof(T) / params.fwd.gqa_factor);
+    const int q_block = kCausal ? gridDim.x - 1 - g.rank : g.rank;
+    attention_backward_dq<typename I::Target, typename I::Shape>(
+        q, k, v, dout, lse, d, dq, params, mask, k_smem, v_smem, operand_smem,
+        features, q_block, g.head, g.batch, threadIdx.x / kSimdWidth,
+        threadIdx.x % kSimdWidth);
+  }
 }
 
 } // namespace fa

@@ -11,15 +11,18 @@
 // per block or per kernel, so specialising them would only multiply the
 // instances that nvcc and NVRTC build.
 //
-// Grid: (query blocks * splits, H_q, B); block: warps * 32 threads; dynamic
+// Grid: (query blocks * splits, H_q, B), causal ones taken heaviest first
+// (grid_order.cuh); block: warps * 32 threads; dynamic
 // shared memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
 // With split keys (split_keys.h, features.split_keys) the kernel writes
-// n_splits partials to o_part and stats (split_keys.h), split blockIdx.x % n_splits.
+// n_splits partials to o_part and stats (split_keys.h), the split being the
+// block index modulo n_splits.
 // Without them, lse: the rows' log-sum-exp (fp32 [B, H_q, L_q]) where
 // features.has_lse.
 #pragma once
 
 #include "mlx_fused_attn/backend/cuda/block_sizes.h"
+#include "mlx_fused_attn/backend/cuda/grid_order.cuh"
 #include "mlx_fused_attn/backend/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
@@ -95,9 +98,10 @@ __global__ void __launch_bounds__(
     // Classes come only with a mask: a constant, so that unmasked
     // instances compile the plain run of key blocks.
     features.mask_blocks = kHasMask && features.mask_blocks;
-    // Under a causal mask the last query blocks see the most keys: start
-    // them first, so that the short ones fill the tail of the grid.
-    const int x = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    // A query head streams its share of its key/value head's K and V.
+    const GridBlock g = grid_block<kCausal>(
+        stride_t(params.L_k) * (D + DV) * sizeof(T) / params.gqa_factor);
+    const int x = kCausal ? gridDim.x - 1 - g.rank : g.rank;
     const AttnSplit split = {o_part, stats, x % n_splits, n_splits};
     attention_block<Target, Shape>(
         q,
@@ -114,8 +118,8 @@ __global__ void __launch_bounds__(
         features,
         split,
         x / n_splits,
-        blockIdx.y,
-        blockIdx.z,
+        g.head,
+        g.batch,
         threadIdx.x / kSimdWidth,
         threadIdx.x % kSimdWidth);
   }

@@ -34,6 +34,14 @@ inline const char* bool_name(bool b) {
   return b ? "true" : "false";
 }
 
+/// The kernel_tiles.h type that carries `t`.
+inline std::string tiles_expression(const fa::AttnTiles& t) {
+  return "fa::AttnTilesOf<" + std::to_string(t.bq) + ", " +
+      std::to_string(t.bk) + ", " + std::to_string(t.warps) + ", " +
+      std::to_string(t.stages) + ", " + std::to_string(t.min_blocks) + ", " +
+      bool_name(t.wgmma) + ", " + bool_name(t.q_shared) + ">";
+}
+
 /// The general attention kernel (attention_kernel.cuh).
 struct AttentionKernelKey {
   static constexpr KernelFamily kFamily = KernelFamily::Attention;
@@ -48,11 +56,7 @@ struct AttentionKernelKey {
   std::string expression() const {
     return std::string("fa::attention_kernel<") + device_type_name(dtype) +
         ", " + std::to_string(head_dim) + ", " + std::to_string(head_dim_v) +
-        ", fa::AttnTilesOf<" + std::to_string(tiles.bq) + ", " +
-        std::to_string(tiles.bk) + ", " + std::to_string(tiles.warps) + ", " +
-        std::to_string(tiles.stages) + ", " +
-        std::to_string(tiles.min_blocks) + ", " + bool_name(tiles.wgmma) +
-        ", " + bool_name(tiles.q_shared) + ">, " + bool_name(causal) + ", " +
+        ", " + tiles_expression(tiles) + ", " + bool_name(causal) + ", " +
         bool_name(has_mask) + ">";
   }
   int threads() const {
@@ -99,18 +103,15 @@ struct AttentionBackwardKernelKey {
   fa::BwdKernel kernel;
   fa::DType dtype;
   int head_dim; ///< of q, k and v
-  fa::AttnTiles tiles; ///< the plan's (choose_attention_backward_tiles)
+  fa::AttnTiles tiles; ///< the plan's for `kernel` (AttnBwdTiles)
   bool causal;
   bool has_mask; ///< a bool or additive mask array
 
   std::string expression() const {
-    const fa::AttnTiles& t = tiles;
     return std::string("fa::attention_bwd_") +
         (kernel == fa::BwdKernel::DkDv ? "dkdv" : "dq") + "_kernel<" +
-        device_type_name(dtype) + ", " + std::to_string(head_dim) +
-        ", fa::AttnTilesOf<" + std::to_string(t.bq) + ", " +
-        std::to_string(t.bk) + ", " + std::to_string(t.warps) + ", " +
-        std::to_string(t.stages) + ">, " + bool_name(causal) + ", " +
+        device_type_name(dtype) + ", " + std::to_string(head_dim) + ", " +
+        tiles_expression(tiles) + ", " + bool_name(causal) + ", " +
         bool_name(has_mask) + ">";
   }
   int threads() const {

@@ -27,7 +27,7 @@ namespace {
 constexpr const char* kOp = "[scaled_dot_product_attention] Metal backward: ";
 /// A backward kernel's pipeline, with its tiles and features.
 MetalPipeline backward_pipeline(const AttentionPlan& plan, fa::BwdKernel kernel) {
-  const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
+  const fa::AttnTiles tiles = std::get<fa::AttnBwdTiles>(plan.tiles).of(kernel);
   const fa::AttnParams& p = plan.params;
   const fa::AttnFeatures features = backward_kernel_features(plan, kernel);
   MetalPipeline pl;
@@ -86,7 +86,7 @@ void run_backward(
   auto& d = mx::metal::device(s.device);
   auto& enc = mx::metal::get_command_encoder(s);
   const fa::AttnParams& p = plan.params;
-  const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
+  const auto& tiles = std::get<fa::AttnBwdTiles>(plan.tiles);
 
   std::vector<mx::array> in;
   for (int i : {kBwdQ, kBwdK, kBwdV, kBwdOut, kBwdLse, kBwdDout}) {
@@ -129,21 +129,22 @@ void run_backward(
       enc.set_input_array(in[kBwdMask], 9);
     }
   };
-  const MTL::Size group(fa::kSimdWidth, tiles.warps, 1);
   enc.set_compute_pipeline_state(
       get_pipeline(d, backward_pipeline(plan, fa::BwdKernel::DkDv)));
   bind_inputs();
   enc.set_output_array(grads[1], 6);
   enc.set_output_array(grads[2], 7);
   enc.dispatch_threadgroups(
-      MTL::Size((p.L_k + tiles.bq - 1) / tiles.bq, p.H_kv, p.B), group);
+      MTL::Size((p.L_k + tiles.dkdv.bq - 1) / tiles.dkdv.bq, p.H_kv, p.B),
+      MTL::Size(fa::kSimdWidth, tiles.dkdv.warps, 1));
 
   enc.set_compute_pipeline_state(
       get_pipeline(d, backward_pipeline(plan, fa::BwdKernel::Dq)));
   bind_inputs();
   enc.set_output_array(grads[0], 6);
   enc.dispatch_threadgroups(
-      MTL::Size((p.L_q + tiles.bq - 1) / tiles.bq, p.H_q, p.B), group);
+      MTL::Size((p.L_q + tiles.dq.bq - 1) / tiles.dq.bq, p.H_q, p.B),
+      MTL::Size(fa::kSimdWidth, tiles.dq.warps, 1));
   enc.add_temporary(dsum);
 }
 
