@@ -114,12 +114,9 @@ void run_backward(
   if (has_mask) {
     in.push_back(inputs[kBwdMask]);
   }
-  for (mx::array& g : grads) {
-    cuda::set_device_data(g, s);
-  }
-  fa::AttnBwdParams params = backward_launch_params(plan, in, grads);
   mx::array d({p.B, p.H_q, p.L_q}, mx::float32, nullptr, {});
-  cuda::set_device_data(d, s);
+  cuda::set_device_data({&grads[0], &grads[1], &grads[2], &d}, s);
+  fa::AttnBwdParams params = backward_launch_params(plan, in, grads);
   const auto ptr = [](const mx::array& a) { return mx::gpu_ptr<void>(a); };
   const void* mask = has_mask ? ptr(in[kBwdMask]) : nullptr;
 

@@ -242,9 +242,6 @@ void run(
         ? cuda::contiguous_copy(inputs[si], dtype, s, device, arch)
         : inputs[si];
   }
-  // Every buffer before the first set_*_array: set_device_data adds a node
-  // of its own, which would take the dependencies registered for the next.
-  cuda::set_device_data(out, s);
   // The backward's LSE, where the primitive asked for it (outputs[1]); a
   // plan that saves it has no split keys (drop_key_splits).
   fa::AttnFeatures features = plan.features;
@@ -253,11 +250,14 @@ void run(
     throw std::logic_error(
         "[FusedAttention] internal error: split keys with the LSE");
   }
-  float* lse = nullptr;
+  // Every buffer before the first set_*_array: set_device_data adds a node
+  // of its own, which would take the dependencies registered for the next.
   if (features.has_lse) {
-    cuda::set_device_data(outputs[1], s);
-    lse = mx::gpu_ptr<float>(outputs[1]);
+    cuda::set_device_data({&out, &outputs[1]}, s);
+  } else {
+    cuda::set_device_data(out, s);
   }
+  float* lse = features.has_lse ? mx::gpu_ptr<float>(outputs[1]) : nullptr;
   // Split keys: the kernel writes partials, which the combine merges.
   std::optional<mx::array> o_part, stats;
   float* o_part_ptr = nullptr;

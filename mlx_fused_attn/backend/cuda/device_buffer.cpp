@@ -12,15 +12,27 @@ namespace mlx_fused_attn::cuda {
 namespace mx = mlx::core;
 
 void set_device_data(mx::array& a, mx::Stream s) {
+  set_device_data(std::vector<mx::array*>{&a}, s);
+}
+
+void set_device_data(const std::vector<mx::array*>& arrays, mx::Stream s) {
+  std::vector<mx::Shape> shapes;
+  std::vector<mx::Dtype> dtypes;
+  for (const mx::array* a : arrays) {
+    shapes.push_back(a->shape());
+    dtypes.push_back(a->dtype());
+  }
   // CustomKernel takes its outputs from cu::malloc_async and, without an
   // init value, writes nothing before its kernel: the no-op kernel costs one
-  // empty launch, where a fill (mx::zeros) would write a.nbytes().
+  // empty launch, where a fill (mx::zeros) would write every byte. It
+  // declares one parameter, so the launch reads only the first output's
+  // address of those CustomKernel passes.
   std::vector<mx::array> made = mx::fast::precompiled_cuda_kernel(
       /* name = */ kNoOpKernelName,
       /* compiled_source = */ kNoOpKernelPtx,
       /* inputs = */ {},
-      /* output_shapes = */ {a.shape()},
-      /* output_dtypes = */ {a.dtype()},
+      /* output_shapes = */ shapes,
+      /* output_dtypes = */ dtypes,
       /* scalars = */ {},
       /* grid = */ {1, 1, 1},
       /* threadgroup = */ {1, 1, 1},
@@ -30,7 +42,9 @@ void set_device_data(mx::array& a, mx::Stream s) {
       /* s = */ s);
   // Evaluated here, inside this eval_gpu: its node precedes the kernel's.
   made[0].primitive().eval_gpu(made[0].inputs(), made);
-  a.copy_shared_buffer(made[0]);
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    arrays[i]->copy_shared_buffer(made[i]);
+  }
 }
 
 } // namespace mlx_fused_attn::cuda

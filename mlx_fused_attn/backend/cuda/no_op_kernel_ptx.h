@@ -9,7 +9,8 @@ namespace mlx_fused_attn::cuda {
 /// The entry's name in kNoOpKernelPtx.
 inline constexpr const char* kNoOpKernelName = "mlx_fused_attn_no_op";
 
-/// One pointer parameter: CustomKernel passes the output's address.
+/// One pointer parameter: CustomKernel passes the outputs' addresses, of
+/// which the launch reads only the first.
 inline constexpr const char* kNoOpKernelPtx = R"PTX(
 .version 7.0
 .target sm_80
