@@ -65,7 +65,7 @@ if has test; then
     --ignore=tests/test_cuda_host_compile.py --ignore=tests/test_cuda_sweeps_compile.py \
     --ignore=tests/test_metal_conformance.py --ignore=tests/test_build_metallib.py \
     --ignore=tests/test_instance_lists_compile.py --ignore=tests/test_mlx_includes.py \
-    -k "${PYTEST_K:-not cpu}" -p no:cacheprovider > "$OUT/pytest.log" 2>&1
+    -k "${PYTEST_K:-not cpu}" -p no:cacheprovider -v > "$OUT/pytest.log" 2>&1
   tail -15 "$OUT/pytest.log"
 fi
 
