@@ -26,20 +26,36 @@ struct GridBlock {
   int batch;
 };
 
-/// `row_bytes`: what one row's threadgroups stream (K and V, or Q and dO).
+/// Block (bx, by, bz) of a grid (gx, gy, gz), dealt heaviest first in
+/// groups of rows that share kL2GroupBytes; `row_bytes`: what one row's
+/// threadgroups stream (K and V, or Q and dO). A bijection of the grid onto
+/// itself (tests/test_grid_order_compile.py checks it on the host).
+__host__ __device__ inline GridBlock heaviest_first_block(
+    int bx,
+    int by,
+    int bz,
+    int gx,
+    int gy,
+    int gz,
+    stride_t row_bytes) {
+  const int rows = gy * gz;
+  const stride_t fit = kL2GroupBytes / (row_bytes > 0 ? row_bytes : 1);
+  const int group = fit < 1 ? 1 : fit < rows ? int(fit) : rows;
+  const int l = bx + gx * (by + gy * bz);
+  const int first = l / (group * gx) * group;
+  const int in_group = l - first * gx;
+  const int group_rows = rows - first < group ? rows - first : group;
+  const int row = first + in_group % group_rows;
+  return {in_group / group_rows, row % gy, row / gy};
+}
+
+/// This threadgroup's block: heaviest first, or the grid's own order.
 template <bool kHeaviestFirst>
 __device__ GridBlock grid_block(stride_t row_bytes) {
   if constexpr (kHeaviestFirst) {
-    const int rows = gridDim.y * gridDim.z;
-    const stride_t fit = kL2GroupBytes / (row_bytes > 0 ? row_bytes : 1);
-    const int group = fit < 1 ? 1 : fit < rows ? int(fit) : rows;
-    const int l =
-        blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    const int first = l / (group * gridDim.x) * group;
-    const int in_group = l - first * gridDim.x;
-    const int group_rows = rows - first < group ? rows - first : group;
-    const int row = first + in_group % group_rows;
-    return {in_group / group_rows, row % int(gridDim.y), row / int(gridDim.y)};
+    return heaviest_first_block(
+        blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z,
+        row_bytes);
   } else {
     return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
   }
