@@ -12,8 +12,12 @@
 //   address bits).
 //
 // The products are issued, committed and waited for inside mma_abt and
-// mma_ab, so they return with their accumulators ready, as the per-warp
-// products do; the other threadgroups on the multiprocessor fill the wait.
+// mma_ab (and the pairs), so they return with their accumulators ready, as
+// the per-warp products do; the other threadgroups on the multiprocessor
+// fill the wait. Every accumulator is pinned before the wgmma.fence, so
+// that no write to it (a zero fill) lands between the fence and the
+// products, which the PTX ISA leaves undefined
+// (tests/test_wgmma_fences_compile.py checks the PTX).
 // Leaving them in flight across the softmax (FlashAttention-3's overlap) was
 // measured slower here (docs/gpu_kernels.md); two things ptxas (CUDA 13.0)
 // then reports: with too few registers for two score tiles it serialises
@@ -111,8 +115,9 @@ struct SwizzledBlock : CpAsyncLoader<
       const T* block_c,
       lane_t) {
     static_assert(N * MmaFragC::kCols == kRows, "S covers the block's keys");
-    begin<kRows / 2>(s.frags[0].v);
+    // Both accumulators pinned before the fence that orders their writes.
     wgmma_fence_operands<kRows / 2>(t.frags[0].v);
+    begin<kRows / 2>(s.frags[0].v);
     issue_abt(s.frags[0].v, a, block_b);
     issue_abt(t.frags[0].v, b, block_c);
     end<kRows / 2>(s.frags[0].v);
@@ -132,8 +137,8 @@ struct SwizzledBlock : CpAsyncLoader<
       const T* block_c,
       lane_t) {
     static_assert(N * MmaFragC::kCols == kCols, "O covers the head dim");
-    begin<kCols / 2>(o.frags[0].v);
     wgmma_fence_operands<kCols / 2>(u.frags[0].v);
+    begin<kCols / 2>(o.frags[0].v);
     issue_ab(o.frags[0].v, p, block_b);
     issue_ab(u.frags[0].v, q, block_c);
     end<kCols / 2>(o.frags[0].v);
