@@ -5,10 +5,11 @@ deals the blocks of each group of rows heaviest first. Host code built
 with nvcc: no GPU needed; skips without nvcc."""
 
 import os
-import shutil
 import subprocess
 
 import pytest
+
+from test_cuda_compile import find_nvcc
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -60,7 +61,7 @@ int main() {
 
 
 def test_heaviest_first_block_is_a_bijection(tmp_path):
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found")
     src = tmp_path / "grid_order.cu"

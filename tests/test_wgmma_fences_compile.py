@@ -8,10 +8,11 @@ Skips without nvcc."""
 
 import os
 import re
-import shutil
 import subprocess
 
 import pytest
+
+from test_cuda_compile import find_nvcc
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,7 +47,7 @@ def unfenced_writes(ptx):
 
 
 def test_no_accumulator_write_between_fence_and_products(tmp_path):
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found")
     src = tmp_path / "kernels.cu"

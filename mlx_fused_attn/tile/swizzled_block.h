@@ -115,13 +115,10 @@ struct SwizzledBlock : CpAsyncLoader<
       const T* block_c,
       lane_t) {
     static_assert(N * MmaFragC::kCols == kRows, "S covers the block's keys");
-    // Both accumulators pinned before the fence that orders their writes.
-    wgmma_fence_operands<kRows / 2>(t.frags[0].v);
-    begin<kRows / 2>(s.frags[0].v);
+    begin<kRows / 2>(s.frags[0].v, t.frags[0].v);
     issue_abt(s.frags[0].v, a, block_b);
     issue_abt(t.frags[0].v, b, block_c);
-    end<kRows / 2>(s.frags[0].v);
-    wgmma_fence_operands<kRows / 2>(t.frags[0].v);
+    end<kRows / 2>(s.frags[0].v, t.frags[0].v);
     keep_until_done(a);
     keep_until_done(b);
   }
@@ -137,12 +134,10 @@ struct SwizzledBlock : CpAsyncLoader<
       const T* block_c,
       lane_t) {
     static_assert(N * MmaFragC::kCols == kCols, "O covers the head dim");
-    wgmma_fence_operands<kCols / 2>(u.frags[0].v);
-    begin<kCols / 2>(o.frags[0].v);
+    begin<kCols / 2>(o.frags[0].v, u.frags[0].v);
     issue_ab(o.frags[0].v, p, block_b);
     issue_ab(u.frags[0].v, q, block_c);
-    end<kCols / 2>(o.frags[0].v);
-    wgmma_fence_operands<kCols / 2>(u.frags[0].v);
+    end<kCols / 2>(o.frags[0].v, u.frags[0].v);
     keep_until_done(p);
     keep_until_done(q);
   }
@@ -163,6 +158,20 @@ struct SwizzledBlock : CpAsyncLoader<
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_operands<kAcc>(d);
+  }
+
+  /// As above for a pair's two accumulators, both pinned before the fence
+  /// that orders their writes.
+  template <int kAcc>
+  static FA_FUNC void begin(float* d, float* e) {
+    wgmma_fence_operands<kAcc>(e);
+    begin<kAcc>(d);
+  }
+
+  template <int kAcc>
+  static FA_FUNC void end(float* d, float* e) {
+    end<kAcc>(d);
+    wgmma_fence_operands<kAcc>(e);
   }
 
   /// Q K^T's products, every k16 step of the head dim, Q in registers.
