@@ -216,8 +216,8 @@ def table(results, device):
         + "; backward = (forward + backward) - forward; peak: MLX's, MiB."
         + (
             " `bwd wall`: the same difference of wall-clock times per call over a stream of calls"
-            " with one synchronisation (kernel time sums the kernels, and the fused backward's"
-            " dK/dV and dQ kernels run side by side)."
+            " with one synchronisation. Kernel time counts kernels that run side by side once"
+            " (the fused backward's dK/dV and dQ kernels do)."
             if on_cuda()
             else ""
         ),

@@ -3,8 +3,9 @@ PyTorch's SDPA backends (flash, cuDNN, efficient) and MLX unfused ops.
 
 Two times per provider and case, from the same run:
 - kernel: device time of one call, by CUPTI through torch.profiler (it sees
-  MLX's kernels too): the summed duration of every kernel launched during
-  `--iters` calls, over `--iters`;
+  MLX's kernels too): the time during `--iters` calls that at least one of
+  their kernels was running, over `--iters` (kernels that run side by side
+  count once);
 - wall: wall-clock per call over `--iters` calls with one synchronisation
   (torch: CUDA events; MLX: async_eval, then mx.synchronize).
 
@@ -66,18 +67,27 @@ def attention_flops(B, H, Lq, Lk, D, causal):
 
 
 def kernel_time_us(call, sync, iters):
-    """Summed device time of the kernels of `iters` calls, per call."""
+    """Device time of one call: the time some kernel of `iters` calls was
+    running (the union of their intervals), over `iters`. Kernels that MLX's
+    graph runs side by side count once, not summed; on one stream it is
+    their sum."""
     call()
     sync()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
             call()
         sync()
-    total = 0.0
-    for e in prof.key_averages():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            total += e.self_device_time_total
-    return total / iters if total > 0 else float("nan")
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+    )
+    busy, end = 0.0, -math.inf
+    for start, stop in spans:
+        if stop > end:
+            busy += stop - max(start, end)
+            end = stop
+    return busy / iters if busy > 0 else float("nan")
 
 
 def torch_wall_us(call, iters):

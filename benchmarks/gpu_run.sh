@@ -12,7 +12,8 @@
 # against kernel time with outputs in MLX's allocator) are more;
 # CUDA_ARCHS (default 90a, the GPU there with its warpgroup products) the AOT
 # architectures; PYTEST_K the
-# tests' -k expression (default "not cpu"); BENCH_ARGS extra arguments for
+# tests' -k expression (default "not cpu"); PYTEST_ARGS more pytest arguments
+# (-n 8: the tests in 8 processes, pytest-xdist); BENCH_ARGS extra arguments for
 # gpu_bench.py (--short: the short-sequence table; --workload: decode,
 # chunked prefill, array masks, GQA); MODEL_BENCH_ARGS extra
 # arguments for model_bench.py. Needs .device-cache/mlx-cuda-site.tar.xz.
@@ -65,7 +66,7 @@ if has test; then
     --ignore=tests/test_cuda_host_compile.py --ignore=tests/test_cuda_sweeps_compile.py \
     --ignore=tests/test_metal_conformance.py --ignore=tests/test_build_metallib.py \
     --ignore=tests/test_instance_lists_compile.py --ignore=tests/test_mlx_includes.py \
-    -k "${PYTEST_K:-not cpu}" -p no:cacheprovider -v > "$OUT/pytest.log" 2>&1
+    -k "${PYTEST_K:-not cpu}" -p no:cacheprovider -v ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
   tail -15 "$OUT/pytest.log"
 fi
 
