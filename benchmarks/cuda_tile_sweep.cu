@@ -15,6 +15,7 @@
 // fast but wrong shape shows up in the error column.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -63,14 +64,22 @@ __global__ void reference(const T* q, const T* k, const T* v, float* o,
   for (int c = 0; c < D; ++c) out[c] /= s;
 }
 
+/// L keys; Lq queries (0: L) and Hkv key/value heads (0: H), as in chunked
+/// prefill (causal bottom-right, as MLX aligns it).
 struct Problem {
   int B, H, L, D;
   bool causal;
+  int Lq = 0;
+  int Hkv = 0;
+  int lq() const { return Lq ? Lq : L; }
+  int hkv() const { return Hkv ? Hkv : H; }
 };
 
 double flops(const Problem& p) {
-  const double pairs = p.causal ? 0.5 * double(p.L) * (p.L + 1)
-                                : double(p.L) * p.L;
+  double pairs = 0;
+  for (int i = 0; i < p.lq(); ++i) {
+    pairs += p.causal ? std::min(p.L, i + p.L - p.lq() + 1) : p.L;
+  }
   return 4.0 * p.B * p.H * pairs * p.D;
 }
 
@@ -78,17 +87,19 @@ template <typename T, int D, typename Tiles, bool C>
 float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
           int reps) {
   fa::AttnParams p{};
-  p.B = pr.B; p.H_q = pr.H; p.H_kv = pr.H; p.gqa_factor = 1;
-  p.L_q = pr.L; p.L_k = pr.L; p.D = D; p.D_v = D;
-  p.causal_offset = 0;
+  p.B = pr.B; p.H_q = pr.H; p.H_kv = pr.hkv(); p.gqa_factor = pr.H / pr.hkv();
+  p.L_q = pr.lq(); p.L_k = pr.L; p.D = D; p.D_v = D;
+  p.causal_offset = pr.L - pr.lq();
   p.scale_log2 = (1.0f / std::sqrt(float(D))) * 1.4426950408889634f;
-  const long long s2 = D, s1 = (long long)pr.L * D, s0 = s1 * pr.H;
-  for (auto* s : {p.q_strides, p.k_strides, p.v_strides, p.o_strides}) {
-    s[0] = s0; s[1] = s1; s[2] = s2;
+  for (auto* s : {p.q_strides, p.o_strides}) {
+    s[2] = D; s[1] = (long long)pr.lq() * D; s[0] = s[1] * pr.H;
+  }
+  for (auto* s : {p.k_strides, p.v_strides}) {
+    s[2] = D; s[1] = (long long)pr.L * D; s[0] = s[1] * pr.hkv();
   }
   constexpr fa::AttnTiles t = Tiles::value;
   fa::AttnFeatures f{};
-  f.align_q = pr.L % t.bq == 0;
+  f.align_q = pr.lq() % t.bq == 0;
   f.align_k = pr.L % t.bk == 0;
   const int smem = fa::attention_smem_bytes(
       t, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
@@ -98,7 +109,7 @@ float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                cudaSharedmemCarveoutMaxShared));
   }
-  dim3 grid((pr.L + t.bq - 1) / t.bq, pr.H, pr.B);
+  dim3 grid((pr.lq() + t.bq - 1) / t.bq, pr.H, pr.B);
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
@@ -142,16 +153,18 @@ struct Case {
   size_t n;
 
   Case(const char* type_, Problem p) : type(type_), pr(p) {
-    n = size_t(p.B) * p.H * p.L * D;
+    n = size_t(p.B) * p.H * p.lq() * D;
+    const size_t n_kv = size_t(p.B) * p.hkv() * p.L * D;
     CHECK(cudaMalloc(&q, n * sizeof(T)));
-    CHECK(cudaMalloc(&k, n * sizeof(T)));
-    CHECK(cudaMalloc(&v, n * sizeof(T)));
+    CHECK(cudaMalloc(&k, n_kv * sizeof(T)));
+    CHECK(cudaMalloc(&v, n_kv * sizeof(T)));
     CHECK(cudaMalloc(&o, n * sizeof(T)));
     CHECK(cudaMalloc(&ref, n * sizeof(float)));
     fill_random<<<1024, 256>>>(q, n, 1);
-    fill_random<<<1024, 256>>>(k, n, 2);
-    fill_random<<<1024, 256>>>(v, n, 3);
-    if (size_t(p.B) * p.H * p.L <= (1u << 16)) {
+    fill_random<<<1024, 256>>>(k, n_kv, 2);
+    fill_random<<<1024, 256>>>(v, n_kv, 3);
+    // The reference kernel takes square problems without GQA.
+    if (p.lq() == p.L && p.hkv() == p.H && size_t(p.B) * p.H * p.L <= (1u << 16)) {
       dim3 grid((p.L + 127) / 128, p.B * p.H);
       reference<<<grid, 128>>>(q, k, v, ref, p.H, p.L, D,
                                1.0f / std::sqrt(float(D)), p.causal);
@@ -177,9 +190,9 @@ struct Case {
       has_ref = true;
     }
     const double err = max_diff(o, ref, n);
-    std::printf("%-5s B=%d H=%d L=%5d D=%3d %-6s %-5s bq=%3d bk=%3d warps=%d stages=%d "
+    std::printf("%-5s B=%d H=%d/%d Lq=%5d Lk=%5d D=%3d %-6s %-5s bq=%3d bk=%3d warps=%d stages=%d "
                 "blocks/SM>=%d %9.1f us %6.1f TFLOP/s  err %.2e\n",
-                type, pr.B, pr.H, pr.L, D, pr.causal ? "causal" : "full",
+                type, pr.B, pr.H, pr.hkv(), pr.lq(), pr.L, D, pr.causal ? "causal" : "full",
                 t.wgmma ? (t.q_shared ? "wg-sq" : "wg-rq") : "mma", t.bq, t.bk,
                 t.warps, t.stages, t.min_blocks, ms * 1e3,
                 flops(pr) / (ms * 1e-3) / 1e12, err);
@@ -189,27 +202,38 @@ struct Case {
 
 #ifdef FA_SWEEP_QUICK
 // The choices at D = 96 and 128 on Hopper (wgmma), with Q in shared memory
-// (wg-sq) and one buffer each for K and V (stages = 1: staggered copies):
-// past one wave of query blocks 64 queries at 4 blocks a multiprocessor
-// (D = 128) or 128 at 2 (D = 96); within one wave at D = 128, 128-key
-// blocks at 2. Against them: Q in registers with two stages (wg-rq, the
-// tiles before), two stages at 2 blocks, and two warpgroups at D = 128.
-// The first shape of each case is its error reference (checked against
-// the fp32 reference kernel on the small cases).
+// (wg-sq). Past one wave of 64-query blocks, D = 128 weighs one warpgroup of
+// 64 queries at 4 blocks a multiprocessor (K and V a buffer each, staggered
+// copies: stages = 1) against two warpgroups of 128 sharing each K/V block
+// at 2 (half the K/V reads from L2 a query), on square grids, chunked
+// prefill (128 queries against 4096 keys, GQA 4) and GQA prefill; within
+// one wave, 128-key blocks at 2. D = 96: 128 queries at 2 against 64. The
+// first shape of each case is its error reference (checked against the fp32
+// reference kernel on the small square cases).
+template <typename T>
+void d128_past_a_wave(const char* type, Problem pr, int reps) {
+  Case<T, 128> c(type, pr);
+  c.template shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(reps);
+  c.template shape<fa::AttnTilesOf<128, 32, 8, 2, 2, true, true>>(reps);
+  c.template shape<fa::AttnTilesOf<128, 32, 8, 1, 2, true, true>>(reps);
+  c.template shape<fa::AttnTilesOf<128, 64, 8, 1, 2, true, true>>(reps);
+  c.template shape<fa::AttnTilesOf<128, 64, 8, 2, 1, true, true>>(reps);
+}
+
 int main() {
-  for (int L : {512, 1024, 2048, 4096}) {
+  for (int L : {512, 1024}) {
     Case<fa::half_t, 128> c("f16", {1, 32, L, 128, false});
-    const int reps = L < 2048 ? 50 : 10;
-    c.shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(reps);
-    c.shape<fa::AttnTilesOf<64, 128, 4, 1, 2, true, true>>(reps);
-    c.shape<fa::AttnTilesOf<64, 64, 4, 2, 3, true>>(reps);
-    c.shape<fa::AttnTilesOf<64, 64, 4, 2, 2, true, true>>(reps);
-    c.shape<fa::AttnTilesOf<128, 64, 8, 1, 2, true, true>>(reps);
+    c.shape<fa::AttnTilesOf<64, 128, 4, 1, 2, true, true>>(50);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(50);
+    c.shape<fa::AttnTilesOf<128, 32, 8, 2, 2, true, true>>(50);
   }
+  for (int L : {2048, 4096}) {
+    d128_past_a_wave<fa::half_t>("f16", {1, 32, L, 128, false}, 10);
+  }
+  d128_past_a_wave<fa::bfloat_t>("bf16", {8, 32, 4096, 128, true, 128, 8}, 20);
+  d128_past_a_wave<fa::bfloat_t>("bf16", {1, 32, 2048, 128, true, 0, 8}, 20);
   for (bool causal : {false, true}) {
-    Case<fa::bfloat_t, 128> c("bf16", {4, 32, 8192, 128, causal});
-    c.shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(3);
-    c.shape<fa::AttnTilesOf<64, 64, 4, 2, 3, true>>(3);
+    d128_past_a_wave<fa::bfloat_t>("bf16", {4, 32, 8192, 128, causal}, 3);
   }
   for (int L : {512, 1024, 2048}) {
     Case<fa::half_t, 96> c("f16", {1, 32, L, 96, false});
