@@ -13,6 +13,19 @@
 
 namespace fa {
 
+/// A visible score x (exp2 domain, its mask added) of a row with log-sum-exp
+/// lse2 (exp2 domain) and D = d_r: s becomes P, dp becomes dS.
+FA_FUNC void bwd_visible_grads(
+    FA_THREAD float& s,
+    FA_THREAD float& dp,
+    float x,
+    float lse2,
+    float d_r) {
+  const float p = FA_EXP2(x - lse2);
+  s = p;
+  dp = p * (dp - d_r);
+}
+
 /// The element op of a block with no mask, causal cut or ragged edge, where
 /// every (row, key) pair is visible and exists (the LSE finite): of the
 /// general op below only the exponential and dS remain.
@@ -23,9 +36,7 @@ struct BwdInteriorGrads {
 
   FA_FUNC void apply(FA_THREAD float& s, FA_THREAD float& dp, int r, int)
       const {
-    const float p = FA_EXP2(s * scale_log2 - lse[r] * FA_LOG2E);
-    s = p;
-    dp = p * (dp - d[r]);
+    bwd_visible_grads(s, dp, s * scale_log2, lse[r] * FA_LOG2E, d[r]);
   }
 };
 
@@ -72,9 +83,7 @@ struct BwdScoreGrads {
       dp = 0.0f;
       return;
     }
-    const float p = FA_EXP2(x - lse2);
-    s = p;
-    dp = p * (dp - d[r]);
+    bwd_visible_grads(s, dp, x, lse2, d[r]);
   }
 
   FA_FUNC BwdInteriorGrads interior() const {
