@@ -201,52 +201,46 @@ struct Case {
 };
 
 #ifdef FA_SWEEP_QUICK
-// The Hopper (wgmma) choices at D = 64, 96 and 128, on square grids,
-// chunked prefill (128 queries against 4096 keys, GQA 4) and GQA prefill:
-// each stage count >= 3 runs the overlapped step (kv_pipeline.h's
-// KVRingKeepingPrevious: block kb - 1's P V under block kb's softmax),
-// against the one-product-at-a-time tiles (stages 1: K and V a buffer each,
-// staggered copies; 2: a ring). wg-sq: Q in shared memory. The first shape
-// of each case is its error reference (checked against the fp32 reference
-// kernel on the small square cases).
+// The choices at D = 96 and 128 on Hopper (wgmma), with Q in shared memory
+// (wg-sq). Past one wave of 64-query blocks, D = 128 weighs one warpgroup of
+// 64 queries at 4 blocks a multiprocessor (K and V a buffer each, staggered
+// copies: stages = 1) against two warpgroups of 128 sharing each K/V block
+// at 2 (half the K/V reads from L2 a query), on square grids, chunked
+// prefill (128 queries against 4096 keys, GQA 4) and GQA prefill; within
+// one wave, 128-key blocks at 2. D = 96: 128 queries at 2 against 64. The
+// first shape of each case is its error reference (checked against the fp32
+// reference kernel on the small square cases).
 template <typename T>
-void d128(const char* type, Problem pr, int reps) {
+void d128_past_a_wave(const char* type, Problem pr, int reps) {
   Case<T, 128> c(type, pr);
   c.template shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(reps);
-  c.template shape<fa::AttnTilesOf<64, 128, 4, 1, 2, true, true>>(reps);
-  c.template shape<fa::AttnTilesOf<64, 32, 4, 3, 3, true, true>>(reps);
-  c.template shape<fa::AttnTilesOf<64, 64, 4, 3, 2, true, true>>(reps);
-  c.template shape<fa::AttnTilesOf<64, 64, 4, 3, 2, true, false>>(reps);
-  c.template shape<fa::AttnTilesOf<64, 32, 4, 4, 2, true, true>>(reps);
-}
-
-template <typename T>
-void d64(const char* type, Problem pr, int reps) {
-  Case<T, 64> c(type, pr);
-  c.template shape<fa::AttnTilesOf<64, 128, 4, 2, 3, true>>(reps);
-  c.template shape<fa::AttnTilesOf<64, 64, 4, 3, 3, true>>(reps);
-  c.template shape<fa::AttnTilesOf<64, 128, 4, 3, 2, true>>(reps);
-  c.template shape<fa::AttnTilesOf<64, 64, 4, 4, 3, true>>(reps);
+  c.template shape<fa::AttnTilesOf<128, 32, 8, 2, 2, true, true>>(reps);
+  c.template shape<fa::AttnTilesOf<128, 32, 8, 1, 2, true, true>>(reps);
+  c.template shape<fa::AttnTilesOf<128, 64, 8, 1, 2, true, true>>(reps);
+  c.template shape<fa::AttnTilesOf<128, 64, 8, 2, 1, true, true>>(reps);
 }
 
 int main() {
-  for (int L : {512, 1024, 2048, 4096}) {
-    d128<fa::half_t>("f16", {1, 32, L, 128, false}, L < 2048 ? 50 : 10);
+  for (int L : {512, 1024}) {
+    Case<fa::half_t, 128> c("f16", {1, 32, L, 128, false});
+    c.shape<fa::AttnTilesOf<64, 128, 4, 1, 2, true, true>>(50);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(50);
+    c.shape<fa::AttnTilesOf<128, 32, 8, 2, 2, true, true>>(50);
   }
-  d128<fa::bfloat_t>("bf16", {8, 32, 4096, 128, true, 128, 8}, 20);
-  d128<fa::bfloat_t>("bf16", {1, 32, 2048, 128, true, 0, 8}, 20);
+  for (int L : {2048, 4096}) {
+    d128_past_a_wave<fa::half_t>("f16", {1, 32, L, 128, false}, 10);
+  }
+  d128_past_a_wave<fa::bfloat_t>("bf16", {8, 32, 4096, 128, true, 128, 8}, 20);
+  d128_past_a_wave<fa::bfloat_t>("bf16", {1, 32, 2048, 128, true, 0, 8}, 20);
   for (bool causal : {false, true}) {
-    d128<fa::bfloat_t>("bf16", {4, 32, 8192, 128, causal}, 3);
+    d128_past_a_wave<fa::bfloat_t>("bf16", {4, 32, 8192, 128, causal}, 3);
   }
-  for (int L : {1024, 2048, 4096}) {
-    d64<fa::half_t>("f16", {1, 32, L, 64, false}, L < 2048 ? 50 : 10);
-  }
-  d64<fa::half_t>("f16", {1, 32, 2048, 64, true}, 20);
-  d64<fa::bfloat_t>("bf16", {4, 32, 8192, 64, true}, 3);
-  for (int L : {1024, 2048}) {
+  for (int L : {512, 1024, 2048}) {
     Case<fa::half_t, 96> c("f16", {1, 32, L, 96, false});
-    c.shape<fa::AttnTilesOf<128, 64, 8, 1, 2, true, true>>(20);
-    c.shape<fa::AttnTilesOf<64, 64, 4, 3, 3, true, true>>(20);
+    const int reps = L < 2048 ? 50 : 10;
+    c.shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(reps);
+    c.shape<fa::AttnTilesOf<64, 64, 4, 2, 2, true>>(reps);
+    c.shape<fa::AttnTilesOf<128, 64, 8, 1, 2, true, true>>(reps);
   }
   return 0;
 }

@@ -349,22 +349,9 @@ FA_FUNC void attention_block(
     // ----------------------------------------------------- the key blocks
     // Numbered from the split's first visit: the pipeline's and the masks' 0.
     pipe.start();
-    if (Pipeline::kKeepsPrevious) {
-      // First and last steps peeled: ptxas serialises the warpgroup
-      // products of a loop that may start one under a branch (C7514).
-      pipe.acquire(0);
-      attention_step_weights<KBlock>(st, q_op, masks, pipe, 0, lane);
-      for (int kb = 1; kb < n_blocks; ++kb) {
-        pipe.acquire(kb);
-        attention_step_overlapped<KBlock, VBlock>(
-            st, q_op, masks, pipe, kb, lane);
-      }
-      VBlock::mma_ab(st.o, st.p, pipe.v_block(n_blocks - 1), lane);
-    } else {
-      for (int kb = 0; kb < n_blocks; ++kb) {
-        pipe.acquire(kb);
-        attention_step<KBlock, VBlock>(st, q_op, masks, pipe, kb, lane);
-      }
+    for (int kb = 0; kb < n_blocks; ++kb) {
+      pipe.acquire(kb);
+      attention_step<KBlock, VBlock>(st, q_op, masks, pipe, kb, lane);
     }
   }
 

@@ -60,21 +60,21 @@ attention_step_begin(FA_THREAD Step& st, bool has_sink, T sink) {
   tile_fill(st.o, 0.0f);
 }
 
-/// Key block kb of the pipeline up to its weights: S = Q K^T, masked,
-/// folded into the softmax (O rescaled), and P. `q` is the warp's Q operand
-/// (what KBlock::mma_abt reads), `masks.start(s, kb, lane)` sets the
-/// scores' start (zero, or a mask that the product's accumulator adds),
+/// One key block, kb of the pipeline: `q` is the warp's Q operand (what
+/// KBlock::mma_abt reads), `masks.start(s, kb, lane)` sets the scores'
+/// start (zero, or a mask that the product's accumulator adds),
 /// `masks.apply(s, pre, kb, lane)` masks the scores and returns the scale
 /// left for the softmax to apply; `pre`, which masks.prefetch filled before
 /// the product, is what the masks read from memory for the block
 /// (Masks::Prefetch<STile>::type; NoMaskPrefetch).
 template <
     typename KBlock,
+    typename VBlock,
     typename Step,
     typename QOperand,
     typename Masks,
     typename Pipeline>
-FA_FUNC void attention_step_weights(
+FA_FUNC void attention_step(
     FA_THREAD Step& st,
     const FA_THREAD QOperand& q,
     const FA_THREAD Masks& masks,
@@ -95,65 +95,10 @@ FA_FUNC void attention_step_weights(
   // --------------------------------------------------------- softmax
   softmax_step(st.softmax, st.s, st.o, score_scale);
   tile_to_operand(st.p, st.s);
-}
 
-/// One key block, kb of the pipeline: its weights, then O += P V.
-template <
-    typename KBlock,
-    typename VBlock,
-    typename Step,
-    typename QOperand,
-    typename Masks,
-    typename Pipeline>
-FA_FUNC void attention_step(
-    FA_THREAD Step& st,
-    const FA_THREAD QOperand& q,
-    const FA_THREAD Masks& masks,
-    const FA_THREAD Pipeline& pipe,
-    int kb,
-    lane_t lane) {
-  attention_step_weights<KBlock>(st, q, masks, pipe, kb, lane);
+  // ------------------------------------------------------------ P V
   pipe.acquire_v(kb);
   VBlock::mma_ab(st.o, st.p, pipe.v_block(kb), lane);
-}
-
-/// Key block kb >= 1 of an overlapped run, which the pipeline began with
-/// attention_step_weights of block 0 and which ends with the last block's
-/// P V; the pipeline keeps block kb - 1 resident through this step. S =
-/// Q K^T begins, then block kb - 1's O += P V behind it: where the products
-/// are asynchronous (warpgroup products), that one runs under this block's
-/// mask and softmax, and O is rescaled once it has landed.
-template <
-    typename KBlock,
-    typename VBlock,
-    typename Step,
-    typename QOperand,
-    typename Masks,
-    typename Pipeline>
-FA_FUNC void attention_step_overlapped(
-    FA_THREAD Step& st,
-    const FA_THREAD QOperand& q,
-    const FA_THREAD Masks& masks,
-    const FA_THREAD Pipeline& pipe,
-    int kb,
-    lane_t lane) {
-  typename Masks::template Prefetch<typename Step::STile>::type pre;
-  masks.prefetch(pre, kb, lane);
-
-  // ------------------------- S = Q K^T, and the last block's O += P V
-  masks.start(st.s, kb, lane);
-  KBlock::mma_abt_async(st.s, q, pipe.k_block(kb), lane);
-  VBlock::mma_ab_async(st.o, st.p, pipe.v_block(kb - 1), lane);
-  KBlock::template wait_abt<1>(st.s, q);
-
-  // -------------------------------------------------- mask, softmax
-  const float score_scale = masks.apply(st.s, pre, kb, lane);
-  float factor[Step::STile::kRowSlots];
-  const bool moved = softmax_fold(st.softmax, st.s, score_scale, factor);
-
-  VBlock::wait_ab(st.o, st.p);
-  softmax_rescale(st.o, factor, moved);
-  tile_to_operand(st.p, st.s);
 }
 
 /// O / row sum, one reciprocal a row (online_softmax.h); `part`: the

@@ -5,10 +5,6 @@
 //
 //   KVRing      kStages > 1: a ring of stages, kStages - 1 blocks ahead of
 //               the math (CUDA's cp.async; Metal runs it with plain loads).
-//   KVRingKeepingPrevious
-//               kStages >= 3, asynchronous copies: a ring that keeps block
-//               kb - 1 through block kb's step, kStages - 2 blocks ahead,
-//               for attention_step_overlapped (attention_step.h).
 //   KVStaggered one stage, asynchronous copies (CUDA's large-grid tiles): K
 //               and V a buffer each, their copies half a block apart.
 //   KVPlain     one stage, loads that return before the thread goes on
@@ -17,9 +13,8 @@
 //
 // A kernel's loop reads: start; for each key block kb: acquire(kb), then
 // the step, which reads the blocks at k_block(kb) and v_block(kb) and calls
-// acquire_v(kb) before its P V product; or, where kKeepsPrevious, the
-// overlapped step, which reads k_block(kb) and v_block(kb - 1). KVPipelineOf
-// picks the schedule, kv_pipeline makes one.
+// acquire_v(kb) before its P V product. KVPipelineOf picks the schedule,
+// kv_pipeline makes one.
 //
 // The Source supplies load_kv(kb, stage, tid) and k_block(stage) and
 // v_block(stage); KVStaggered also load_k and load_v (the same, one side).
@@ -37,9 +32,6 @@ struct KVPipelineBase {
   Source src;
   int n_blocks; ///< key blocks the threadgroup visits
   int tid;
-
-  /// Whether block kb - 1 stays resident through block kb's step.
-  FA_CONST bool kKeepsPrevious = false;
 
   static FA_FUNC int stage(int kb) {
     return kb % kStages;
@@ -108,39 +100,6 @@ struct KVRing : KVPipelineBase<Block, Source, kStages> {
   }
 
   /// V lands with K.
-  FA_FUNC void acquire_v(int) const {}
-};
-
-/// The ring of the overlapped step: block kb + kStages - 2 fills the stage
-/// of block kb - 2, whose P V every warp finished in step kb - 1, while
-/// block kb - 1 stays for step kb's P V. Blocks 0 .. kStages - 3 start
-/// before the loop, and every acquire commits one group, so that waiting
-/// for all but the newest kStages - 3 means: block kb has landed.
-template <typename Block, typename Source, int kStages>
-struct KVRingKeepingPrevious : KVPipelineBase<Block, Source, kStages> {
-  typedef KVPipelineBase<Block, Source, kStages> Base;
-  static_assert(kStages >= 3, "one stage for each of blocks kb - 1 and kb, and one ahead");
-  FA_CONST bool kKeepsPrevious = true;
-
-  FA_FUNC void start() const {
-    for (int kb = 0; kb < kStages - 2; ++kb) {
-      if (kb < Base::n_blocks) {
-        Base::src.load_kv(kb, kb, Base::tid);
-      }
-      Block::commit();
-    }
-  }
-
-  FA_FUNC void acquire(int kb) const {
-    Block::template wait<kStages - 3>();
-    FA_BARRIER();
-    const int kb_next = kb + kStages - 2;
-    if (kb_next < Base::n_blocks) {
-      Base::src.load_kv(kb_next, Base::stage(kb_next), Base::tid);
-    }
-    Block::commit();
-  }
-
   FA_FUNC void acquire_v(int) const {}
 };
 
@@ -215,25 +174,16 @@ struct KVResident {
 
 /// The schedule of kStages stages of `Block`s, whose copies are
 /// asynchronous or not (Block::kAsync).
-template <
-    typename Block,
-    typename Source,
-    int kStages,
-    bool kAsync,
-    bool kKeep = (kStages >= 3)>
+template <typename Block, typename Source, int kStages, bool kAsync>
 struct KVPipelineChoice {
   typedef KVRing<Block, Source, kStages> type;
 };
-template <typename Block, typename Source, int kStages>
-struct KVPipelineChoice<Block, Source, kStages, true, true> {
-  typedef KVRingKeepingPrevious<Block, Source, kStages> type;
-};
 template <typename Block, typename Source>
-struct KVPipelineChoice<Block, Source, 1, true, false> {
+struct KVPipelineChoice<Block, Source, 1, true> {
   typedef KVStaggered<Block, Source> type;
 };
 template <typename Block, typename Source>
-struct KVPipelineChoice<Block, Source, 1, false, false> {
+struct KVPipelineChoice<Block, Source, 1, false> {
   typedef KVPlain<Block, Source> type;
 };
 

@@ -16,12 +16,6 @@
 //                                   kind (the backward's S and dP, dV and
 //                                   dK), which warpgroup products wait for
 //                                   together
-//   mma_abt_async, mma_ab_async     the products begun: their operands stay
-//   wait_abt<kLater>(s, q),         the products' until the waits (for an
-//   wait_ab(o, p)                   S with kLater products begun after it
-//                                   still running; for every product).
-//                                   Warpgroup products run on meanwhile;
-//                                   a warp's own are done at once
 //
 // `Target` supplies the B fragment type and the loader.
 #pragma once
@@ -130,28 +124,6 @@ struct PaddedBlock
     mma_abt(s, a, block_b, lane);
     mma_abt(t, b, block_c, lane);
   }
-
-  /// The asynchronous forms (see above): done at once.
-  template <typename S, typename Q>
-  static FA_FUNC void mma_abt_async(
-      FA_THREAD S& s,
-      const FA_THREAD Q& q,
-      const FA_THREADGROUP T* block,
-      lane_t lane) {
-    mma_abt(s, q, block, lane);
-  }
-  template <typename O, typename P>
-  static FA_FUNC void mma_ab_async(
-      FA_THREAD O& o,
-      const FA_THREAD P& p,
-      const FA_THREADGROUP T* block,
-      lane_t lane) {
-    mma_ab(o, p, block, lane);
-  }
-  template <int kLater, typename S, typename Q>
-  static FA_FUNC void wait_abt(FA_THREAD S&, const FA_THREAD Q&) {}
-  template <typename O, typename P>
-  static FA_FUNC void wait_ab(FA_THREAD O&, const FA_THREAD P&) {}
 
   /// o += p B and u += q C.
   template <typename O, typename P>

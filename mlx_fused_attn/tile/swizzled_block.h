@@ -103,46 +103,6 @@ struct SwizzledBlock : CpAsyncLoader<
     keep_until_done(p);
   }
 
-  /// mma_abt's products begun, not waited for: wait_abt<kLater> waits for
-  /// them while the kLater products begun after them run on.
-  template <int N, typename Q>
-  static FA_FUNC void
-  mma_abt_async(Tile<MmaFragC, 1, N>& s, const Q& q, const T* block, lane_t) {
-    static_assert(N * MmaFragC::kCols == kRows, "S covers the block's keys");
-    float* d = s.frags[0].v;
-    begin<kRows / 2>(d);
-    issue_abt(d, q, block);
-    wgmma_commit();
-  }
-  template <int kLater, int N, typename Q>
-  static FA_FUNC void wait_abt(Tile<MmaFragC, 1, N>& s, const Q& q) {
-    wgmma_wait<kLater>();
-    wgmma_fence_operands<kRows / 2>(s.frags[0].v);
-    keep_until_done(q);
-  }
-
-  /// mma_ab's products begun, not waited for: wait_ab waits for them, and
-  /// for every product begun before them.
-  template <int N, int K>
-  static FA_FUNC void mma_ab_async(
-      Tile<MmaFragC, 1, N>& o,
-      const Tile<MmaFragA<T>, 1, K>& p,
-      const T* block,
-      lane_t) {
-    static_assert(N * MmaFragC::kCols == kCols, "O covers the head dim");
-    float* d = o.frags[0].v;
-    begin<kCols / 2>(d);
-    issue_ab(d, p, block);
-    wgmma_commit();
-  }
-  template <int N, int K>
-  static FA_FUNC void
-  wait_ab(Tile<MmaFragC, 1, N>& o, const Tile<MmaFragA<T>, 1, K>& p) {
-    wgmma_wait<0>();
-    wgmma_fence_operands<kCols / 2>(o.frags[0].v);
-    keep_until_done(p);
-  }
-
   /// Two S-type products issued back to back behind one wait: the tensor
   /// cores start the second while the first drains.
   template <int N, typename A, typename B>
