@@ -10,8 +10,10 @@
 //
 // Cases: every block shown (the visit list alone), every block two-valued
 // (a random bool mask, read as bits), every block of values (a random fp16
-// additive mask), and mlx-lm's causal mask as a bool array (blocks above
-// the diagonal skipped, below shown, on it two-valued).
+// additive mask, [1, 1, L, L], which L2 holds: a pair of columns a load,
+// and one a load as where mask_pairs is 0; and [1, H, L, L], ALiBi's shape,
+// which streams from memory), and mlx-lm's causal mask as a bool array
+// (blocks above the diagonal skipped, below shown, on it two-valued).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -31,7 +33,7 @@ constexpr int kQB = L / kT.bq, kKB = L / kT.bk;
 constexpr int kRowWords = kKB + 3;  // count, off_row, off_col, entries
 constexpr int kBitWords = L / fa::kMaskWordBits;
 
-enum class Kind { None, Shown, TwoValued, Values, CausalArray };
+enum class Kind { None, Shown, TwoValued, Values, ValuesOneByOne, HeadValues, CausalArray };
 
 /// The classes of one [L, L] mask slice; `shown(r, c)` gives each score's
 /// bit, `kind(qb, kb)` each block's class (-1: skipped).
@@ -63,7 +65,7 @@ unsigned hash(unsigned i) {
 template <bool kHasMask>
 float run(const fa::half_t* q, const fa::half_t* k, const fa::half_t* v,
           fa::half_t* o, const unsigned char* mask, const unsigned* blocks,
-          bool bool_mask, int reps) {
+          bool bool_mask, int reps, bool per_head = false, bool pairs = true) {
   fa::AttnParams p{};
   p.B = B; p.H_q = H; p.H_kv = H; p.gqa_factor = 1;
   p.L_q = L; p.L_k = L; p.D = D; p.D_v = D;
@@ -71,8 +73,10 @@ float run(const fa::half_t* q, const fa::half_t* k, const fa::half_t* v,
   for (auto* s : {p.q_strides, p.k_strides, p.v_strides, p.o_strides}) {
     s[0] = (long long)H * L * D; s[1] = (long long)L * D; s[2] = D;
   }
-  p.mask_strides[2] = L; p.mask_strides[3] = 1;  // [1, 1, L, L]
+  p.mask_strides[1] = per_head ? (long long)L * L : 0;  // [1, H or 1, L, L]
+  p.mask_strides[2] = L; p.mask_strides[3] = 1;
   p.mask_block_strides[2] = kRowWords; p.mask_block_strides[3] = kBitWords;
+  p.mask_pairs = !bool_mask && pairs;  // as launch_params: aligned, even L
   fa::AttnFeatures f{};
   f.align_q = f.align_k = true;
   f.bool_mask = bool_mask;
@@ -119,11 +123,16 @@ int main() {
     bools[i] = (hash(unsigned(i)) >> 28) >= 4;
     adds[i] = fa::half_t(float(hash(unsigned(i) + 7u) >> 16) / 65536.0f * -4.0f);
   }
-  unsigned char *bool_mask, *add_mask;
+  unsigned char *bool_mask, *add_mask, *head_mask;
   CHECK(cudaMalloc(&bool_mask, bools.size()));
   CHECK(cudaMalloc(&add_mask, adds.size() * 2));
+  CHECK(cudaMalloc(&head_mask, adds.size() * 2 * H));
   CHECK(cudaMemcpy(bool_mask, bools.data(), bools.size(), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(add_mask, adds.data(), adds.size() * 2, cudaMemcpyHostToDevice));
+  for (int h = 0; h < H; ++h) {  // every head the same values: the checksum matches [1, 1]
+    CHECK(cudaMemcpy(head_mask + adds.size() * 2 * h, adds.data(), adds.size() * 2,
+                     cudaMemcpyHostToDevice));
+  }
 
   auto every = [](int c) { return [c](int, int) { return c; }; };
   auto random_bit = [&](int r, int c) { return bools[size_t(r) * L + c] != 0; };
@@ -143,6 +152,10 @@ int main() {
       {"every block two-valued (bool)", Kind::TwoValued,
        classes(random_bit, every(fa::kMaskTwoValued))},
       {"every block values (fp16 add)", Kind::Values,
+       classes(random_bit, every(fa::kMaskValues))},
+      {"same, read one value a load", Kind::ValuesOneByOne,
+       classes(random_bit, every(fa::kMaskValues))},
+      {"same, a mask per head", Kind::HeadValues,
        classes(random_bit, every(fa::kMaskValues))},
       {"causal as a bool array", Kind::CausalArray, classes(causal_bit, causal_kind)},
   };
@@ -169,6 +182,8 @@ int main() {
       case Kind::Shown:
       case Kind::TwoValued: us = run<true>(q, k, v, o, bool_mask, blocks, true, reps); break;
       case Kind::Values: us = run<true>(q, k, v, o, add_mask, blocks, false, reps); break;
+      case Kind::ValuesOneByOne: us = run<true>(q, k, v, o, add_mask, blocks, false, reps, false, false); break;
+      case Kind::HeadValues: us = run<true>(q, k, v, o, head_mask, blocks, false, reps, true); break;
       case Kind::CausalArray: us = run<true>(q, k, v, o, causal_mask, blocks, true, reps); break;
     }
     if (c.kind == Kind::None) base = us;

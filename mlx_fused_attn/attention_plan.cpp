@@ -58,6 +58,17 @@ void pack_gqa_strides(fa::AttnParams& p) {
   p.mask_strides[1] *= g;
 }
 
+/// Whether the kernels may read the additive mask two columns at a time
+/// (params.h's mask_pairs): the pair at an even column below L_k is then
+/// aligned to its size and inside the mask.
+bool mask_reads_pairs(const array& mask, const fa::AttnParams& p) {
+  const int64_t pair_bytes = 2 * int64_t(mask.itemsize());
+  return mask.dtype() != bool_ && p.L_k % 2 == 0 &&
+      p.mask_strides[3] == 1 && p.mask_strides[0] % 2 == 0 &&
+      p.mask_strides[1] % 2 == 0 && p.mask_strides[2] % 2 == 0 &&
+      mask.offset() % pair_bytes == 0;
+}
+
 /// Splits of each query block's keys so that `groups` threadgroups come
 /// near a wave of `wave` without passing it (a second, partial wave would
 /// idle most multiprocessors at the end); 1 when they fill one already.
@@ -164,6 +175,9 @@ fa::AttnParams launch_params(
   }
   if (plan.packed_gqa) {
     pack_gqa_strides(p);
+  }
+  if (mask != nullptr) {
+    p.mask_pairs = mask_reads_pairs(*mask, p) ? 1 : 0;
   }
   return p;
 }

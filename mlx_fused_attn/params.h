@@ -45,6 +45,11 @@ struct AttnParams {
   /// batch and head slices (0 on broadcast axes), a visit row (one query
   /// block's) and a row of shown bits (one query's).
   stride_t mask_block_strides[4];
+  /// 1: the additive mask may be read two columns at a time (CUDA loads a
+  /// pair as one): unit column stride, even L_k, and even strides and
+  /// offset, so that a pair at an even column c < L_k is aligned and in
+  /// bounds.
+  int mask_pairs;
 };
 
 } // namespace fa

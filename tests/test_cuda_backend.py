@@ -55,6 +55,42 @@ def test_large_and_misaligned_inputs():
     assert_close(out, q, k, v, 0.125, "causal", what="misaligned")
 
 
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16, mx.float32])
+@pytest.mark.parametrize(
+    "view",
+    [
+        # A pair of columns a load (params.h, mask_pairs): an even offset.
+        "offset 2",
+        # One value a load: an odd offset, whose pairs would be misaligned
+        # (a misaligned load is an error on CUDA, not a wrong value).
+        "offset 1",
+        # One value a load: an odd L_k, a row's last pair past its end.
+        "odd L_k",
+        # Pairs: one row broadcast over the queries (row stride 0).
+        "one row",
+    ],
+)
+def test_additive_mask_views(dtype, view):
+    # fp16 masks go into the product (add_values), bf16 and fp32 after it
+    # (add_value_pairs); each view decides whether pairs are read.
+    H, L_q = 4, 70
+    L_k = 129 if view == "odd L_k" else 130
+    q = rand((1, H, L_q, 64), dtype, 21)
+    k = rand((1, H, L_k, 64), dtype, 22)
+    v = rand((1, H, L_k, 64), dtype, 23)
+    wide = rand((1, H, L_q, L_k + 4), dtype, 24)
+    mask = {
+        "offset 2": wide[..., 2 : L_k + 2],
+        "offset 1": wide[..., 1 : L_k + 1],
+        "odd L_k": wide[..., :L_k],
+        "one row": rand((1, 1, 1, L_k), dtype, 25),
+    }[view]
+    out = fa.scaled_dot_product_attention(
+        q, k, v, scale=0.125, mask=mask, force_fused=True, stream=mx.gpu
+    )
+    assert_close(out, q, k, v, 0.125, mask, what=f"additive mask, {view}, {dtype}")
+
+
 @pytest.mark.parametrize(
     "D, dtype, mask, sinks",
     [

@@ -75,7 +75,11 @@ struct AddMaskOp {
     if (r >= l_q || c >= l_k) {
       return s;
     }
-    const float m = static_cast<float>(mask[r * row_stride + c * col_stride]);
+    return add(s, static_cast<float>(mask[r * row_stride + c * col_stride]));
+  }
+
+  /// Score s (exp2 domain) with mask value m added.
+  static FA_FUNC float add(float s, float m) {
     const float m2 = m * FA_LOG2E;
     return s +
         (m2 < MaskedScore::value && m > -FA_INFINITY ? MaskedScore::value : m2);
@@ -215,7 +219,10 @@ struct AttnBlockMasks {
           p->mask_strides[2], p->mask_strides[3], p->L_q, p->L_k};
       tile_map_coords(s, op, q_row0, key0, lane);
     }
-    if (kind == kMaskValues && !bool_mask) {
+    if (kind == kMaskValues && !bool_mask && p->mask_pairs) {
+      add_value_pairs(s, key0, lane);
+    }
+    if (kind == kMaskValues && !bool_mask && !p->mask_pairs) {
       const AddMaskOp<T> op = {
           reinterpret_cast<const FA_DEVICE T*>(mask) + mask_offset,
           p->mask_strides[2], p->mask_strides[3], p->L_q, p->L_k};
@@ -254,24 +261,67 @@ struct AttnBlockMasks {
   /// scores: each value over the scale (the softmax's FFMA makes it the
   /// value times log2(e)). Rows past L_q read row L_q - 1: their output is
   /// never stored. The offsets of a lane's columns from its first are
-  /// constants, so each load is one instruction off a row pointer.
+  /// constants, so each load is one instruction off a row pointer; with
+  /// mask_pairs, one load covers a register pair (every target's score
+  /// fragment holds its columns in pairs: registers 2j and 2j + 1 are
+  /// columns c and c + 1 of one row, c even).
   template <typename STile>
   FA_FUNC void add_values(FA_THREAD STile& s, int key0, lane_t lane) const {
     typedef typename STile::frag_type F;
     const FA_DEVICE T* m = reinterpret_cast<const FA_DEVICE T*>(mask) +
         mask_offset + key0 + F::col(lane, 0);
     const float inv_scale = FA_LOG2E / p->scale_log2;
+    const bool pairs = p->mask_pairs != 0;
     FA_UNROLL
     for (int ti = 0; ti < STile::kTileRows; ++ti) {
       FA_UNROLL
-      for (int e = 0; e < F::kElems; ++e) {
+      for (int e = 0; e < F::kElems; e += 2) {
         const int r = q_row0 + ti * F::kRows + F::row(lane, e);
         const FA_DEVICE T* row =
             m + (r < p->L_q ? r : p->L_q - 1) * p->mask_strides[2];
         FA_UNROLL
         for (int tj = 0; tj < STile::kTileCols; ++tj) {
           const int c = tj * F::kCols + (F::col(lane, e) - F::col(lane, 0));
-          frag_at(s, ti, tj).v[e] = static_cast<float>(row[c]) * inv_scale;
+          float x, y;
+          if (pairs) {
+            load_pair_as_float(row + c, x, y);
+          } else {
+            x = static_cast<float>(row[c]);
+            y = static_cast<float>(row[c + 1]);
+          }
+          frag_at(s, ti, tj).v[e] = x * inv_scale;
+          frag_at(s, ti, tj).v[e + 1] = y * inv_scale;
+        }
+      }
+    }
+  }
+
+  /// A kMaskValues block's values added to its scaled scores, a pair of
+  /// columns a load (mask_pairs; add_values gives the layout); the pairs
+  /// past L_k (a ragged block, which KeyLimitOp hides next) and rows past
+  /// L_q are left as they are, as AddMaskOp leaves them.
+  template <typename STile>
+  FA_FUNC void
+  add_value_pairs(FA_THREAD STile& s, int key0, lane_t lane) const {
+    typedef typename STile::frag_type F;
+    const FA_DEVICE T* m = reinterpret_cast<const FA_DEVICE T*>(mask) +
+        mask_offset + key0 + F::col(lane, 0);
+    FA_UNROLL
+    for (int ti = 0; ti < STile::kTileRows; ++ti) {
+      FA_UNROLL
+      for (int e = 0; e < F::kElems; e += 2) {
+        const int r = q_row0 + ti * F::kRows + F::row(lane, e);
+        const FA_DEVICE T* row = m + r * p->mask_strides[2];
+        FA_UNROLL
+        for (int tj = 0; tj < STile::kTileCols; ++tj) {
+          const int c = tj * F::kCols + (F::col(lane, e) - F::col(lane, 0));
+          if (r < p->L_q && key0 + F::col(lane, 0) + c < p->L_k) {
+            float x, y;
+            load_pair_as_float(row + c, x, y);
+            FA_THREAD typename F::elem_type* v = frag_at(s, ti, tj).v;
+            v[e] = AddMaskOp<T>::add(v[e], x);
+            v[e + 1] = AddMaskOp<T>::add(v[e + 1], y);
+          }
         }
       }
     }

@@ -42,6 +42,17 @@ using namespace metal;
 typedef half half_t;
 typedef bfloat bfloat_t;
 typedef uint lane_t;
+
+/// Elements p[0] and p[1] as floats: two loads, which the GPU's caches
+/// serve as one line.
+template <typename T>
+FA_FUNC void load_pair_as_float(
+    const device T* p,
+    thread float& x,
+    thread float& y) {
+  x = static_cast<float>(p[0]);
+  y = static_cast<float>(p[1]);
+}
 } // namespace fa
 
 #elif defined(__CUDACC__)
@@ -72,6 +83,28 @@ namespace fa {
 typedef __half half_t;
 typedef __nv_bfloat16 bfloat_t;
 typedef unsigned int lane_t;
+
+/// Elements p[0] and p[1] as floats, p aligned to the pair: one load of 4
+/// (or 8) bytes, half the L1 wavefronts of two scattered 2-byte loads.
+__device__ __forceinline__ void
+load_pair_as_float(const __half* p, float& x, float& y) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(p));
+  x = f.x;
+  y = f.y;
+}
+__device__ __forceinline__ void
+load_pair_as_float(const __nv_bfloat16* p, float& x, float& y) {
+  const float2 f =
+      __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+  x = f.x;
+  y = f.y;
+}
+__device__ __forceinline__ void
+load_pair_as_float(const float* p, float& x, float& y) {
+  const float2 f = *reinterpret_cast<const float2*>(p);
+  x = f.x;
+  y = f.y;
+}
 
 /// The hardware exp2 (MUFU.EX2, ~2 ulp), as Metal's fast::exp2: exp2f
 /// without --use_fast_math is a longer exact sequence. exp2(-inf) = 0.

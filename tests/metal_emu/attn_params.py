@@ -24,4 +24,5 @@ class AttnParams(ctypes.Structure):
         ("o_strides", ctypes.c_int64 * 3),
         ("mask_strides", ctypes.c_int64 * 4),
         ("mask_block_strides", ctypes.c_int64 * 4),
+        ("mask_pairs", ctypes.c_int),
     ]

@@ -286,6 +286,7 @@ def run_case(
         o_strides=strides["out"][:3],
         mask_strides=strides["mask"],
         mask_block_strides=block_strides,
+        mask_pairs=mask_pairs(mask, L_k, strides["mask"]),
     )
     constants = {
         features["has_mask"]: mask is not None,
@@ -328,6 +329,13 @@ def check(fused, ref, dtype, what):
     `what` names the case in a failure."""
     atol, rtol = TOL[dtype]
     np.testing.assert_allclose(fused, ref, atol=atol, rtol=rtol, err_msg=what)
+
+
+def mask_pairs(mask, L_k, strides):
+    """params.h's mask_pairs as launch_params sets it (attention_plan.cpp);
+    the placed masks start their storage, so their offset is 0."""
+    return int(mask == "additive" and L_k % 2 == 0 and strides[3] == 1
+               and all(st % 2 == 0 for st in strides[:3]))
 
 
 def place_inputs(inputs, dtype, layout, layouts, mask, device_mask_edit=None, device_kv_edit=None):
