@@ -259,18 +259,56 @@ struct AttnBlockMasks {
 
   /// A kMaskValues block of whole keys, unit column stride, into the zeroed
   /// scores: each value over the scale (the softmax's FFMA makes it the
-  /// value times log2(e)). Rows past L_q read row L_q - 1: their output is
-  /// never stored. The offsets of a lane's columns from its first are
-  /// constants, so each load is one instruction off a row pointer; with
-  /// mask_pairs, one load covers a register pair (every target's score
-  /// fragment holds its columns in pairs: registers 2j and 2j + 1 are
-  /// columns c and c + 1 of one row, c even).
+  /// value times log2(e)).
   template <typename STile>
   FA_FUNC void add_values(FA_THREAD STile& s, int key0, lane_t lane) const {
+    const ValuesOverScale op = {FA_LOG2E / p->scale_log2};
+    for_value_pairs<true>(s, key0, op, lane);
+  }
+
+  /// A kMaskValues block's values added to its scaled scores as AddMaskOp
+  /// adds them, a pair of columns a load (mask_pairs). The pairs past L_k
+  /// (a ragged block, which KeyLimitOp hides next) are left as they are.
+  template <typename STile>
+  FA_FUNC void
+  add_value_pairs(FA_THREAD STile& s, int key0, lane_t lane) const {
+    const ValuesAdded op = {};
+    for_value_pairs<false>(s, key0, op, lane);
+  }
+
+  struct ValuesOverScale {
+    float inv_scale;
+    FA_FUNC void apply(FA_THREAD float& a, FA_THREAD float& b, float x, float y)
+        const {
+      a = x * inv_scale;
+      b = y * inv_scale;
+    }
+  };
+  struct ValuesAdded {
+    FA_FUNC void apply(FA_THREAD float& a, FA_THREAD float& b, float x, float y)
+        const {
+      a = AddMaskOp<T>::add(a, x);
+      b = AddMaskOp<T>::add(b, y);
+    }
+  };
+
+  /// op.apply(s_c, s_c+1, m_c, m_c+1) for each column pair (c, c + 1) of
+  /// the warp's scores of block key0 and the mask's values there (unit
+  /// column stride): every target's score fragment holds its columns in
+  /// pairs, registers 2j and 2j + 1 being columns c and c + 1 of one row,
+  /// c even. With mask_pairs one load reads a pair; the offsets of a lane's
+  /// columns from its first are constants, so each load is one instruction
+  /// off a row pointer. Rows past L_q read row L_q - 1 (their output is never
+  /// stored); unless kWholeKeys, pairs past L_k are skipped.
+  template <bool kWholeKeys, typename STile, typename Op>
+  FA_FUNC void for_value_pairs(
+      FA_THREAD STile& s,
+      int key0,
+      const FA_THREAD Op& op,
+      lane_t lane) const {
     typedef typename STile::frag_type F;
     const FA_DEVICE T* m = reinterpret_cast<const FA_DEVICE T*>(mask) +
         mask_offset + key0 + F::col(lane, 0);
-    const float inv_scale = FA_LOG2E / p->scale_log2;
     const bool pairs = p->mask_pairs != 0;
     FA_UNROLL
     for (int ti = 0; ti < STile::kTileRows; ++ti) {
@@ -282,45 +320,16 @@ struct AttnBlockMasks {
         FA_UNROLL
         for (int tj = 0; tj < STile::kTileCols; ++tj) {
           const int c = tj * F::kCols + (F::col(lane, e) - F::col(lane, 0));
-          float x, y;
-          if (pairs) {
-            load_pair_as_float(row + c, x, y);
-          } else {
-            x = static_cast<float>(row[c]);
-            y = static_cast<float>(row[c + 1]);
-          }
-          frag_at(s, ti, tj).v[e] = x * inv_scale;
-          frag_at(s, ti, tj).v[e + 1] = y * inv_scale;
-        }
-      }
-    }
-  }
-
-  /// A kMaskValues block's values added to its scaled scores, a pair of
-  /// columns a load (mask_pairs; add_values gives the layout); the pairs
-  /// past L_k (a ragged block, which KeyLimitOp hides next) and rows past
-  /// L_q are left as they are, as AddMaskOp leaves them.
-  template <typename STile>
-  FA_FUNC void
-  add_value_pairs(FA_THREAD STile& s, int key0, lane_t lane) const {
-    typedef typename STile::frag_type F;
-    const FA_DEVICE T* m = reinterpret_cast<const FA_DEVICE T*>(mask) +
-        mask_offset + key0 + F::col(lane, 0);
-    FA_UNROLL
-    for (int ti = 0; ti < STile::kTileRows; ++ti) {
-      FA_UNROLL
-      for (int e = 0; e < F::kElems; e += 2) {
-        const int r = q_row0 + ti * F::kRows + F::row(lane, e);
-        const FA_DEVICE T* row = m + r * p->mask_strides[2];
-        FA_UNROLL
-        for (int tj = 0; tj < STile::kTileCols; ++tj) {
-          const int c = tj * F::kCols + (F::col(lane, e) - F::col(lane, 0));
-          if (r < p->L_q && key0 + F::col(lane, 0) + c < p->L_k) {
+          if (kWholeKeys || key0 + F::col(lane, 0) + c < p->L_k) {
             float x, y;
-            load_pair_as_float(row + c, x, y);
+            if (pairs) {
+              load_pair_as_float(row + c, x, y);
+            } else {
+              x = static_cast<float>(row[c]);
+              y = static_cast<float>(row[c + 1]);
+            }
             FA_THREAD typename F::elem_type* v = frag_at(s, ti, tj).v;
-            v[e] = AddMaskOp<T>::add(v[e], x);
-            v[e + 1] = AddMaskOp<T>::add(v[e + 1], y);
+            op.apply(v[e], v[e + 1], x, y);
           }
         }
       }
