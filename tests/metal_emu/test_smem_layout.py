@@ -57,7 +57,8 @@ def test_swizzled_rows(tmp_path):
     exe = tmp_path / "layout"
     # On the host every pointer is a plain pointer, as the emulator's
     # kernels see them (it strips the address spaces from their source).
-    flags = [*emu.METAL_DEFINES, "-Dconstant=", "-I", emu.SHIM_DIR, "-I", emu.REPO_ROOT]
+    flags = [*emu.METAL_DEFINES, *(f"-D{q}=" for q in emu.metal_source.ADDRESS_SPACES),
+             "-I", emu.SHIM_DIR, "-I", emu.REPO_ROOT]
     r = subprocess.run([emu.CXX, "-std=c++17", *flags, str(src), "-o", str(exe)],
                        capture_output=True, text=True)
     if r.returncode != 0:
