@@ -36,12 +36,12 @@ int main() {
               for (int bx = 0; bx < gx; ++bx) {
                 const fa::GridBlock g =
                     fa::heaviest_first_block(bx, by, bz, gx, gy, gz, rb);
-                if (g.rank < 0 || g.rank >= gx || g.head < 0 || g.head >= gy ||
+                if (g.x < 0 || g.x >= gx || g.head < 0 || g.head >= gy ||
                     g.batch < 0 || g.batch >= gz) {
                   ++failures;
                   continue;
                 }
-                ++seen[(g.batch * gy + g.head) * gx + g.rank];
+                ++seen[(g.batch * gy + g.head) * gx + g.x];
               }
           for (int n : seen) failures += n != 1;
           // Within a row, launch order gives ranks in increasing order.
@@ -49,8 +49,8 @@ int main() {
             const fa::GridBlock g = fa::heaviest_first_block(
                 l % gx, l / gx % gy, l / (gx * gy), gx, gy, gz, rb);
             const int row = g.batch * gy + g.head;
-            ordered = g.rank > last_rank[row];
-            last_rank[row] = g.rank;
+            ordered = g.x > last_rank[row];
+            last_rank[row] = g.x;
           }
           failures += !ordered;
         }

@@ -89,11 +89,11 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     features.causal = kCausal;
     features.has_mask = kHasMask;
     // A key/value head streams Q and dO of its group's query heads.
-    const GridBlock g = grid_block<kCausal>(
+    const GridBlock g = grid_block<kCausal, Heaviest::First>(
         stride_t(params.fwd.L_q) * 2 * D * sizeof(T) * params.fwd.gqa_factor);
     attention_backward_dkdv<typename I::Target, typename I::Shape>(
         q, k, v, dout, lse, d, dk, dv, params, mask, q_smem, do_smem,
-        operand_smem, features, g.rank, g.head, g.batch,
+        operand_smem, features, g.x, g.head, g.batch,
         threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
   }
 }
@@ -123,12 +123,11 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     features.causal = kCausal;
     features.has_mask = kHasMask;
     // A query head streams its share of its key/value head's K and V.
-    const GridBlock g = grid_block<kCausal>(
+    const GridBlock g = grid_block<kCausal, Heaviest::Last>(
         stride_t(params.fwd.L_k) * 2 * D * sizeof(T) / params.fwd.gqa_factor);
-    const int q_block = kCausal ? gridDim.x - 1 - g.rank : g.rank;
     attention_backward_dq<typename I::Target, typename I::Shape>(
         q, k, v, dout, lse, d, dq, params, mask, k_smem, v_smem, operand_smem,
-        features, q_block, g.head, g.batch, threadIdx.x / kSimdWidth,
+        features, g.x, g.head, g.batch, threadIdx.x / kSimdWidth,
         threadIdx.x % kSimdWidth);
   }
 }

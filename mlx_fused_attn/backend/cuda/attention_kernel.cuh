@@ -99,10 +99,9 @@ __global__ void __launch_bounds__(
     // instances compile the plain run of key blocks.
     features.mask_blocks = kHasMask && features.mask_blocks;
     // A query head streams its share of its key/value head's K and V.
-    const GridBlock g = grid_block<kCausal>(
+    const GridBlock g = grid_block<kCausal, Heaviest::Last>(
         stride_t(params.L_k) * (D + DV) * sizeof(T) / params.gqa_factor);
-    const int x = kCausal ? gridDim.x - 1 - g.rank : g.rank;
-    const AttnSplit split = {o_part, stats, x % n_splits, n_splits};
+    const AttnSplit split = {o_part, stats, g.x % n_splits, n_splits};
     attention_block<Target, Shape>(
         q,
         k,
@@ -117,7 +116,7 @@ __global__ void __launch_bounds__(
         v_smem,
         features,
         split,
-        x / n_splits,
+        g.x / n_splits,
         g.head,
         g.batch,
         threadIdx.x / kSimdWidth,

@@ -18,18 +18,23 @@ namespace fa {
 /// A100's or H100's.
 constexpr stride_t kL2GroupBytes = stride_t(16) << 20;
 
-/// A threadgroup's block: `rank` from the heaviest (0) in x, and its head
-/// (y) and batch (z) of a grid (blocks, heads, batches).
+/// A threadgroup's block of a grid (blocks, heads, batches): its x, head
+/// (y) and batch (z).
 struct GridBlock {
-  int rank;
+  int x;
   int head;
   int batch;
 };
 
+/// Where a grid row's heaviest block lies: x = 0 (dK/dV's key blocks) or
+/// the last x (the forward's and dQ's query blocks).
+enum class Heaviest { First, Last };
+
 /// Block (bx, by, bz) of a grid (gx, gy, gz), dealt heaviest first in
-/// groups of rows that share kL2GroupBytes; `row_bytes`: what one row's
-/// threadgroups stream (K and V, or Q and dO). A bijection of the grid onto
-/// itself (tests/test_grid_order_compile.py checks it on the host).
+/// groups of rows that share kL2GroupBytes, its x the rank from the
+/// heaviest (0); `row_bytes`: what one row's threadgroups stream (K and V,
+/// or Q and dO). A bijection of the grid onto itself
+/// (tests/test_grid_order_compile.py checks it on the host).
 __host__ __device__ inline GridBlock heaviest_first_block(
     int bx,
     int by,
@@ -49,13 +54,18 @@ __host__ __device__ inline GridBlock heaviest_first_block(
   return {in_group / group_rows, row % gy, row / gy};
 }
 
-/// This threadgroup's block: heaviest first, or the grid's own order.
-template <bool kHeaviestFirst>
+/// This threadgroup's block: of a causal grid heaviest first, the
+/// heaviest of each row lying at kAt; else the grid's own order.
+template <bool kCausal, Heaviest kAt>
 __device__ GridBlock grid_block(stride_t row_bytes) {
-  if constexpr (kHeaviestFirst) {
-    return heaviest_first_block(
+  if constexpr (kCausal) {
+    GridBlock b = heaviest_first_block(
         blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z,
         row_bytes);
+    if constexpr (kAt == Heaviest::Last) {
+      b.x = gridDim.x - 1 - b.x;
+    }
+    return b;
   } else {
     return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
   }
