@@ -267,8 +267,9 @@ struct AttnBlockMasks {
   }
 
   /// A kMaskValues block's values added to its scaled scores as AddMaskOp
-  /// adds them, a pair of columns a load (mask_pairs). The pairs past L_k
-  /// (a ragged block, which KeyLimitOp hides next) are left as they are.
+  /// adds them, a pair of columns a load (mask_pairs, whose even L_k leaves
+  /// no pair across it). The pairs past L_k (a ragged block, which
+  /// KeyLimitOp hides next) are left as they are.
   template <typename STile>
   FA_FUNC void
   add_value_pairs(FA_THREAD STile& s, int key0, lane_t lane) const {
