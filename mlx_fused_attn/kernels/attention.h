@@ -320,7 +320,7 @@ FA_FUNC void attention_block(
     const AddMaskOp<T> off = {
         reinterpret_cast<const FA_DEVICE T*>(mask) + masks.mask_offset,
         p.mask_strides[2], p.mask_strides[3], p.L_q, p.L_k};
-    masks.off_value = off.apply(0.0f, off_row, off_col);
+    masks.set_off_value(off.apply(0.0f, off_row, off_col));
   }
 
   typedef AttnStep<Target, T, Shape::kWarpRows, kBK, kVCols> Step;
@@ -350,8 +350,10 @@ FA_FUNC void attention_block(
     // Numbered from the split's first visit: the pipeline's and the masks' 0.
     pipe.start();
     for (int kb = 0; kb < n_blocks; ++kb) {
+      // Read before the wait, which its latency then overlaps.
+      const AttnVisit visit = visits.at(kb);
       pipe.acquire(kb);
-      attention_step<KBlock, VBlock>(st, q_op, masks, pipe, kb, lane);
+      attention_step<KBlock, VBlock>(st, q_op, masks, pipe, kb, visit, lane);
     }
   }
 

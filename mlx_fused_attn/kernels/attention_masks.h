@@ -95,7 +95,7 @@ struct MaskBits {
   unsigned int words[STile::kRowSlots * kWords];
 };
 
-/// The masks of one warp's rows against the key block of visit i (kBK keys
+/// The masks of one warp's rows against the key block of a visit (kBK keys
 /// from that block times kBK), applied by `apply`, which returns the scale
 /// still to apply to the scores (the softmax folds it into its FFMA). Masks
 /// act on scores in the exp2 domain, so a block with any mask is scaled
@@ -122,23 +122,33 @@ struct AttnBlockMasks {
   /// What a two-valued block's hidden scores get: the masked score (bool),
   /// or the off value added, converted as AddMaskOp converts it.
   float off_value;
+  /// off_value over the scale, for blocks that keep their raw products: a
+  /// division once, not once a block.
+  float off_raw;
+
+  FA_FUNC void set_off_value(float off) {
+    off_value = off;
+    off_raw = off / p->scale_log2;
+  }
 
   template <typename STile>
   struct Prefetch {
     typedef MaskBits<STile, kBK> type;
   };
 
-  /// Starts the loads of visit i's shown bits where it is two-valued.
+  /// Starts the loads of visit v's shown bits where it is two-valued.
   template <typename STile>
-  FA_FUNC void
-  prefetch(FA_THREAD MaskBits<STile, kBK>& b, int i, lane_t lane) const {
+  FA_FUNC void prefetch(
+      FA_THREAD MaskBits<STile, kBK>& b,
+      AttnVisit v,
+      lane_t lane) const {
     typedef typename STile::frag_type F;
     typedef MaskBits<STile, kBK> Bits;
-    if (!has_mask || visits.kind(i) != kMaskTwoValued) {
+    if (!has_mask || v.kind != kMaskTwoValued) {
       return;
     }
     const stride_t words = p->mask_block_strides[3];
-    const int word0 = visits.block(i) * kBK / kMaskWordBits;
+    const int word0 = v.block * kBK / kMaskWordBits;
     FA_UNROLL
     for (int ti = 0; ti < STile::kTileRows; ++ti) {
       FA_UNROLL
@@ -163,43 +173,43 @@ struct AttnBlockMasks {
     }
   }
 
-  /// Whether block i keeps its raw products, the softmax's FFMA applying
+  /// Whether visit v keeps its raw products, the softmax's FFMA applying
   /// the scale (a positive one): unmasked blocks; shown and two-valued ones
   /// (an overflow of the off value over the scale to -inf hides the same
   /// scores in a row with a shown key, and a row without one reads
   /// kMaskValues); and the additive values that start puts in the product.
-  FA_FUNC bool raw_products(int i) const {
-    return scale_left_to_softmax(i) &&
-        (!has_mask || visits.kind(i) != kMaskValues || values_in_products());
+  FA_FUNC bool raw_products(AttnVisit v) const {
+    return scale_left_to_softmax(v.block) &&
+        (!has_mask || v.kind != kMaskValues || values_in_products());
   }
 
-  /// The scores' start before block i's S = Q K^T: zero, or, for a block of
+  /// The scores' start before visit v's S = Q K^T: zero, or, for a block of
   /// additive values that the accumulator can carry, the values over the
   /// scale (the product then adds them for free, where reading them after
   /// it costs a pass over the scores and a wait for the loads).
   template <typename STile>
-  FA_FUNC void start(FA_THREAD STile& s, int i, lane_t lane) const {
+  FA_FUNC void start(FA_THREAD STile& s, AttnVisit v, lane_t lane) const {
     tile_fill(s, 0.0f);
-    if (has_mask && values_in_products() && visits.kind(i) == kMaskValues &&
-        scale_left_to_softmax(i)) {
-      add_values(s, visits.block(i) * kBK, lane);
+    if (has_mask && values_in_products() && v.kind == kMaskValues &&
+        scale_left_to_softmax(v.block)) {
+      add_values(s, v.block * kBK, lane);
     }
   }
 
-  /// Masks block i's scores (what start left) and returns the scale still to
+  /// Masks visit v's scores (what start left) and returns the scale still to
   /// apply.
   template <typename STile>
   FA_FUNC float apply(
       FA_THREAD STile& s,
       const FA_THREAD MaskBits<STile, kBK>& bits,
-      int i,
+      AttnVisit v,
       lane_t lane) const {
-    const int kb = visits.block(i);
+    const int kb = v.block;
     const int key0 = kb * kBK;
-    const int kind = has_mask ? visits.kind(i) : kMaskShown;
-    if (raw_products(i)) {
+    const int kind = has_mask ? v.kind : kMaskShown;
+    if (raw_products(v)) {
       if (kind == kMaskTwoValued) {
-        apply_bits(s, bits, key0, off_value / p->scale_log2, lane);
+        apply_two_valued(s, bits, key0, off_raw, lane);
       }
       return p->scale_log2;
     }
@@ -211,7 +221,7 @@ struct AttnBlockMasks {
       tile_map_coords(s, op, q_row0, key0, lane);
     }
     if (kind == kMaskTwoValued) {
-      apply_bits(s, bits, key0, off_value, lane);
+      apply_two_valued(s, bits, key0, off_value, lane);
     }
     if (kind == kMaskValues && bool_mask) {
       const BoolMaskOp op = {
@@ -237,10 +247,9 @@ struct AttnBlockMasks {
   }
 
  private:
-  /// Whether block i's scores can stay unscaled into the softmax: no causal
-  /// cut, no missing keys, and a positive scale.
-  FA_FUNC bool scale_left_to_softmax(int i) const {
-    const int kb = visits.block(i);
+  /// Whether key block kb's scores can stay unscaled into the softmax: no
+  /// causal cut, no missing keys, and a positive scale.
+  FA_FUNC bool scale_left_to_softmax(int kb) const {
     return !(causal && kb >= kb_causal) && (align_k || kb != n_full_kblocks) &&
         p->scale_log2 > 0.0f;
   }
@@ -338,17 +347,47 @@ struct AttnBlockMasks {
   }
 
   /// A two-valued block from its shown bits, `off` its hidden scores' value
-  /// (bool) or addend. A fragment's columns lie in one word (whole fragments
-  /// of a block of whole words, or a block in one word), which the unrolled
-  /// loop picks at compile time; shifted right by the lane's first column,
-  /// each element's bit is a constant (a lane's columns are its first plus
-  /// the same offsets in every lane).
+  /// (bool) or addend: the choice made once a block, not once a score.
   template <typename STile>
-  FA_FUNC void apply_bits(
+  FA_FUNC void apply_two_valued(
       FA_THREAD STile& s,
       const FA_THREAD MaskBits<STile, kBK>& bits,
       int key0,
       float off,
+      lane_t lane) const {
+    if (bool_mask) {
+      const OffValue op = {off};
+      apply_bits(s, bits, key0, op, lane);
+    } else {
+      const OffAdded op = {off};
+      apply_bits(s, bits, key0, op, lane);
+    }
+  }
+  struct OffValue {
+    float off;
+    FA_FUNC float apply(float) const {
+      return off;
+    }
+  };
+  struct OffAdded {
+    float off;
+    FA_FUNC float apply(float x) const {
+      return x + off;
+    }
+  };
+
+  /// hidden.apply(x) for each score x whose shown bit is clear. A
+  /// fragment's columns lie in one word (whole fragments of a block of whole
+  /// words, or a block in one word), which the unrolled loop picks at
+  /// compile time; shifted right by the lane's first column, each element's
+  /// bit is a constant (a lane's columns are its first plus the same offsets
+  /// in every lane).
+  template <typename STile, typename Hidden>
+  FA_FUNC void apply_bits(
+      FA_THREAD STile& s,
+      const FA_THREAD MaskBits<STile, kBK>& bits,
+      int key0,
+      const FA_THREAD Hidden& hidden,
       lane_t lane) const {
     typedef typename STile::frag_type F;
     typedef MaskBits<STile, kBK> Bits;
@@ -369,7 +408,7 @@ struct AttnBlockMasks {
               ((bits.words[slot * Bits::kWords + w] >> shift) & (1u << bit)) !=
               0;
           FA_THREAD typename F::elem_type& x = frag_at(s, ti, tj).v[e];
-          x = shown ? x : (bool_mask ? off : x + off);
+          x = shown ? x : hidden.apply(x);
         }
       }
     }
@@ -378,7 +417,7 @@ struct AttnBlockMasks {
 
 /// The masks of a warp whose rows start at query row q_row0 of (batch,
 /// head); the caller sets the fields that depend on its blocking (align_k,
-/// kb_causal, visits, off_value).
+/// kb_causal, visits, set_off_value).
 template <typename T, int kBK>
 FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
     const FA_CONSTANT AttnParams& p,
@@ -403,7 +442,7 @@ FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
   m.visits.list = 0;
   m.visits.bits = 0;
   m.visits.first = 0;
-  m.off_value = MaskedScore::value;
+  m.set_off_value(MaskedScore::value);
   return m;
 }
 

@@ -61,36 +61,40 @@ attention_step_begin(FA_THREAD Step& st, bool has_sink, T sink) {
 }
 
 /// One key block, kb of the pipeline: `q` is the warp's Q operand (what
-/// KBlock::mma_abt reads), `masks.start(s, kb, lane)` sets the scores'
-/// start (zero, or a mask that the product's accumulator adds),
-/// `masks.apply(s, pre, kb, lane)` masks the scores and returns the scale
-/// left for the softmax to apply; `pre`, which masks.prefetch filled before
-/// the product, is what the masks read from memory for the block
-/// (Masks::Prefetch<STile>::type; NoMaskPrefetch).
+/// KBlock::mma_abt reads); `visit` is what the masks know of the block (its
+/// index, or an AttnVisit that the caller read before the pipeline's wait);
+/// `masks.start(s, visit, lane)` sets the scores' start (zero, or a mask
+/// that the product's accumulator adds), `masks.apply(s, pre, visit, lane)`
+/// masks the scores and returns the scale left for the softmax to apply;
+/// `pre`, which masks.prefetch filled before the product, is what the masks
+/// read from memory for the block (Masks::Prefetch<STile>::type;
+/// NoMaskPrefetch).
 template <
     typename KBlock,
     typename VBlock,
     typename Step,
     typename QOperand,
     typename Masks,
-    typename Pipeline>
+    typename Pipeline,
+    typename Visit>
 FA_FUNC void attention_step(
     FA_THREAD Step& st,
     const FA_THREAD QOperand& q,
     const FA_THREAD Masks& masks,
     const FA_THREAD Pipeline& pipe,
     int kb,
+    Visit visit,
     lane_t lane) {
   // Issued first, so that the loads are in flight during the product.
   typename Masks::template Prefetch<typename Step::STile>::type pre;
-  masks.prefetch(pre, kb, lane);
+  masks.prefetch(pre, visit, lane);
 
   // ------------------------------------------------------- S = Q K^T
-  masks.start(st.s, kb, lane);
+  masks.start(st.s, visit, lane);
   KBlock::mma_abt(st.s, q, pipe.k_block(kb), lane);
 
   // ------------------------------------------------------------ mask
-  const float score_scale = masks.apply(st.s, pre, kb, lane);
+  const float score_scale = masks.apply(st.s, pre, visit, lane);
 
   // --------------------------------------------------------- softmax
   softmax_step(st.softmax, st.s, st.o, score_scale);

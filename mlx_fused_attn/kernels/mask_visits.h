@@ -29,6 +29,12 @@ FA_CONST int kMaskValues = 2;
 /// Bits of a shown-bits word.
 FA_CONST int kMaskWordBits = 32;
 
+/// One visit: a key block and its class.
+struct AttnVisit {
+  int block;
+  int kind;
+};
+
 /// A query block's key-block visits from visit `first` on (a split's first,
 /// split_keys.h); with no list, blocks first, first + 1, ... all kMaskValues.
 struct AttnVisits {
@@ -40,9 +46,17 @@ struct AttnVisits {
   FA_FUNC int block(int i) const {
     return list ? int(list[first + i] >> 2) : first + i;
   }
-  /// The class of visit i.
-  FA_FUNC int kind(int i) const {
-    return list ? int(list[first + i] & 3u) : kMaskValues;
+  /// Visit i, its entry read once: the masks take it by value, since a
+  /// product's memory clobber would make every later read of the list a
+  /// new load.
+  FA_FUNC AttnVisit at(int i) const {
+    if (!list) {
+      const AttnVisit v = {first + i, kMaskValues};
+      return v;
+    }
+    const unsigned int e = list[first + i];
+    const AttnVisit v = {int(e >> 2), int(e & 3u)};
+    return v;
   }
 };
 

@@ -368,7 +368,7 @@ FA_FUNC void na_key_blocks(
   attention_step_begin(st, false, 0.0f);
   for (int b = lo; b <= hi; ++b) {
     if (b * kBK <= keys.last && b * kBK + kBK > keys.first) {
-      attention_step<Block, Block>(st, q, masks, pipe, b, lane);
+      attention_step<Block, Block>(st, q, masks, pipe, b, b, lane);
     }
   }
   attention_step_end(st);
@@ -806,7 +806,7 @@ FA_FUNC void na_attention_block(
       pipe.acquire(kb);
     }
     if (kb * kBK <= keys.last && kb * kBK + kBK > keys.first) {
-      attention_step<Block, Block>(st, q_op, masks, pipe, kb, lane);
+      attention_step<Block, Block>(st, q_op, masks, pipe, kb, kb, lane);
     }
   }
 

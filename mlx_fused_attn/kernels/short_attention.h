@@ -165,7 +165,8 @@ FA_FUNC void short_attention_block(
     tile_load_shared<kLd, 1>(q_op.tile, seq + row0 * kLd, lane);
     AttnStep<Target, T, kWarpRows, kSeq, D> st;
     attention_step_begin(st, f.has_sinks, f.has_sinks ? sinks[head] : T(0));
-    attention_step<Block, Block>(st, q_op, masks, kv, 0, lane);
+    attention_step<Block, Block>(
+        st, q_op, masks, kv, 0, masks.visits.at(0), lane);
     attention_step_end(st);
 
     // --------------------------------------------------------- store
