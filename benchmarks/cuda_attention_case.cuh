@@ -1,0 +1,190 @@
+// One attention problem run through the library's kernel under a chosen
+// tile shape, its output checked against the first shape's (or a plain fp32
+// reference kernel on small square problems): what the forward sweeps
+// (cuda_tile_sweep.cu, cuda_ws_bench.cu) share.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "benchmarks/cuda_sweep_util.cuh"
+#include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
+#include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/tile/dtype_of.h"
+
+template <typename T>
+__global__ void to_float(const T* x, float* y, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    y[i] = float(x[i]);
+  }
+}
+
+// One thread per query row, fp32, two passes: the reference.
+template <typename T>
+__global__ void reference(const T* q, const T* k, const T* v, float* o,
+                          int H, int L, int D, float scale, bool causal) {
+  const int row = blockIdx.x * blockDim.x + threadIdx.x;
+  const int bh = blockIdx.y;
+  if (row >= L) return;
+  const T* qr = q + (size_t(bh) * L + row) * D;
+  const T* kh = k + size_t(bh) * L * D;
+  const T* vh = v + size_t(bh) * L * D;
+  float m = -INFINITY, s = 0.f;
+  const int end = causal ? row + 1 : L;
+  for (int j = 0; j < end; ++j) {
+    float d = 0.f;
+    for (int c = 0; c < D; ++c) d += float(qr[c]) * float(kh[size_t(j) * D + c]);
+    m = fmaxf(m, d * scale);
+  }
+  float* out = o + (size_t(bh) * L + row) * D;
+  for (int c = 0; c < D; ++c) out[c] = 0.f;
+  for (int j = 0; j < end; ++j) {
+    float d = 0.f;
+    for (int c = 0; c < D; ++c) d += float(qr[c]) * float(kh[size_t(j) * D + c]);
+    const float p = expf(d * scale - m);
+    s += p;
+    for (int c = 0; c < D; ++c) out[c] += p * float(vh[size_t(j) * D + c]);
+  }
+  for (int c = 0; c < D; ++c) out[c] /= s;
+}
+
+/// L keys; Lq queries (0: L) and Hkv key/value heads (0: H), as in chunked
+/// prefill (causal bottom-right, as MLX aligns it).
+struct Problem {
+  int B, H, L, D;
+  bool causal;
+  int Lq = 0;
+  int Hkv = 0;
+  int lq() const { return Lq ? Lq : L; }
+  int hkv() const { return Hkv ? Hkv : H; }
+};
+
+double flops(const Problem& p) {
+  double pairs = 0;
+  for (int i = 0; i < p.lq(); ++i) {
+    pairs += p.causal ? std::min(p.L, i + p.L - p.lq() + 1) : p.L;
+  }
+  return 4.0 * p.B * p.H * pairs * p.D;
+}
+
+template <typename T, int D, typename Tiles, bool C>
+float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
+          int reps) {
+  fa::AttnParams p{};
+  p.B = pr.B; p.H_q = pr.H; p.H_kv = pr.hkv(); p.gqa_factor = pr.H / pr.hkv();
+  p.L_q = pr.lq(); p.L_k = pr.L; p.D = D; p.D_v = D;
+  p.causal_offset = pr.L - pr.lq();
+  p.scale_log2 = (1.0f / std::sqrt(float(D))) * 1.4426950408889634f;
+  for (auto* s : {p.q_strides, p.o_strides}) {
+    s[2] = D; s[1] = (long long)pr.lq() * D; s[0] = s[1] * pr.H;
+  }
+  for (auto* s : {p.k_strides, p.v_strides}) {
+    s[2] = D; s[1] = (long long)pr.L * D; s[0] = s[1] * pr.hkv();
+  }
+  constexpr fa::AttnTiles t = Tiles::value;
+  fa::AttnFeatures f{};
+  f.align_q = pr.lq() % t.bq == 0;
+  f.align_k = pr.L % t.bk == 0;
+  const int smem = fa::attention_smem_bytes(
+      t, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
+  auto kernel = fa::attention_kernel<T, D, D, Tiles, C, false>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  if (t.min_blocks > 2) {  // as the library does (kernel_families.h): all of L1 as shared memory
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               cudaSharedmemCarveoutMaxShared));
+  }
+  dim3 grid((pr.lq() + t.bq - 1) / t.bq, pr.H, pr.B);
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1, nullptr, nullptr);
+  CHECK(cudaGetLastError());
+  CHECK(cudaEventRecord(a));
+  for (int i = 0; i < reps; ++i) {
+    kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1, nullptr, nullptr);
+  }
+  CHECK(cudaEventRecord(b));
+  CHECK(cudaEventSynchronize(b));
+  CHECK(cudaGetLastError());
+  float ms;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms / reps;
+}
+
+template <typename T>
+double max_diff(const T* x, const float* ref, size_t n) {
+  float *xf;
+  CHECK(cudaMalloc(&xf, n * sizeof(float)));
+  to_float<<<1024, 256>>>(x, xf, n);
+  std::vector<float> hx(n), hr(n);
+  CHECK(cudaMemcpy(hx.data(), xf, n * 4, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(hr.data(), ref, n * 4, cudaMemcpyDeviceToHost));
+  CHECK(cudaFree(xf));
+  double m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = std::fabs(double(hx[i]) - hr[i]);
+    if (!(d <= m)) m = d;  // NaN propagates as the max
+  }
+  return m;
+}
+
+template <typename T, int D>
+struct Case {
+  const char* type;
+  Problem pr;
+  T *q, *k, *v, *o;
+  float* ref;  // fp32 output of the first shape (or the reference kernel)
+  size_t n;
+
+  Case(const char* type_, Problem p) : type(type_), pr(p) {
+    n = size_t(p.B) * p.H * p.lq() * D;
+    const size_t n_kv = size_t(p.B) * p.hkv() * p.L * D;
+    CHECK(cudaMalloc(&q, n * sizeof(T)));
+    CHECK(cudaMalloc(&k, n_kv * sizeof(T)));
+    CHECK(cudaMalloc(&v, n_kv * sizeof(T)));
+    CHECK(cudaMalloc(&o, n * sizeof(T)));
+    CHECK(cudaMalloc(&ref, n * sizeof(float)));
+    fill_random<<<1024, 256>>>(q, n, 1);
+    fill_random<<<1024, 256>>>(k, n_kv, 2);
+    fill_random<<<1024, 256>>>(v, n_kv, 3);
+    // The reference kernel takes square problems without GQA.
+    if (p.lq() == p.L && p.hkv() == p.H && size_t(p.B) * p.H * p.L <= (1u << 16)) {
+      dim3 grid((p.L + 127) / 128, p.B * p.H);
+      reference<<<grid, 128>>>(q, k, v, ref, p.H, p.L, D,
+                               1.0f / std::sqrt(float(D)), p.causal);
+      has_ref = true;
+    }
+    CHECK(cudaDeviceSynchronize());
+  }
+  ~Case() {
+    cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(ref);
+  }
+  bool has_ref = false;
+
+  /// One tile shape: a type whose `value` is an AttnTiles (kernel_tiles.h).
+  template <typename Tiles>
+  void shape(int reps) {
+    constexpr fa::AttnTiles t = Tiles::value;
+    CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
+    const float ms =
+        pr.causal ? run<T, D, Tiles, true>(pr, q, k, v, o, reps)
+                  : run<T, D, Tiles, false>(pr, q, k, v, o, reps);
+    if (!has_ref) {  // the first shape becomes the reference
+      to_float<<<1024, 256>>>(o, ref, n);
+      has_ref = true;
+    }
+    const double err = max_diff(o, ref, n);
+    std::printf("%-5s B=%d H=%d/%d Lq=%5d Lk=%5d D=%3d %-6s %-5s bq=%3d bk=%3d warps=%d stages=%d "
+                "blocks/SM>=%d %9.1f us %6.1f TFLOP/s  err %.2e\n",
+                type, pr.B, pr.H, pr.hkv(), pr.lq(), pr.L, D, pr.causal ? "causal" : "full",
+                t.wgmma ? (t.q_shared ? "wg-sq" : "wg-rq") : "mma", t.bq, t.bk,
+                t.warps, t.stages, t.min_blocks, ms * 1e3,
+                flops(pr) / (ms * 1e-3) / 1e12, err);
+    std::fflush(stdout);
+  }
+};
