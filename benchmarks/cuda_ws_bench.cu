@@ -5,7 +5,7 @@
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
 //     benchmarks/cuda_ws_bench.cu -o ws_bench
-//   ./ws_bench          # case, library us, warp-specialised us, error
+//   ./ws_bench          # case: library us, then both loops' us and error
 //
 // The design: a block of 128 queries is three warpgroups. The first is the
 // producer: it gives up its registers (setmaxnreg) and one of its threads
@@ -15,10 +15,12 @@
 // copy completing on an mbarrier. The two consumer warpgroups (64 queries
 // each, 240 registers a thread) run the library's step over the tile ops:
 // the products of swizzled_block.h, the online softmax. K and V stages are
-// a ring of two; a consumer warp arrives on a stage's `empty` barrier once
-// its P V has read it, and the producer waits for all eight before it
+// a ring of three; a consumer warp arrives on a stage's `empty` barrier
+// once its P V has read it, and the producer waits for all eight before it
 // copies the stage again. No thread computes an address or waits on its own
-// copies, and one block a multiprocessor holds 160 KB of stages.
+// copies. Two consumer loops: the library's order (each product waited for
+// as it is issued), and FlashAttention-3's overlap (a block's softmax under
+// the next block's S and this one's P V).
 //
 // Bottom-right causal (MLX's), GQA; whole blocks of 128 queries and keys.
 // Each case's output is checked against the library kernel's.
@@ -31,14 +33,17 @@ namespace ws {
 using namespace fa;
 
 typedef bfloat_t T;
-constexpr int D = 128, BQ = 128, BK = 128, kStages = 2;
+// Three stages: the overlapped loop releases a stage a block later (after
+// the next block's softmax), and two left the producer too little time to
+// refill it (measured); 224 KB of the 227 a block may have.
+constexpr int D = 128, BQ = 128, BK = 128, kStages = 3;
 constexpr int kConsumerThreads = 256, kThreads = 384;
 typedef SwizzledBlock<T, BK, D, D, kConsumerThreads> KVBlock;
 typedef QInShared<T, BQ, D, kConsumerThreads> QOperand;
 typedef AttnStep<CudaWgmmaSharedQTarget, T, 16, BK, D> Step;
 
 // Each array starts 1024-byte aligned (the swizzle is anchored to address
-// bits): Q 32 KB, then 64 KB stages.
+// bits): Q 32 KB, then 32 KB blocks.
 struct __align__(1024) Smem {
   T q[BQ * D];
   T k[kStages][BK * D];
@@ -84,6 +89,62 @@ __device__ __forceinline__ void tma_copy(void* dst, const CUtensorMap* map,
       : "memory");
 }
 
+/// The products issued without waiting (FlashAttention-3's overlap of a
+/// block's softmax with the next block's S = Q K^T and the last one's P V):
+/// the same wgmma calls and descriptors as swizzled_block.h's, which issues
+/// and waits inside each product.
+typedef SwizzledRows<T, BK, D> KVLayout;
+typedef QOperand::Layout QLayout;
+constexpr int kPanel = KVLayout::kWideCols;  // 64 columns, 128 bytes
+constexpr int kPanelBytes = kPanel * sizeof(T);
+
+__device__ __forceinline__ wgmma_desc_t panel_desc(const T* start) {
+  return wgmma_descriptor(start, 16, 8 * kPanelBytes, kPanelBytes);
+}
+/// S = Q K^T, K the block at `k`.
+__device__ __forceinline__ void issue_s(Step::STile& s, const QOperand& q, const T* k) {
+  float* d = s.frags[0].v;
+  wgmma_fence_operands<BK / 2>(d);
+  wgmma_fence();
+  for (int col = 0; col < D; col += 16) {
+    const wgmma_desc_t a =
+        panel_desc(q.smem + QLayout::panel_start(col) + col % kPanel);
+    for (int key = 0; key < BK; key += kPanel) {
+      Wgmma<T, kPanel, 0>::mma(
+          d + key / 2, a,
+          panel_desc(k + KVLayout::panel_start(col) + col % kPanel + key * kPanel));
+    }
+  }
+  wgmma_commit();
+}
+/// O += P V, V the block at `v`.
+__device__ __forceinline__ void issue_pv(Step::OTile& o, const decltype(Step::p)& p,
+                                         const T* v) {
+  float* d = o.frags[0].v;
+  wgmma_fence_operands<D / 2>(d);
+  wgmma_fence();
+  for (int kk = 0; kk < BK / 16; ++kk) {
+    const unsigned* a = reinterpret_cast<const unsigned*>(p.frags[kk].v);
+    for (int col = 0; col < D; col += kPanel) {
+      Wgmma<T, kPanel, 1>::mma(d + col / 2, a,
+                               panel_desc(v + KVLayout::panel_start(col) + kk * 16 * kPanel));
+    }
+  }
+  wgmma_commit();
+}
+
+/// P's registers are read by the tensor cores until its product is waited
+/// for: an empty asm reads them there.
+__device__ __forceinline__ void keep_until_done(const decltype(Step::p)& p) {
+  typedef decltype(Step::p) PTile;
+  for (int f = 0; f < PTile::kTileRows * PTile::kTileCols; ++f) {
+    const unsigned* r = reinterpret_cast<const unsigned*>(p.frags[f].v);
+    for (int i = 0; i < int(sizeof(p.frags[f].v) / sizeof(unsigned)); ++i) {
+      asm volatile("" ::"r"(r[i]) : "memory");
+    }
+  }
+}
+
 /// The producer's one thread: Q, then key block kb into stage kb % kStages
 /// once the consumers have released that stage's previous block.
 __device__ void produce(Smem& sm, const CUtensorMap& q_map, const CUtensorMap& k_map,
@@ -114,8 +175,10 @@ __device__ void produce(Smem& sm, const CUtensorMap& q_map, const CUtensorMap& k
   }
 }
 
-/// Grid: (L_q / 128, H_q, B), causal ones heaviest first.
-template <bool kCausal>
+/// Grid: (L_q / 128, H_q, B), causal ones heaviest first. kOverlap: each
+/// block's softmax runs while the tensor cores compute the next block's S
+/// and this one's P V (issued together, waited for apart).
+template <bool kCausal, bool kOverlap>
 __global__ void __launch_bounds__(kThreads, 1)
     ws_attention_kernel(const __grid_constant__ CUtensorMap q_map,
                         const __grid_constant__ CUtensorMap k_map,
@@ -154,13 +217,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   q.smem = sm.q + (cwarp / 4) * 64 * D;
   Step st;
   attention_step_begin(st, false, T(0));
-  mbar_wait(&sm.q_full, 0);
-  for (int kb = 0; kb < blocks.end; ++kb) {
-    const int s = kb % kStages;
-    const unsigned parity = (kb / kStages) & 1;
-    tile_fill(st.s, 0.0f);
-    mbar_wait(&sm.full_k[s], parity);
-    KVBlock::mma_abt(st.s, q, sm.k[s], lane);
+  // Block kb's scores in st.s, masked, into weights; factor: O's rescale.
+  float factor[Step::STile::kRowSlots];
+  auto weights = [&](int kb) {
     float score_scale = p.scale_log2;
     if (kCausal && kb >= blocks.causal) {
       tile_scalar_op<MulOp>(st.s, p.scale_log2);
@@ -168,15 +227,61 @@ __global__ void __launch_bounds__(kThreads, 1)
       tile_map_coords(st.s, op, q_row0, kb * BK, lane);
       score_scale = 1.0f;
     }
-    softmax_step(st.softmax, st.s, st.o, score_scale);
-    tile_to_operand(st.p, st.s);
-    mbar_wait(&sm.full_v[s], parity);
-    KVBlock::mma_ab(st.o, st.p, sm.v[s], lane);
-    // The products have returned: this warp is done with stage s.
+    return softmax_weights(st.softmax, st.s, score_scale, factor);
+  };
+  // The products have returned: this warp is done with stage s.
+  auto release = [&](int s) {
     __syncwarp();
     if (lane == 0) {
       mbar_arrive(&sm.empty[s]);
     }
+  };
+  mbar_wait(&sm.q_full, 0);
+  if (!kOverlap) {
+    for (int kb = 0; kb < blocks.end; ++kb) {
+      const int s = kb % kStages;
+      const unsigned parity = (kb / kStages) & 1;
+      tile_fill(st.s, 0.0f);
+      mbar_wait(&sm.full_k[s], parity);
+      KVBlock::mma_abt(st.s, q, sm.k[s], lane);
+      softmax_rescale(st.o, factor, weights(kb));
+      tile_to_operand(st.p, st.s);
+      mbar_wait(&sm.full_v[s], parity);
+      KVBlock::mma_ab(st.o, st.p, sm.v[s], lane);
+      release(s);
+    }
+  } else {
+    tile_fill(st.s, 0.0f);
+    mbar_wait(&sm.full_k[0], 0);
+    issue_s(st.s, q, sm.k[0]);
+    wgmma_wait<0>();
+    wgmma_fence_operands<BK / 2>(st.s.frags[0].v);
+    weights(0);  // O is still zero: nothing to rescale
+    tile_to_operand(st.p, st.s);
+    for (int kb = 1; kb < blocks.end; ++kb) {
+      const int s = kb % kStages, prev = (kb - 1) % kStages;
+      tile_fill(st.s, 0.0f);
+      mbar_wait(&sm.full_k[s], (kb / kStages) & 1);
+      issue_s(st.s, q, sm.k[s]);
+      mbar_wait(&sm.full_v[prev], ((kb - 1) / kStages) & 1);
+      issue_pv(st.o, st.p, sm.v[prev]);
+      wgmma_wait<1>();  // S, committed first
+      wgmma_fence_operands<BK / 2>(st.s.frags[0].v);
+      const bool moved = weights(kb);
+      wgmma_wait<0>();  // P V
+      wgmma_fence_operands<D / 2>(st.o.frags[0].v);
+      keep_until_done(st.p);
+      release(prev);
+      softmax_rescale(st.o, factor, moved);
+      tile_to_operand(st.p, st.s);
+    }
+    const int last = (blocks.end - 1) % kStages;
+    mbar_wait(&sm.full_v[last], ((blocks.end - 1) / kStages) & 1);
+    issue_pv(st.o, st.p, sm.v[last]);
+    wgmma_wait<0>();
+    wgmma_fence_operands<D / 2>(st.o.frags[0].v);
+    keep_until_done(st.p);
+    release(last);
   }
   attention_step_end(st);
   tile_store_device(out + (size_t(batch) * p.H_q + head) * p.L_q * D + size_t(q_row0) * D, st.o,
@@ -210,7 +315,7 @@ CUtensorMap tensor_map(const T* base, int B, int H, int L, int rows) {
   return map;
 }
 
-float run(const Problem& pr, const T* q, const T* k, const T* v, T* o, int reps) {
+float run(const Problem& pr, const T* q, const T* k, const T* v, T* o, int reps, bool overlap) {
   AttnParams p{};
   p.B = pr.B; p.H_q = pr.H; p.H_kv = pr.hkv(); p.gqa_factor = pr.H / pr.hkv();
   p.L_q = pr.lq(); p.L_k = pr.L; p.D = D; p.D_v = D;
@@ -219,7 +324,10 @@ float run(const Problem& pr, const T* q, const T* k, const T* v, T* o, int reps)
   const CUtensorMap q_map = tensor_map(q, pr.B, pr.H, pr.lq(), 64);
   const CUtensorMap k_map = tensor_map(k, pr.B, pr.hkv(), pr.L, BK);
   const CUtensorMap v_map = tensor_map(v, pr.B, pr.hkv(), pr.L, BK);
-  auto kernel = pr.causal ? ws_attention_kernel<true> : ws_attention_kernel<false>;
+  auto kernel = pr.causal ? (overlap ? ws_attention_kernel<true, true>
+                                     : ws_attention_kernel<true, false>)
+                          : (overlap ? ws_attention_kernel<false, true>
+                                     : ws_attention_kernel<false, false>);
   const int smem = sizeof(Smem);
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(pr.lq() / BQ, pr.H, pr.B);
@@ -247,11 +355,14 @@ void compare(const char* name, Problem pr, int reps) {
   }
   Case<T, D> c("bf16", pr);
   c.shape<AttnTilesOf<64, 64, 4, 1, 4, true, true>>(reps);
-  CHECK(cudaMemset(c.o, 0xff, c.n * sizeof(T)));
-  const float ms = run(pr, c.q, c.k, c.v, c.o, reps);
-  std::printf("%-16s warp-specialised 128 x 128 %9.1f us %6.1f TFLOP/s  err vs library %.2e\n",
-              name, ms * 1e3, flops(pr) / (ms * 1e-3) / 1e12, max_diff(c.o, c.ref, c.n));
-  std::fflush(stdout);
+  for (bool overlap : {false, true}) {
+    CHECK(cudaMemset(c.o, 0xff, c.n * sizeof(T)));
+    const float ms = run(pr, c.q, c.k, c.v, c.o, reps, overlap);
+    std::printf("%-16s warp-specialised%s %9.1f us %6.1f TFLOP/s  err vs library %.2e\n", name,
+                overlap ? ", overlapped" : "            ", ms * 1e3,
+                flops(pr) / (ms * 1e-3) / 1e12, max_diff(c.o, c.ref, c.n));
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace ws

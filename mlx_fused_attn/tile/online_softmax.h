@@ -27,35 +27,28 @@ softmax_init(FA_THREAD OnlineSoftmax<kSlots>& st, float max0, float sum0) {
 }
 
 /// Folds one block of scores into the running statistics: s becomes the
-/// block's unnormalised probabilities exp2(score - max) and o, the output
-/// accumulated so far, is rescaled to the new max. The block's scores are
-/// s * score_scale: a kernel may hand over raw products q.k and the scale
-/// into the exp2 domain (which must be > 0, as max(s * c) = max(s) * c
-/// only then), so that scaling and the max subtraction are one FFMA.
-///
-/// o is rescaled only when some row of the simdgroup has a new max: its
-/// factor is exp2(0) = 1 otherwise. Once the running maxima settle, most
-/// blocks move none (with iid scores a row's max moves in block j with
-/// probability about 1 / (j + 1)), and the skipped multiply is a whole
-/// output tile (64 FMUL a block for 16 rows x 128 on CUDA). The test is a
-/// vote across the simdgroup, so the branch never diverges.
-template <int kSlots, typename FS, int RS, int CS, typename FO, int RO, int CO>
-FA_FUNC void softmax_step(
+/// block's unnormalised probabilities exp2(score - max), and factor[i] the
+/// rescale that the output accumulated so far needs for row slot i (the
+/// old max over the new); returns whether any of this lane's rows has a new
+/// max. The block's scores are s * score_scale: a kernel may hand over raw
+/// products q.k and the scale into the exp2 domain (which must be > 0, as
+/// max(s * c) = max(s) * c only then), so that scaling and the max
+/// subtraction are one FFMA.
+template <int kSlots, typename FS, int RS, int CS>
+FA_FUNC bool softmax_weights(
     FA_THREAD OnlineSoftmax<kSlots>& st,
     FA_THREAD Tile<FS, RS, CS>& s,
-    FA_THREAD Tile<FO, RO, CO>& o,
-    float score_scale) {
+    float score_scale,
+    FA_THREAD float* factor) {
   static_assert(
-      Tile<FS, RS, CS>::kRowSlots == kSlots &&
-          Tile<FO, RO, CO>::kRowSlots == kSlots,
-      "scores, output and statistics must cover the same rows");
+      Tile<FS, RS, CS>::kRowSlots == kSlots,
+      "scores and statistics must cover the same rows");
   float new_max[kSlots];
   FA_UNROLL
   for (int i = 0; i < kSlots; ++i) {
     new_max[i] = MaxOp::identity();
   }
   row_reduce<MaxOp>(new_max, s);
-  float factor[kSlots];
   float block_sum[kSlots];
   bool moved = false;
   FA_UNROLL
@@ -73,9 +66,38 @@ FA_FUNC void softmax_step(
   for (int i = 0; i < kSlots; ++i) {
     st.row_sum[i] = st.row_sum[i] * factor[i] + block_sum[i];
   }
+  return moved;
+}
+
+/// o *= factor where some row of the simdgroup has a new max (`moved`,
+/// softmax_weights): its factor is exp2(0) = 1 otherwise. Once the running
+/// maxima settle, most blocks move none (with iid scores a row's max moves
+/// in block j with probability about 1 / (j + 1)), and the skipped multiply
+/// is a whole output tile (64 FMUL a block for 16 rows x 128 on CUDA). The
+/// test is a vote across the simdgroup, so the branch never diverges.
+template <typename FO, int RO, int CO>
+FA_FUNC void softmax_rescale(
+    FA_THREAD Tile<FO, RO, CO>& o,
+    const FA_THREAD float* factor,
+    bool moved) {
   if (FA_SIMD_ANY(moved)) {
     row_bin_op<MulOp>(o, factor);
   }
+}
+
+/// softmax_weights, then the output rescaled to the new max.
+template <int kSlots, typename FS, int RS, int CS, typename FO, int RO, int CO>
+FA_FUNC void softmax_step(
+    FA_THREAD OnlineSoftmax<kSlots>& st,
+    FA_THREAD Tile<FS, RS, CS>& s,
+    FA_THREAD Tile<FO, RO, CO>& o,
+    float score_scale) {
+  static_assert(
+      Tile<FO, RO, CO>::kRowSlots == kSlots,
+      "output and statistics must cover the same rows");
+  float factor[kSlots];
+  const bool moved = softmax_weights(st, s, score_scale, factor);
+  softmax_rescale(o, factor, moved);
 }
 
 /// As above for scores already in the exp2 domain.
