@@ -98,22 +98,11 @@ float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                cudaSharedmemCarveoutMaxShared));
   }
-  dim3 grid((pr.lq() + t.bq - 1) / t.bq, pr.H, pr.B);
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1, nullptr, nullptr);
-  CHECK(cudaGetLastError());
-  CHECK(cudaEventRecord(a));
-  for (int i = 0; i < reps; ++i) {
-    kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1, nullptr, nullptr);
-  }
-  CHECK(cudaEventRecord(b));
-  CHECK(cudaEventSynchronize(b));
-  CHECK(cudaGetLastError());
-  float ms;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  return ms / reps;
+  const dim3 grid((pr.lq() + t.bq - 1) / t.bq, pr.H, pr.B);
+  return launch_ms([&] {
+    kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1,
+                                         nullptr, nullptr);
+  }, reps);
 }
 
 template <typename T>

@@ -87,20 +87,10 @@ float run(const fa::half_t* q, const fa::half_t* k, const fa::half_t* v,
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                              cudaSharedmemCarveoutMaxShared));
   const dim3 grid(kQB, H, B);
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = -1; i < reps; ++i) {
-    if (i == 0) CHECK(cudaEventRecord(a));
-    kernel<<<grid, kT.warps * 32, smem>>>(q, k, v, o, p, mask, nullptr, f,
-                                          nullptr, nullptr, 1, nullptr, blocks);
-  }
-  CHECK(cudaEventRecord(b));
-  CHECK(cudaEventSynchronize(b));
-  CHECK(cudaGetLastError());
-  float ms;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  return ms * 1e3f / reps;
+  return 1e3f * launch_ms([&] {
+    kernel<<<grid, kT.warps * 32, smem>>>(q, k, v, o, p, mask, nullptr, f, nullptr, nullptr, 1,
+                                          nullptr, blocks);
+  }, reps);
 }
 
 }  // namespace

@@ -47,6 +47,29 @@ __global__ void max_error(const T* x, const float* ref, size_t n, unsigned* err)
   atomicMax(err, local);
 }
 
+/// Milliseconds a call of launch() takes: one call first (it loads the
+/// kernel and warms the caches), then the mean of `reps` between two events.
+template <typename Launch>
+float launch_ms(Launch launch, int reps) {
+  launch();
+  CHECK(cudaGetLastError());
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  CHECK(cudaEventRecord(a));
+  for (int i = 0; i < reps; ++i) {
+    launch();
+  }
+  CHECK(cudaEventRecord(b));
+  CHECK(cudaEventSynchronize(b));
+  CHECK(cudaGetLastError());
+  float ms;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  return ms / reps;
+}
+
 /// Device-to-device copy bandwidth (bytes read plus written per second).
 inline double copy_tbps() {
   const size_t bytes = size_t(2) << 30;

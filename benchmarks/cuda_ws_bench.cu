@@ -331,19 +331,7 @@ float run(const Problem& pr, const T* q, const T* k, const T* v, T* o, int reps,
   const int smem = sizeof(Smem);
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(pr.lq() / BQ, pr.H, pr.B);
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = -1; i < reps; ++i) {
-    if (i == 0) CHECK(cudaEventRecord(a));
-    kernel<<<grid, kThreads, smem>>>(q_map, k_map, v_map, o, p);
-  }
-  CHECK(cudaEventRecord(b));
-  CHECK(cudaEventSynchronize(b));
-  CHECK(cudaGetLastError());
-  float ms;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  return ms / reps;
+  return launch_ms([&] { kernel<<<grid, kThreads, smem>>>(q_map, k_map, v_map, o, p); }, reps);
 }
 
 /// The library's tile past one wave at D = 128, then the warp-specialised
