@@ -270,6 +270,29 @@ def test_gpu_rules_decided_by_shape(monkeypatch, backend, shape_q, shape_kv, dty
     assert reason.startswith("CUDA" if backend == "cuda" else "Metal")
 
 
+@pytest.mark.parametrize(
+    "head_dim, mask_dtype, expected",
+    [
+        (128, mx.bool_, routing.FUSED),  # mx.fast runs bool masks as plain ops
+        (64, mx.bool_, routing.FUSED),
+        (64, mx.float16, routing.FUSED),  # additive: measured faster at D = 64
+        (128, mx.float16, routing.PASSTHROUGH),  # additive past D = 64: cuDNN
+    ],
+)
+def test_cuda_array_mask_rule(monkeypatch, head_dim, mask_dtype, expected):
+    """Array masks on CUDA, checked without a GPU: fp16 prefill past the
+    short kernel's lengths goes to mx.fast unless the mask is one that ours
+    was measured faster with; the reason names the device."""
+    monkeypatch.setattr(routing, "_gpu_backend", lambda: "cuda")
+    monkeypatch.setattr(routing, "_device", lambda stream: mx.Device(mx.gpu))
+    q = mx.zeros((1, 4, 256, head_dim), mx.float16)
+    mask = mx.zeros((1, 1, 256, 256), mask_dtype)
+    choice, reason = fa.route(q, q, q, scale=1.0, mask=mask)
+    assert (choice, reason[:5]) == (expected, "CUDA:"), reason
+    # Without the mask the same call keeps cuDNN.
+    assert fa.route(q, q, q, scale=1.0)[0] == routing.PASSTHROUGH
+
+
 CUDA = mx.is_available(mx.gpu) and fa.build_info()["gpu_backend"] == "cuda"
 
 
@@ -313,3 +336,19 @@ def test_route_on_cuda(shape_q, shape_kv, dtype, auto, fused):
     assert got == auto, reason
     got, reason = fa.route(q, kv, kv, scale=1.0, stream=mx.gpu, policy="fused")
     assert got == fused, reason
+
+
+@pytest.mark.skipif(not CUDA, reason="needs MLX's CUDA backend and this package's CUDA kernels")
+@pytest.mark.parametrize(
+    "head_dim, mask_dtype, expected",
+    [
+        (128, mx.bool_, routing.FUSED),
+        (64, mx.bfloat16, routing.FUSED),
+        (128, mx.bfloat16, routing.PASSTHROUGH),
+    ],
+)
+def test_route_array_masks_on_cuda(head_dim, mask_dtype, expected):
+    q = mx.zeros((1, 8, 1024, head_dim), mx.bfloat16)
+    mask = mx.zeros((1, 1, 1024, 1024), mask_dtype)
+    got, reason = fa.route(q, q, q, scale=1.0, mask=mask, stream=mx.gpu)
+    assert got == expected, reason

@@ -23,8 +23,9 @@ The rules, one per device, rest on the numbers in ``MEASUREMENTS`` (and in
   cuDNN is faster for float16/bfloat16 prefill from L = 512 (ours
   0.66x-0.91x its speed), and for float32 the one measurement of the
   general kernel (an older kernel) lost to mx.fast's unfused TF32 path from
-  L = 512. Array masks follow the same rule, though ours won there too
-  (1.04x additive, 4.5x bool).
+  L = 512. Except array masks: ours for bool masks at every head dim
+  (mx.fast's bool-mask calls timed as its plain ops do: 3.9x-13.9x ours)
+  and for additive ones at D = 64, where they were measured (1.12x-3.07x).
 - Metal: ours where a fused kernel covers the call and ``L_q >= 32``;
   mx.fast below, where its vector kernel serves ``L_q <= 8`` (decoding).
   **Nothing has been measured on Apple hardware yet**: 32 is where a query
@@ -59,6 +60,10 @@ CUDA_DECODE_MAX_QUERIES = 8
 # cuDNN's largest head dim: past it (or with D_v != D) mx.fast runs plain MLX
 # ops on CUDA, materialising the scores.
 CUDNN_MAX_HEAD_DIM = 128
+# CUDA: the head dim at which additive array masks were measured faster in
+# ours than in mx.fast (bool masks win at every head dim: mx.fast runs them
+# as plain ops).
+CUDA_ADDITIVE_MASK_HEAD_DIM = 64
 # The short-sequence kernel's longest L_q and L_k (README, "Short sequences").
 SHORT_MAX_LENGTH = 64
 # can_use_fused's reason for calls the short-sequence kernel takes (README,
@@ -100,6 +105,10 @@ _H200_OLD_RUN = (
 )
 _H200_WORKLOAD_RUN = (
     "H200, MLX 0.32.4 CUDA, 2026-12-01 18:41 UTC, commit 4daadc6, CUPTI kernel "
+    "time; benchmarks/RESULTS.md 'Calls models make'"
+)
+_H200_MASK_RUN = (
+    "H200, MLX 0.32.4 CUDA, 2026-12-02 05:36 UTC, commit 8265377, CUPTI kernel "
     "time; benchmarks/RESULTS.md 'Calls models make'"
 )
 _H200_HEAD_DIM_RUN = (
@@ -156,6 +165,28 @@ MEASUREMENTS = (
     Measurement(
         "cuda", "decode B=8 H_q=32 H_kv=8 L_k=4096 D=128 bfloat16", 40.3, 74.9, _H200_WORKLOAD_RUN
     ),
+    Measurement(
+        "cuda", "B=1 H=32 L=2048 D=64 float16, bool mask [1,1,L,L]", 129.1, 634.7, _H200_MASK_RUN
+    ),
+    Measurement(
+        "cuda", "B=1 H=32 L=2048 D=64 float16, bool mask [1,32,L,L]", 132.4, 519.3, _H200_MASK_RUN
+    ),
+    Measurement(
+        "cuda",
+        "B=1 H=32 L=2048 D=64 float16, mlx-lm's causal mask as bool",
+        76.3,
+        630.0,
+        _H200_MASK_RUN,
+    ),
+    Measurement(
+        "cuda", "B=1 H=32 L=2048 D=64 float16, additive mask [1,1,L,L]", 129.0, 144.1, _H200_MASK_RUN
+    ),
+    Measurement(
+        "cuda", "B=1 H=32 L=2048 D=64 float16, additive mask [1,32,L,L]", 132.8, 159.7, _H200_MASK_RUN
+    ),
+    Measurement(
+        "cuda", "B=1 H=32 L=2048 D=64 float16, ALiBi causal [1,32,L,L]", 141.4, 160.5, _H200_MASK_RUN
+    ),
 )
 
 
@@ -181,9 +212,17 @@ def _past_cudnn(q: mx.array, v: mx.array) -> bool:
     return q.shape[3] > CUDNN_MAX_HEAD_DIM or v.shape[3] != q.shape[3]
 
 
-def _cuda_by_shape(q: mx.array, k: mx.array, v: mx.array) -> tuple[str, str] | None:
+def _cuda_mask_wins(q: mx.array, mask) -> bool:
+    """An array mask with which ours was measured faster than mx.fast."""
+    if not isinstance(mask, mx.array):
+        return False
+    return mask.dtype == mx.bool_ or q.shape[3] == CUDA_ADDITIVE_MASK_HEAD_DIM
+
+
+def _cuda_by_shape(q: mx.array, k: mx.array, v: mx.array, mask) -> tuple[str, str] | None:
     """mx.fast's verdict for calls past the short-sequence kernel's lengths,
-    from the shapes alone; None where the kernel decides."""
+    from the shapes alone (and the mask's kind); None where the kernel
+    decides."""
     if max(q.shape[2], k.shape[2]) <= SHORT_MAX_LENGTH:
         return None
     if q.shape[2] <= CUDA_DECODE_MAX_QUERIES:
@@ -200,7 +239,7 @@ def _cuda_by_shape(q: mx.array, k: mx.array, v: mx.array) -> tuple[str, str] | N
             "unfused TF32 path (B=1 H=32 L=1024 D=128: 218 us against 577 us, "
             'older kernel); policy="fused" keeps float32 accuracy and memory'
         )
-    if _past_cudnn(q, v):
+    if _past_cudnn(q, v) or _cuda_mask_wins(q, mask):
         return None
     return PASSTHROUGH, (
         f"CUDA: cuDNN (mx.fast) is faster for float16/bfloat16 past "
@@ -209,7 +248,9 @@ def _cuda_by_shape(q: mx.array, k: mx.array, v: mx.array) -> tuple[str, str] | N
     )
 
 
-def _cuda_by_kernel(q: mx.array, v: mx.array, fused_reason: str) -> tuple[str, str]:
+def _cuda_by_kernel(
+    q: mx.array, k: mx.array, v: mx.array, mask, fused_reason: str
+) -> tuple[str, str]:
     if fused_reason.startswith(SHORT_KERNEL_REASON):
         return FUSED, (
             "CUDA: the short-sequence kernel takes it (1.12x-6.5x mx.fast on "
@@ -227,6 +268,18 @@ def _cuda_by_kernel(q: mx.array, v: mx.array, fused_reason: str) -> tuple[str, s
             "D=128 bf16: B=1 L_k=32768 43 us against 45 us, L_k=4096 13 against "
             "17; B=8 L_k=32768 248 against 307)"
         )
+    if max(q.shape[2], k.shape[2]) > SHORT_MAX_LENGTH and _cuda_mask_wins(q, mask):
+        if mask.dtype == mx.bool_:
+            return FUSED, (
+                "CUDA: mx.fast runs bool masks as plain MLX ops (H200, B=1 H=32 "
+                "L=2048 D=64 fp16, random [1,1,L,L]: 129 us against 635 us; "
+                "mlx-lm's causal mask 76 against 630)"
+            )
+        return FUSED, (
+            f"CUDA: additive masks at D={CUDA_ADDITIVE_MASK_HEAD_DIM} (H200, B=1 "
+            "H=32 L=2048 fp16: [1,1,L,L] 129 us against 144 us, ALiBi [1,32,L,L] "
+            "141 against 161)"
+        )
     return PASSTHROUGH, (
         "CUDA: short sequences the short-sequence kernel does not take went "
         "faster in mx.fast (general kernel, B=1 H=32 L=32 D=64 fp16: 4.7 us "
@@ -243,7 +296,7 @@ def _metal_by_shape(q: mx.array) -> tuple[str, str] | None:
     )
 
 
-def _by_shape(q, k, v) -> tuple[str, str] | None:
+def _by_shape(q, k, v, mask) -> tuple[str, str] | None:
     """A GPU rule's verdict where the shapes alone decide for mx.fast: such
     calls skip the coverage check (a validation of every argument), which
     matters for decoding, one call a layer a token."""
@@ -252,7 +305,7 @@ def _by_shape(q, k, v) -> tuple[str, str] | None:
         return None
     backend = _gpu_backend()
     if backend == "cuda":
-        return _cuda_by_shape(q, k, v)
+        return _cuda_by_shape(q, k, v, mask)
     if backend == "metal":
         return _metal_by_shape(q)
     return None
@@ -285,7 +338,7 @@ def route(
         )
     on_cpu = _device(stream).type == mx.DeviceType.cpu
     if policy == "auto" and not on_cpu:
-        verdict = _by_shape(q, k, v)
+        verdict = _by_shape(q, k, v, mask)
         if verdict:
             return verdict
     try:
@@ -304,7 +357,7 @@ def route(
             "111 ms against 3927 ms on 2 cores)"
         )
     if _gpu_backend() == "cuda":
-        return _cuda_by_kernel(q, v, reason)
+        return _cuda_by_kernel(q, k, v, mask, reason)
     # Only Metal is left: a GPU build without kernels covers nothing.
     return FUSED, (
         f"Metal: L_q >= {METAL_MIN_QUERIES} fills a query block (unmeasured on Apple hardware)"
