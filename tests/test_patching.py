@@ -273,7 +273,7 @@ def test_gpu_rules_decided_by_shape(monkeypatch, backend, shape_q, shape_kv, dty
 @pytest.mark.parametrize(
     "head_dim, mask_dtype, expected",
     [
-        (128, mx.bool_, routing.FUSED),  # mx.fast runs bool masks as plain ops
+        (128, mx.bool_, routing.FUSED),  # mx.fast's bool masks time as plain ops
         (64, mx.bool_, routing.FUSED),
         (64, mx.float16, routing.FUSED),  # additive: measured faster at D = 64
         (128, mx.float16, routing.PASSTHROUGH),  # additive past D = 64: cuDNN
