@@ -101,14 +101,16 @@ constexpr int kPanelBytes = kPanel * sizeof(T);
 __device__ __forceinline__ wgmma_desc_t panel_desc(const T* start) {
   return wgmma_descriptor(start, 16, 8 * kPanelBytes, kPanelBytes);
 }
-/// S = Q K^T, K the block at `k`.
+/// S += Q K^T (the caller zeroes S), K the block at `k`.
 __device__ __forceinline__ void issue_s(Step::STile& s, const QOperand& q, const T* k) {
   float* d = s.frags[0].v;
   wgmma_fence_operands<BK / 2>(d);
   wgmma_fence();
+#pragma unroll
   for (int col = 0; col < D; col += 16) {
     const wgmma_desc_t a =
         panel_desc(q.smem + QLayout::panel_start(col) + col % kPanel);
+#pragma unroll
     for (int key = 0; key < BK; key += kPanel) {
       Wgmma<T, kPanel, 0>::mma(
           d + key / 2, a,
@@ -123,8 +125,10 @@ __device__ __forceinline__ void issue_pv(Step::OTile& o, const decltype(Step::p)
   float* d = o.frags[0].v;
   wgmma_fence_operands<D / 2>(d);
   wgmma_fence();
+#pragma unroll
   for (int kk = 0; kk < BK / 16; ++kk) {
     const unsigned* a = reinterpret_cast<const unsigned*>(p.frags[kk].v);
+#pragma unroll
     for (int col = 0; col < D; col += kPanel) {
       Wgmma<T, kPanel, 1>::mma(d + col / 2, a,
                                panel_desc(v + KVLayout::panel_start(col) + kk * 16 * kPanel));
