@@ -89,66 +89,6 @@ __device__ __forceinline__ void tma_copy(void* dst, const CUtensorMap* map,
       : "memory");
 }
 
-/// The products issued without waiting (FlashAttention-3's overlap of a
-/// block's softmax with the next block's S = Q K^T and the last one's P V):
-/// the same wgmma calls and descriptors as swizzled_block.h's, which issues
-/// and waits inside each product.
-typedef SwizzledRows<T, BK, D> KVLayout;
-typedef QOperand::Layout QLayout;
-constexpr int kPanel = KVLayout::kWideCols;  // 64 columns, 128 bytes
-constexpr int kPanelBytes = kPanel * sizeof(T);
-
-__device__ __forceinline__ wgmma_desc_t panel_desc(const T* start) {
-  return wgmma_descriptor(start, 16, 8 * kPanelBytes, kPanelBytes);
-}
-/// S += Q K^T (the caller zeroes S), K the block at `k`.
-__device__ __forceinline__ void issue_s(Step::STile& s, const QOperand& q, const T* k) {
-  float* d = s.frags[0].v;
-  wgmma_fence_operands<BK / 2>(d);
-  wgmma_fence();
-#pragma unroll
-  for (int col = 0; col < D; col += 16) {
-    const wgmma_desc_t a =
-        panel_desc(q.smem + QLayout::panel_start(col) + col % kPanel);
-#pragma unroll
-    for (int key = 0; key < BK; key += kPanel) {
-      Wgmma<T, kPanel, 0>::mma(
-          d + key / 2, a,
-          panel_desc(k + KVLayout::panel_start(col) + col % kPanel + key * kPanel));
-    }
-  }
-  wgmma_commit();
-}
-/// O += P V, V the block at `v`.
-__device__ __forceinline__ void issue_pv(Step::OTile& o, const decltype(Step::p)& p,
-                                         const T* v) {
-  float* d = o.frags[0].v;
-  wgmma_fence_operands<D / 2>(d);
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < BK / 16; ++kk) {
-    const unsigned* a = reinterpret_cast<const unsigned*>(p.frags[kk].v);
-#pragma unroll
-    for (int col = 0; col < D; col += kPanel) {
-      Wgmma<T, kPanel, 1>::mma(d + col / 2, a,
-                               panel_desc(v + KVLayout::panel_start(col) + kk * 16 * kPanel));
-    }
-  }
-  wgmma_commit();
-}
-
-/// P's registers are read by the tensor cores until its product is waited
-/// for: an empty asm reads them there.
-__device__ __forceinline__ void keep_until_done(const decltype(Step::p)& p) {
-  typedef decltype(Step::p) PTile;
-  for (int f = 0; f < PTile::kTileRows * PTile::kTileCols; ++f) {
-    const unsigned* r = reinterpret_cast<const unsigned*>(p.frags[f].v);
-    for (int i = 0; i < int(sizeof(p.frags[f].v) / sizeof(unsigned)); ++i) {
-      asm volatile("" ::"r"(r[i]) : "memory");
-    }
-  }
-}
-
 /// The producer's one thread: Q, then key block kb into stage kb % kStages
 /// once the consumers have released that stage's previous block.
 __device__ void produce(Smem& sm, const CUtensorMap& q_map, const CUtensorMap& k_map,
@@ -257,34 +197,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
     tile_fill(st.s, 0.0f);
     mbar_wait(&sm.full_k[0], 0);
-    issue_s(st.s, q, sm.k[0]);
-    wgmma_wait<0>();
-    wgmma_fence_operands<BK / 2>(st.s.frags[0].v);
+    KVBlock::issue_mma_abt(st.s, q, sm.k[0]);
+    KVBlock::retire<0>(st.s);
     weights(0);  // O is still zero: nothing to rescale
     tile_to_operand(st.p, st.s);
     for (int kb = 1; kb < blocks.end; ++kb) {
       const int s = kb % kStages, prev = (kb - 1) % kStages;
       tile_fill(st.s, 0.0f);
       mbar_wait(&sm.full_k[s], (kb / kStages) & 1);
-      issue_s(st.s, q, sm.k[s]);
+      KVBlock::issue_mma_abt(st.s, q, sm.k[s]);
       mbar_wait(&sm.full_v[prev], ((kb - 1) / kStages) & 1);
-      issue_pv(st.o, st.p, sm.v[prev]);
-      wgmma_wait<1>();  // S, committed first
-      wgmma_fence_operands<BK / 2>(st.s.frags[0].v);
+      KVBlock::issue_mma_ab(st.o, st.p, sm.v[prev]);
+      KVBlock::retire<1>(st.s);  // S, committed first
       const bool moved = weights(kb);
-      wgmma_wait<0>();  // P V
-      wgmma_fence_operands<D / 2>(st.o.frags[0].v);
-      keep_until_done(st.p);
+      KVBlock::retire<0>(st.o);  // P V
+      KVBlock::keep_until_done(st.p);
       release(prev);
       softmax_rescale(st.o, factor, moved);
       tile_to_operand(st.p, st.s);
     }
     const int last = (blocks.end - 1) % kStages;
     mbar_wait(&sm.full_v[last], ((blocks.end - 1) / kStages) & 1);
-    issue_pv(st.o, st.p, sm.v[last]);
-    wgmma_wait<0>();
-    wgmma_fence_operands<D / 2>(st.o.frags[0].v);
-    keep_until_done(st.p);
+    KVBlock::issue_mma_ab(st.o, st.p, sm.v[last]);
+    KVBlock::retire<0>(st.o);
+    KVBlock::keep_until_done(st.p);
     release(last);
   }
   attention_step_end(st);

@@ -142,6 +142,49 @@ struct SwizzledBlock : CpAsyncLoader<
     keep_until_done(q);
   }
 
+  /// mma_abt and mma_ab issued as one committed group each and not waited
+  /// for, so that a loop can overlap them with its softmax (a
+  /// warp-specialised forward, benchmarks/cuda_ws_bench.cu); `retire` waits
+  /// until at most kPending groups are in flight and pins the accumulators
+  /// of the products it waited for. A registers must stay untouched until
+  /// then (keep_until_done after retire).
+  template <int N, typename Q>
+  static FA_FUNC void
+  issue_mma_abt(Tile<MmaFragC, 1, N>& s, const Q& q, const T* block) {
+    static_assert(N * MmaFragC::kCols == kRows, "S covers the block's keys");
+    begin<kRows / 2>(s.frags[0].v);
+    issue_abt(s.frags[0].v, q, block);
+    wgmma_commit();
+  }
+  template <int N, int K>
+  static FA_FUNC void issue_mma_ab(
+      Tile<MmaFragC, 1, N>& o,
+      const Tile<MmaFragA<T>, 1, K>& p,
+      const T* block) {
+    static_assert(N * MmaFragC::kCols == kCols, "O covers the head dim");
+    begin<kCols / 2>(o.frags[0].v);
+    issue_ab(o.frags[0].v, p, block);
+    wgmma_commit();
+  }
+  template <int kPending, int N>
+  static FA_FUNC void retire(Tile<MmaFragC, 1, N>& acc) {
+    wgmma_wait<kPending>();
+    wgmma_fence_operands<N * MmaFragC::kCols / 2>(acc.frags[0].v);
+  }
+
+  /// A operands in registers are read asynchronously too: they stay live
+  /// (an empty asm reads them) until the products are done.
+  template <int K>
+  static FA_FUNC void keep_until_done(const Tile<MmaFragA<T>, 1, K>& a) {
+    FA_UNROLL
+    for (int f = 0; f < K; ++f) {
+      FA_UNROLL
+      for (int i = 0; i < MmaFragA<T>::kElems / 2; ++i) {
+        asm volatile("" ::"r"(a_registers(a.frags[f])[i]) : "memory");
+      }
+    }
+  }
+
  private:
   static FA_FUNC const unsigned* a_registers(const MmaFragA<T>& a) {
     return reinterpret_cast<const unsigned*>(a.v);
@@ -218,18 +261,6 @@ struct SwizzledBlock : CpAsyncLoader<
     }
   }
 
-  /// A operands in registers are read asynchronously too: they stay live
-  /// (an empty asm reads them) until the products are done.
-  template <int K>
-  static FA_FUNC void keep_until_done(const Tile<MmaFragA<T>, 1, K>& a) {
-    FA_UNROLL
-    for (int f = 0; f < K; ++f) {
-      FA_UNROLL
-      for (int i = 0; i < MmaFragA<T>::kElems / 2; ++i) {
-        asm volatile("" ::"r"(a_registers(a.frags[f])[i]) : "memory");
-      }
-    }
-  }
   template <int kQSrcCols>
   static FA_FUNC void keep_until_done(
       const QInRegisters<MmaFragA<T>, 16, kCols, kQSrcCols>& q) {
