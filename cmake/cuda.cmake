@@ -75,6 +75,7 @@ target_sources(
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/na_launch.cpp
           ${FA_CUDA_DIR}/attention_backward_cuda.cpp
           ${FA_CUDA_DIR}/nvrtc_compiler.cpp ${FA_CUDA_DIR}/short_attention_cuda.cpp
+          ${FA_CUDA_DIR}/tensor_map.cpp
           ${FA_CUDA_JIT_SOURCE})
 target_include_directories(mlx_fused_attn PRIVATE ${CUDAToolkit_INCLUDE_DIRS}
                                                   ${FA_NVRTC_INCLUDE_DIR})

@@ -7,7 +7,8 @@ finds out-of-bounds and misaligned accesses, racecheck shared-memory races):
 Covers each dtype, each kernel variant (unmasked, causal, bool and additive
 masks, a sliding-window mask whose key blocks are skipped, mixed blocks read
 as bits or element by element), sinks, GQA, ragged query and key blocks, a
-misaligned (copied) input, grids past one wave (the large-grid tiles), grids
+misaligned (copied) input, grids past one wave (the large-grid tiles, and
+on Hopper at D = 128 the producer warpgroup's TMA copies), grids
 under one with split keys (decode with GQA packed, chunked prefill, array
 masks whose visits the splits share), head dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
@@ -147,6 +148,11 @@ def main():
         # block (rows past L_q read the last row) and a ragged key block.
         case(mx.float16, 64, 200, 700, "additive", False, 30),
         case(mx.float16, 128, 333, 257, "additive", True, 31, batch=2),
+        # Past one wave at D = 128 on Hopper: a producer warpgroup copies K
+        # and V by TMA (tile/kv_tma_ring.h), ragged blocks; causal from 4096
+        # keys. (Case 26 is its bool-mask run.)
+        case(mx.bfloat16, 128, 1000, 333, None, True, 32, batch=5),
+        case(mx.float16, 128, 500, 4100, "causal", False, 33, batch=9),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)

@@ -129,3 +129,70 @@ def test_large_grid_tiles(D, dtype, mask, sinks):
         q, k, v, scale=scale, mask=m, sinks=s, force_fused=True, stream=mx.gpu
     )
     assert_close(out, q, k, v, scale, m, s, what=f"large grid D={D} {dtype} {mask}")
+
+
+def hopper():
+    from test_cuda_backward_gpu import gpu_arch
+
+    return gpu_arch() == "90a"
+
+
+# B, H_q, H_kv, L_q, L_k: past one wave of 64-query blocks on an H200 (132
+# multiprocessors, two blocks each), so D = 128 in 16 bits takes the
+# producer warpgroup's tiles (kv_tma_ring.h) on Hopper; ragged 128-row
+# query and key blocks; causal only from 4096 keys (attention_plan.cpp).
+PRODUCER_CASES = {
+    "plain": ((2, 32, 8, 300, 333), None, "plain"),
+    "causal": ((2, 32, 8, 300, 4200), "causal", "plain"),
+    "bool": ((2, 32, 32, 300, 333), "bool", "plain"),
+    "additive": ((2, 32, 8, 300, 333), "additive", "plain"),
+    "sinks": ((2, 32, 8, 300, 333), None, "sinks"),
+    # K and V through a [B, L, H, D] view: the tensor maps take the strides.
+    "transposed": ((2, 32, 8, 300, 333), None, "transposed"),
+    # K and V broadcast over the batch (stride 0), which a tensor map cannot
+    # describe: the host copies them.
+    "broadcast": ((2, 32, 8, 300, 333), None, "broadcast"),
+}
+
+
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
+@pytest.mark.parametrize("name", list(PRODUCER_CASES))
+def test_producer_tiles(name, dtype):
+    (B, H_q, H_kv, L_q, L_k), mask, form = PRODUCER_CASES[name]
+    D = 128
+    q = rand((B, H_q, L_q, D), dtype, 31)
+    if form == "transposed":
+        k = rand((B, L_k, H_kv, D), dtype, 32).transpose(0, 2, 1, 3)
+        v = rand((B, L_k, H_kv, D), dtype, 33).transpose(0, 2, 1, 3)
+    elif form == "broadcast":
+        k = mx.broadcast_to(rand((1, H_kv, L_k, D), dtype, 32), (B, H_kv, L_k, D))
+        v = mx.broadcast_to(rand((1, H_kv, L_k, D), dtype, 33), (B, H_kv, L_k, D))
+    else:
+        k = rand((B, H_kv, L_k, D), dtype, 32)
+        v = rand((B, H_kv, L_k, D), dtype, 33)
+    m = {
+        None: None,
+        "causal": "causal",
+        "bool": rand((B, 1, L_q, L_k), mx.float32, 34) > -0.5,
+        "additive": rand((1, H_q, L_q, L_k), dtype, 35),
+    }[mask]
+    s = rand((H_q,), dtype, 36) if form == "sinks" else None
+    scale = D**-0.5
+    out = fa.scaled_dot_product_attention(
+        q, k, v, scale=scale, mask=m, sinks=s, force_fused=True, stream=mx.gpu
+    )
+    assert_close(out, q, k, v, scale, m, s, what=f"producer tiles {name} {dtype}")
+    if hopper():
+        loaded = [st for st in fa.kernel_status() if "attention_producer_kernel" in st["what"]]
+        assert loaded and all(st["reason"] == "" for st in loaded), fa.kernel_status()
+
+
+def test_producer_tiles_save_the_lse():
+    # Training: the forward with a producer warpgroup writes each row's
+    # log-sum-exp, which the backward reads.
+    from test_backward import check_gradients
+
+    q = rand((1, 32, 600, 128), mx.bfloat16, 41)
+    k = rand((1, 8, 600, 128), mx.bfloat16, 42)
+    v = rand((1, 8, 600, 128), mx.bfloat16, 43)
+    check_gradients(mx.gpu, q, k, v, what="producer tiles, gradients")

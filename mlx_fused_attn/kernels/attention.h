@@ -144,6 +144,8 @@ struct AttnKVSource {
   typedef typename Shape::elem_type elem_type;
   typedef AttnKBlock<Target, Shape> KBlock;
   typedef AttnVBlock<Target, Shape> VBlock;
+  /// The threads that read the blocks.
+  FA_CONST int kThreads = Shape::kThreads;
 
   /// Lengths and strides are read from here where used: copies would hold
   /// registers across the key loop.
@@ -161,6 +163,10 @@ struct AttnKVSource {
   }
   FA_FUNC const FA_THREADGROUP elem_type* v_block(int stage) const {
     return v_smem + stage * VBlock::kElems;
+  }
+  /// Where the schedule's own threadgroup memory starts: after V's stages.
+  FA_FUNC FA_THREADGROUP elem_type* sync_smem() const {
+    return v_smem + Shape::kStages * VBlock::kElems;
   }
   FA_FUNC void load_k(int kb, int stage, int tid) const {
     attention_load_block<KBlock, Shape::kBK>(
@@ -232,6 +238,43 @@ attention_key_blocks(const FA_CONSTANT AttnParams& p, bool causal, int q_block) 
   return blocks;
 }
 
+/// The key blocks one threadgroup visits, in order: a split's share of the
+/// query block's run 0 .. end - 1, or of its visits under an array mask
+/// (causal and an array mask never come together; splits share the visits).
+/// The math and a producer that copies for it (kv_tma_ring.h) follow the
+/// same.
+struct AttnVisitRange {
+  AttnVisits visits; ///< visit i is the pipeline's block i
+  int n_blocks;
+  AttnKeyBlocks blocks;
+  int off_row; ///< where the mask's off value is (mask_visits.h)
+  int off_col;
+};
+
+template <int kBQ, int kBK>
+FA_FUNC AttnVisitRange attention_visit_range(
+    const FA_CONSTANT AttnParams& p,
+    const FA_DEVICE unsigned int* mask_blocks,
+    AttnFeatures f,
+    AttnSplit split,
+    int q_block,
+    int head,
+    int batch) {
+  AttnVisitRange r;
+  r.blocks = attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
+  int n_visits = r.blocks.end;
+  r.off_row = 0;
+  r.off_col = 0;
+  r.visits = attention_visits<kBQ>(
+      p, f.mask_blocks ? mask_blocks : 0, batch, head, q_block, n_visits,
+      r.off_row, r.off_col);
+  const AttnSplitBlocks mine =
+      split_key_blocks(n_visits, split.index, split.count);
+  r.visits.first = mine.first;
+  r.n_blocks = mine.end - mine.first;
+  return r;
+}
+
 /// Rows of a warp's output tile into `dst` (row stride ld): only the
 /// `rows` that exist, and the real columns of a padded D_v.
 template <typename Shape, int kVCols, typename U, typename OTile>
@@ -289,22 +332,16 @@ FA_FUNC void attention_block(
       "a key block must be whole shown-bits words, or lie in one");
   // The copies of K and V blocks commit and wait as one group: the groups
   // are the thread's (KBlock::commit and VBlock::commit are the same).
-  typedef KVPipelineOf<KBlock, Source, Shape::kStages> Pipeline;
+  typedef typename Target::template KVSchedule<KBlock, Source, Shape::kStages>
+      Pipeline;
 
   const int q_row0 = q_block * kBQ + warp * Shape::kWarpRows;
   const bool q_ragged = !f.align_q && q_block == p.L_q / kBQ;
   const int kv_head = head / p.gqa_factor;
-  const AttnKeyBlocks blocks = attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
-  // An array mask's visit list replaces the run 0 .. end - 1 (causal and an
-  // array mask never come together); splits share the visits.
-  int n_visits = blocks.end, off_row = 0, off_col = 0;
-  AttnVisits visits = attention_visits<kBQ>(
-      p, f.mask_blocks ? mask_blocks : 0, batch, head, q_block, n_visits,
-      off_row, off_col);
-  const AttnSplitBlocks mine =
-      split_key_blocks(n_visits, split.index, split.count);
-  visits.first = mine.first;
-  const int n_blocks = mine.end - mine.first;
+  const AttnVisitRange range = attention_visit_range<kBQ, kBK>(
+      p, mask_blocks, f, split, q_block, head, batch);
+  const AttnVisits visits = range.visits;
+  const int n_blocks = range.n_blocks;
 
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
@@ -313,14 +350,14 @@ FA_FUNC void attention_block(
   AttnBlockMasks<T, kBK> masks = attention_block_masks<T, kBK>(
       p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, q_row0);
   masks.align_k = f.align_k;
-  masks.kb_causal = blocks.causal;
+  masks.kb_causal = range.blocks.causal;
   masks.visits = visits;
   if (f.has_mask && !f.bool_mask && visits.list) {
     // One element of the mask, read once: what two-valued blocks add.
     const AddMaskOp<T> off = {
         reinterpret_cast<const FA_DEVICE T*>(mask) + masks.mask_offset,
         p.mask_strides[2], p.mask_strides[3], p.L_q, p.L_k};
-    masks.set_off_value(off.apply(0.0f, off_row, off_col));
+    masks.set_off_value(off.apply(0.0f, range.off_row, range.off_col));
   }
 
   typedef AttnStep<Target, T, Shape::kWarpRows, kBK, kVCols> Step;
@@ -335,16 +372,18 @@ FA_FUNC void attention_block(
     // -------------------------------------------------------------- load Q
     // First, and with no commit of its own: a Q copied into threadgroup
     // memory (asynchronously) joins the copy group of key block 0, so the
-    // wait and barrier before block 0's products cover it; that memory
-    // follows the V stages. Register loads do not block until the first
-    // product, so their latency overlaps the first K/V copies either way.
+    // wait and barrier before block 0's products cover it (the TMA ring's
+    // start waits for it alone); that memory follows the V stages and the
+    // schedule's own. Register loads do not block until the first product,
+    // so their latency overlaps the first K/V copies either way.
     AttnQOperand<Target, Shape> q_op;
     q_load(
         q_op,
         q + batch * p.q_strides[0] + head * p.q_strides[1] +
             q_block * kBQ * p.q_strides[2],
         p.q_strides[2], p.L_q - q_block * kBQ, q_ragged,
-        v_smem + Shape::kStages * VBlock::kElems, warp, lane);
+        pipe.src.sync_smem() + Pipeline::kSyncBytes / int(sizeof(T)), warp,
+        lane);
 
     // ----------------------------------------------------- the key blocks
     // Numbered from the split's first visit: the pipeline's and the masks' 0.

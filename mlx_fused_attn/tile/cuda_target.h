@@ -1,6 +1,6 @@
 // What a kernel body runs on when compiled as CUDA: mma.sync fragments per
-// role (mma_frag.h), the cp.async block loader, and the K/V block type of
-// the attention kernel, in two forms:
+// role (mma_frag.h), the cp.async block loader, and the K/V block type and
+// K/V schedule (kv_pipeline.h) of the attention kernel, in these forms:
 //
 // - CudaTarget (sm_80 on): padded blocks read a fragment at a time by each
 //   warp's mma.sync (padded_block.h).
@@ -9,6 +9,9 @@
 //   a wgmma operand is its mma.sync fragment tile.
 // - CudaWgmmaSharedQTarget: as CudaWgmmaTarget, with Q kept in shared
 //   memory for the products to read (q_in_shared.h) instead of registers.
+// - CudaWgmmaTmaTarget: as CudaWgmmaSharedQTarget, its K and V blocks
+//   copied by a producer warpgroup (kv_tma_ring.h); the math's threads only
+//   wait for them.
 // - CudaSharedQTarget: as CudaTarget, with Q kept in shared memory and read
 //   a k step at a time (q_in_padded_shared.h).
 //
@@ -16,6 +19,8 @@
 #pragma once
 
 #include "mlx_fused_attn/tile/cp_async_loader.h"
+#include "mlx_fused_attn/tile/kv_pipeline.h"
+#include "mlx_fused_attn/tile/kv_tma_ring.h"
 #include "mlx_fused_attn/tile/mma_frag.h"
 #include "mlx_fused_attn/tile/padded_block.h"
 #include "mlx_fused_attn/tile/q_in_padded_shared.h"
@@ -64,6 +69,8 @@ struct CudaTarget {
       int kWarpRows,
       int kThreads>
   using QOperand = QInRegisters<MmaFragA<T>, kWarpRows, kCols, kSrcCols>;
+  template <typename Block, typename Source, int kStages>
+  using KVSchedule = KVPipelineOf<Block, Source, kStages>;
 };
 
 struct CudaWgmmaTarget : CudaTarget {
@@ -80,6 +87,11 @@ struct CudaWgmmaSharedQTarget : CudaWgmmaTarget {
       int kWarpRows,
       int kThreads>
   using QOperand = QInShared<T, kRows, kCols, kThreads, kSrcCols>;
+};
+
+struct CudaWgmmaTmaTarget : CudaWgmmaSharedQTarget {
+  template <typename Block, typename Source, int kStages>
+  using KVSchedule = KVTmaRing<Block, Source, kStages>;
 };
 
 struct CudaSharedQTarget : CudaTarget {

@@ -10,6 +10,8 @@
 //   KVPlain     one stage, loads that return before the thread goes on
 //               (Metal): K and V loaded together between two barriers.
 //   KVResident  every block already in threadgroup memory.
+//   KVTmaRing   (kv_tma_ring.h, sm_90a) a ring that a producer warpgroup
+//               fills by TMA: the threads of the math only wait.
 //
 // A kernel's loop reads: start; for each key block kb: acquire(kb), then
 // the step, which reads the blocks at k_block(kb) and v_block(kb) and calls
@@ -29,6 +31,10 @@ namespace fa {
 /// box, the neighborhood kernel's runs of tiles).
 template <typename Block, typename Source, int kStages>
 struct KVPipelineBase {
+  /// Threadgroup memory the schedule keeps after the V stages (the TMA
+  /// ring's barriers, kv_tma_ring.h).
+  FA_CONST int kSyncBytes = 0;
+
   Source src;
   int n_blocks; ///< key blocks the threadgroup visits
   int tid;

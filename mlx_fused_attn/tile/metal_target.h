@@ -1,11 +1,13 @@
 // What a kernel body runs on when compiled as Metal: simdgroup-matrix
 // fragments in every role, the plain-load block loader, padded K/V blocks
-// read a fragment at a time (padded_block.h) and Q in registers. A CUDA
+// read a fragment at a time (padded_block.h), Q in registers, and the K/V
+// schedule that kv_pipeline.h picks for the stages. A CUDA
 // target names its mma.sync fragments per role, its cp.async loader and, on
 // Hopper, swizzled blocks for warpgroup products instead (cuda_target.h).
 #pragma once
 
 #include "mlx_fused_attn/tile/block_loader.h"
+#include "mlx_fused_attn/tile/kv_pipeline.h"
 #include "mlx_fused_attn/tile/padded_block.h"
 #include "mlx_fused_attn/tile/q_in_registers.h"
 #include "mlx_fused_attn/tile/simdgroup_frag.h"
@@ -37,6 +39,8 @@ struct MetalTarget {
       int kWarpRows,
       int kThreads>
   using QOperand = QInRegisters<SimdgroupFrag, kWarpRows, kCols, kSrcCols>;
+  template <typename Block, typename Source, int kStages>
+  using KVSchedule = KVPipelineOf<Block, Source, kStages>;
 };
 
 } // namespace fa

@@ -24,6 +24,7 @@
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/cuda/short_attention_cuda.h"
+#include "mlx_fused_attn/backend/cuda/tensor_map.h"
 #include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
@@ -157,7 +158,8 @@ void add_combine_node(
 /// Adds the plan's kernel `function` to the encoder's graph; both families
 /// take these arguments, each with its own features, and the general one
 /// also where split keys write, the LSE goes and the mask's classes by
-/// block are (`extra`).
+/// block are, and with a producer warpgroup the tensor maps of K and V
+/// (`extra`).
 template <typename Features, typename... Extra>
 void add_attention_node(
     cu::CommandEncoder& enc,
@@ -232,9 +234,13 @@ void run(
   const fa::DType dtype = plan.dtype;
   const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
   const int vi = visits_index(plan);
+  // A producer warpgroup copies K and V through tensor maps.
+  const bool producer = plan.family == KernelFamily::Attention &&
+      std::get<fa::AttnTiles>(plan.tiles).producer;
+  const auto kv_rows = producer ? cuda::tensor_map_rows : cuda::readable_rows;
   const mx::array q = cuda::readable_rows(inputs[0], dtype, s, device, arch);
-  const mx::array k = cuda::readable_rows(inputs[1], dtype, s, device, arch);
-  const mx::array v = cuda::readable_rows(inputs[2], dtype, s, device, arch);
+  const mx::array k = kv_rows(inputs[1], dtype, s, device, arch);
+  const mx::array v = kv_rows(inputs[2], dtype, s, device, arch);
   // Sinks are read as sinks[head]: a strided view is copied.
   std::optional<mx::array> sinks;
   if (si >= 0) {
@@ -308,10 +314,20 @@ void run(
     enc.set_output_array(*o_part);
     enc.set_output_array(*stats);
   }
-  add_attention_node(
-      enc, cuda::kernel_function(general_key(plan), device, arch), plan,
-      params, q, k, v, out, mask_ptr, sinks_ptr, features, o_part_ptr,
-      stats_ptr, plan.key_splits, lse, visits_ptr);
+  const CUfunction function =
+      cuda::kernel_function(general_key(plan), device, arch);
+  if (producer) {
+    const int rows = std::get<fa::AttnTiles>(plan.tiles).bk;
+    add_attention_node(
+        enc, function, plan, params, q, k, v, out, mask_ptr, sinks_ptr,
+        features, o_part_ptr, stats_ptr, plan.key_splits, lse, visits_ptr,
+        cuda::panel_tensor_map(k, dtype, rows),
+        cuda::panel_tensor_map(v, dtype, rows));
+  } else {
+    add_attention_node(
+        enc, function, plan, params, q, k, v, out, mask_ptr, sinks_ptr,
+        features, o_part_ptr, stats_ptr, plan.key_splits, lse, visits_ptr);
+  }
   if (o_part) {
     add_combine_node(enc, plan, params, *o_part, *stats, out, device, arch);
   }

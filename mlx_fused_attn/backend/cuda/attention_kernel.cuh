@@ -46,10 +46,41 @@ constexpr bool kSmemBytesAgree =
         DTypeOf<typename Shape::elem_type>::value,
         Backend::Cuda) ==
     int(sizeof(typename Shape::elem_type)) *
-        (Shape::kStages *
-             (AttnKBlock<Target, Shape>::kElems +
-              AttnVBlock<Target, Shape>::kElems) +
-         AttnQOperand<Target, Shape>::kSmemElems);
+            (Shape::kStages *
+                 (AttnKBlock<Target, Shape>::kElems +
+                  AttnVBlock<Target, Shape>::kElems) +
+             AttnQOperand<Target, Shape>::kSmemElems) +
+        (Tiles::value.producer ? kKVTmaSyncBytes : 0);
+
+/// Where a threadgroup of the grid works (query block, head, batch, split),
+/// and the features that the instance fixes at compile time.
+struct AttnGridPlace {
+  AttnSplit split;
+  int q_block;
+  int head;
+  int batch;
+};
+
+template <typename T, int D, int DV, bool kCausal, bool kHasMask>
+__device__ __forceinline__ AttnGridPlace attention_grid_place(
+    AttnFeatures& features,
+    const AttnParams& params,
+    float* o_part,
+    float* stats,
+    int n_splits) {
+  features.causal = kCausal;
+  features.has_mask = kHasMask;
+  // Classes come only with a mask: a constant, so that unmasked
+  // instances compile the plain run of key blocks.
+  features.mask_blocks = kHasMask && features.mask_blocks;
+  // A query head streams its share of its key/value head's K and V.
+  const GridBlock g = grid_block<kCausal, Heaviest::Last>(
+      stride_t(params.L_k) * (D + DV) * sizeof(T) / params.gqa_factor);
+  const AttnGridPlace place = {
+      {o_part, stats, g.x % n_splits, n_splits}, g.x / n_splits, g.head,
+      g.batch};
+  return place;
+}
 
 template <
     typename T,
@@ -93,15 +124,8 @@ __global__ void __launch_bounds__(
     T* k_smem = reinterpret_cast<T*>(attention_smem);
     T* v_smem = k_smem + t.stages * KBlock::kElems;
 
-    features.causal = kCausal;
-    features.has_mask = kHasMask;
-    // Classes come only with a mask: a constant, so that unmasked
-    // instances compile the plain run of key blocks.
-    features.mask_blocks = kHasMask && features.mask_blocks;
-    // A query head streams its share of its key/value head's K and V.
-    const GridBlock g = grid_block<kCausal, Heaviest::Last>(
-        stride_t(params.L_k) * (D + DV) * sizeof(T) / params.gqa_factor);
-    const AttnSplit split = {o_part, stats, g.x % n_splits, n_splits};
+    const AttnGridPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
+        features, params, o_part, stats, n_splits);
     attention_block<Target, Shape>(
         q,
         k,
@@ -115,11 +139,115 @@ __global__ void __launch_bounds__(
         k_smem,
         v_smem,
         features,
-        split,
-        g.x / n_splits,
-        g.head,
-        g.batch,
+        at.split,
+        at.q_block,
+        at.head,
+        at.batch,
         threadIdx.x / kSimdWidth,
+        threadIdx.x % kSimdWidth);
+  }
+}
+
+/// The kernel of tiles with a producer warpgroup (AttnTiles::producer,
+/// sm_90a): its arguments are attention_kernel's and the tensor maps of K
+/// and V (attention_cuda.cpp: 4-D, {head dim, keys, heads, batch}, boxes
+/// of one 128-byte panel by bk keys, 128-byte swizzle, which is the
+/// swizzled blocks' layout). Warps 0-3 are the producer, whose one thread
+/// copies the blocks (tile/kv_tma_ring.h); the others run attention_block.
+/// Shared memory: K's stages, V's, the ring's barriers, Q.
+template <
+    typename T,
+    int D,
+    int DV,
+    typename Tiles,
+    bool kCausal,
+    bool kHasMask>
+__global__ void __launch_bounds__(
+    attention_launch_warps(Tiles::value) * kSimdWidth,
+    Tiles::value.min_blocks) attention_producer_kernel(
+    const T* q,
+    const T* k,
+    const T* v,
+    T* out,
+    const AttnParams params,
+    const unsigned char* mask,
+    const T* sinks,
+    AttnFeatures features,
+    float* o_part,
+    float* stats,
+    int n_splits,
+    float* lse,
+    const unsigned int* mask_blocks,
+    const __grid_constant__ TmaMap k_map,
+    const __grid_constant__ TmaMap v_map) {
+  constexpr AttnTiles t = Tiles::value;
+  if constexpr (!FA_HAS_WGMMA) {
+    __trap();
+  } else {
+    typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages, DV> Shape;
+    typedef CudaWgmmaTmaTarget Target;
+    typedef AttnKBlock<Target, Shape> KBlock;
+    typedef AttnVBlock<Target, Shape> VBlock;
+    static_assert(t.producer && t.wgmma && t.q_shared, "producer tiles only");
+    static_assert(
+        kKVTmaSyncBytes == kProducerSyncBytes,
+        "the host and the ring disagree on the barriers' bytes");
+    static_assert(
+        kSmemBytesAgree<Target, Shape, Tiles>,
+        "attention_smem_bytes disagrees with the kernel's blocks");
+    // The producer's 24 registers a thread leave the math's warpgroups the
+    // rest of the multiprocessor's 64K, a multiple of 8 (setmaxnreg's unit).
+    constexpr int kProducerRegs = 24;
+    constexpr int kMathRegs =
+        (65536 / t.min_blocks - kProducerWarps * kSimdWidth * kProducerRegs) /
+        (t.warps * kSimdWidth) / 8 * 8;
+    static_assert(kMathRegs >= 168 && kMathRegs <= 256, "setmaxnreg's range");
+
+    extern __shared__ __align__(1024) unsigned char attention_smem[];
+    T* k_smem = reinterpret_cast<T*>(attention_smem);
+    T* v_smem = k_smem + t.stages * KBlock::kElems;
+    KVTmaBarriers<t.stages>* bars =
+        reinterpret_cast<KVTmaBarriers<t.stages>*>(
+            v_smem + t.stages * VBlock::kElems);
+
+    const AttnGridPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
+        features, params, o_part, stats, n_splits);
+    const int warp = threadIdx.x / kSimdWidth;
+    if (threadIdx.x == 0) {
+      kv_tma_init(bars, t.warps);
+    }
+    __syncthreads();
+    if (warp < kProducerWarps) {
+      warpgroup_registers_decrease<kProducerRegs>();
+      if (threadIdx.x == 0) {
+        const AttnVisitRange range = attention_visit_range<t.bq, t.bk>(
+            params, mask_blocks, features, at.split, at.q_block, at.head,
+            at.batch);
+        kv_tma_produce<KBlock, VBlock, t.stages, t.bk>(
+            bars, k_smem, v_smem, k_map, v_map, range.visits, range.n_blocks,
+            at.head / params.gqa_factor, at.batch);
+      }
+      return;
+    }
+    warpgroup_registers_increase<kMathRegs>();
+    attention_block<Target, Shape>(
+        q,
+        k,
+        v,
+        out,
+        params,
+        mask,
+        mask_blocks,
+        sinks,
+        lse,
+        k_smem,
+        v_smem,
+        features,
+        at.split,
+        at.q_block,
+        at.head,
+        at.batch,
+        warp - kProducerWarps,
         threadIdx.x % kSimdWidth);
   }
 }

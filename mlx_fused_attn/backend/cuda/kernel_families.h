@@ -39,10 +39,13 @@ inline std::string tiles_expression(const fa::AttnTiles& t) {
   return "fa::AttnTilesOf<" + std::to_string(t.bq) + ", " +
       std::to_string(t.bk) + ", " + std::to_string(t.warps) + ", " +
       std::to_string(t.stages) + ", " + std::to_string(t.min_blocks) + ", " +
-      bool_name(t.wgmma) + ", " + bool_name(t.q_shared) + ">";
+      bool_name(t.wgmma) + ", " + bool_name(t.q_shared) + ", " +
+      bool_name(t.producer) + ">";
 }
 
-/// The general attention kernel (attention_kernel.cuh).
+/// The general attention kernel (attention_kernel.cuh): attention_kernel,
+/// or with a producer warpgroup attention_producer_kernel, which also takes
+/// the tensor maps of K and V.
 struct AttentionKernelKey {
   static constexpr KernelFamily kFamily = KernelFamily::Attention;
 
@@ -54,13 +57,16 @@ struct AttentionKernelKey {
   bool has_mask; ///< a bool or additive mask array
 
   std::string expression() const {
-    return std::string("fa::attention_kernel<") + device_type_name(dtype) +
+    return std::string(
+               tiles.producer ? "fa::attention_producer_kernel<"
+                              : "fa::attention_kernel<") +
+        device_type_name(dtype) +
         ", " + std::to_string(head_dim) + ", " + std::to_string(head_dim_v) +
         ", " + tiles_expression(tiles) + ", " + bool_name(causal) + ", " +
         bool_name(has_mask) + ">";
   }
   int threads() const {
-    return tiles.warps * fa::kSimdWidth;
+    return fa::attention_launch_warps(tiles) * fa::kSimdWidth;
   }
   int smem_bytes() const {
     return fa::attention_smem_bytes(

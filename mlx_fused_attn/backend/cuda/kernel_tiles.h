@@ -18,9 +18,10 @@ template <
     int ST = 1,
     int MB = 1,
     bool WG = false,
-    bool QS = false>
+    bool QS = false,
+    bool PR = false>
 struct AttnTilesOf {
-  static constexpr AttnTiles value = {BQ, BK, WM, ST, MB, WG, QS};
+  static constexpr AttnTiles value = {BQ, BK, WM, ST, MB, WG, QS, PR};
 };
 
 template <int SEQ, int WR, int WM, int NP>

@@ -1,0 +1,158 @@
+// K and V blocks streamed by a producer warpgroup (FlashAttention-3's warp
+// specialisation, sm_90a): one thread of the producer copies whole blocks
+// by TMA (tma.h) into a ring of kStages stages, and the threads that do the
+// math (the consumers) only wait for them. No consumer computes an address
+// or waits on its own copies, and the producer gives its registers to the
+// consumers.
+//
+// Per stage three mbarriers: full_k and full_v complete when the stage's K
+// or V block has landed (the producer's arrival and the copies' bytes);
+// empty completes when every consumer warp has arrived, done with the
+// stage's block, after which the producer copies the next block into it.
+//
+// KVTmaRing is the consumers' schedule, with kv_pipeline.h's interface
+// (start, acquire, acquire_v, k_block, v_block); kv_tma_produce is the
+// producer's loop over the same blocks. The Source is attention.h's
+// AttnKVSource: the stages' addresses, the consumer threads (kThreads) and
+// its Q copy's group.
+#pragma once
+
+#include "mlx_fused_attn/tile/kv_pipeline.h"
+#include "mlx_fused_attn/tile/language.h"
+#include "mlx_fused_attn/tile/tma.h"
+#include "mlx_fused_attn/tile/wgmma.h"
+
+namespace fa {
+
+template <int kStages>
+struct KVTmaBarriers {
+  mbarrier_t full_k[kStages];
+  mbarrier_t full_v[kStages];
+  mbarrier_t empty[kStages];
+};
+
+/// Threadgroup memory the ring keeps after the V stages for its barriers:
+/// 1024 bytes, so that swizzled blocks after it stay aligned.
+constexpr int kKVTmaSyncBytes = 1024;
+
+/// The named barrier of the consumers alone (0 is the threadgroup's).
+constexpr int kConsumerBarrier = 1;
+
+template <typename Block, typename Source, int kStages>
+struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
+  typedef KVPipelineBase<Block, Source, kStages> Base;
+  typedef KVTmaBarriers<kStages> Barriers;
+  FA_CONST int kSyncBytes = kKVTmaSyncBytes;
+  static_assert(
+      sizeof(Barriers) <= kKVTmaSyncBytes, "the barriers outgrow their space");
+
+  FA_FUNC Barriers* barriers() const {
+    return reinterpret_cast<Barriers*>(Base::src.sync_smem());
+  }
+  static FA_FUNC unsigned parity(int kb) {
+    return unsigned(kb / kStages) & 1u;
+  }
+
+  /// This thread's copies of Q (cp.async, uncommitted) have landed, made
+  /// visible to the products, and by the barrier everyone's.
+  FA_FUNC void start() const {
+    Block::commit();
+    Block::template wait<0>();
+    named_barrier(kConsumerBarrier, Source::kThreads);
+  }
+
+  /// Releases block kb - 1, whose P V has returned, and waits for K's
+  /// block kb.
+  FA_FUNC void acquire(int kb) const {
+    if (kb > 0) {
+      release(kb - 1);
+    }
+    mbarrier_wait(&barriers()->full_k[Base::stage(kb)], parity(kb));
+  }
+
+  FA_FUNC void acquire_v(int kb) const {
+    mbarrier_wait(&barriers()->full_v[Base::stage(kb)], parity(kb));
+  }
+
+  /// This warp is done with block kb's stage: one arrival a warp.
+  FA_FUNC void release(int kb) const {
+    __syncwarp();
+    if (Base::tid % kSimdWidth == 0) {
+      mbarrier_arrive(&barriers()->empty[Base::stage(kb)]);
+    }
+  }
+};
+
+/// One thread's barrier set-up, before the threadgroup's barrier that
+/// precedes both roles: the producer's one arrival on full_k and full_v, one
+/// a consumer warp on empty.
+template <int kStages>
+FA_FUNC void kv_tma_init(KVTmaBarriers<kStages>* bars, int consumer_warps) {
+  for (int s = 0; s < kStages; ++s) {
+    mbarrier_init(&bars->full_k[s], 1);
+    mbarrier_init(&bars->full_v[s], 1);
+    mbarrier_init(&bars->empty[s], consumer_warps);
+  }
+  mbarrier_init_fence();
+}
+
+/// One block of `Block`'s layout, rows from key0, into dst: a box a
+/// 128-byte swizzle panel (the tensor map's box: a panel's columns by the
+/// block's rows).
+template <typename Block, typename T>
+FA_FUNC void kv_tma_copy_block(
+    T* dst,
+    const TmaMap& map,
+    mbarrier_t* full,
+    int key0,
+    int kv_head,
+    int batch) {
+  typedef typename Block::Layout Layout;
+  static_assert(
+      Layout::kTailCols == 0, "TMA copies whole 128-byte panels only");
+  mbarrier_arrive_expect_bytes(
+      full, Block::kElems * sizeof(T));
+  FA_UNROLL
+  for (int c = 0; c < Layout::kWidePanels; ++c) {
+    tma_copy_4d(
+        dst + Layout::panel_start(c * Layout::kWideCols), map, full,
+        c * Layout::kWideCols, key0, kv_head, batch);
+  }
+}
+
+/// The producer's one thread: block i of `visits` (visits.block(i) times
+/// kBK keys on), i < n_blocks, into stage i % kStages once the consumers
+/// have released the block that stage held before.
+template <
+    typename KBlock,
+    typename VBlock,
+    int kStages,
+    int kBK,
+    typename T,
+    typename Visits>
+FA_FUNC void kv_tma_produce(
+    KVTmaBarriers<kStages>* bars,
+    T* k_smem,
+    T* v_smem,
+    const TmaMap& k_map,
+    const TmaMap& v_map,
+    Visits visits,
+    int n_blocks,
+    int kv_head,
+    int batch) {
+  for (int kb = 0; kb < n_blocks; ++kb) {
+    const int s = kb % kStages;
+    if (kb >= kStages) {
+      mbarrier_wait(&bars->empty[s], unsigned(kb / kStages - 1) & 1u);
+    }
+    const int key0 = visits.block(kb) * kBK;
+    kv_tma_copy_block<KBlock>(
+        k_smem + s * KBlock::kElems, k_map, &bars->full_k[s], key0, kv_head,
+        batch);
+    kv_tma_copy_block<VBlock>(
+        v_smem + s * VBlock::kElems, v_map, &bars->full_v[s], key0, kv_head,
+        batch);
+  }
+}
+
+} // namespace fa
