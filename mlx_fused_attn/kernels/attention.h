@@ -388,12 +388,8 @@ FA_FUNC void attention_block(
     // ----------------------------------------------------- the key blocks
     // Numbered from the split's first visit: the pipeline's and the masks' 0.
     pipe.start();
-    for (int kb = 0; kb < n_blocks; ++kb) {
-      // Read before the wait, which its latency then overlaps.
-      const AttnVisit visit = visits.at(kb);
-      pipe.acquire(kb);
-      attention_step<KBlock, VBlock>(st, q_op, masks, pipe, kb, visit, lane);
-    }
+    AttnKeyLoop<Pipeline::kOverlapSteps>::template run<KBlock, VBlock>(
+        st, q_op, masks, pipe, visits, n_blocks, lane);
   }
 
   // ----------------------------------------------------------------- store

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_masks.h"
+#include "mlx_fused_attn/kernels/mask_visits.h"
 #include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/online_softmax.h"
 #include "mlx_fused_attn/tile/ops.h"
@@ -104,6 +105,150 @@ FA_FUNC void attention_step(
   pipe.acquire_v(kb);
   VBlock::mma_ab(st.o, st.p, pipe.v_block(kb), lane);
 }
+
+/// FlashAttention-3's overlap within a warpgroup, for blocks whose
+/// products are issued and waited for apart (swizzled_block.h) and a
+/// schedule that lets the step say when a block is done (kv_tma_ring.h):
+/// block kb's S and block kb - 1's P V run on the tensor cores together,
+/// and kb's mask and softmax run under P V. Three parts: the first block's
+/// S and weights, each later block with the previous one's P V, and the
+/// last block's P V.
+template <
+    typename KBlock,
+    typename Step,
+    typename QOperand,
+    typename Masks,
+    typename Pipeline>
+FA_FUNC void attention_step_first(
+    FA_THREAD Step& st,
+    const FA_THREAD QOperand& q,
+    const FA_THREAD Masks& masks,
+    const FA_THREAD Pipeline& pipe,
+    AttnVisit visit,
+    lane_t lane) {
+  typename Masks::template Prefetch<typename Step::STile>::type pre;
+  masks.prefetch(pre, visit, lane);
+  masks.start(st.s, visit, lane);
+  KBlock::issue_mma_abt(st.s, q, pipe.k_block(0));
+  KBlock::template retire<0>(st.s);
+  const float score_scale = masks.apply(st.s, pre, visit, lane);
+  // O is still zero: nothing to rescale.
+  float factor[Step::STile::kRowSlots];
+  softmax_weights(st.softmax, st.s, score_scale, factor);
+  tile_to_operand(st.p, st.s);
+}
+
+template <
+    typename KBlock,
+    typename VBlock,
+    typename Step,
+    typename QOperand,
+    typename Masks,
+    typename Pipeline>
+FA_FUNC void attention_step_overlapped(
+    FA_THREAD Step& st,
+    const FA_THREAD QOperand& q,
+    const FA_THREAD Masks& masks,
+    const FA_THREAD Pipeline& pipe,
+    int kb,
+    AttnVisit visit,
+    lane_t lane) {
+  typename Masks::template Prefetch<typename Step::STile>::type pre;
+  masks.prefetch(pre, visit, lane);
+
+  // --------------------------------- S = Q K_kb^T and O += P_kb-1 V_kb-1
+  masks.start(st.s, visit, lane);
+  KBlock::issue_mma_abt(st.s, q, pipe.k_block(kb));
+  pipe.acquire_v(kb - 1);
+  VBlock::issue_mma_ab(st.o, st.p, pipe.v_block(kb - 1));
+
+  // ------------------------------------- mask and softmax, under P V
+  KBlock::template retire<1>(st.s); // committed first
+  const float score_scale = masks.apply(st.s, pre, visit, lane);
+  float factor[Step::STile::kRowSlots];
+  const bool moved =
+      softmax_weights(st.softmax, st.s, score_scale, factor);
+
+  // ---------------------- P V has landed: rescale O, the next P
+  VBlock::template retire<0>(st.o);
+  VBlock::keep_until_done(st.p);
+  pipe.release(kb - 1);
+  softmax_rescale(st.o, factor, moved);
+  tile_to_operand(st.p, st.s);
+}
+
+template <typename VBlock, typename Step, typename Pipeline>
+FA_FUNC void attention_step_last(
+    FA_THREAD Step& st,
+    const FA_THREAD Pipeline& pipe,
+    int kb) {
+  pipe.acquire_v(kb);
+  VBlock::issue_mma_ab(st.o, st.p, pipe.v_block(kb));
+  VBlock::template retire<0>(st.o);
+  VBlock::keep_until_done(st.p);
+  pipe.release(kb);
+}
+
+/// The key loop over a pipeline's n_blocks blocks: a step a block, or, where
+/// the schedule lets the steps overlap (Pipeline::kOverlapSteps), the three
+/// parts above. Each visit is read before the pipeline's wait, which its
+/// latency then overlaps.
+template <bool kOverlapSteps>
+struct AttnKeyLoop {
+  template <
+      typename KBlock,
+      typename VBlock,
+      typename Step,
+      typename QOperand,
+      typename Masks,
+      typename Pipeline,
+      typename Visits>
+  static FA_FUNC void run(
+      FA_THREAD Step& st,
+      const FA_THREAD QOperand& q,
+      const FA_THREAD Masks& masks,
+      const FA_THREAD Pipeline& pipe,
+      Visits visits,
+      int n_blocks,
+      lane_t lane) {
+    for (int kb = 0; kb < n_blocks; ++kb) {
+      const AttnVisit visit = visits.at(kb);
+      pipe.acquire(kb);
+      attention_step<KBlock, VBlock>(st, q, masks, pipe, kb, visit, lane);
+    }
+  }
+};
+
+template <>
+struct AttnKeyLoop<true> {
+  template <
+      typename KBlock,
+      typename VBlock,
+      typename Step,
+      typename QOperand,
+      typename Masks,
+      typename Pipeline,
+      typename Visits>
+  static FA_FUNC void run(
+      FA_THREAD Step& st,
+      const FA_THREAD QOperand& q,
+      const FA_THREAD Masks& masks,
+      const FA_THREAD Pipeline& pipe,
+      Visits visits,
+      int n_blocks,
+      lane_t lane) {
+    const AttnVisit first = visits.at(0);
+    pipe.acquire(0);
+    attention_step_first<KBlock>(st, q, masks, pipe, first, lane);
+    for (int kb = 1; kb < n_blocks; ++kb) {
+      const AttnVisit visit = visits.at(kb);
+      pipe.acquire(kb);
+      attention_step_overlapped<KBlock, VBlock>(
+          st, q, masks, pipe, kb, visit, lane);
+    }
+    attention_step_last<VBlock>(st, pipe, n_blocks - 1);
+  }
+};
 
 /// O / row sum, one reciprocal a row (online_softmax.h); `part`: the
 /// blocks were one split of the keys (split_keys.h).

@@ -34,6 +34,9 @@ struct KVPipelineBase {
   /// Threadgroup memory the schedule keeps after the V stages (the TMA
   /// ring's barriers, kv_tma_ring.h).
   FA_CONST int kSyncBytes = 0;
+  /// Whether the step releases each block itself (release(kb), once its
+  /// P V has returned), so that steps may overlap (attention_step.h).
+  FA_CONST bool kOverlapSteps = false;
 
   Source src;
   int n_blocks; ///< key blocks the threadgroup visits

@@ -43,6 +43,7 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
   typedef KVPipelineBase<Block, Source, kStages> Base;
   typedef KVTmaBarriers<kStages> Barriers;
   FA_CONST int kSyncBytes = kKVTmaSyncBytes;
+  FA_CONST bool kOverlapSteps = true;
   static_assert(
       sizeof(Barriers) <= kKVTmaSyncBytes, "the barriers outgrow their space");
 
@@ -61,12 +62,7 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
     named_barrier(kConsumerBarrier, Source::kThreads);
   }
 
-  /// Releases block kb - 1, whose P V has returned, and waits for K's
-  /// block kb.
   FA_FUNC void acquire(int kb) const {
-    if (kb > 0) {
-      release(kb - 1);
-    }
     mbarrier_wait(&barriers()->full_k[Base::stage(kb)], parity(kb));
   }
 
@@ -74,7 +70,8 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
     mbarrier_wait(&barriers()->full_v[Base::stage(kb)], parity(kb));
   }
 
-  /// This warp is done with block kb's stage: one arrival a warp.
+  /// This warp is done with block kb's stage (its P V has returned): one
+  /// arrival a warp.
   FA_FUNC void release(int kb) const {
     __syncwarp();
     if (Base::tid % kSimdWidth == 0) {
