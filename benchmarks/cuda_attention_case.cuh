@@ -1,7 +1,7 @@
 // One attention problem run through the library's kernel under a chosen
 // tile shape, its output checked against the first shape's (or a plain fp32
-// reference kernel on small square problems): what the forward sweeps
-// (cuda_tile_sweep.cu, cuda_ws_bench.cu) share.
+// reference kernel on small square problems), for the forward's tile sweep
+// (cuda_tile_sweep.cu).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 // What the standalone CUDA sweeps and benches (cuda_*_sweep.cu,
-// cuda_bwd_bench.cu, cuda_ws_bench.cu) share: error checks, the inputs,
+// cuda_bwd_bench.cu) share: error checks, the inputs,
 // the error measure against a reference, and the copy bandwidth that their
 // memory floors use.
 #pragma once

@@ -8,8 +8,7 @@
 #
 # Environment: STEPS (default "build test sanitize sweep bench") picks steps;
 # "shortsweep" (the short-sequence kernel's tile sweep), "nasweep" (the
-# neighborhood kernel's), "wsbench" (the warp-specialised forward against
-# the library's, benchmarks/cuda_ws_bench.cu) and "memory" (wall
+# neighborhood kernel's) and "memory" (wall
 # against kernel time with outputs in MLX's allocator) are more;
 # CUDA_ARCHS (default 90a, the GPU there with its warpgroup products) the AOT
 # architectures; PYTEST_K the
@@ -100,13 +99,6 @@ if has nasweep; then
   nvcc -std=c++17 -O3 -arch=sm_90 -I. benchmarks/cuda_na_sweep.cu -o /tmp/fa_na_sweep \
     > "$OUT/nasweep.txt" 2>&1 && /tmp/fa_na_sweep >> "$OUT/nasweep.txt" 2>&1
   cat "$OUT/nasweep.txt"
-fi
-
-if has wsbench; then
-  log "warp-specialised forward against the library's"
-  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. benchmarks/cuda_ws_bench.cu -o /tmp/fa_ws_bench \
-    > "$OUT/wsbench.txt" 2>&1 && /tmp/fa_ws_bench >> "$OUT/wsbench.txt" 2>&1
-  cat "$OUT/wsbench.txt"
 fi
 
 if has models; then

@@ -1,5 +1,5 @@
-"""The benchmark sweeps (benchmarks/cuda_*_sweep.cu, cuda_bwd_bench.cu,
-cuda_ws_bench.cu) still build, on a machine without a GPU: they instantiate
+"""The benchmark sweeps (benchmarks/cuda_*_sweep.cu, cuda_bwd_bench.cu)
+still build, on a machine without a GPU: they instantiate
 the kernels with their template arguments spelled out, so a change to a
 kernel's signature or tiles that the library's own instances follow could
 otherwise leave them broken until the next device run. Each builds as its header says it is built on the GPU
@@ -22,7 +22,6 @@ SWEEPS = [
     ("cuda_short_sweep.cu", ["-arch=sm_90"]),
     ("cuda_bwd_bench.cu", ["-gencode=arch=compute_90a,code=sm_90a", "-DFA_SWEEP_QUICK"]),
     ("cuda_mask_sweep.cu", ["-gencode=arch=compute_90a,code=sm_90a"]),
-    ("cuda_ws_bench.cu", ["-gencode=arch=compute_90a,code=sm_90a"]),
 ]
 
 

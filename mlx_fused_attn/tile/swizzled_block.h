@@ -18,9 +18,11 @@
 // that no write to it (a zero fill) lands between the fence and the
 // products, which the PTX ISA leaves undefined
 // (tests/test_wgmma_fences_compile.py checks the PTX).
-// Leaving them in flight across the softmax (FlashAttention-3's overlap) was
-// measured slower here (docs/gpu_kernels.md); two things ptxas (CUDA 13.0)
-// then reports: with too few registers for two score tiles it serialises
+// Left in flight across the softmax (FlashAttention-3's overlap) they pay
+// only with a third K/V stage and registers to spare: the producer tiles
+// (kv_tma_ring.h, attention_step.h's overlapped step) issue and retire
+// them apart; the others measured slower so (docs/gpu_kernels.md). Two
+// things ptxas (CUDA 13.0) reports then: with too few registers for two score tiles it serialises
 // every wgmma of the kernel (C7512), and so it does when a product is
 // started under a branch that ptxas cannot resolve (C7514), so a pipelined
 // loop must peel its first and last iterations.
@@ -143,8 +145,8 @@ struct SwizzledBlock : CpAsyncLoader<
   }
 
   /// mma_abt and mma_ab issued as one committed group each and not waited
-  /// for, so that a loop can overlap them with its softmax (a
-  /// warp-specialised forward, benchmarks/cuda_ws_bench.cu); `retire` waits
+  /// for, so that a loop can overlap them with its softmax (the producer
+  /// tiles' overlapped step, attention_step.h); `retire` waits
   /// until at most kPending groups are in flight and pins the accumulators
   /// of the products it waited for. A registers must stay untouched until
   /// then (keep_until_done after retire).
