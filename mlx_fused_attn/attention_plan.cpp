@@ -28,7 +28,7 @@ constexpr int kMinSplitKeyBlocks = 2;
 /// At most this many splits: bounds the partials and the combine's loop.
 constexpr int kMaxKeySplits = 128;
 /// Causal calls with fewer keys take no producer warpgroup: at L = 2048 its
-/// kernel measured 14% slower, at 8192 4% faster (H200, RESULTS.md).
+/// kernel measured 9% slower, at 8192 12% faster (H200, docs/gpu_kernels.md).
 constexpr int kProducerCausalKeys = 4096;
 
 /// Whether the call runs best as decode with GQA packed (packed_gqa): one
