@@ -27,9 +27,6 @@ unsigned blocks_of(int64_t items, int per_block) {
 constexpr int kMinSplitKeyBlocks = 2;
 /// At most this many splits: bounds the partials and the combine's loop.
 constexpr int kMaxKeySplits = 128;
-/// Causal calls with fewer keys take no producer warpgroup: at L = 2048 its
-/// kernel measured 9% slower, at 8192 12% faster (H200, docs/gpu_kernels.md).
-constexpr int kProducerCausalKeys = 4096;
 
 /// Whether the call runs best as decode with GQA packed (packed_gqa): one
 /// query row a head, heads sharing K/V, and one sink a block's rows would
@@ -228,10 +225,9 @@ void plan_general_launch(
     pack_gqa_rows(plan);
   }
   const fa::AttnParams& p = plan.params;
-  const bool producer = !(plan.features.causal && p.L_k < kProducerCausalKeys);
   const auto choose = [&](bool large_grid) {
     return fa::choose_attention_tiles(
-        p.D, p.D_v, plan.dtype, backend, wgmma, large_grid, producer);
+        p.D, p.D_v, plan.dtype, backend, wgmma, large_grid);
   };
   fa::AttnTiles tiles = choose(false);
   // More query blocks than one wave of the default tiles (their blocks a

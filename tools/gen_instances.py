@@ -80,17 +80,14 @@ void attention(fa::DType t, int d, int dv) {
   const std::string group =
       "attention_d" + std::to_string(d) + "_dv" + std::to_string(dv);
   // Plain, causal and array-mask variants; with and without warpgroup
-  // products; for grids of one wave and past it, with and without a
-  // producer warpgroup.
+  // products; for grids of one wave and past it.
   for (bool wgmma : {false, true}) {
     for (bool large_grid : {false, true}) {
-      for (bool producer : {false, true}) {
-        const fa::AttnTiles tiles = fa::choose_attention_tiles(
-            d, dv, t, fa::Backend::Cuda, wgmma, large_grid, producer);
-        for (int variant = 0; variant < 3; ++variant) {
-          cuda(group, AttentionKernelKey{t, d, dv, tiles, variant == 1,
-                                         variant == 2}.expression());
-        }
+      const fa::AttnTiles tiles = fa::choose_attention_tiles(
+          d, dv, t, fa::Backend::Cuda, wgmma, large_grid);
+      for (int variant = 0; variant < 3; ++variant) {
+        cuda(group, AttentionKernelKey{t, d, dv, tiles, variant == 1,
+                                       variant == 2}.expression());
       }
     }
   }
