@@ -262,16 +262,19 @@ def cuda_include_dir():
 
 def nvrtc_attention(names):
     """A causal bf16 kernel with each kind of product (mma.sync; wgmma with
-    Q in registers at D = 64; wgmma with Q in shared memory at D = 128, for
-    a grid of one wave and past it); the head dims past 128 and the padded
-    72, with warpgroup products (causal; a mask) and fp32's 3xTF32 mma.sync;
-    the bf16 combine of split keys."""
+    Q in registers at D = 64; wgmma with Q in shared memory at D = 128 for
+    a grid of one wave, and past it the producer warpgroup's kernel: TMA,
+    mbarriers, setmaxnreg); the head dims past 128 and the padded 72, with
+    warpgroup products (causal; a mask) and fp32's 3xTF32 mma.sync; the
+    bf16 combine of split keys."""
     d128 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
     d64 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 64,")]
-    assert ", false, false>, true, false>" in d128[1], d128[1]
-    assert ", true, false>, true, false>" in d64[4], d64[4]
-    assert ", true, true>, true, false>" in d128[4] and d128[4] != d128[10], d128
-    exprs = [d128[1], d64[4], d128[4], d128[10]]
+    producer = [e for e in names if e.startswith("fa::attention_producer_kernel<fa::bfloat_t, 128,")]
+    assert ", false, false, false>, true, false>" in d128[1], d128[1]
+    assert ", true, false, false>, true, false>" in d64[4], d64[4]
+    assert ", true, true, false>, true, false>" in d128[4], d128
+    assert ", true, true, true>, true, false>" in producer[1], producer
+    exprs = [d128[1], d64[4], d128[4], producer[1]]
     for prefix, variants in [
         ("fa::half_t, 72, 72,", [4]),
         ("fa::bfloat_t, 192, 128,", [4, 2]),
