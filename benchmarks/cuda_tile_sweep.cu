@@ -24,7 +24,9 @@
 // prefill (128 queries against 4096 keys, GQA 4) and GQA prefill; within
 // one wave, 128-key blocks at 2. D = 96: 128 queries at 2 against 64. The
 // first shape of each case is its error reference (checked against the fp32
-// reference kernel on the small square cases).
+// reference kernel on the small square cases). The producer warpgroup's
+// tiles, which the library now takes past one wave at D = 128, launch with
+// tensor maps: benchmarks/gpu_bench.py measures them through MLX.
 template <typename T>
 void d128_past_a_wave(const char* type, Problem pr, int reps) {
   Case<T, 128> c(type, pr);

@@ -11,10 +11,13 @@
 // (warps) owns kWarpRows of them. Q stays put for the whole run (in each
 // warp's registers, or in threadgroup memory where the target's products
 // read it from there). K and V stream through threadgroup memory kBK keys
-// at a time, on the schedule tile/kv_pipeline.h picks for the tiles: on
+// at a time, on the schedule the target picks for the tiles
+// (Target::KVSchedule, tile/kv_pipeline.h): on
 // CUDA a ring of kStages blocks, the copies of the next blocks under the
 // math of this one, or (CUDA's large-grid tiles) a buffer each, their copies
-// staggered so that each runs under the other's products; on Metal, whose
+// staggered so that each runs under the other's products, or (Hopper's D =
+// 128 past one wave) a ring that a producer warpgroup fills by TMA while
+// the math's steps overlap (attention_step.h's AttnKeyLoop); on Metal, whose
 // loads return before a thread goes on, one buffer each, loaded together.
 // Each block is one attention_step (attention_step.h): the online softmax
 // (running max and sum in fp32, exp2 domain); the output is written once at

@@ -4,11 +4,14 @@
 //   S = Q K^T;  mask;  online softmax (P = exp2(S - max), O rescaled);
 //   O += P V
 //
-// and the epilogue, O / row sum. The K and V blocks are `KBlock` and
-// `VBlock` (a Target's KVBlock: padded_block.h, swizzled_block.h), which
-// own the products; the masks are the kernel's (attention_masks.h, or the
-// neighborhood's), and the pipeline (tile/kv_pipeline.h) says where the
-// blocks are and when V has landed.
+// and the epilogue, O / row sum; and, for schedules that let steps overlap
+// (the producer warpgroup's, kv_tma_ring.h), the same step cut in three:
+// each block's S issued with the previous block's P V, and its mask and
+// softmax run while that P V is on the tensor cores. The K and V blocks
+// are `KBlock` and `VBlock` (a Target's KVBlock: padded_block.h,
+// swizzled_block.h), which own the products; the masks are the kernel's
+// (attention_masks.h, or the neighborhood's), and the pipeline
+// (tile/kv_pipeline.h) says where the blocks are and when V has landed.
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_masks.h"

@@ -11,8 +11,10 @@
 // stage's block, after which the producer copies the next block into it.
 //
 // KVTmaRing is the consumers' schedule, with kv_pipeline.h's interface
-// (start, acquire, acquire_v, k_block, v_block); kv_tma_produce is the
-// producer's loop over the same blocks. The Source is attention.h's
+// (start, acquire, acquire_v, k_block, v_block) and release(kb), which the
+// step calls once a block's P V has returned (kOverlapSteps: the steps
+// overlap, attention_step.h); kv_tma_produce is the producer's loop over
+// the same blocks. The Source is attention.h's
 // AttnKVSource: the stages' addresses, the consumer threads (kThreads) and
 // its Q copy's group.
 #pragma once

@@ -5,14 +5,15 @@
 // Template: element type, head dims (D of q and k, DV of v), tiles (a type
 // whose `value` is an AttnTiles, kernel_tiles.h; wgmma: warpgroup products,
 // CudaWgmmaTarget; q_shared: with Q in shared memory,
-// CudaWgmmaSharedQTarget or, without wgmma, CudaSharedQTarget) and the two
+// CudaWgmmaSharedQTarget or, without wgmma, CudaSharedQTarget; producer: a
+// producer warpgroup, attention_producer_kernel below) and the two
 // features that change the inner loop's code: causal and an array mask. The others (bool or additive mask,
 // sinks, aligned lengths) arrive at run time in `features`: they decide once
 // per block or per kernel, so specialising them would only multiply the
 // instances that nvcc and NVRTC build.
 //
 // Grid: (query blocks * splits, H_q, B), causal ones taken heaviest first
-// (grid_order.cuh); block: warps * 32 threads; dynamic
+// (grid_order.cuh); block: attention_launch_warps(tiles) * 32 threads; dynamic
 // shared memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
 // With split keys (split_keys.h, features.split_keys) the kernel writes
 // n_splits partials to o_part and stats (split_keys.h), the split being the
