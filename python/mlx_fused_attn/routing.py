@@ -21,7 +21,7 @@ The rules, one per device, rest on the numbers in ``MEASUREMENTS`` (and in
   decoding (``L_q <= 8``) at cuDNN's head dims, where both split the keys
   over the GPU (1.03x-1.86x mx.fast). Everything else goes to mx.fast:
   cuDNN is faster for float16/bfloat16 prefill from L = 512 (ours
-  0.66x-0.91x its speed), and for float32 the one measurement of the
+  0.66x-0.93x its speed), and for float32 the one measurement of the
   general kernel (an older kernel) lost to mx.fast's unfused TF32 path from
   L = 512. Except array masks: ours for bool masks at every head dim
   (mx.fast's bool-mask calls timed as its plain ops do: 3.9x-13.9x ours)
@@ -98,6 +98,11 @@ _H200_SHORT_RUN = (
     "H200, MLX 0.32.4 CUDA, 2026-11-29 17:12 UTC, tree of ec8f870, CUPTI; "
     "benchmarks/RESULTS.md 'Many short sequences (L <= 64)'"
 )
+_H200_PRODUCER_RUN = (
+    "H200, MLX 0.32.4 CUDA, 2026-12-02, commit e457561 (the D = 128 forward's "
+    "producer warpgroup), CUPTI kernel time; benchmarks/RESULTS.md 'Attention, "
+    "head dims 64-128'"
+)
 _H200_OLD_RUN = (
     "H200, MLX 0.32.4 CUDA, 2026-11-29, commit 504d6f3 (older general "
     "kernel, managed-memory outputs), CUPTI; benchmarks/RESULTS.md "
@@ -135,10 +140,10 @@ MEASUREMENTS = (
         _CPU_DECODE_RUN,
     ),
     Measurement("cuda", "B=1 H=32 L=512 D=128 float16", 17.4, 11.5, _H200_LONG_RUN),
-    Measurement("cuda", "B=1 H=32 L=4096 D=128 float16", 562.5, 432.6, _H200_LONG_RUN),
+    Measurement("cuda", "B=1 H=32 L=4096 D=128 float16", 478.9, 418.9, _H200_PRODUCER_RUN),
     Measurement("cuda", "B=1 H=32 L=4096 D=64 float16", 350.9, 301.0, _H200_LONG_RUN),
     Measurement("cuda", "B=4 H=32 L=8192 D=64 bfloat16", 4846.9, 4396.3, _H200_LONG_RUN),
-    Measurement("cuda", "B=4 H=32 L=8192 D=128 bfloat16", 8041.1, 6428.2, _H200_LONG_RUN),
+    Measurement("cuda", "B=4 H=32 L=8192 D=128 bfloat16", 6759.3, 6240.3, _H200_PRODUCER_RUN),
     Measurement("cuda", "B=1 H=32 L=1024 D=192 bfloat16", 83.5, 131.8, _H200_HEAD_DIM_RUN),
     Measurement("cuda", "B=1 H=32 L=4096 D=192 bfloat16", 1003.1, 1664.8, _H200_HEAD_DIM_RUN),
     Measurement("cuda", "B=1 H=32 L=1024 D=256 bfloat16", 107.6, 144.1, _H200_HEAD_DIM_RUN),
@@ -263,8 +268,8 @@ def _cuda_by_shape(q: mx.array, k: mx.array, v: mx.array, mask) -> tuple[str, st
         return None
     return PASSTHROUGH, (
         f"CUDA: cuDNN (mx.fast) is faster for float16/bfloat16 past "
-        f"{SHORT_MAX_LENGTH} tokens (ours 0.66x-0.91x its speed on an H200: "
-        "B=1 H=32 L=4096 D=128 fp16 563 us against 433 us)"
+        f"{SHORT_MAX_LENGTH} tokens (ours 0.66x-0.93x its speed on an H200: "
+        "B=1 H=32 L=4096 D=128 fp16 479 us against 419 us)"
     )
 
 
