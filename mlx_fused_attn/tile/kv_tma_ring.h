@@ -14,9 +14,9 @@
 // (start, acquire, acquire_v, k_block, v_block) and release(kb), which the
 // step calls once a block's P V has returned (kOverlapSteps: the steps
 // overlap, attention_step.h); kv_tma_produce is the producer's loop over
-// the same blocks. The Source is attention.h's
-// AttnKVSource: the stages' addresses, the consumer threads (kThreads) and
-// its Q copy's group.
+// the same blocks. The Source is attention.h's AttnKVSource: the stages'
+// addresses, the barriers' (sync_smem, after V's stages) and the consumer
+// threads (kThreads).
 #pragma once
 
 #include "mlx_fused_attn/tile/kv_pipeline.h"
