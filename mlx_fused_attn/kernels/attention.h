@@ -138,6 +138,14 @@ FA_FUNC void attention_load_block(
   }
 }
 
+/// Where the K/V schedule's own threadgroup memory starts (the TMA ring's
+/// barriers, kv_tma_ring.h): after V's stages, which start at v_smem.
+template <typename Target, typename Shape>
+FA_FUNC FA_THREADGROUP typename Shape::elem_type* attention_sync_smem(
+    FA_THREADGROUP typename Shape::elem_type* v_smem) {
+  return v_smem + Shape::kStages * AttnVBlock<Target, Shape>::kElems;
+}
+
 /// The copies of one (batch, head)'s key blocks into K's and V's stages,
 /// for the pipeline (kv_pipeline.h's Source): its block i is key block
 /// visits.block(i) (a split's first visit is its 0), keys from that block
@@ -167,9 +175,8 @@ struct AttnKVSource {
   FA_FUNC const FA_THREADGROUP elem_type* v_block(int stage) const {
     return v_smem + stage * VBlock::kElems;
   }
-  /// Where the schedule's own threadgroup memory starts: after V's stages.
   FA_FUNC FA_THREADGROUP elem_type* sync_smem() const {
-    return v_smem + Shape::kStages * VBlock::kElems;
+    return attention_sync_smem<Target, Shape>(v_smem);
   }
   FA_FUNC void load_k(int kb, int stage, int tid) const {
     attention_load_block<KBlock, Shape::kBK>(

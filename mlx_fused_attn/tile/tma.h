@@ -8,6 +8,12 @@
 // them: a completed mbarrier phase makes them visible with no fence.
 #pragma once
 
+// CUDA only: TMA has no Metal counterpart, and its 64-bit operands are
+// `long long`, which Metal lacks (its `long` is 64 bits).
+#if defined(__METAL_VERSION__)
+#error "mlx_fused_attn/tile/tma.h is CUDA only"
+#endif
+
 #include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/mma_frag.h"
 #include "mlx_fused_attn/tile/tma_map.h"

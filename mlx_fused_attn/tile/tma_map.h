@@ -5,6 +5,11 @@
 // copies take (tma.h). Plain C++: the host includes it.
 #pragma once
 
+// The host's and CUDA's only: Metal has no `long long`.
+#if defined(__METAL_VERSION__)
+#error "mlx_fused_attn/tile/tma_map.h is CUDA only"
+#endif
+
 namespace fa {
 
 struct alignas(128) TmaMap {

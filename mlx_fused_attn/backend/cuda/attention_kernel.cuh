@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(
     T* v_smem = k_smem + t.stages * KBlock::kElems;
     KVTmaBarriers<t.stages>* bars =
         reinterpret_cast<KVTmaBarriers<t.stages>*>(
-            v_smem + t.stages * VBlock::kElems);
+            attention_sync_smem<Target, Shape>(v_smem));
 
     const AttnGridPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
         features, params, o_part, stats, n_splits);
