@@ -452,9 +452,11 @@ def short_table(args):
     report.close()
 
 
-# The calls models make (issue 16): decoding against a long cache and
-# chunked prefill with GQA (32 query heads over 8 KV heads), array masks as
-# mlx-lm passes them, and a GQA causal prefill.
+# The calls models make (issue 16): decoding against a long cache, chunked
+# prefill and speculative verification with GQA (32 query heads over 8 KV
+# heads), a grid under one wave without a long cache (which routing.py
+# leaves to cuDNN), array masks as mlx-lm passes them, and a GQA causal
+# prefill.
 WORKLOAD_CASES = [
     ("decode", Case(1, 32, 1, 128, "bfloat16", Hkv=8, Lk=32768)),
     ("decode", Case(1, 32, 1, 128, "bfloat16", Hkv=8, Lk=4096)),
@@ -462,6 +464,10 @@ WORKLOAD_CASES = [
     ("decode B=8", Case(8, 32, 1, 128, "bfloat16", Hkv=8, Lk=4096)),
     ("chunked prefill", Case(1, 32, 128, 128, "bfloat16", "causal", Hkv=8, Lk=32768)),
     ("chunked prefill B=8", Case(8, 32, 128, 128, "bfloat16", "causal", Hkv=8, Lk=4096)),
+    ("chunked prefill", Case(1, 32, 128, 128, "bfloat16", "causal", Hkv=8, Lk=4096)),
+    ("speculative verify", Case(1, 32, 16, 128, "bfloat16", "causal", Hkv=8, Lk=4096)),
+    ("speculative verify", Case(1, 32, 16, 128, "bfloat16", "causal", Hkv=8, Lk=32768)),
+    ("small grid", Case(1, 8, 1024, 128, "bfloat16")),
     ("array mask", Case(1, 32, 2048, 64, "float16", "add")),
     ("array mask", Case(1, 32, 2048, 64, "float16", "add", mask_heads=32)),
     ("array mask", Case(1, 32, 2048, 64, "float16", "bool")),

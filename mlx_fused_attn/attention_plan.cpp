@@ -140,6 +140,10 @@ std::string plan_note(const AttentionPlan& plan) {
   if (plan.family == KernelFamily::ShortAttention) {
     return fa::short_attention_note(std::get<fa::ShortAttnTiles>(plan.tiles));
   }
+  if (plan.key_splits > 1) {
+    return std::string(kKeySplitsNote) + " " + std::to_string(plan.key_splits) +
+        " ways";
+  }
   return "";
 }
 

@@ -71,8 +71,13 @@ AttentionPlan plan_attention(const AttentionCall& call);
 /// or none with the reason gradients run as plain MLX ops.
 AttentionPlan plan_attention_backward(const AttentionCall& call);
 
+/// How plan_note starts for a general-kernel plan that splits the keys
+/// (a grid under one wave): routing.py reads it.
+constexpr const char* kKeySplitsNote = "keys split";
+
 /// What can_use_fused says of a plan that runs: the family where it is not
-/// the general kernel ("short-sequence kernel: ..."), else nothing.
+/// the general kernel ("short-sequence kernel: ..."), "keys split N ways"
+/// where the general kernel splits the keys, else nothing.
 std::string plan_note(const AttentionPlan& plan);
 
 /// Where the plan's kernel reads an array mask's key-block visit list

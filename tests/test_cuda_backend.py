@@ -32,6 +32,10 @@ def test_fused_path_is_taken_on_the_gpu():
     assert ok and reason == "", reason
     ok, reason = fa.can_use_fused(q192, q192, v64, scale=0.1, stream=mx.gpu)
     assert not ok and "head dim 192 for q and k with 64 for v" in reason, reason
+    # A grid under one wave: the note routing.py reads.
+    q16, kv = rand((1, 32, 16, 128), mx.bfloat16, 5), rand((1, 8, 4096, 128), mx.bfloat16, 6)
+    ok, reason = fa.can_use_fused(q16, kv, kv, scale=0.1, mask="causal", stream=mx.gpu)
+    assert ok and reason.startswith("keys split ") and reason.endswith(" ways"), reason
 
 
 def test_jit_cache_is_written(tmp_path, monkeypatch):

@@ -293,6 +293,34 @@ def test_cuda_array_mask_rule(monkeypatch, head_dim, mask_dtype, expected):
     assert fa.route(q, q, q, scale=1.0)[0] == routing.PASSTHROUGH
 
 
+@pytest.mark.parametrize(
+    "note, expected",
+    [
+        ("keys split 4 ways", routing.FUSED),  # a grid under one wave
+        ("", routing.PASSTHROUGH),  # a GPU whose wave the grid fills
+    ],
+)
+def test_cuda_long_cache_rule(monkeypatch, note, expected):
+    """Few queries against a long cache on CUDA, checked without a GPU: ours
+    where the plan splits the keys (can_use_fused's note), cuDNN otherwise;
+    with fewer keys a query the shapes alone send the call to cuDNN."""
+    monkeypatch.setattr(routing, "_gpu_backend", lambda: "cuda")
+    monkeypatch.setattr(routing, "_device", lambda stream: mx.Device(mx.gpu))
+    monkeypatch.setattr(fa, "can_use_fused", lambda *a, **kw: (True, note))
+    q = mx.zeros((1, 32, 16, 128), mx.bfloat16)
+    kv = mx.zeros((1, 8, 16 * routing.CUDA_SPLIT_KEYS_PER_QUERY, 128), mx.bfloat16)
+    choice, reason = fa.route(q, kv, kv, scale=1.0, mask="causal")
+    assert (choice, reason[:5]) == (expected, "CUDA:"), reason
+    assert note in reason
+
+    def no_check(*a, **kw):
+        raise AssertionError("the shapes decide: no coverage check")
+
+    monkeypatch.setattr(fa, "can_use_fused", no_check)
+    short = kv[:, :, : 16 * routing.CUDA_SPLIT_KEYS_PER_QUERY - 1]
+    assert fa.route(q, short, short, scale=1.0, mask="causal")[0] == routing.PASSTHROUGH
+
+
 CUDA = mx.is_available(mx.gpu) and fa.build_info()["gpu_backend"] == "cuda"
 
 
@@ -322,6 +350,8 @@ CUDA = mx.is_available(mx.gpu) and fa.build_info()["gpu_backend"] == "cuda"
             routing.FUSED,
         ),  # decoding: split keys
         ((1, 32, 1024, 128), (1, 32, 1024, 128), mx.bfloat16, routing.PASSTHROUGH, routing.FUSED),
+        # Few queries against a long cache: ours splits the keys, cuDNN not.
+        ((1, 32, 16, 128), (1, 8, 4096, 128), mx.bfloat16, routing.FUSED, routing.FUSED),
         ((1, 32, 1024, 64), (1, 32, 1024, 64), mx.float32, routing.PASSTHROUGH, routing.FUSED),
         # Past cuDNN's head dims mx.fast runs plain ops.
         ((1, 8, 256, 256), (1, 8, 256, 256), mx.float16, routing.FUSED, routing.FUSED),

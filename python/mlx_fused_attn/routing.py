@@ -19,7 +19,10 @@ The rules, one per device, rest on the numbers in ``MEASUREMENTS`` (and in
 - CUDA: ours where the short-sequence kernel takes the call (``L_q`` and
   ``L_k`` at most 64: 1.1x-6.5x mx.fast), and for float16/bfloat16
   decoding (``L_q <= 8``) at cuDNN's head dims, where both split the keys
-  over the GPU (1.03x-1.86x mx.fast). Everything else goes to mx.fast:
+  over the GPU (1.03x-1.86x mx.fast), and for few queries against a long
+  cache (``L_k >= 32 L_q``: chunked prefill, speculative verification) in a
+  grid under one wave, where ours splits the keys and cuDNN does not
+  (1.27x-4.78x). Everything else goes to mx.fast:
   cuDNN is faster for float16/bfloat16 prefill from L = 512 (ours
   0.66x-0.93x its speed), and for float32 the one measurement of the
   general kernel (an older kernel) lost to mx.fast's unfused TF32 path from
@@ -66,9 +69,21 @@ CUDNN_MAX_HEAD_DIM = 128
 CUDA_ADDITIVE_MASK_HEAD_DIM = 64
 # The short-sequence kernel's longest L_q and L_k (README, "Short sequences").
 SHORT_MAX_LENGTH = 64
+# CUDA: the general kernel's smallest query block, and a wave of its blocks
+# on the largest GPU it runs on (3 blocks a multiprocessor, 192
+# multiprocessors): a bound on the grids whose keys the plan may split.
+CUDA_SMALLEST_QUERY_BLOCK = 64
+CUDA_LARGEST_WAVE = 3 * 192
+# CUDA: the fewest keys a query at which ours, splitting the keys of a grid
+# under one wave, was measured faster than cuDNN (1.27x-4.78x from 32 on;
+# 0.57x-0.80x at one key a query, where cuDNN's own blocks fill the GPU).
+CUDA_SPLIT_KEYS_PER_QUERY = 32
 # can_use_fused's reason for calls the short-sequence kernel takes (README,
 # "Short sequences").
 SHORT_KERNEL_REASON = "short-sequence kernel"
+# can_use_fused's reason where the general kernel splits the keys over a
+# grid under one wave (attention_plan.h's kKeySplitsNote).
+KEY_SPLITS_REASON = "keys split"
 
 
 class Measurement(NamedTuple):
@@ -244,6 +259,17 @@ def _cuda_mask_wins(q: mx.array, mask) -> bool:
     return mask.dtype == mx.bool_ or q.shape[3] == CUDA_ADDITIVE_MASK_HEAD_DIM
 
 
+def _long_cache(q: mx.array, k: mx.array) -> bool:
+    """Queries against a cache of at least CUDA_SPLIT_KEYS_PER_QUERY keys a
+    query (chunked prefill, speculative verification) in a grid of query
+    blocks that may be under one wave on some GPU, where ours splits the keys
+    (its can_use_fused note says so); checked only then, so that other calls
+    skip the check."""
+    batch, heads, queries = q.shape[0], q.shape[1], q.shape[2]
+    query_blocks = batch * heads * -(-queries // CUDA_SMALLEST_QUERY_BLOCK)
+    return query_blocks < CUDA_LARGEST_WAVE and k.shape[2] >= CUDA_SPLIT_KEYS_PER_QUERY * queries
+
+
 def _cuda_by_shape(q: mx.array, k: mx.array, v: mx.array, mask) -> tuple[str, str] | None:
     """mx.fast's verdict for calls past the short-sequence kernel's lengths,
     from the shapes alone (and the mask's kind); None where the kernel
@@ -264,7 +290,7 @@ def _cuda_by_shape(q: mx.array, k: mx.array, v: mx.array, mask) -> tuple[str, st
             "unfused TF32 path (B=1 H=32 L=1024 D=128: 218 us against 577 us, "
             'older kernel); policy="fused" keeps float32 accuracy and memory'
         )
-    if _past_cudnn(q, v) or _cuda_mask_wins(q, mask):
+    if _past_cudnn(q, v) or _cuda_mask_wins(q, mask) or _long_cache(q, k):
         return None
     return PASSTHROUGH, (
         f"CUDA: cuDNN (mx.fast) is faster for float16/bfloat16 past "
@@ -292,6 +318,18 @@ def _cuda_by_kernel(
             "CUDA: decoding splits the keys over the GPU (H200, 32/8 heads, "
             "D=128 bf16: B=1 L_k=32768 43 us against 45 us, L_k=4096 13 against "
             "17; B=8 L_k=32768 248 against 307)"
+        )
+    if _long_cache(q, k) and not _cuda_mask_wins(q, mask):
+        if fused_reason.startswith(KEY_SPLITS_REASON):
+            return FUSED, (
+                f"CUDA: few queries against a long cache, whose keys ours splits "
+                f"({fused_reason}) and cuDNN does not (H200, 32/8 heads, D=128 bf16 "
+                "causal: L_q=128 L_k=32768 159 us against 393 us, L_q=16 L_k=4096 "
+                "17 against 53)"
+            )
+        return PASSTHROUGH, (
+            "CUDA: cuDNN (mx.fast) is faster for float16/bfloat16 prefill whose "
+            "grid fills this GPU without split keys (ours 0.66x-0.93x its speed)"
         )
     if max(q.shape[2], k.shape[2]) > SHORT_MAX_LENGTH and _cuda_mask_wins(q, mask):
         if mask.dtype == mx.bool_:
