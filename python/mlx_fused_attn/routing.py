@@ -22,7 +22,7 @@ The rules, one per device, rest on the numbers in ``MEASUREMENTS`` (and in
   over the GPU (1.03x-1.86x mx.fast), and for few queries against a long
   cache (``L_k >= 32 L_q``: chunked prefill, speculative verification) in a
   grid under one wave, where ours splits the keys and cuDNN does not
-  (1.27x-4.78x). Everything else goes to mx.fast:
+  (1.62x-4.64x). Everything else goes to mx.fast:
   cuDNN is faster for float16/bfloat16 prefill from L = 512 (ours
   0.66x-0.93x its speed), and for float32 the one measurement of the
   general kernel (an older kernel) lost to mx.fast's unfused TF32 path from
@@ -75,8 +75,8 @@ SHORT_MAX_LENGTH = 64
 CUDA_SMALLEST_QUERY_BLOCK = 64
 CUDA_LARGEST_WAVE = 3 * 192
 # CUDA: the fewest keys a query at which ours, splitting the keys of a grid
-# under one wave, was measured faster than cuDNN (1.27x-4.78x from 32 on;
-# 0.57x-0.80x at one key a query, where cuDNN's own blocks fill the GPU).
+# under one wave, was measured faster than cuDNN (1.62x-4.64x from 32 on;
+# 0.56x at one key a query, where cuDNN's own blocks fill the GPU).
 CUDA_SPLIT_KEYS_PER_QUERY = 32
 # can_use_fused's reason for calls the short-sequence kernel takes (README,
 # "Short sequences").
@@ -129,6 +129,10 @@ _H200_WORKLOAD_RUN = (
 )
 _H200_MASK_RUN = (
     "H200, MLX 0.32.4 CUDA, 2026-12-02 05:36 UTC, commit 8265377, CUPTI kernel "
+    "time; benchmarks/RESULTS.md 'Calls models make'"
+)
+_H200_LONG_CACHE_RUN = (
+    "H200, MLX 0.32.4 CUDA, 2026-12-02 11:56 UTC, commit 4482bde, CUPTI kernel "
     "time; benchmarks/RESULTS.md 'Calls models make'"
 )
 _H200_HEAD_DIM_RUN = (
@@ -184,6 +188,37 @@ MEASUREMENTS = (
     ),
     Measurement(
         "cuda", "decode B=8 H_q=32 H_kv=8 L_k=4096 D=128 bfloat16", 40.3, 74.9, _H200_WORKLOAD_RUN
+    ),
+    Measurement(
+        "cuda",
+        "chunked prefill B=1 H_q=32 H_kv=8 L_q=128 L_k=32768 D=128 bfloat16 causal",
+        164.4,
+        393.5,
+        _H200_LONG_CACHE_RUN,
+    ),
+    Measurement(
+        "cuda",
+        "chunked prefill B=1 H_q=32 H_kv=8 L_q=128 L_k=4096 D=128 bfloat16 causal",
+        33.3,
+        53.9,
+        _H200_LONG_CACHE_RUN,
+    ),
+    Measurement(
+        "cuda",
+        "speculative verify B=1 H_q=32 H_kv=8 L_q=16 L_k=4096 D=128 bfloat16 causal",
+        18.4,
+        53.3,
+        _H200_LONG_CACHE_RUN,
+    ),
+    Measurement(
+        "cuda",
+        "speculative verify B=1 H_q=32 H_kv=8 L_q=16 L_k=32768 D=128 bfloat16 causal",
+        84.3,
+        390.6,
+        _H200_LONG_CACHE_RUN,
+    ),
+    Measurement(
+        "cuda", "small grid B=1 H=8 L=1024 D=128 bfloat16 (keys split)", 29.5, 16.6, _H200_LONG_CACHE_RUN
     ),
     Measurement(
         "cuda",
@@ -324,8 +359,8 @@ def _cuda_by_kernel(
             return FUSED, (
                 f"CUDA: few queries against a long cache, whose keys ours splits "
                 f"({fused_reason}) and cuDNN does not (H200, 32/8 heads, D=128 bf16 "
-                "causal: L_q=128 L_k=32768 159 us against 393 us, L_q=16 L_k=4096 "
-                "17 against 53)"
+                "causal: L_q=128 L_k=32768 164 us against 394 us, L_q=16 L_k=4096 "
+                "18 against 53)"
             )
         return PASSTHROUGH, (
             "CUDA: cuDNN (mx.fast) is faster for float16/bfloat16 prefill whose "
