@@ -152,7 +152,7 @@ constexpr AttnTiles choose_attention_tiles(
   }
   // Past one wave, FlashAttention-3's split: a producer warpgroup copies
   // 128-key blocks by TMA into three stages for two warpgroups of 64
-  // queries, each block's softmax under the previous one's P V: 3-18%
+  // queries, each block's S issued with the previous one's P V: 3-18%
   // faster than four independent 64-query blocks (causal included); within
   // one wave, 128-key blocks halve the waits of each block.
   if (wgmma && d == 128) {
