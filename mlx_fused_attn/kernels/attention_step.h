@@ -6,8 +6,8 @@
 //
 // and the epilogue, O / row sum; and, for schedules that let steps overlap
 // (the producer warpgroup's, kv_tma_ring.h), the same step cut in three:
-// each block's S issued with the previous block's P V, and its mask run
-// while that P V is on the tensor cores. The K and V blocks
+// each block's S issued with the previous block's P V, and its mask and
+// softmax run while that P V is on the tensor cores. The K and V blocks
 // are `KBlock` and `VBlock` (a Target's KVBlock: padded_block.h,
 // swizzled_block.h), which own the products; the masks are the kernel's
 // (attention_masks.h, or the neighborhood's), and the pipeline
@@ -113,11 +113,9 @@ FA_FUNC void attention_step(
 /// products are issued and waited for apart (swizzled_block.h) and a
 /// schedule that lets the step say when a block is done (kv_tma_ring.h):
 /// block kb's S and block kb - 1's P V run on the tensor cores together,
-/// and kb's mask runs under P V (ptxas, CUDA 13.0, puts P V's wait at the
-/// top of the softmax's basic block, so the softmax follows it; the other
-/// math warpgroup's products fill that time, docs/gpu_kernels.md). Three
-/// parts: the first block's S and weights, each later block with the
-/// previous one's P V, and the last block's P V.
+/// and kb's mask and softmax run under P V. Three parts: the first block's
+/// S and weights, each later block with the previous one's P V, and the
+/// last block's P V.
 template <
     typename KBlock,
     typename Step,
@@ -167,7 +165,7 @@ FA_FUNC void attention_step_overlapped(
   pipe.acquire_v(kb - 1);
   VBlock::issue_mma_ab(st.o, st.p, pipe.v_block(kb - 1));
 
-  // -------------------------------- mask under P V, then the softmax
+  // ---------------------------------- mask and softmax under P V
   KBlock::template retire<1>(st.s); // committed first
   const float score_scale = masks.apply(st.s, pre, visit, lane);
   float factor[Step::STile::kRowSlots];
@@ -175,10 +173,17 @@ FA_FUNC void attention_step_overlapped(
       softmax_weights(st.softmax, st.s, score_scale, factor);
 
   // ---------------------- P V has landed: rescale O, the next P
-  VBlock::template retire<0>(st.o);
+  // P V's wait is in each arm of the rescale's branch: in the softmax's
+  // basic block ptxas (CUDA 13.0) would schedule it first, and the softmax
+  // after it (docs/gpu_kernels.md).
+  if (FA_SIMD_ANY(moved)) {
+    VBlock::template retire<0, 0>(st.o);
+    row_bin_op<MulOp>(st.o, factor);
+  } else {
+    VBlock::template retire<0, 1>(st.o);
+  }
   VBlock::keep_until_done(st.p);
   pipe.release(kb - 1);
-  softmax_rescale(st.o, factor, moved);
   tile_to_operand(st.p, st.s);
 }
 

@@ -149,7 +149,7 @@ struct SwizzledBlock : CpAsyncLoader<
   /// tiles' overlapped step, attention_step.h); `retire` waits
   /// until at most kPending groups are in flight and pins the accumulators
   /// of the products it waited for. A registers must stay untouched until
-  /// then (keep_until_done after retire).
+  /// then (keep_until_done after retire). kSite: wgmma_wait's.
   template <int N, typename Q>
   static FA_FUNC void
   issue_mma_abt(Tile<MmaFragC, 1, N>& s, const Q& q, const T* block) {
@@ -168,9 +168,9 @@ struct SwizzledBlock : CpAsyncLoader<
     issue_ab(o.frags[0].v, p, block);
     wgmma_commit();
   }
-  template <int kPending, int N>
+  template <int kPending, int kSite = 0, int N>
   static FA_FUNC void retire(Tile<MmaFragC, 1, N>& acc) {
-    wgmma_wait<kPending>();
+    wgmma_wait<kPending, kSite>();
     wgmma_fence_operands<N * MmaFragC::kCols / 2>(acc.frags[0].v);
   }
 

@@ -53,9 +53,14 @@ FA_FUNC void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
-template <int kPending>
+/// kSite tells apart the waits in the two arms of a branch: the compiler
+/// would merge identical ones above the branch, and there ptxas (CUDA 13.0)
+/// schedules a wait ahead of the independent work of its basic block.
+template <int kPending, int kSite = 0>
 FA_FUNC void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+  asm volatile("wgmma.wait_group.sync.aligned %0; // %1\n" ::"n"(kPending),
+               "n"(kSite)
+               : "memory");
 }
 
 /// Pins n registers in place across the fences: an empty asm that reads
