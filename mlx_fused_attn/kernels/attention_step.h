@@ -132,7 +132,9 @@ FA_FUNC void attention_step_first(
   typename Masks::template Prefetch<typename Step::STile>::type pre;
   masks.prefetch(pre, visit, lane);
   masks.start(st.s, visit, lane);
+  pipe.take_turn();
   KBlock::issue_mma_abt(st.s, q, pipe.k_block(0));
+  pipe.pass_turn(false);
   KBlock::template retire<0>(st.s);
   const float score_scale = masks.apply(st.s, pre, visit, lane);
   // O is still zero: nothing to rescale.
@@ -161,9 +163,11 @@ FA_FUNC void attention_step_overlapped(
 
   // --------------------------------- S = Q K_kb^T and O += P_kb-1 V_kb-1
   masks.start(st.s, visit, lane);
+  pipe.take_turn();
   KBlock::issue_mma_abt(st.s, q, pipe.k_block(kb));
   pipe.acquire_v(kb - 1);
   VBlock::issue_mma_ab(st.o, st.p, pipe.v_block(kb - 1));
+  pipe.pass_turn(false);
 
   // ---------------------------------- mask and softmax under P V
   KBlock::template retire<1>(st.s); // committed first
@@ -193,7 +197,9 @@ FA_FUNC void attention_step_last(
     const FA_THREAD Pipeline& pipe,
     int kb) {
   pipe.acquire_v(kb);
+  pipe.take_turn();
   VBlock::issue_mma_ab(st.o, st.p, pipe.v_block(kb));
+  pipe.pass_turn(true);
   VBlock::template retire<0>(st.o);
   VBlock::keep_until_done(st.p);
   pipe.release(kb);

@@ -39,6 +39,8 @@ constexpr int kKVTmaSyncBytes = 1024;
 
 /// The named barrier of the consumers alone (0 is the threadgroup's).
 constexpr int kConsumerBarrier = 1;
+/// The named barriers of the math warpgroups' turns (one each).
+constexpr int kTurnBarrier = 2;
 
 template <typename Block, typename Source, int kStages>
 struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
@@ -56,12 +58,40 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
     return unsigned(kb / kStages) & 1u;
   }
 
+  /// The math warpgroups take turns at issuing their products
+  /// (FlashAttention-3's ping-pong): one's softmax runs while the other's
+  /// products have the tensor cores, rather than both waiting on them at
+  /// once. A turn is a named barrier of the warpgroup waiting for it and
+  /// the one handing it over.
+  FA_CONST int kWarpgroups = Source::kThreads / 128;
+  static_assert(kWarpgroups == 2, "the turns are a pair's");
+  FA_FUNC int warpgroup() const {
+    return Base::tid / 128;
+  }
+
   /// This thread's copies of Q (cp.async, uncommitted) have landed, made
-  /// visible to the products, and by the barrier everyone's.
+  /// visible to the products, and by the barrier everyone's; the first
+  /// warpgroup has the first turn.
   FA_FUNC void start() const {
     Block::commit();
     Block::template wait<0>();
     named_barrier(kConsumerBarrier, Source::kThreads);
+    if (warpgroup() == 0) {
+      named_barrier_arrive(kTurnBarrier, 2 * 128);
+    }
+  }
+
+  FA_FUNC void take_turn() const {
+    named_barrier(kTurnBarrier + warpgroup(), 2 * 128);
+  }
+
+  /// Hands the turn to the other warpgroup, which after its `last` products
+  /// nobody waits for.
+  FA_FUNC void pass_turn(bool last) const {
+    if (!(last && warpgroup() == kWarpgroups - 1)) {
+      named_barrier_arrive(
+          kTurnBarrier + (warpgroup() + 1) % kWarpgroups, 2 * 128);
+    }
   }
 
   FA_FUNC void acquire(int kb) const {

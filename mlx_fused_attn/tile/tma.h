@@ -95,6 +95,11 @@ FA_FUNC void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+/// This warp's arrival at named barrier `id` without waiting for it.
+FA_FUNC void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 /// This warpgroup's registers a thread become kRegs (sm_90a): a producer
 /// gives its registers up and the math warpgroups take them.
 template <int kRegs>
