@@ -2,8 +2,9 @@
 the wgmma.fence before them: the PTX ISA leaves a write to those registers
 between the fence and the products undefined. The tile ops pin every
 accumulator before the fence (swizzled_block.h); this checks the PTX nvcc
-makes of the forward and both backward kernels: between each wgmma.fence
-and its commit, no instruction but the products writes a float register.
+makes of the forward kernels (the producer warpgroup's too) and both
+backward kernels: between each wgmma.fence and its commit, no instruction
+but the products writes a float register.
 Skips without nvcc."""
 
 import os
@@ -22,6 +23,7 @@ KERNELS = r"""
 const void* kernels[] = {
     (const void*)fa::attention_kernel<fa::half_t, 128, 128, fa::AttnTilesOf<64, 128, 4, 1, 2, true, true>, true, true>,
     (const void*)fa::attention_kernel<fa::half_t, 64, 64, fa::AttnTilesOf<64, 128, 4, 2, 3, true, false>, false, true>,
+    (const void*)fa::attention_producer_kernel<fa::bfloat_t, 128, 128, fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true>, true, true>,
     (const void*)fa::attention_bwd_dkdv_kernel<fa::bfloat_t, 128, fa::AttnTilesOf<64, 64, 4, 2, 1, true, true>, true, false>,
     (const void*)fa::attention_bwd_dq_kernel<fa::bfloat_t, 128, fa::AttnTilesOf<64, 64, 4, 2, 1, true, false>, false, true>,
     (const void*)fa::attention_bwd_dq_kernel<fa::half_t, 64, fa::AttnTilesOf<64, 128, 4, 2, 1, true, true>, true, false>,

@@ -1,0 +1,82 @@
+"""The producer kernel's softmax runs under its own P V (attention_step.h's
+overlapped step): ptxas schedules a wgmma.wait_group first in its basic
+block, so P V's wait sits in the arms of the rescale's branch, after the
+softmax. This compiles the producer kernels (sm_90a) and reads their SASS:
+in the key loop, the block's exponentials must lie between the wait for S
+(at most one group pending: `WARPGROUP.DEPBAR.LE gsb0, 0x1`) and the wait
+for P V (none pending: `0x0`). Skips without nvcc or nvdisasm (the
+`test-cuda` extra installs NVIDIA's nvdisasm wheel)."""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from test_cuda_compile import find_nvcc
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TILES = "fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true>"
+# (causal, mask): the three instances the AOT build makes of each dtype.
+INSTANCES = [("false", "false"), ("true", "false"), ("false", "true")]
+KERNELS = (
+    '#include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"\n'
+    "const void* kernels[] = {\n"
+    + "".join(
+        f"    (const void*)fa::attention_producer_kernel<fa::bfloat_t, 128, 128, {TILES}, {c}, {m}>,\n"
+        for c, m in INSTANCES
+    )
+    + "};\n"
+)
+
+# A thread's scores of one block: 64 query rows by 128 keys over a warpgroup.
+SCORES_PER_THREAD = 64 * 128 // 128
+
+
+def find_nvdisasm(nvcc):
+    candidates = [shutil.which("nvdisasm"), os.path.join(os.path.dirname(nvcc), "nvdisasm")]
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        candidates.append(os.path.join(root, "cu13", "bin", "nvdisasm"))
+    return next((c for c in candidates if c and os.path.exists(c)), None)
+
+
+def exponentials_under_product(sass):
+    """The most MUFU.EX2 between a `DEPBAR.LE gsb0, 0x1` and the next
+    `DEPBAR.LE gsb0, 0x0` of one function's SASS, in address order."""
+    best, count = 0, None
+    for line in sass.splitlines():
+        if re.search(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x1\b", line):
+            count = 0
+        elif re.search(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x0\b", line):
+            if count is not None:
+                best = max(best, count)
+            count = None
+        elif count is not None and "MUFU.EX2" in line:
+            count += 1
+    return best
+
+
+def test_softmax_runs_under_its_product(tmp_path):
+    nvcc = find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    nvdisasm = find_nvdisasm(nvcc)
+    if nvdisasm is None:
+        pytest.skip("nvdisasm not found")
+    src = tmp_path / "kernels.cu"
+    src.write_text(KERNELS)
+    cubin = tmp_path / "kernels.cubin"
+    subprocess.run(
+        [nvcc, "-std=c++17", "-O3", "-arch=sm_90a", f"-I{REPO}", "-cubin", str(src), "-o", str(cubin)],
+        check=True,
+    )
+    sass = subprocess.run([nvdisasm, str(cubin)], check=True, capture_output=True, text=True).stdout
+    functions = re.split(r"\n//-+ \.text\.", sass)[1:]
+    assert len(functions) == len(INSTANCES)
+    for body in functions:
+        name = body.splitlines()[0].strip()
+        assert exponentials_under_product(body) >= SCORES_PER_THREAD, name
