@@ -85,8 +85,8 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
     named_barrier(kTurnBarrier + warpgroup(), 2 * 128);
   }
 
-  /// Hands the turn to the other warpgroup, which after its `last` products
-  /// nobody waits for.
+  /// Hands the turn to the other warpgroup; after the `last` products the
+  /// second warpgroup's turn would have no taker, so it keeps it.
   FA_FUNC void pass_turn(bool last) const {
     if (!(last && warpgroup() == kWarpgroups - 1)) {
       named_barrier_arrive(
