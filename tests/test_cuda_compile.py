@@ -71,6 +71,18 @@ def nvcc(*args, cwd=None):
     return r
 
 
+def nvcc_output(tmp_path, source, kind, arch):
+    """`source` (a .cu file's text) compiled to `kind` ("ptx", "cubin") for
+    `arch` ("compute_90a", "sm_90a"): the output's path. Skips without nvcc."""
+    if NVCC is None:
+        pytest.skip("nvcc not found")
+    src = tmp_path / "kernels.cu"
+    src.write_text(source)
+    out = tmp_path / f"kernels.{kind}"
+    nvcc(f"-arch={arch}", f"-{kind}", str(src), "-o", str(out))
+    return out
+
+
 def gencode(archs):
     return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
 

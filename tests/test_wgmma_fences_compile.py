@@ -7,15 +7,9 @@ backward kernels: between each wgmma.fence and its commit, no instruction
 but the products writes a float register.
 Skips without nvcc."""
 
-import os
 import re
-import subprocess
 
-import pytest
-
-from test_cuda_compile import find_nvcc
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from test_cuda_compile import nvcc_output
 
 KERNELS = r"""
 #include "mlx_fused_attn/backend/cuda/attention_backward_kernel.cuh"
@@ -49,16 +43,6 @@ def unfenced_writes(ptx):
 
 
 def test_no_accumulator_write_between_fence_and_products(tmp_path):
-    nvcc = find_nvcc()
-    if nvcc is None:
-        pytest.skip("nvcc not found")
-    src = tmp_path / "kernels.cu"
-    src.write_text(KERNELS)
-    ptx = tmp_path / "kernels.ptx"
-    subprocess.run(
-        [nvcc, "-std=c++17", "-O3", "-arch=compute_90a", f"-I{REPO}", "-ptx", str(src), "-o", str(ptx)],
-        check=True,
-    )
-    text = ptx.read_text()
+    text = nvcc_output(tmp_path, KERNELS, "ptx", "compute_90a").read_text()
     assert text.count("wgmma.fence.sync.aligned") >= 8
     assert unfenced_writes(text) == []
