@@ -178,8 +178,8 @@ FA_FUNC void attention_step_overlapped(
 
   // ---------------------- P V has landed: rescale O, the next P
   // P V's wait is in each arm of the rescale's branch: in the softmax's
-  // basic block ptxas (CUDA 13.0) would schedule it first, and the softmax
-  // after it (docs/gpu_kernels.md).
+  // basic block ptxas (CUDA 13.0) would schedule it ahead of the softmax
+  // (docs/gpu_kernels.md).
   if (FA_SIMD_ANY(moved)) {
     VBlock::template retire<0, 0>(st.o);
     row_bin_op<MulOp>(st.o, factor);

@@ -55,7 +55,7 @@ FA_FUNC void wgmma_commit() {
 
 /// kSite tells apart the waits in the two arms of a branch: the compiler
 /// would merge identical ones above the branch, and there ptxas (CUDA 13.0)
-/// schedules a wait ahead of the independent work of its basic block.
+/// schedules a wait early, ahead of independent work in its basic block.
 template <int kPending, int kSite = 0>
 FA_FUNC void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0; // %1\n" ::"n"(kPending),
