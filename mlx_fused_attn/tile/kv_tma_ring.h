@@ -61,10 +61,11 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
   /// The math warpgroups take turns at issuing their products
   /// (FlashAttention-3's ping-pong): one's softmax runs while the other's
   /// products have the tensor cores, rather than both waiting on them at
-  /// once. A turn is a named barrier of the warpgroup waiting for it and
-  /// the one handing it over.
+  /// once.
   FA_CONST int kWarpgroups = Source::kThreads / 128;
   static_assert(kWarpgroups == 2, "the turns are a pair's");
+  /// A turn's barrier: the warpgroup taking it and the one handing it over.
+  FA_CONST int kTurnThreads = 2 * 128;
   FA_FUNC int warpgroup() const {
     return Base::tid / 128;
   }
@@ -77,12 +78,12 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
     Block::template wait<0>();
     named_barrier(kConsumerBarrier, Source::kThreads);
     if (warpgroup() == 0) {
-      named_barrier_arrive(kTurnBarrier, 2 * 128);
+      named_barrier_arrive(kTurnBarrier, kTurnThreads);
     }
   }
 
   FA_FUNC void take_turn() const {
-    named_barrier(kTurnBarrier + warpgroup(), 2 * 128);
+    named_barrier(kTurnBarrier + warpgroup(), kTurnThreads);
   }
 
   /// Hands the turn to the other warpgroup; after the `last` products the
@@ -90,7 +91,7 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
   FA_FUNC void pass_turn(bool last) const {
     if (!(last && warpgroup() == kWarpgroups - 1)) {
       named_barrier_arrive(
-          kTurnBarrier + (warpgroup() + 1) % kWarpgroups, 2 * 128);
+          kTurnBarrier + (warpgroup() + 1) % kWarpgroups, kTurnThreads);
     }
   }
 
