@@ -96,7 +96,8 @@ fa_attention(
       tgid.y,
       tgid.z,
       warp,
-      lane);
+      lane,
+      /* ring_first = */ 0);
 }
 
 // Names must match attention_kernel_name() in
