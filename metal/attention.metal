@@ -96,8 +96,7 @@ fa_attention(
       tgid.y,
       tgid.z,
       warp,
-      lane,
-      /* ring_first = */ 0);
+      lane);
 }
 
 // Names must match attention_kernel_name() in

@@ -144,14 +144,10 @@ def hopper():
 # B, H_q, H_kv, L_q, L_k: past one wave of 64-query blocks on an H200 (132
 # multiprocessors, two blocks each), so D = 128 in 16 bits takes the
 # producer warpgroup's tiles (kv_tma_ring.h) on Hopper; ragged 128-row
-# query and key blocks. Tiles that all visit the same key blocks (all but
-# "causal" and the masks) run on a persistent grid of one wave, most of
-# its threadgroups two tiles in turn (attention_cuda.cpp's launch_grid).
+# query and key blocks.
 PRODUCER_CASES = {
     "plain": ((2, 32, 8, 300, 333), None, "plain"),
     "causal": ((2, 32, 8, 300, 700), "causal", "plain"),
-    # Chunked prefill: one causal query block a head, on the persistent grid.
-    "causal_chunk": ((8, 32, 8, 100, 1000), "causal", "plain"),
     "bool": ((2, 32, 32, 300, 333), "bool", "plain"),
     "additive": ((2, 32, 8, 300, 333), "additive", "plain"),
     "sinks": ((2, 32, 8, 300, 333), None, "sinks"),

@@ -304,12 +304,8 @@ FA_FUNC void attention_store_rows(
   }
 }
 
-/// One tile: query block q_block of (batch, head), or its split of the
-/// keys. Its key blocks are the schedule's blocks ring_first on (a
-/// persistent threadgroup's ring, kv_tma_ring.h; 0 elsewhere); returns how
-/// many it took.
 template <typename Target, typename Shape>
-FA_FUNC int attention_block(
+FA_FUNC void attention_block(
     const FA_DEVICE typename Shape::elem_type* q,
     const FA_DEVICE typename Shape::elem_type* k,
     const FA_DEVICE typename Shape::elem_type* v,
@@ -327,8 +323,7 @@ FA_FUNC int attention_block(
     int head,
     int batch,
     int warp,
-    lane_t lane,
-    int ring_first) {
+    lane_t lane) {
   typedef typename Shape::elem_type T;
   typedef AttnKVSource<Target, Shape> Source;
   typedef typename Source::KBlock KBlock;
@@ -361,7 +356,7 @@ FA_FUNC int attention_block(
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
           p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, visits),
-      n_blocks, warp * kSimdWidth + lane, ring_first);
+      n_blocks, warp * kSimdWidth + lane);
   AttnBlockMasks<T, kBK> masks = attention_block_masks<T, kBK>(
       p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, q_row0);
   masks.align_k = f.align_k;
@@ -431,7 +426,6 @@ FA_FUNC int attention_block(
             q_row0 * p.o_strides[2],
         st.o, p.o_strides[2], p.L_q - q_row0, q_ragged, lane);
   }
-  return n_blocks;
 }
 
 } // namespace fa

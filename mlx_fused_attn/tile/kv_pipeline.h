@@ -41,13 +41,9 @@ struct KVPipelineBase {
   Source src;
   int n_blocks; ///< key blocks the threadgroup visits
   int tid;
-  /// The schedule's blocks before this run's block 0: a threadgroup that
-  /// runs several tiles carries its ring on (the TMA ring's persistent
-  /// grid, kv_tma_ring.h); 0 for the schedules whose start fills the stages.
-  int first;
 
-  FA_FUNC int stage(int kb) const {
-    return (first + kb) % kStages;
+  static FA_FUNC int stage(int kb) {
+    return kb % kStages;
   }
   FA_FUNC const FA_THREADGROUP typename Source::elem_type* k_block(
       int kb) const {
@@ -58,10 +54,10 @@ struct KVPipelineBase {
     return src.v_block(stage(kb));
   }
 
-  /// Starts the copies of blocks from .. to, each into its stage, as one
+  /// Starts the copies of blocks first .. last, each into its stage, as one
   /// group.
-  FA_FUNC void load_blocks(int from, int to) const {
-    for (int b = from; b <= to; ++b) {
+  FA_FUNC void load_blocks(int first, int last) const {
+    for (int b = first; b <= last; ++b) {
       src.load_kv(b, stage(b), tid);
     }
     Block::commit();
@@ -93,7 +89,7 @@ struct KVRing : KVPipelineBase<Block, Source, kStages> {
   FA_FUNC void start() const {
     for (int kb = 0; kb < kStages - 1; ++kb) {
       if (kb < Base::n_blocks) {
-        Base::src.load_kv(kb, Base::stage(kb), Base::tid);
+        Base::src.load_kv(kb, kb, Base::tid);
       }
       Block::commit();
     }
@@ -205,17 +201,14 @@ using KVPipelineOf =
     typename KVPipelineChoice<Block, Source, kStages, Block::kAsync>::type;
 
 /// A pipeline over `src`'s first n_blocks key blocks, for thread `tid` of
-/// the threadgroup, its block 0 the schedule's block `first`. (Member by
-/// member: Metal's C++14 has no aggregate initialisation of a type with a
-/// base.)
+/// the threadgroup. (Member by member: Metal's C++14 has no aggregate
+/// initialisation of a type with a base.)
 template <typename Pipeline, typename Source>
-FA_FUNC Pipeline
-kv_pipeline(Source src, int n_blocks, int tid, int first = 0) {
+FA_FUNC Pipeline kv_pipeline(Source src, int n_blocks, int tid) {
   Pipeline pipe;
   pipe.src = src;
   pipe.n_blocks = n_blocks;
   pipe.tid = tid;
-  pipe.first = first;
   return pipe;
 }
 

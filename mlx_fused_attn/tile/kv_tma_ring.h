@@ -17,11 +17,6 @@
 // the same blocks. The Source is attention.h's AttnKVSource: the stages'
 // addresses, the barriers' (sync_smem, after V's stages) and the consumer
 // threads (kThreads).
-//
-// A threadgroup may run several tiles (a persistent grid): both roles then
-// carry the ring on from one tile's blocks to the next (the pipeline's
-// `first`), so the producer copies the next tile's first blocks while the
-// math finishes this one.
 #pragma once
 
 #include "mlx_fused_attn/tile/kv_pipeline.h"
@@ -42,15 +37,10 @@ struct KVTmaBarriers {
 /// 1024 bytes, so that swizzled blocks after it stay aligned.
 constexpr int kKVTmaSyncBytes = 1024;
 
-/// The named barriers of the math warpgroups' turns (one each; 0 is the
-/// threadgroup's).
-constexpr int kTurnBarrier = 1;
-/// The named barriers of the warpgroups' Q copies (one each).
-constexpr int kQBarrier = 3;
-/// Warpgroups of the math, and the threads of a turn's barrier: the
-/// warpgroup taking it and the one handing it over.
-constexpr int kMathWarpgroups = 2;
-constexpr int kTurnThreads = 2 * 128;
+/// The named barrier of the consumers alone (0 is the threadgroup's).
+constexpr int kConsumerBarrier = 1;
+/// The named barriers of the math warpgroups' turns (one each).
+constexpr int kTurnBarrier = 2;
 
 template <typename Block, typename Source, int kStages>
 struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
@@ -64,38 +54,45 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
   FA_FUNC Barriers* barriers() const {
     return reinterpret_cast<Barriers*>(Base::src.sync_smem());
   }
-  FA_FUNC unsigned parity(int kb) const {
-    return unsigned((Base::first + kb) / kStages) & 1u;
+  static FA_FUNC unsigned parity(int kb) {
+    return unsigned(kb / kStages) & 1u;
   }
 
   /// The math warpgroups take turns at issuing their products
   /// (FlashAttention-3's ping-pong): one's softmax runs while the other's
   /// products have the tensor cores, rather than both waiting on them at
   /// once.
-  static_assert(
-      Source::kThreads == kMathWarpgroups * 128, "the turns are a pair's");
+  FA_CONST int kWarpgroups = Source::kThreads / 128;
+  static_assert(kWarpgroups == 2, "the turns are a pair's");
+  /// A turn's barrier: the warpgroup taking it and the one handing it over.
+  FA_CONST int kTurnThreads = 2 * 128;
   FA_FUNC int warpgroup() const {
     return Base::tid / 128;
   }
 
   /// This thread's copies of Q (cp.async, uncommitted) have landed, made
-  /// visible to the products, and by the barrier its warpgroup's, the only
-  /// one to read them (q_in_shared.h).
+  /// visible to the products, and by the barrier everyone's; the first
+  /// warpgroup has the first turn.
   FA_FUNC void start() const {
     Block::commit();
     Block::template wait<0>();
-    named_barrier(kQBarrier + warpgroup(), 128);
+    named_barrier(kConsumerBarrier, Source::kThreads);
+    if (warpgroup() == 0) {
+      named_barrier_arrive(kTurnBarrier, kTurnThreads);
+    }
   }
 
-  /// The turns pass strictly in alternation over all of a threadgroup's
-  /// tiles, between kv_tma_turns_begin and kv_tma_turns_end.
   FA_FUNC void take_turn() const {
     named_barrier(kTurnBarrier + warpgroup(), kTurnThreads);
   }
 
-  FA_FUNC void pass_turn() const {
-    named_barrier_arrive(
-        kTurnBarrier + (warpgroup() + 1) % kMathWarpgroups, kTurnThreads);
+  /// Hands the turn to the other warpgroup; after the `last` products the
+  /// second warpgroup's turn would have no taker, so it keeps it.
+  FA_FUNC void pass_turn(bool last) const {
+    if (!(last && warpgroup() == kWarpgroups - 1)) {
+      named_barrier_arrive(
+          kTurnBarrier + (warpgroup() + 1) % kWarpgroups, kTurnThreads);
+    }
   }
 
   FA_FUNC void acquire(int kb) const {
@@ -115,22 +112,6 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
     }
   }
 };
-
-/// Before a threadgroup's first tile: the first warpgroup has the first
-/// turn. `warpgroup` counts the math's.
-FA_FUNC void kv_tma_turns_begin(int warpgroup) {
-  if (warpgroup == 0) {
-    named_barrier_arrive(kTurnBarrier, kTurnThreads);
-  }
-}
-
-/// After its last tile: the first warpgroup takes the turn that the second
-/// passed last, so that no arrival outlives the threadgroup.
-FA_FUNC void kv_tma_turns_end(int warpgroup) {
-  if (warpgroup == 0) {
-    named_barrier(kTurnBarrier, kTurnThreads);
-  }
-}
 
 /// One thread's barrier set-up, before the threadgroup's barrier that
 /// precedes both roles: the producer's one arrival on full_k and full_v, one
@@ -170,9 +151,8 @@ FA_FUNC void kv_tma_copy_block(
 }
 
 /// The producer's one thread: block i of `visits` (visits.block(i) times
-/// kBK keys on), i < n_blocks, into the ring's block first + i (stage
-/// (first + i) % kStages) once the consumers have released the block that
-/// stage held before.
+/// kBK keys on), i < n_blocks, into stage i % kStages once the consumers
+/// have released the block that stage held before.
 template <
     typename KBlock,
     typename VBlock,
@@ -188,14 +168,12 @@ FA_FUNC void kv_tma_produce(
     const TmaMap& v_map,
     Visits visits,
     int n_blocks,
-    int first,
     int kv_head,
     int batch) {
   for (int kb = 0; kb < n_blocks; ++kb) {
-    const int r = first + kb;
-    const int s = r % kStages;
-    if (r >= kStages) {
-      mbarrier_wait(&bars->empty[s], unsigned(r / kStages - 1) & 1u);
+    const int s = kb % kStages;
+    if (kb >= kStages) {
+      mbarrier_wait(&bars->empty[s], unsigned(kb / kStages - 1) & 1u);
     }
     const int key0 = visits.block(kb) * kBK;
     kv_tma_copy_block<KBlock>(

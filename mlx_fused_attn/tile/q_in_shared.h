@@ -8,11 +8,9 @@
 //
 // The copy is cp.async into the same swizzled panels as a K block, one
 // 64-row block a warpgroup, so that each warpgroup's A operand is a block of
-// its own; each warpgroup copies its own, so that it waits for no other to
-// reload it (a persistent grid's next tile). q_load issues it without
-// committing a group: the copies join the group of the first K/V block, so
-// the wait and barrier before that block's products cover Q too (the body
-// issues Q first).
+// its own. q_load issues it without committing a group: the copies join the
+// group of the first K/V block, so the wait and barrier before that block's
+// products cover Q too (the body issues Q first).
 #pragma once
 
 #include "mlx_fused_attn/params.h"
@@ -27,9 +25,8 @@ namespace fa {
 template <typename T, int kRows, int kCols, int kThreads, int kSrcCols = kCols>
 struct QInShared {
   FA_CONST int kGroupRows = 64; ///< the rows of a warpgroup's products
-  FA_CONST int kGroupThreads = 128;
   typedef SwizzledRows<T, kGroupRows, kCols> Layout;
-  typedef CpAsyncLoader<T, kGroupRows, kCols, Layout, kGroupThreads, kSrcCols>
+  typedef CpAsyncLoader<T, kGroupRows, kCols, Layout, kThreads, kSrcCols>
       Loader;
   FA_CONST int kSmemElems = kRows * kCols;
   static_assert(kRows % kGroupRows == 0, "whole warpgroups of query rows");
@@ -48,16 +45,18 @@ FA_FUNC void q_load(
     int warp,
     lane_t lane) {
   typedef QInShared<T, kRows, kCols, kThreads, kSrcCols> Q;
-  const int group_warps = Q::kGroupThreads / kSimdWidth;
-  const int tid = (warp % group_warps) * kSimdWidth + lane;
-  const int first = (warp / group_warps) * Q::kGroupRows;
-  T* dst = smem + first * kCols;
-  if (ragged) {
-    Q::Loader::load_safe(dst, src + first * ld, ld, rows - first, tid);
-  } else {
-    Q::Loader::load(dst, src + first * ld, ld, tid);
+  const int tid = warp * kSimdWidth + lane;
+  FA_UNROLL
+  for (int g = 0; g < kRows / Q::kGroupRows; ++g) {
+    const int first = g * Q::kGroupRows;
+    if (ragged) {
+      Q::Loader::load_safe(
+          smem + first * kCols, src + first * ld, ld, rows - first, tid);
+    } else {
+      Q::Loader::load(smem + first * kCols, src + first * ld, ld, tid);
+    }
   }
-  q.smem = dst;
+  q.smem = smem + (warp / 4) * Q::kGroupRows * kCols;
 }
 
 } // namespace fa

@@ -155,44 +155,15 @@ void add_combine_node(
       n_splits);
 }
 
-/// Whether the plan's kernel has a producer warpgroup, which copies K and V
-/// through tensor maps.
-bool has_producer(const AttentionPlan& plan) {
-  return plan.family == KernelFamily::Attention &&
-      std::get<fa::AttnTiles>(plan.tiles).producer;
-}
-
-/// The threadgroups to launch for a plan: its grid, or with a producer
-/// warpgroup whose tiles all visit the same key blocks (no causal rows of
-/// several query blocks, no classes of an array mask) and outnumber one
-/// wave, one wave that runs them in turn (attention_producer_kernel's
-/// persistent grid): a threadgroup's next tile then starts under this
-/// one's epilogue, where a fresh threadgroup would start after it.
-dim3 launch_grid(const AttentionPlan& plan, int device) {
-  const dim3 grid(plan.grid.x, plan.grid.y, plan.grid.z);
-  if (!has_producer(plan)) {
-    return grid;
-  }
-  const fa::AttnTiles& tiles = std::get<fa::AttnTiles>(plan.tiles);
-  const fa::AttnParams& p = plan.params;
-  const bool uniform = !plan.features.mask_blocks &&
-      (!plan.features.causal || p.L_q <= tiles.bq);
-  const int64_t n_tiles = int64_t(grid.x) * grid.y * grid.z;
-  const int64_t wave =
-      int64_t(cuda::multiprocessor_count(device)) * tiles.min_blocks;
-  return uniform && n_tiles > wave ? dim3(static_cast<unsigned>(wave)) : grid;
-}
-
-/// Adds the plan's kernel `function` to the encoder's graph over `grid`;
-/// both families take these arguments, each with its own features, and the
-/// general one also where split keys write, the LSE goes and the mask's
-/// classes by block are, and with a producer warpgroup the tensor maps of K
-/// and V (`extra`).
+/// Adds the plan's kernel `function` to the encoder's graph; both families
+/// take these arguments, each with its own features, and the general one
+/// also where split keys write, the LSE goes and the mask's classes by
+/// block are, and with a producer warpgroup the tensor maps of K and V
+/// (`extra`).
 template <typename Features, typename... Extra>
 void add_attention_node(
     cu::CommandEncoder& enc,
     CUfunction function,
-    dim3 grid,
     const AttentionPlan& plan,
     fa::AttnParams params,
     const mx::array& q,
@@ -205,7 +176,7 @@ void add_attention_node(
     Extra... extra) {
   enc.add_kernel_node_ex(
       function,
-      grid,
+      dim3(plan.grid.x, plan.grid.y, plan.grid.z),
       dim3(plan.grid.warps * fa::kSimdWidth),
       {},
       static_cast<uint32_t>(plan.grid.smem_bytes),
@@ -263,7 +234,9 @@ void run(
   const fa::DType dtype = plan.dtype;
   const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
   const int vi = visits_index(plan);
-  const bool producer = has_producer(plan);
+  // A producer warpgroup copies K and V through tensor maps.
+  const bool producer = plan.family == KernelFamily::Attention &&
+      std::get<fa::AttnTiles>(plan.tiles).producer;
   const auto kv_rows = producer ? cuda::tensor_map_rows : cuda::readable_rows;
   const mx::array q = cuda::readable_rows(inputs[0], dtype, s, device, arch);
   const mx::array k = kv_rows(inputs[1], dtype, s, device, arch);
@@ -330,8 +303,7 @@ void run(
 
   if (plan.family == KernelFamily::ShortAttention) {
     add_attention_node(
-        enc, cuda::short_attention_function(plan, device, arch),
-        launch_grid(plan, device), plan, params,
+        enc, cuda::short_attention_function(plan, device, arch), plan, params,
         q, k, v, out, mask_ptr, sinks_ptr, short_features(plan.features));
     return;
   }
@@ -344,17 +316,16 @@ void run(
   }
   const CUfunction function =
       cuda::kernel_function(general_key(plan), device, arch);
-  const dim3 grid = launch_grid(plan, device);
   if (producer) {
     const int rows = std::get<fa::AttnTiles>(plan.tiles).bk;
     add_attention_node(
-        enc, function, grid, plan, params, q, k, v, out, mask_ptr, sinks_ptr,
+        enc, function, plan, params, q, k, v, out, mask_ptr, sinks_ptr,
         features, o_part_ptr, stats_ptr, plan.key_splits, lse, visits_ptr,
         cuda::panel_tensor_map(k, dtype, rows),
         cuda::panel_tensor_map(v, dtype, rows));
   } else {
     add_attention_node(
-        enc, function, grid, plan, params, q, k, v, out, mask_ptr, sinks_ptr,
+        enc, function, plan, params, q, k, v, out, mask_ptr, sinks_ptr,
         features, o_part_ptr, stats_ptr, plan.key_splits, lse, visits_ptr);
   }
   if (o_part) {

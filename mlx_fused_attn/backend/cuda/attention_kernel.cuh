@@ -53,18 +53,8 @@ constexpr bool kSmemBytesAgree =
              AttnQOperand<Target, Shape>::kSmemElems) +
         (Tiles::value.producer ? kKVTmaSyncBytes : 0);
 
-/// The features that an instance fixes at compile time.
-template <bool kCausal, bool kHasMask>
-__device__ __forceinline__ void attention_fixed_features(
-    AttnFeatures& features) {
-  features.causal = kCausal;
-  features.has_mask = kHasMask;
-  // Classes come only with a mask: a constant, so that unmasked
-  // instances compile the plain run of key blocks.
-  features.mask_blocks = kHasMask && features.mask_blocks;
-}
-
-/// Where a tile of the grid works (query block, head, batch, split).
+/// Where a threadgroup of the grid works (query block, head, batch, split),
+/// and the features that the instance fixes at compile time.
 struct AttnGridPlace {
   AttnSplit split;
   int q_block;
@@ -72,23 +62,20 @@ struct AttnGridPlace {
   int batch;
 };
 
-/// Tile (bx, by, bz) of the grid (gx, gy, gz): (query blocks times
-/// splits, H_q, B).
-template <typename T, int D, int DV, bool kCausal>
-__device__ __forceinline__ AttnGridPlace attention_tile_place(
-    int bx,
-    int by,
-    int bz,
-    int gx,
-    int gy,
-    int gz,
+template <typename T, int D, int DV, bool kCausal, bool kHasMask>
+__device__ __forceinline__ AttnGridPlace attention_grid_place(
+    AttnFeatures& features,
     const AttnParams& params,
     float* o_part,
     float* stats,
     int n_splits) {
+  features.causal = kCausal;
+  features.has_mask = kHasMask;
+  // Classes come only with a mask: a constant, so that unmasked
+  // instances compile the plain run of key blocks.
+  features.mask_blocks = kHasMask && features.mask_blocks;
   // A query head streams its share of its key/value head's K and V.
-  const GridBlock g = grid_tile<kCausal, Heaviest::Last>(
-      bx, by, bz, gx, gy, gz,
+  const GridBlock g = grid_block<kCausal, Heaviest::Last>(
       stride_t(params.L_k) * (D + DV) * sizeof(T) / params.gqa_factor);
   const AttnGridPlace place = {
       {o_part, stats, g.x % n_splits, n_splits}, g.x / n_splits, g.head,
@@ -138,10 +125,8 @@ __global__ void __launch_bounds__(
     T* k_smem = reinterpret_cast<T*>(attention_smem);
     T* v_smem = k_smem + t.stages * KBlock::kElems;
 
-    attention_fixed_features<kCausal, kHasMask>(features);
-    const AttnGridPlace at = attention_tile_place<T, D, DV, kCausal>(
-        blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z,
-        params, o_part, stats, n_splits);
+    const AttnGridPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
+        features, params, o_part, stats, n_splits);
     attention_block<Target, Shape>(
         q,
         k,
@@ -160,8 +145,7 @@ __global__ void __launch_bounds__(
         at.head,
         at.batch,
         threadIdx.x / kSimdWidth,
-        threadIdx.x % kSimdWidth,
-        /* ring_first = */ 0);
+        threadIdx.x % kSimdWidth);
   }
 }
 
@@ -172,12 +156,6 @@ __global__ void __launch_bounds__(
 /// swizzled blocks' layout). Warps 0-3 are the producer, whose one thread
 /// copies the blocks (tile/kv_tma_ring.h); the others run attention_block.
 /// Shared memory: K's stages, V's, the ring's barriers, Q.
-///
-/// The grid may be smaller than the tiles (query blocks times splits, H_q,
-/// B; in attention_kernel's order): threadgroup i runs tiles i, i + n, ...
-/// of n, its ring carried on from tile to tile, so that one tile's
-/// epilogue and the next one's first copies overlap (a persistent grid,
-/// attention_cuda.cpp's launch_grid).
 template <
     typename T,
     int D,
@@ -235,17 +213,8 @@ __global__ void __launch_bounds__(
         reinterpret_cast<KVTmaBarriers<t.stages>*>(
             attention_sync_smem<Target, Shape>(v_smem));
 
-    attention_fixed_features<kCausal, kHasMask>(features);
-    const int gx = (params.L_q + t.bq - 1) / t.bq * n_splits;
-    const int n_tiles = gx * params.H_q * params.B;
-    const int stride = gridDim.x * gridDim.y * gridDim.z;
-    const int first_tile =
-        blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    const auto place = [&](int tile) {
-      return attention_tile_place<T, D, DV, kCausal>(
-          tile % gx, tile / gx % params.H_q, tile / gx / params.H_q, gx,
-          params.H_q, params.B, params, o_part, stats, n_splits);
-    };
+    const AttnGridPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
+        features, params, o_part, stats, n_splits);
     const int warp = threadIdx.x / kSimdWidth;
     if (threadIdx.x == 0) {
       kv_tma_init(bars, t.warps);
@@ -254,48 +223,35 @@ __global__ void __launch_bounds__(
     if (warp < kProducerWarps) {
       warpgroup_registers_decrease<kProducerRegs>();
       if (threadIdx.x == 0) {
-        int ring = 0;
-        for (int tile = first_tile; tile < n_tiles; tile += stride) {
-          const AttnGridPlace at = place(tile);
-          const AttnVisitRange range = attention_visit_range<t.bq, t.bk>(
-              params, mask_blocks, features, at.split, at.q_block, at.head,
-              at.batch);
-          kv_tma_produce<KBlock, VBlock, t.stages, t.bk>(
-              bars, k_smem, v_smem, k_map, v_map, range.visits,
-              range.n_blocks, ring, at.head / params.gqa_factor, at.batch);
-          ring += range.n_blocks;
-        }
+        const AttnVisitRange range = attention_visit_range<t.bq, t.bk>(
+            params, mask_blocks, features, at.split, at.q_block, at.head,
+            at.batch);
+        kv_tma_produce<KBlock, VBlock, t.stages, t.bk>(
+            bars, k_smem, v_smem, k_map, v_map, range.visits, range.n_blocks,
+            at.head / params.gqa_factor, at.batch);
       }
       return;
     }
     warpgroup_registers_increase<kMathRegs>();
-    const int math_warp = warp - kProducerWarps;
-    kv_tma_turns_begin(math_warp / 4);
-    int ring = 0;
-    for (int tile = first_tile; tile < n_tiles; tile += stride) {
-      const AttnGridPlace at = place(tile);
-      ring += attention_block<Target, Shape>(
-          q,
-          k,
-          v,
-          out,
-          params,
-          mask,
-          mask_blocks,
-          sinks,
-          lse,
-          k_smem,
-          v_smem,
-          features,
-          at.split,
-          at.q_block,
-          at.head,
-          at.batch,
-          math_warp,
-          threadIdx.x % kSimdWidth,
-          ring);
-    }
-    kv_tma_turns_end(math_warp / 4);
+    attention_block<Target, Shape>(
+        q,
+        k,
+        v,
+        out,
+        params,
+        mask,
+        mask_blocks,
+        sinks,
+        lse,
+        k_smem,
+        v_smem,
+        features,
+        at.split,
+        at.q_block,
+        at.head,
+        at.batch,
+        warp - kProducerWarps,
+        threadIdx.x % kSimdWidth);
   }
 }
 

@@ -54,29 +54,21 @@ __host__ __device__ inline GridBlock heaviest_first_block(
   return {in_group / group_rows, row % gy, row / gy};
 }
 
-/// Block (bx, by, bz) of a grid (gx, gy, gz) in the order its
-/// threadgroups take them: of a causal grid heaviest first, the heaviest of
-/// each row lying at kAt; else the grid's own order.
+/// This threadgroup's block: of a causal grid heaviest first, the
+/// heaviest of each row lying at kAt; else the grid's own order.
 template <bool kCausal, Heaviest kAt>
-__device__ GridBlock
-grid_tile(int bx, int by, int bz, int gx, int gy, int gz, stride_t row_bytes) {
+__device__ GridBlock grid_block(stride_t row_bytes) {
   if constexpr (kCausal) {
-    GridBlock b = heaviest_first_block(bx, by, bz, gx, gy, gz, row_bytes);
+    GridBlock b = heaviest_first_block(
+        blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z,
+        row_bytes);
     if constexpr (kAt == Heaviest::Last) {
-      b.x = gx - 1 - b.x;
+      b.x = gridDim.x - 1 - b.x;
     }
     return b;
   } else {
-    return {bx, by, bz};
+    return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
   }
-}
-
-/// This threadgroup's block of its grid.
-template <bool kCausal, Heaviest kAt>
-__device__ GridBlock grid_block(stride_t row_bytes) {
-  return grid_tile<kCausal, kAt>(
-      blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z,
-      row_bytes);
 }
 
 } // namespace fa

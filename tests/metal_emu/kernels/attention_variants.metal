@@ -73,7 +73,7 @@ template <typename Target, typename T, int D, int DV, int BQ, int BK, int ST>
   fa::attention_block<Target, Shape>(
       q, k, v, out, params, mask, mask_blocks, sinks, lse, k_smem, v_smem,
       features,
-      unsplit, tgid.x, tgid.y, tgid.z, warp, lane, /* ring_first = */ 0);
+      unsplit, tgid.x, tgid.y, tgid.z, warp, lane);
 }
 
 #define FA_VARIANT(Target, suffix, tname, T, D, DV, BQ, BK, ST)            \
