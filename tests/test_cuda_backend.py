@@ -148,6 +148,8 @@ def hopper():
 PRODUCER_CASES = {
     "plain": ((2, 32, 8, 300, 333), None, "plain"),
     "causal": ((2, 32, 8, 300, 700), "causal", "plain"),
+    # Chunked prefill: one ragged causal query block a head.
+    "causal_chunk": ((8, 32, 8, 100, 1000), "causal", "plain"),
     "bool": ((2, 32, 32, 300, 333), "bool", "plain"),
     "additive": ((2, 32, 8, 300, 333), "additive", "plain"),
     "sinks": ((2, 32, 8, 300, 333), None, "sinks"),

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
@@ -114,14 +115,10 @@ const FamilyCandidate<AttentionPlan, CudaTarget> kFamilies[] = {
     {KernelFamily::Attention, plan_general},
 };
 
-/// An fp32 temporary of `n` elements in device memory, kept until the
-/// encoder's graph has run.
-mx::array
-temporary_floats(int64_t n, mx::Stream s, cu::CommandEncoder& enc) {
-  mx::array a({static_cast<int>(n)}, mx::float32, nullptr, {});
-  cuda::set_device_data(a, s);
-  enc.add_temporary(a);
-  return a;
+/// An fp32 array of `n` elements, its buffer not yet made
+/// (set_device_data).
+mx::array unmade_floats(int64_t n) {
+  return mx::array({static_cast<int>(n)}, mx::float32, nullptr, {});
 }
 
 /// Merges the partials of a plan with split keys into `out`.
@@ -256,22 +253,29 @@ void run(
     throw std::logic_error(
         "[FusedAttention] internal error: split keys with the LSE");
   }
-  // Every buffer before the first set_*_array: set_device_data adds a node
-  // of its own, which would take the dependencies registered for the next.
-  if (features.has_lse) {
-    cuda::set_device_data({&out, &outputs[1]}, s);
-  } else {
-    cuda::set_device_data(out, s);
-  }
-  float* lse = features.has_lse ? mx::gpu_ptr<float>(outputs[1]) : nullptr;
-  // Split keys: the kernel writes partials, which the combine merges.
+  // Split keys: the kernel writes partials, which the combine merges;
+  // they are temporaries, kept until the encoder's graph has run.
   std::optional<mx::array> o_part, stats;
+  std::vector<mx::array*> buffers = {&out};
+  if (features.has_lse) {
+    buffers.push_back(&outputs[1]);
+  }
+  if (plan.key_splits > 1) {
+    o_part = unmade_floats(split_rows(plan) * plan.params.D_v);
+    stats = unmade_floats(2 * split_rows(plan));
+    buffers.push_back(&*o_part);
+    buffers.push_back(&*stats);
+  }
+  // Every buffer at once (one node, not one each), before the first
+  // set_*_array: set_device_data adds a node of its own, which would take
+  // the dependencies registered for the next.
+  cuda::set_device_data(buffers, s);
+  float* lse = features.has_lse ? mx::gpu_ptr<float>(outputs[1]) : nullptr;
   float* o_part_ptr = nullptr;
   float* stats_ptr = nullptr;
-  if (plan.key_splits > 1) {
-    const fa::AttnParams& p = plan.params;
-    o_part = temporary_floats(split_rows(plan) * p.D_v, s, enc);
-    stats = temporary_floats(2 * split_rows(plan), s, enc);
+  if (o_part) {
+    enc.add_temporary(*o_part);
+    enc.add_temporary(*stats);
     o_part_ptr = mx::gpu_ptr<float>(*o_part);
     stats_ptr = mx::gpu_ptr<float>(*stats);
   }
