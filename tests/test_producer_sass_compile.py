@@ -1,10 +1,11 @@
 """The producer kernel's softmax runs under its own P V (attention_step.h's
 overlapped step): ptxas schedules a wgmma.wait_group early in its basic
-block, ahead of independent work, so P V's wait sits in the arms of the rescale's branch, after the
-softmax. This compiles the producer kernels (sm_90a) and reads their SASS:
-in the key loop, the block's exponentials must lie between the wait for S
-(at most one group pending: `WARPGROUP.DEPBAR.LE gsb0, 0x1`) and the wait
-for P V (none pending: `0x0`). Skips without nvcc or nvdisasm (the
+block, ahead of independent work, so P V's wait sits in the arms of the
+rescale's branch, after the softmax. This compiles the producer kernels
+(sm_90a) and reads their SASS: in the key loop, the block's exponentials
+must lie between the wait for S (at most one group pending:
+`WARPGROUP.DEPBAR.LE gsb0, 0x1`) and the wait for P V (none pending:
+`0x0`). Skips without nvcc or nvdisasm (the
 `test-cuda` extra installs NVIDIA's nvdisasm wheel)."""
 
 import importlib.util
