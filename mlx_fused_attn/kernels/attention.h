@@ -304,6 +304,32 @@ FA_FUNC void attention_store_rows(
   }
 }
 
+/// The masks of a warp's rows (from q_row0) over the visits of `range`.
+template <typename T, int kBK, bool kValuesStart>
+FA_FUNC AttnBlockMasks<T, kBK, kValuesStart> attention_masks_of(
+    const FA_CONSTANT AttnParams& p,
+    const FA_DEVICE unsigned char* mask,
+    AttnFeatures f,
+    AttnVisitRange range,
+    int batch,
+    int head,
+    int q_row0) {
+  AttnBlockMasks<T, kBK, kValuesStart> masks =
+      attention_block_masks<T, kBK, kValuesStart>(
+          p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, q_row0);
+  masks.align_k = f.align_k;
+  masks.kb_causal = range.blocks.causal;
+  masks.visits = range.visits;
+  if (f.has_mask && !f.bool_mask && range.visits.list) {
+    // One element of the mask, read once: what two-valued blocks add.
+    const AddMaskOp<T> off = {
+        reinterpret_cast<const FA_DEVICE T*>(mask) + masks.mask_offset,
+        p.mask_strides[2], p.mask_strides[3], p.L_q, p.L_k};
+    masks.set_off_value(off.apply(0.0f, range.off_row, range.off_col));
+  }
+  return masks;
+}
+
 template <typename Target, typename Shape>
 FA_FUNC void attention_block(
     const FA_DEVICE typename Shape::elem_type* q,
@@ -357,19 +383,6 @@ FA_FUNC void attention_block(
       attention_kv_source<Target, Shape>(
           p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, visits),
       n_blocks, warp * kSimdWidth + lane);
-  AttnBlockMasks<T, kBK> masks = attention_block_masks<T, kBK>(
-      p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, q_row0);
-  masks.align_k = f.align_k;
-  masks.kb_causal = range.blocks.causal;
-  masks.visits = visits;
-  if (f.has_mask && !f.bool_mask && visits.list) {
-    // One element of the mask, read once: what two-valued blocks add.
-    const AddMaskOp<T> off = {
-        reinterpret_cast<const FA_DEVICE T*>(mask) + masks.mask_offset,
-        p.mask_strides[2], p.mask_strides[3], p.L_q, p.L_k};
-    masks.set_off_value(off.apply(0.0f, range.off_row, range.off_col));
-  }
-
   typedef AttnStep<Target, T, Shape::kWarpRows, kBK, kVCols> Step;
   Step st;
   // The sink is one logit of the row: split 0 counts it.
@@ -398,8 +411,21 @@ FA_FUNC void attention_block(
     // ----------------------------------------------------- the key blocks
     // Numbered from the split's first visit: the pipeline's and the masks' 0.
     pipe.start();
-    AttnKeyLoop<Pipeline::kOverlapSteps>::template run<KBlock, VBlock>(
-        st, q_op, masks, pipe, visits, n_blocks, lane);
+    typedef AttnKeyLoop<Pipeline::kOverlapSteps> KeyLoop;
+    const AttnBlockMasks<T, kBK> masks = attention_masks_of<T, kBK, true>(
+        p, mask, f, range, batch, head, q_row0);
+    // One loop a threadgroup: with no visit that starts S from mask values,
+    // the loop whose S starts at zero, which the products fold in.
+    if (masks.starts_with_values(n_blocks, lane)) {
+      KeyLoop::template run<KBlock, VBlock>(
+          st, q_op, masks, pipe, visits, n_blocks, lane);
+    } else {
+      const AttnBlockMasks<T, kBK, false> zero_start =
+          attention_masks_of<T, kBK, false>(
+              p, mask, f, range, batch, head, q_row0);
+      KeyLoop::template run<KBlock, VBlock>(
+          st, q_op, zero_start, pipe, visits, n_blocks, lane);
+    }
   }
 
   // ----------------------------------------------------------------- store

@@ -105,7 +105,13 @@ struct MaskBits {
 /// copies would hold registers across the key loop. Visits come from a list
 /// only in kernels whose key blocks are whole shown-bits words, or lie in
 /// one (attention.h).
-template <typename T, int kBK>
+///
+/// kValuesStart: start may put mask values in the scores. Without it every
+/// S starts at zero, which the product folds into its first step (no fill,
+/// no accumulator read: wgmma's and mma.sync's zero accumulator), so a
+/// kernel runs its key loop without it where no visit needs it
+/// (starts_with_values).
+template <typename T, int kBK, bool kValuesStart = true>
 struct AttnBlockMasks {
   const FA_CONSTANT AttnParams* p;
   bool causal;
@@ -135,6 +141,24 @@ struct AttnBlockMasks {
   struct Prefetch {
     typedef MaskBits<STile, kBK> type;
   };
+
+  /// Whether start puts the values of any of the n visits from
+  /// visits.first in the scores: known once a threadgroup, so that the key
+  /// loop of masks without kValuesStart serves every other one.
+  FA_FUNC bool starts_with_values(int n, lane_t lane) const {
+    if (!has_mask || !values_in_products()) {
+      return false;
+    }
+    if (!visits.list) {
+      return true;
+    }
+    bool values = false;
+    for (int i = lane; i < n; i += kSimdWidth) {
+      values = values ||
+          int(visits.list[visits.first + i] & 3u) == kMaskValues;
+    }
+    return FA_SIMD_ANY(values);
+  }
 
   /// Starts the loads of visit v's shown bits where it is two-valued.
   template <typename STile>
@@ -263,7 +287,8 @@ struct AttnBlockMasks {
   /// Whether start puts kMaskValues blocks in the product: additive masks
   /// of kMaskExact types read with unit column stride.
   FA_FUNC bool values_in_products() const {
-    return kMaskExact && !bool_mask && p->mask_strides[3] == 1;
+    return kValuesStart && kMaskExact && !bool_mask &&
+        p->mask_strides[3] == 1;
   }
 
   /// A kMaskValues block of whole keys, unit column stride, into the zeroed
@@ -418,8 +443,8 @@ struct AttnBlockMasks {
 /// The masks of a warp whose rows start at query row q_row0 of (batch,
 /// head); the caller sets the fields that depend on its blocking (align_k,
 /// kb_causal, visits, set_off_value).
-template <typename T, int kBK>
-FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
+template <typename T, int kBK, bool kValuesStart>
+FA_FUNC AttnBlockMasks<T, kBK, kValuesStart> attention_block_masks(
     const FA_CONSTANT AttnParams& p,
     const FA_DEVICE unsigned char* mask,
     bool causal,
@@ -428,7 +453,7 @@ FA_FUNC AttnBlockMasks<T, kBK> attention_block_masks(
     int batch,
     int head,
     int q_row0) {
-  AttnBlockMasks<T, kBK> m;
+  AttnBlockMasks<T, kBK, kValuesStart> m;
   m.p = &p;
   m.causal = causal;
   m.has_mask = has_mask;

@@ -158,8 +158,9 @@ FA_FUNC void short_attention_block(
     const FA_THREADGROUP T* seq = smem + 3 * i * kBlock;
     const KVResident<T> kv = {seq + kBlock, seq + 2 * kBlock};
     // The whole row is one key block (kb 0), ragged where L_k < kSeq.
-    const AttnBlockMasks<T, kSeq> masks = attention_block_masks<T, kSeq>(
-        p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, row0);
+    const AttnBlockMasks<T, kSeq> masks =
+        attention_block_masks<T, kSeq, true>(
+            p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, row0);
 
     QInRegisters<FragA, kWarpRows, D> q_op;
     tile_load_shared<kLd, 1>(q_op.tile, seq + row0 * kLd, lane);
