@@ -71,6 +71,11 @@ struct CudaTarget {
   using QOperand = QInRegisters<MmaFragA<T>, kWarpRows, kCols, kSrcCols>;
   template <typename Block, typename Source, int kStages>
   using KVSchedule = KVPipelineOf<Block, Source, kStages>;
+  /// Whether masked kernels compile a second key loop, for threadgroups
+  /// whose S starts at zero (attention.h; WithZeroStartLoop below):
+  /// mma.sync's instances spill more with it (H200, sm_80 code: up to 12%
+  /// slower).
+  FA_CONST bool kZeroStartLoop = false;
 };
 
 struct CudaWgmmaTarget : CudaTarget {
@@ -92,6 +97,16 @@ struct CudaWgmmaSharedQTarget : CudaWgmmaTarget {
 struct CudaWgmmaTmaTarget : CudaWgmmaSharedQTarget {
   template <typename Block, typename Source, int kStages>
   using KVSchedule = KVTmaRing<Block, Source, kStages>;
+  /// Its math threads have 240 registers (attention_kernel.cuh).
+  FA_CONST bool kZeroStartLoop = true;
+};
+
+/// `Base` with the second key loop for a zero start where kLoop: the zero
+/// start folds into wgmma's first step (masked calls 3-4% faster on the
+/// H200), but the loop needs registers (attention_kernel.cuh says where).
+template <typename Base, bool kLoop>
+struct WithZeroStartLoop : Base {
+  FA_CONST bool kZeroStartLoop = kLoop;
 };
 
 struct CudaSharedQTarget : CudaTarget {

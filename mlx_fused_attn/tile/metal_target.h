@@ -41,6 +41,9 @@ struct MetalTarget {
   using QOperand = QInRegisters<SimdgroupFrag, kWarpRows, kCols, kSrcCols>;
   template <typename Block, typename Source, int kStages>
   using KVSchedule = KVPipelineOf<Block, Source, kStages>;
+  /// No second key loop for a zero start (attention.h): unmeasured on
+  /// Apple GPUs, and the code would double.
+  FA_CONST bool kZeroStartLoop = false;
 };
 
 } // namespace fa

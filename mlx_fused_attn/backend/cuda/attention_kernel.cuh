@@ -114,7 +114,13 @@ __global__ void __launch_bounds__(
     __trap();
   } else {
     typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages, DV> Shape;
-    typedef typename CudaTargetOf<t.wgmma, t.q_shared>::type Target;
+    // The second key loop where a thread has registers for it: 168 or more,
+    // O taking at most 64 (ptxas -v showed more spills elsewhere).
+    typedef WithZeroStartLoop<
+        typename CudaTargetOf<t.wgmma, t.q_shared>::type,
+        t.wgmma && DV <= 128 &&
+            65536 / (t.warps * kSimdWidth * t.min_blocks) >= 168>
+        Target;
     typedef AttnKBlock<Target, Shape> KBlock;
     static_assert(
         kSmemBytesAgree<Target, Shape, Tiles>,
