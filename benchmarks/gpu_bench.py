@@ -180,15 +180,21 @@ class Case:
     mask_heads is 1), as models build them. window: the array mask is
     mlx-lm's causal mask (create_causal_mask) with that window (0: none)
     in place of a random one. alibi: the additive mask is ALiBi's causal
-    bias (BLOOM, MPT), a different value for every key distance."""
+    bias (BLOOM, MPT), a different value for every key distance. padding:
+    the bool mask [B, 1, Lq, Lk] of mlx-lm's batched generation
+    (BatchKVCache: causal, and the keys of each prompt's left padding
+    hidden), batch entry b padded by b / B of half the keys and 3 b more
+    (ending inside a block); in prefill a padded query's row hides every
+    key."""
 
     def __init__(self, B, Hq, Lq, D, dtype, mask=None, Hkv=None, Lk=None, mask_heads=1, window=None,
-                 alibi=False):
+                 alibi=False, padding=False):
         self.B, self.Hq, self.Lq, self.D, self.dtype = B, Hq, Lq, D, dtype
         self.Hkv = Hkv or Hq
         self.Lk = Lk or Lq
         self.mask, self.mask_heads, self.window = mask, mask_heads, window
         self.alibi = alibi
+        self.padding = padding
 
     @property
     def causal(self):
@@ -197,6 +203,8 @@ class Case:
     def mask_label(self):
         if self.mask in (None, "causal"):
             return self.mask or "none"
+        if self.padding:
+            return f"{self.mask} causal, left padding [B,1,Lq,Lk]"
         kind = "" if self.window is None else (f" window {self.window}" if self.window else " causal")
         kind = " ALiBi causal" if self.alibi else kind
         return f"{self.mask}{kind} [1,{self.mask_heads},Lq,Lk]"
@@ -210,7 +218,8 @@ class Case:
         item = DTYPES[self.dtype][0].size
         n = item * 2 * self.B * (self.Hq * self.Lq + self.Hkv * self.Lk) * self.D
         if self.mask in ("add", "bool"):
-            n += self.mask_heads * self.Lq * self.Lk * (1 if self.mask == "bool" else item)
+            n += (self.B if self.padding else self.mask_heads) * self.Lq * self.Lk * (
+                1 if self.mask == "bool" else item)
         return n
 
     def work(self):
@@ -220,11 +229,17 @@ class Case:
 def host_mask(case, rng):
     """The array mask as NumPy: every query keeps its diagonal key visible
     (no empty rows, where the providers' conventions differ) and about a
-    quarter of the others masked; or mlx-lm's causal mask (case.window)."""
+    quarter of the others masked; or mlx-lm's causal mask (case.window),
+    with left padding (case.padding)."""
     shape = (1, case.mask_heads, case.Lq, case.Lk)
+    i = np.arange(case.Lq)[:, None] + case.Lk - case.Lq
+    j = np.arange(case.Lk)[None, :]
+    if case.padding:
+        # mlx_lm.models.base.create_causal_mask(left_padding=...)
+        pad = (np.arange(case.B) * (case.Lk // 2)) // case.B + 3 * np.arange(case.B)
+        keep = (j <= i)[None, None] & (j[None, None] >= pad[:, None, None, None])
+        return keep if case.mask == "bool" else np.where(keep, 0.0, -np.inf).astype(np.float32)
     if case.alibi:
-        i = np.arange(case.Lq)[:, None] + case.Lk - case.Lq
-        j = np.arange(case.Lk)[None, :]
         slopes = 2.0 ** (-8.0 * np.arange(1, case.mask_heads + 1) / case.mask_heads)
         bias = -slopes[:, None, None] * (i - j)
         return np.where(j <= i, bias, -np.inf)[None].astype(np.float32)
@@ -234,8 +249,6 @@ def host_mask(case, rng):
         keep[..., rows, np.minimum(rows + case.Lk - case.Lq, case.Lk - 1)] = True
     else:
         # mlx_lm.models.base.create_causal_mask, bottom-right aligned
-        i = np.arange(case.Lq)[:, None] + case.Lk - case.Lq
-        j = np.arange(case.Lk)[None, :]
         keep = (j <= i) & ((j > i - case.window) if case.window else True)
         keep = np.broadcast_to(keep, shape)
     if case.mask == "bool":
@@ -361,6 +374,8 @@ def main():
     ap.add_argument("--short", action="store_true", help="many short sequences (see above)")
     ap.add_argument("--workload", action="store_true",
                     help="the calls models make: decode, chunked prefill, array masks, GQA")
+    ap.add_argument("--calls", default=None,
+                    help="with --workload, only the rows whose call is one of these, as 'batched decode,no mask'")
     ap.add_argument("--iters", type=int, default=0, help="calls per measurement (default: by size)")
     ap.add_argument("--out", default=None, help="also write the markdown table here")
     ap.add_argument("--lengths", default=None, help="L of the B=1 cases, as 512,4096")
@@ -465,6 +480,9 @@ WORKLOAD_CASES = [
     ("chunked prefill", Case(1, 32, 128, 128, "bfloat16", "causal", Hkv=8, Lk=32768)),
     ("chunked prefill B=8", Case(8, 32, 128, 128, "bfloat16", "causal", Hkv=8, Lk=4096)),
     ("chunked prefill", Case(1, 32, 128, 128, "bfloat16", "causal", Hkv=8, Lk=4096)),
+    ("batched decode", Case(8, 32, 1, 128, "bfloat16", "bool", Hkv=8, Lk=4096, padding=True)),
+    ("batched decode", Case(8, 32, 1, 128, "bfloat16", "bool", Hkv=8, Lk=32768, padding=True)),
+    ("batched prefill", Case(8, 32, 512, 128, "bfloat16", "bool", Hkv=8, padding=True)),
     ("speculative verify", Case(1, 32, 16, 128, "bfloat16", "causal", Hkv=8, Lk=4096)),
     ("speculative verify", Case(1, 32, 16, 128, "bfloat16", "causal", Hkv=8, Lk=32768)),
     ("small grid", Case(1, 8, 1024, 128, "bfloat16")),
@@ -497,7 +515,10 @@ def workload_table(args):
          "wall/kernel mx.fast", "max err vs mx.fast"],
         text_columns=1,
     )
+    calls = args.calls.split(",") if args.calls else None
     for label, c in WORKLOAD_CASES:
+        if calls and label not in calls:
+            continue
         iters = args.iters or max(10, min(100, int(2e11 / c.work())))
         res, floor_us, err = run_case(c, iters, ceilings, skip_unfused=c.B * c.Hq * c.Lq * c.Lk > 2**31)
         fk, fw = res["fused"]

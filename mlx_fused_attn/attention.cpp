@@ -102,6 +102,7 @@ AttentionCall validate(
             "mask of shape ", m->shape(), " does not broadcast to ", full));
       }
     }
+    spec.mask_shared_by_heads = m->ndim() < 3 || m->shape(-3) == 1;
     if (m->dtype() == bool_) {
       spec.mask = MaskKind::Bool;
       inputs.push_back(broadcast_to(*m, full, s));

@@ -248,9 +248,10 @@ void plan_general_launch(
       int64_t(tiles.min_blocks) * cores,
       static_cast<int>(blocks_of(p.L_k, tiles.bk)));
   plan.features.split_keys = plan.key_splits > 1;
-  // Packed GQA's query blocks are rows of several heads: they read no
-  // classes by block.
-  plan.features.mask_blocks = plan.features.has_mask && !plan.packed_gqa;
+  // Packed GQA's query blocks are rows of several heads: they read classes
+  // by block only where the heads share the mask (mlx-lm's padding masks).
+  plan.features.mask_blocks = plan.features.has_mask &&
+      (!plan.packed_gqa || plan.spec.mask_shared_by_heads);
   plan.grid = {
       blocks_of(p.L_q, tiles.bq) * plan.key_splits,
       static_cast<unsigned>(p.H_q),

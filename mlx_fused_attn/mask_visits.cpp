@@ -20,6 +20,7 @@ namespace {
 constexpr int kShown = 0;
 constexpr int kTwoValued = 1;
 constexpr int kValues = 2;
+constexpr int kTwoValuedScaled = 3;
 constexpr int kWordBits = 32;
 
 /// x [..., n, m] padded with `value` to [..., rows, cols].
@@ -65,6 +66,9 @@ array mask_visits(const array& mask, const VisitGrid& g, Stream s) {
     shown = equal(m2, array(0.0f), s);
   }
   // A row that sees no key keeps every block, for MLX's softmax over all.
+  // Bool masks read the bits of those blocks, scaled first so that every
+  // hidden score is the one masked score; additive ones every value (a row
+  // of -inf has no off value).
   const array dead_rows = all(hidden, -1, true, s);
   const array dead = block_reduce(pad_to(dead_rows, Pq, 1, no, s), bq, 1, false, s);
   const array hidden_all =
@@ -101,7 +105,7 @@ array mask_visits(const array& mask, const VisitGrid& g, Stream s) {
     off_col = remainder(at, array(Pk, uint32), s);
   }
   const array kind = where(
-      dead, array(kValues),
+      dead, array(values ? kValues : kTwoValuedScaled),
       where(shown_b, array(kShown),
             where(two_b, array(kTwoValued), array(kValues), s), s), s);
 

@@ -43,8 +43,10 @@ array fused_attention(
   if (visits_index(plan) >= 0) {
     const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
     const array& mask = user_mask ? *user_mask : inputs[mask_index(call.spec)];
+    // The plan's L_q: packed GQA's rows are the heads of one query, whose
+    // mask row they share (AttentionSpec::mask_shared_by_heads).
     const VisitGrid grid = {
-        call.spec.mask, inputs[0].dtype(), inputs[0].shape(2),
+        call.spec.mask, inputs[0].dtype(), plan.params.L_q,
         inputs[1].shape(2), tiles.bq, tiles.bk};
     inputs.push_back(cached_mask_visits(mask, grid, call.stream));
   }

@@ -17,6 +17,9 @@ struct AttentionSpec {
   float scale; ///< multiplies q k^T before the softmax
   MaskKind mask; ///< which mask, if any
   bool has_sinks; ///< one extra logit per query head that takes softmax mass
+  /// An array mask with one head, which every query head reads (known from
+  /// its shape: its view's strides are not, before evaluation).
+  bool mask_shared_by_heads = false;
   /// The forward also writes the rows' log-sum-exp for the fused backward,
   /// which only the general kernel does.
   bool saves_lse = false;

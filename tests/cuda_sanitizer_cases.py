@@ -10,7 +10,8 @@ as bits or element by element), sinks, GQA, ragged query and key blocks, a
 misaligned (copied) input, grids past one wave (the large-grid tiles, and
 on Hopper at D = 128 the producer warpgroup's TMA copies), grids
 under one with split keys (decode with GQA packed, chunked prefill, array
-masks whose visits the splits share), head dims padded to whole
+masks whose visits the splits share, a padding mask that packed decoding
+reads by block), head dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
 a poisoned output; each result is checked against mx.fast on the CPU. The
 gradient cases run the fused backward (row dot, dK/dV, dQ) after a forward
@@ -46,6 +47,9 @@ def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1, Dv
         # mlx-lm's sliding-window mask: hidden, shown and mixed key blocks.
         "window": (mx.arange(Lq)[:, None] + Lk - Lq >= mx.arange(Lk))
         & (mx.arange(Lq)[:, None] + Lk - Lq < mx.arange(Lk) + 150),
+        # mlx-lm's batched decoding: each entry's left padding hidden, for
+        # every head (packed GQA reads its classes by block).
+        "padding": mx.arange(Lk) >= (mx.arange(batch) * 413 + 5)[:, None, None, None],
         # The benchmark's mask: 0 or one finite off value, a diagonal shown.
         "two_valued": mx.where(
             (mx.random.uniform(shape=(1, 4, Lq, Lk), key=km) > 0.25)
@@ -155,6 +159,10 @@ def main():
         case(mx.float16, 128, 500, 700, "causal", False, 33, batch=9),
         # Chunked prefill: one ragged causal query block a head.
         case(mx.bfloat16, 128, 100, 700, "causal", False, 34, batch=40),
+        # Decode with GQA packed under a padding mask that every head shares:
+        # skipped, shown and two-valued key blocks, split keys.
+        case(mx.bfloat16, 128, 1, 3001, "padding", False, 35, batch=3),
+        case(mx.float16, 64, 1, 2000, "padding", False, 36, batch=2),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)

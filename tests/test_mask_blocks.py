@@ -10,7 +10,7 @@ import pytest
 
 import mlx_fused_attn as fa
 from conftest import assert_close, device_params, rand
-from metal_emu.cases import SHOWN, TWO_VALUED, VALUES, visit_rows
+from metal_emu.cases import SHOWN, TWO_VALUED, TWO_VALUED_SCALED, VALUES, visit_rows
 from metal_emu.cases import mask_visits as reference_visits
 
 _ext = fa._ext
@@ -129,12 +129,18 @@ def test_row_and_key_broadcast_masks():
     assert listed(got[1, 0, 0]) == [(0, SHOWN), (1, SHOWN)]  # blocks 2 and 3 hidden
 
 
-def test_fully_masked_row_keeps_every_block_mixed():
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_fully_masked_row_keeps_every_block(kind):
+    """A row that sees no key keeps every block of its query block, the
+    hidden one included: bool masks as bits, scaled before the select (the
+    masked score is the off value), additive ones as values."""
     m = np.ones((64, 96), bool)
     m[:, 32:64] = False
     m[5] = False
-    got, _ = split(visits(mx.array(m), mx.float32, 64, 96, 32, 32), 64, 96, 32, 32)
-    assert listed(got[0, 0, 0]) == [(0, VALUES), (1, VALUES), (2, VALUES)]
+    mask = mx.array(m) if kind == "bool" else mx.where(mx.array(m), 0.0, -mx.inf)
+    got, _ = split(visits(mask, mx.float32, 64, 96, 32, 32), 64, 96, 32, 32)
+    kept = TWO_VALUED_SCALED if kind == "bool" else VALUES
+    assert listed(got[0, 0, 0]) == [(0, kept), (1, kept), (2, kept)]
     assert listed(got[0, 0, 1]) == [(0, SHOWN), (2, SHOWN)]
 
 
@@ -264,6 +270,21 @@ def test_fully_masked_rows_with_hidden_blocks(device):
     out = fa.scaled_dot_product_attention(q, k, v, scale=0.3, mask=m, stream=device)
     want = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, mask=m, stream=mx.cpu)
     np.testing.assert_allclose(np.array(out), np.array(want), rtol=1e-5, atol=1e-6)
+
+
+@device_params()
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
+def test_left_padded_prefill_mask(device, dtype):
+    """mlx-lm's batched prefill (BatchKVCache): causal, each entry's left
+    padding hidden, so a padded query's row sees no key (the mean of V) and
+    its query block reads every key block's bits."""
+    B, H, L, D = 3, 4, 300, 64
+    q, k, v = (rand((B, H, L, D), dtype, i) for i in range(3))
+    pad = mx.array([0, 37, 150])
+    i, j = mx.arange(L)[:, None], mx.arange(L)[None]
+    mask = (j <= i) & (j >= pad[:, None, None, None])
+    out = fa.scaled_dot_product_attention(q, k, v, scale=D**-0.5, mask=mask, stream=device)
+    assert_close(out, q, k, v, D**-0.5, mask=mask, what=f"{dtype} left padding")
 
 
 @device_params()

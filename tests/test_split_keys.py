@@ -73,3 +73,35 @@ def test_keys_masked_in_whole_splits_add_nothing():
     mask = mx.broadcast_to(visible, (1, 8, 1, 8192))
     out = run(q, k, v, mask, None)
     assert_close(out, q, k, v, 128**-0.5, mask, what="whole splits masked")
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+@pytest.mark.parametrize("dtype,Hq,Hkv,D", [(mx.bfloat16, 32, 8, 128), (mx.float16, 8, 2, 64)])
+def test_decode_with_a_padding_mask_shared_by_heads(kind, dtype, Hq, Hkv, D):
+    """mlx-lm's batched decoding: a mask [B, 1, 1, L_k] hiding each entry's
+    left padding, which GQA-packed decoding reads by block. Paddings end
+    inside blocks; a bool entry hides every key (the mean of V), an
+    additive one carries a third value (read element by element)."""
+    B, L_k = 4, 3001
+    q, k, v, _, _ = make(dtype, B, Hq, Hkv, 1, L_k, D, None, False, seed=7)
+    pad = mx.array([0, 5, 700, L_k if kind == "bool" else 1500])
+    keep = mx.arange(L_k)[None, None, None] >= pad[:, None, None, None]
+    if kind == "bool":
+        mask = keep
+    else:
+        bias = mx.where(mx.arange(L_k) % 97 == 3, -2.0, 0.0)
+        mask = mx.where(keep, bias * (mx.arange(B) == 2)[:, None, None, None], -mx.inf).astype(dtype)
+    out = run(q, k, v, mask, None)
+    assert_close(out, q, k, v, D**-0.5, mask, what=f"{kind} padding")
+
+
+def test_decode_skips_the_padding_of_a_mask_shared_by_heads():
+    """Packed decoding reads a mask of one head by block: the key blocks of
+    an entry's left padding are skipped, their K and V never read (NaN
+    there changes nothing; read and weighted 0, it would make NaN)."""
+    B, Hq, Hkv, L_k, D = 2, 16, 4, 4096, 128
+    q, k, v, _, _ = make(mx.bfloat16, B, Hq, Hkv, 1, L_k, D, None, False, seed=9)
+    keep = mx.arange(L_k) >= mx.array([0, 512])[:, None, None, None]
+    padding = (mx.arange(B) == 1)[:, None, None, None] & (mx.arange(L_k) < 512)[None, None, :, None]
+    out = run(q, mx.where(padding, mx.nan, k), mx.where(padding, mx.nan, v), keep, None)
+    assert_close(out, q, k, v, D**-0.5, keep, what="padding skipped")

@@ -168,7 +168,7 @@ struct AttnBlockMasks {
       lane_t lane) const {
     typedef typename STile::frag_type F;
     typedef MaskBits<STile, kBK> Bits;
-    if (!has_mask || v.kind != kMaskTwoValued) {
+    if (!has_mask || !reads_bits(v.kind)) {
       return;
     }
     const stride_t words = p->mask_block_strides[3];
@@ -200,11 +200,13 @@ struct AttnBlockMasks {
   /// Whether visit v keeps its raw products, the softmax's FFMA applying
   /// the scale (a positive one): unmasked blocks; shown and two-valued ones
   /// (an overflow of the off value over the scale to -inf hides the same
-  /// scores in a row with a shown key, and a row without one reads
-  /// kMaskValues); and the additive values that start puts in the product.
+  /// scores in a row with a shown key; a row without one reads
+  /// kMaskTwoValuedScaled or kMaskValues); and the additive values that
+  /// start puts in the product.
   FA_FUNC bool raw_products(AttnVisit v) const {
     return scale_left_to_softmax(v.block) &&
-        (!has_mask || v.kind != kMaskValues || values_in_products());
+        (!has_mask || v.kind == kMaskShown || v.kind == kMaskTwoValued ||
+         (v.kind == kMaskValues && values_in_products()));
   }
 
   /// The scores' start before visit v's S = Q K^T: zero, or, for a block of
@@ -244,7 +246,7 @@ struct AttnBlockMasks {
       const CausalMaskOp op = {p->causal_offset};
       tile_map_coords(s, op, q_row0, key0, lane);
     }
-    if (kind == kMaskTwoValued) {
+    if (reads_bits(kind)) {
       apply_two_valued(s, bits, key0, off_value, lane);
     }
     if (kind == kMaskValues && bool_mask) {
@@ -271,6 +273,11 @@ struct AttnBlockMasks {
   }
 
  private:
+  /// Whether a visit of this class reads its block's shown bits.
+  static FA_FUNC bool reads_bits(int kind) {
+    return kind == kMaskTwoValued || kind == kMaskTwoValuedScaled;
+  }
+
   /// Whether key block kb's scores can stay unscaled into the softmax: no
   /// causal cut, no missing keys, and a positive scale.
   FA_FUNC bool scale_left_to_softmax(int kb) const {

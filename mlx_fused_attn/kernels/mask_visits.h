@@ -14,8 +14,10 @@
 // the one off value at (off_row, off_col) of the slice (the shown bits are
 // read, and that one element); kMaskValues, anything else (the mask is read
 // element by element). A query block holding a row whose every key is hidden
-// lists every block as kMaskValues, so that such a row still gets MLX's
-// softmax over all its keys.
+// lists every block, so that such a row still gets MLX's softmax over all
+// its keys: a bool mask's as kMaskTwoValuedScaled (read as kMaskTwoValued,
+// but scaled before the select, so that every hidden score is the one
+// masked score), an additive mask's as kMaskValues.
 #pragma once
 
 #include "mlx_fused_attn/params.h"
@@ -26,6 +28,7 @@ namespace fa {
 FA_CONST int kMaskShown = 0;
 FA_CONST int kMaskTwoValued = 1;
 FA_CONST int kMaskValues = 2;
+FA_CONST int kMaskTwoValuedScaled = 3;
 /// Bits of a shown-bits word.
 FA_CONST int kMaskWordBits = 32;
 

@@ -113,7 +113,7 @@ def reference(q, k, v, scale, dtype, causal=False, bool_mask=None, add_mask=None
 # ---------------------------------------------------------------------------
 # An array mask's classes by block (mlx_fused_attn/kernels/mask_visits.h)
 
-SHOWN, TWO_VALUED, VALUES = range(3)
+SHOWN, TWO_VALUED, VALUES, TWO_VALUED_SCALED = range(4)
 
 
 def visit_rows(L_k, bk):
@@ -166,7 +166,7 @@ def mask_visits(mask, kind, L_q, L_k, bq, bk):
                 if all_hidden[kb] and not keep_all:
                     continue
                 if keep_all:
-                    cls = VALUES
+                    cls = TWO_VALUED_SCALED if kind == "bool" else VALUES
                 elif shown[idx][rows, c].all():
                     cls = SHOWN
                 elif kind == "bool" or (shown[idx][rows, c] | (values[idx][rows, c] == off)).all():
@@ -196,6 +196,7 @@ class Launch(NamedTuple):
     warps: int
     constants: dict
     visit_tiles: tuple = None  # (bq, bk): binds a mask's classes by block (buffer 11)
+    visit_rows: int = None  # the query rows the classes cover (packed GQA: a query's heads); L_q if None
 
 
 def run_case(
@@ -264,7 +265,7 @@ def run_case(
     with_blocks = mask is not None and launch.visit_tiles is not None
     if with_blocks:
         ref_mask = ref_kwargs.get("bool_mask", ref_kwargs.get("add_mask"))
-        blocks = mask_visits(ref_mask, mask, L_q, L_k, *launch.visit_tiles)
+        blocks = mask_visits(ref_mask, mask, launch.visit_rows or L_q, L_k, *launch.visit_tiles)
         buffers[11] = blocks
         block_strides = tuple(
             st // 4 if n > 1 else 0 for st, n in zip(blocks.strides[:2], blocks.shape[:2])

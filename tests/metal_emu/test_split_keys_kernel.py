@@ -81,8 +81,14 @@ def run_split(prog, n_splits, *, dtype="float16", D=64, B=1, H_q=2, L_q=1, L_k=2
         )
         return {3: combined[3]}
 
-    # The host binds a mask's classes by block except to packed GQA.
-    launch = cases.Launch(name, grid=None, warps=warps, constants={}, visit_tiles=None if packed else (bq, bk))
+    # The host binds a mask's classes by block, to packed GQA only where the
+    # heads share the mask (a mask of one head: mask_shared_by_heads), then
+    # for the packed rows, the heads of one query.
+    shape = case.get("mask_shape")
+    heads_share = shape is not None and (len(shape) < 3 or shape[-3] == 1)
+    launch = cases.Launch(name, grid=None, warps=warps, constants={},
+                          visit_tiles=(bq, bk) if heads_share or not packed else None,
+                          visit_rows=H_q // case.get("H_kv", H_q) if packed else None)
     return cases.run_case(
         prog, launch, SPLIT_FC, dtype=dtype, D=D, D_v=D, B=B, H_q=H_q, L_q=L_q, L_k=L_k, dispatch=dispatch,
         **case
@@ -153,6 +159,21 @@ def test_decode_with_gqa_packed(prog, H_q, H_kv, n_splits):
 @pytest.mark.parametrize("kind", ["bool", "additive"])
 def test_decode_with_gqa_packed_and_a_per_head_mask(prog, kind):
     run_split(prog, 3, L_q=1, L_k=300, B=2, H_q=8, H_kv=2, packed=True, mask=kind, causal=True)
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+@pytest.mark.parametrize("n_splits", [1, 3])
+def test_decode_with_gqa_packed_reads_a_mask_shared_by_heads_by_block(prog, kind, n_splits):
+    """A mask [B, 1, 1, L_k] (mlx-lm's padding masks in batched decoding):
+    the packed rows, the heads of one query, share its classes by block, so
+    shown blocks read no mask, two-valued ones only their bits and hidden
+    ones are never visited (block_classes poisons each), per batch entry."""
+    _, bq, bk, _ = kernel_for(prog, "float16", 64, 64)
+    classes = [HIDDEN, SHOWN, TWO, VALUES, SHOWN, HIDDEN, TWO]
+    L_k = len(classes) * bk - 9
+    edit, device_edit = block_classes(kind, lambda b, qb, kb: classes[(kb + 2 * b) % len(classes)], bq, bk)
+    run_split(prog, n_splits, L_q=1, L_k=L_k, B=2, H_q=8, H_kv=2, packed=True, mask=kind,
+              mask_shape=(2, 1, 1, L_k), edit=edit, device_mask_edit=device_edit, seed=60 + n_splits)
 
 
 def test_no_data_races(prog):
