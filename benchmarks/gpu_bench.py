@@ -375,7 +375,7 @@ def main():
     ap.add_argument("--workload", action="store_true",
                     help="the calls models make: decode, chunked prefill, array masks, GQA")
     ap.add_argument("--calls", default=None,
-                    help="with --workload, only the rows whose call is one of these, as 'batched decode,no mask'")
+                    help="with --workload, only these calls, as 'batched decode,no mask'")
     ap.add_argument("--iters", type=int, default=0, help="calls per measurement (default: by size)")
     ap.add_argument("--out", default=None, help="also write the markdown table here")
     ap.add_argument("--lengths", default=None, help="L of the B=1 cases, as 512,4096")

@@ -135,6 +135,10 @@ _H200_LONG_CACHE_RUN = (
     "H200, MLX 0.32.4 CUDA, 2026-12-02 11:56 UTC, commit 4482bde, CUPTI kernel "
     "time; benchmarks/RESULTS.md 'Calls models make'"
 )
+_H200_BATCHED_RUN = (
+    "H200, MLX 0.32.4 CUDA, 2026-12-03, tree of commit 14b5e3c, CUPTI kernel "
+    "time; benchmarks/RESULTS.md 'Calls models make'"
+)
 _H200_HEAD_DIM_RUN = (
     "H200, MLX 0.32.4 CUDA, 2026-12-01 13:27 UTC, commit 8109ed7, CUPTI kernel time; "
     "mx.fast runs plain MLX ops past cuDNN's head dims"
@@ -261,6 +265,29 @@ MEASUREMENTS = (
         141.4,
         160.5,
         _H200_MASK_RUN,
+    ),
+    Measurement(
+        "cuda",
+        "batched decode B=8 H_q=32 H_kv=8 L_k=4096 D=128 bfloat16, "
+        "mlx-lm's left-padding bool mask [B,1,1,L_k]",
+        33.9,
+        285.1,
+        _H200_BATCHED_RUN,
+    ),
+    Measurement(
+        "cuda",
+        "batched decode B=8 H_q=32 H_kv=8 L_k=32768 D=128 bfloat16, "
+        "mlx-lm's left-padding bool mask [B,1,1,L_k]",
+        212.7,
+        2141.4,
+        _H200_BATCHED_RUN,
+    ),
+    Measurement(
+        "cuda",
+        "batched prefill B=8 H_q=32 H_kv=8 L=512 D=128 bfloat16, mlx-lm's causal left-padding bool mask",
+        101.6,
+        420.5,
+        _H200_BATCHED_RUN,
     ),
 )
 
