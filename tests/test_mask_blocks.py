@@ -288,6 +288,20 @@ def test_left_padded_prefill_mask(device, dtype):
 
 
 @device_params()
+def test_keys_a_bool_mask_hides_from_every_row_are_never_read(device):
+    """Key blocks that a bool mask hides from every row are skipped: NaN in
+    their K and V changes nothing (read and weighted 0, it would make NaN).
+    A key-padding mask [B, 1, 1, L_k] hiding an entry's first 128 keys."""
+    B, H, L, D = 2, 2, 256, 32
+    q, k, v = (rand((B, H, L, D), mx.float32, i) for i in range(3))
+    mask = mx.arange(L) >= mx.array([0, 128])[:, None, None, None]
+    padding = (mx.arange(B) == 1)[:, None, None, None] & (mx.arange(L) < 128)[None, None, :, None]
+    k_nan, v_nan = (mx.where(padding, mx.nan, x) for x in (k, v))
+    out = fa.scaled_dot_product_attention(q, k_nan, v_nan, scale=D**-0.5, mask=mask, stream=device)
+    assert_close(out, q, k, v, D**-0.5, mask=mask, what="hidden keys skipped")
+
+
+@device_params()
 def test_gradient_through_an_additive_block_mask(device):
     L, D = 64, 32
     q, k, v = (rand((1, 1, L, D), mx.float32, i) for i in range(3))

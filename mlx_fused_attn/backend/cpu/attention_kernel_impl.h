@@ -254,6 +254,32 @@ inline void store_lse(const float* m, const float* l, int rows, float* lse) {
   }
 }
 
+// Whether a bool mask shows rows [0, rows) of its slice `m` (row and key
+// strides ms[2], ms[3]) any key of [k0, k0 + n).
+inline bool
+shows_any(const bool* m, const stride_t* ms, int rows, int k0, int n) {
+  for (int i = 0; i < rows; ++i) {
+    const bool* row = m + i * ms[2] + k0 * ms[3];
+    for (int j = 0; j < n; ++j) {
+      if (row[j * ms[3]]) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Whether every row of [0, rows) sees some key of [0, L_k).
+inline bool
+every_row_sees_a_key(const bool* m, const stride_t* ms, int rows, int L_k) {
+  for (int i = 0; i < rows; ++i) {
+    if (!shows_any(m + i * ms[2], ms, 1, 0, L_k)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 template <typename T>
 struct Inputs {
   const T* q;
@@ -295,9 +321,22 @@ void attend(
   if (MASK == MaskKind::Causal && q0 + p.causal_offset >= 0) {
     k_end = std::min(p.L_k, q0 + rows + p.causal_offset);
   }
+  // A bool mask's key blocks that hide every score of these rows are
+  // skipped (padding, windows), unless a row hides every key: it averages
+  // all of V.
+  const stride_t* ms = p.mask_strides;
+  const bool* bool_rows = MASK == MaskKind::Bool
+      ? static_cast<const bool*>(pr.mask_data) + b * ms[0] + h * ms[1] +
+          q0 * ms[2]
+      : nullptr;
+  const bool skip_hidden = MASK == MaskKind::Bool &&
+      every_row_sees_a_key(bool_rows, ms, rows, p.L_k);
 
   for (int k0 = 0; k0 < k_end; k0 += BLOCK_K) {
     const int n = std::min(BLOCK_K, k_end - k0);
+    if (skip_hidden && !shows_any(bool_rows, ms, rows, k0, n)) {
+      continue;
+    }
     load_transposed(
         k + k0 * p.k_strides[2], p.k_strides[2], pr.k_dstride, n, D,
         sc.row.data(), sc.kt.data());
@@ -314,7 +353,6 @@ void attend(
           s[j] = k0 + j > row + p.causal_offset ? MASKED : s[j];
         }
       } else if (MASK == MaskKind::Bool || MASK == MaskKind::Additive) {
-        const stride_t* ms = p.mask_strides;
         const stride_t base = b * ms[0] + h * ms[1] + row * ms[2] + k0 * ms[3];
         if (MASK == MaskKind::Bool) {
           const bool* mrow = static_cast<const bool*>(pr.mask_data) + base;
