@@ -44,7 +44,7 @@ QUICK = [  # (qsl, hdim, dtype, tpose)
 ]
 
 
-MASKS = ["none", "causal", "bool", "additive"]
+MASKS = ["none", "causal", "bool", "additive", "padding"]
 
 
 def causal_keep(Lq, Lk):
@@ -52,15 +52,21 @@ def causal_keep(Lq, Lk):
     return mx.arange(Lk - Lq, Lk)[:, None] >= mx.arange(Lk)[None]
 
 
-def make_mask(kind, Lq, Lk, dtype):
+def make_mask(kind, Lq, Lk, dtype, B=1):
     """The mask argument for `kind`: None, "causal", or the causal pattern as
     a [Lq, Lk] bool array or an additive array (0 or the dtype's lowest
-    value), which the op reads broadcast over batch and heads."""
+    value), which the op reads broadcast over batch and heads; "padding":
+    mlx-lm's batched generation, the causal pattern with each entry's left
+    padding hidden ([B, 1, Lq, Lk] bool; entry b padded by b / B of half the
+    keys and 3 b more)."""
     if kind == "none":
         return None
     if kind == "causal":
         return "causal"
     keep = causal_keep(Lq, Lk)
+    if kind == "padding":
+        pad = mx.arange(B) * (Lk // 2) // B + 3 * mx.arange(B)
+        return keep & (mx.arange(Lk) >= pad[:, None, None, None])
     if kind == "bool":
         return keep
     return mx.where(keep, mx.array(0, dtype), mx.array(mx.finfo(dtype).min, dtype))
@@ -136,7 +142,7 @@ def run_case(case, skip_unfused=False):
     B, Lq, Lk, D = case["B"], case["qsl"], case["ksl"], case["hdim"]
     dtype = DTYPES.get(case["dtype"]) or getattr(mx, case["dtype"])
     q, k, v = make_inputs(B, Lq, Lk, D, case["n_qh"], case["n_kvh"], dtype, case["tpose"])
-    mask = make_mask(case["mask"], Lq, Lk, dtype)
+    mask = make_mask(case["mask"], Lq, Lk, dtype, B)
     if mask is not None and not isinstance(mask, str):
         mx.eval(mask)
     scale = D**-0.5
@@ -321,8 +327,8 @@ def main(argv=None):
     ap.add_argument("--n-qh", type=int, default=HEADS, help=f"query heads (default {HEADS})")
     ap.add_argument("--n-kvh", type=int, help="key/value heads, dividing --n-qh (default: --n-qh)")
     ap.add_argument("--mask", nargs="+", choices=MASKS, default=["none"],
-                    help="masks to time: none, causal, or the causal pattern as a bool or an "
-                         "additive [qsl, ksl] array (default none)")
+                    help="masks to time: none, causal, the causal pattern as a bool or an "
+                         "additive [qsl, ksl] array, or with left padding (default none)")
     ap.add_argument("--max-len", type=int, default=None, help="skip cases with a length above this")
     ap.add_argument("--skip-unfused-above", type=int, default=2048,
                     help="on the CPU, do not time unfused ops past this length (minutes per call)")
