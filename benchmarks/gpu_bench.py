@@ -41,6 +41,7 @@ from torch.nn.attention.bias import causal_lower_right
 from torch.profiler import ProfilerActivity, profile
 
 import mlx_fused_attn as fa
+from sdpa_bench import left_padding
 
 DTYPES = {
     "float16": (mx.float16, torch.float16),
@@ -183,9 +184,8 @@ class Case:
     bias (BLOOM, MPT), a different value for every key distance. padding:
     the bool mask [B, 1, Lq, Lk] of mlx-lm's batched generation
     (BatchKVCache: causal, and the keys of each prompt's left padding
-    hidden), batch entry b padded by b / B of half the keys and 3 b more
-    (ending inside a block); in prefill a padded query's row hides every
-    key."""
+    hidden, sdpa_bench.left_padding); in prefill a padded query's row hides
+    every key."""
 
     def __init__(self, B, Hq, Lq, D, dtype, mask=None, Hkv=None, Lk=None, mask_heads=1, window=None,
                  alibi=False, padding=False):
@@ -236,7 +236,7 @@ def host_mask(case, rng):
     j = np.arange(case.Lk)[None, :]
     if case.padding:
         # mlx_lm.models.base.create_causal_mask(left_padding=...)
-        pad = (np.arange(case.B) * (case.Lk // 2)) // case.B + 3 * np.arange(case.B)
+        pad = left_padding(case.B, case.Lk)
         keep = (j <= i)[None, None] & (j[None, None] >= pad[:, None, None, None])
         return keep if case.mask == "bool" else np.where(keep, 0.0, -np.inf).astype(np.float32)
     if case.alibi:

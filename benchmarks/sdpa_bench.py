@@ -52,20 +52,26 @@ def causal_keep(Lq, Lk):
     return mx.arange(Lk - Lq, Lk)[:, None] >= mx.arange(Lk)[None]
 
 
+def left_padding(B, Lk):
+    """Each entry's left padding in the batched-generation masks of this and
+    gpu_bench.py: entry b padded by b / B of half the keys and 3 b more, so
+    that paddings end inside blocks (about a fifth of the keys in all)."""
+    return np.arange(B) * (Lk // 2) // B + 3 * np.arange(B)
+
+
 def make_mask(kind, Lq, Lk, dtype, B=1):
     """The mask argument for `kind`: None, "causal", or the causal pattern as
     a [Lq, Lk] bool array or an additive array (0 or the dtype's lowest
     value), which the op reads broadcast over batch and heads; "padding":
     mlx-lm's batched generation, the causal pattern with each entry's left
-    padding hidden ([B, 1, Lq, Lk] bool; entry b padded by b / B of half the
-    keys and 3 b more)."""
+    padding hidden ([B, 1, Lq, Lk] bool, left_padding)."""
     if kind == "none":
         return None
     if kind == "causal":
         return "causal"
     keep = causal_keep(Lq, Lk)
     if kind == "padding":
-        pad = mx.arange(B) * (Lk // 2) // B + 3 * mx.arange(B)
+        pad = mx.array(left_padding(B, Lk))
         return keep & (mx.arange(Lk) >= pad[:, None, None, None])
     if kind == "bool":
         return keep
@@ -80,6 +86,9 @@ def attention_unfused(q, k, v, scale, mask=None):
     k, v = mx.expand_dims(k, 2), mx.expand_dims(v, 2)
     scores = q @ k.swapaxes(-1, -2)
     lowest = mx.array(mx.finfo(scores.dtype).min, scores.dtype)
+    if mask is not None and not isinstance(mask, str) and mask.ndim == 4:
+        # [B, H_q or 1, Lq, Lk] against the scores' [B, H_kv, group, Lq, Lk].
+        mask = mx.expand_dims(mask, 2) if mask.shape[1] == 1 else mask.reshape(B, Hk, Hq // Hk, Lq, Lk)
     if isinstance(mask, str):
         scores = mx.where(causal_keep(Lq, Lk), scores, lowest)
     elif mask is not None and mask.dtype == mx.bool_:

@@ -325,9 +325,9 @@ void attend(
   // skipped (padding, windows), unless a row hides every key: it averages
   // all of V.
   const stride_t* ms = p.mask_strides;
+  const stride_t mask_rows = b * ms[0] + h * ms[1] + q0 * ms[2];
   const bool* bool_rows = MASK == MaskKind::Bool
-      ? static_cast<const bool*>(pr.mask_data) + b * ms[0] + h * ms[1] +
-          q0 * ms[2]
+      ? static_cast<const bool*>(pr.mask_data) + mask_rows
       : nullptr;
   const bool skip_hidden = MASK == MaskKind::Bool &&
       every_row_sees_a_key(bool_rows, ms, rows, p.L_k);
@@ -353,7 +353,7 @@ void attend(
           s[j] = k0 + j > row + p.causal_offset ? MASKED : s[j];
         }
       } else if (MASK == MaskKind::Bool || MASK == MaskKind::Additive) {
-        const stride_t base = b * ms[0] + h * ms[1] + row * ms[2] + k0 * ms[3];
+        const stride_t base = mask_rows + i * ms[2] + k0 * ms[3];
         if (MASK == MaskKind::Bool) {
           const bool* mrow = static_cast<const bool*>(pr.mask_data) + base;
           for (int j = 0; j < n; ++j) {
