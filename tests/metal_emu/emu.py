@@ -69,6 +69,10 @@ RACE = Mode(
     ("-DFA_EMU_TSAN=1", "-fsanitize=undefined", "-fno-sanitize-recover=undefined"),
     ("-fsanitize=thread,undefined",),
 )
+# Device-memory traffic: the kernel instrumented by ThreadSanitizer's
+# compiler pass, whose access hooks runtime/load_count.cpp defines (no
+# ThreadSanitizer runtime is linked, so nothing else of it runs).
+LOADS = Mode("loads", ("-fsanitize=thread",), ("-DFA_EMU_COUNT_LOADS=1",), ())
 # How the kernel sources see the emulator: a Metal compiler of Metal 3.1
 # with bfloat, and threadgroup arrays as statics (one threadgroup runs at a
 # time in a driver process, so a static is exactly threadgroup-shared).
@@ -79,7 +83,9 @@ METAL_DEFINES = [
 ]
 # On the host every pointer is a plain pointer.
 NO_ADDRESS_SPACES = {q: " " * len(q) for q in metal_source.ADDRESS_SPACES}
-RUNTIME_SOURCES = ["fiber.cpp", "scheduler.cpp", "launch.cpp", "request.cpp", "driver_main.cpp"]
+RUNTIME_SOURCES = [
+    "fiber.cpp", "scheduler.cpp", "launch.cpp", "request.cpp", "load_count.cpp", "driver_main.cpp",
+]
 RUN_ENV = {
     "ASAN_OPTIONS": "detect_leaks=0:detect_stack_use_after_return=0:"
     "halt_on_error=1:abort_on_error=0:symbolize=1",
@@ -301,6 +307,20 @@ def _build(metal_path, mode):
 # Launching
 
 
+@dataclass(frozen=True)
+class Loads:
+    """One buffer's traffic in a launch (Program.count_loads).
+
+    read: bytes read by all threads together; distinct: bytes read counted
+    once per threadgroup, summed over threadgroups (the traffic of a kernel
+    whose threadgroup reads each byte it needs once); written: bytes written.
+    """
+
+    read: int
+    distinct: int
+    written: int
+
+
 @dataclass
 class Param:
     kind: str  # "buffer", "threadgroup" or "builtin"
@@ -390,6 +410,19 @@ class Program:
         Returns {index: buffer after the run}, arrays with the given dtype and
         shape (bytes for bytes and structures).
         """
+        return self._run(RACE if race_check else CHECKED, name, buffers, constants, grid,
+                         threadgroup, threadgroup_memory, schedule, stack_kb, timeout)[0]
+
+    def count_loads(self, name, buffers, constants=None, grid=(1, 1, 1), threadgroup=(32, 1, 1),
+                    threadgroup_memory=None, schedule="fair", stack_kb=256, timeout=600):
+        """Runs kernel `name` like launch() in a build that counts the
+        device-memory traffic. Returns (buffers after the run, {index: Loads}).
+        """
+        return self._run(LOADS, name, buffers, constants, grid, threadgroup,
+                         threadgroup_memory, schedule, stack_kb, timeout)
+
+    def _run(self, mode, name, buffers, constants, grid, threadgroup, threadgroup_memory,
+             schedule, stack_kb, timeout):
         grid, threadgroup = _dims("grid", grid), _dims("threadgroup", threadgroup)
         if schedule == "fair":
             adversarial, seed = 0, 0
@@ -414,7 +447,6 @@ class Program:
         tgm = threadgroup_memory or {}
         req.append(struct.pack("<I", len(tgm)))
         req += [struct.pack("<IQ", int(i), int(n)) for i, n in sorted(tgm.items())]
-        mode = RACE if race_check else CHECKED
         if mode not in self._drivers:
             self._drivers[mode] = _build(self.path, mode)
         driver, shared = self._drivers[mode]
@@ -449,11 +481,17 @@ class Program:
                 )
             with open(rs, "rb") as fh:
                 data = fh.read()
+            loads = {}
+            if mode is LOADS:
+                with open(rs + ".loads") as fh:
+                    for line in fh:
+                        i, read, distinct, written = (int(v) for v in line.split())
+                        loads[i] = Loads(read, distinct, written)
         out, pos = {}, 0
         for (i, n), convert in zip(order, back):
             out[i] = convert(data[pos : pos + n])
             pos += n
-        return out
+        return out, loads
 
 
 _programs = {}

@@ -1,10 +1,13 @@
 // The per-.metal-file driver executable: `driver REQUEST RESULT` runs one
 // launch; `driver --list` prints the kernels, parameters and function
-// constants the trampoline found, one per line, for the harness.
+// constants the trampoline found, one per line, for the harness. The
+// load-counting build also writes RESULT.loads (load_count.h).
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "kernel_table.h"
+#include "load_count.h"
 #include "request.h"
 
 namespace fa_emu {
@@ -60,5 +63,6 @@ int main(int argc, char** argv) {
   fa_emu::Request r = fa_emu::read_request(argv[1]);
   fa_emu::run_launch(r);
   fa_emu::write_result(argv[2], r.buffers);
+  fa_emu::write_load_counts((std::string(argv[2]) + ".loads").c_str());
   return 0;
 }

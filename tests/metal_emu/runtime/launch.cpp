@@ -13,6 +13,7 @@
 
 #include "geometry.h"
 #include "kernel_table.h"
+#include "load_count.h"
 #include "request.h"
 #include "scheduler.h"
 #include "splitmix.h"
@@ -119,6 +120,7 @@ void bind_buffers(const Request& r, const KernelSpec& k) {
     void* p = std::malloc(b.bytes.size());
     std::memcpy(p, b.bytes.data(), b.bytes.size());
     g_buffers[b.index] = p;
+    count_buffer(b.index, p, b.bytes.size());
   }
 }
 
@@ -220,6 +222,7 @@ void run_launch(Request& r) {
     }
     // Threadgroup memory starts undefined on the GPU: all-ones bytes
     // (NaN in every float type) make a read before a write show.
+    count_threadgroup_begins();
     for (auto& s : shared) {
       std::memset(s.first, 0xff, s.second);
     }
