@@ -187,6 +187,24 @@ def test_cpu_runs_the_fused_backward(name):
     assert "Softmax" not in dot and "Matmul" not in dot
 
 
+def test_cpu_backward_skips_keys_a_bool_mask_hides_from_every_row():
+    """Pairs of blocks that a bool mask hides whole add nothing: NaN in those
+    keys' K and V changes no gradient (a product with them would make dQ
+    NaN). A key-padding mask [B, 1, 1, L_k] hiding an entry's first 128
+    keys."""
+    B, H, L, D = 2, 2, 256, 32
+    q, k, v = (rand((B, H, L, D), mx.float32, i) for i in range(3))
+    w = rand((B, H, L, D), mx.float32, 9)
+    mask = mx.arange(L) >= mx.array([0, 128])[:, None, None, None]
+    padding = (mx.arange(B) == 1)[:, None, None, None] & (mx.arange(L) < 128)[None, None, :, None]
+    k_nan, v_nan = (mx.where(padding, mx.nan, x) for x in (k, v))
+    with mx.stream(mx.cpu):
+        got = gradients(fused, q, k_nan, v_nan, mask, None, w, False)
+        want = gradients(fused, q, k, v, mask, None, w, False)
+    for name, g, r in zip(["dq", "dk", "dv"], got, want):
+        np.testing.assert_allclose(to_np(g), to_np(r), rtol=1e-6, atol=1e-7, err_msg=name)
+
+
 BROKEN_BACKWARD = textwrap.dedent(
     r"""
     import io, json, warnings

@@ -164,14 +164,38 @@ void probabilities_and_score_grads(
   }
 }
 
-// Whether any row of [q0, q0 + rows) sees a key of [k0, k0 + n) or sees no
-// key at all (those average V, so they reach every key's dV).
-template <MaskKind MASK>
-bool block_matters(const fa::AttnParams& p, int q0, int rows, int k0) {
-  if (MASK != MaskKind::Causal) {
+// Whether any row of [q0, q0 + rows) of (b, h) sees a key of [k0, k0 + n)
+// or sees no key at all (those average V, so they reach every key's dV):
+// the pairs a causal cut or a bool mask hides whole add nothing.
+template <typename T, MaskKind MASK>
+bool block_matters(
+    const BwdProblem& pr,
+    const BwdInputs<T>& in,
+    int b,
+    int h,
+    int q0,
+    int rows,
+    int k0,
+    int n) {
+  const fa::AttnParams& p = pr.p.fwd;
+  if (MASK == MaskKind::Causal) {
+    return q0 + rows - 1 + p.causal_offset >= k0 || q0 + p.causal_offset < 0;
+  }
+  if (MASK != MaskKind::Bool) {
     return true;
   }
-  return q0 + rows - 1 + p.causal_offset >= k0 || q0 + p.causal_offset < 0;
+  const stride_t* ms = p.mask_strides;
+  const bool* m = static_cast<const bool*>(pr.mask_data) + b * ms[0] +
+      h * ms[1] + q0 * ms[2];
+  if (shows_any(m, ms, rows, k0, n)) {
+    return true;
+  }
+  for (int i = 0; i < rows; ++i) {
+    if (in.lse[lse_row(p, b, h, q0 + i)] == -INFINITY) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // dQ rows [q0, q0 + rows) of (b, h) += the item's share, under their lock.
@@ -219,7 +243,7 @@ void key_block(
       const int qb = (step + kb) % q_blocks;
       const int q0 = qb * BLOCK_Q;
       const int rows = std::min(BLOCK_Q, p.L_q - q0);
-      if (!block_matters<MASK>(p, q0, rows, k0)) {
+      if (!block_matters<T, MASK>(pr, in, b, h, q0, rows, k0, n)) {
         continue;
       }
       load_rows(
