@@ -244,11 +244,29 @@ def _shared_arrays(driver, names):
     return [(a - anchor, s) for a, s in arrays]
 
 
-def _compile_driver(metal_path, mode, flags, runtime, shared_names, out_dir):
+# An explicit kernel instantiation as the preprocessor leaves it: one
+# statement, its host name possibly split into adjacent string literals.
+_INSTANCE = re.compile(r'template\s*\[\[\s*host_name\s*\(((?:\s*"[^"]*")+)\s*\)\s*\]\][^;]*;')
+
+
+def _keep_instance(pre, host_name):
+    """The preprocessed unit without the explicit kernel instantiations of
+    other host names: a driver for one kernel compiles that one alone."""
+
+    def keep(m):
+        name = "".join(re.findall(r'"([^"]*)"', m.group(1)))
+        return m.group(0) if name == host_name else ""
+
+    return _INSTANCE.sub(keep, pre)
+
+
+def _compile_driver(metal_path, mode, flags, runtime, shared_names, out_dir, only=None):
     wrapper = os.path.join(out_dir, "wrapper.cpp")
     with open(wrapper, "w") as fh:
         fh.write(gen_trampoline.wrapper(metal_path))
     pre = _run([CXX, "-std=c++17", "-E", *flags, wrapper], f"preprocessing {metal_path}")
+    if only is not None:
+        pre = _keep_instance(pre, only)
     internal = [SHIM_DIR + os.sep, RUNTIME_DIR + os.sep, wrapper]
     try:
         prog = gen_trampoline.parse(pre, internal)
@@ -268,7 +286,9 @@ def _compile_driver(metal_path, mode, flags, runtime, shared_names, out_dir):
             fh.write(f"{off} {size}\n")
 
 
-def _build(metal_path, mode):
+def _build(metal_path, mode, only=None):
+    """(driver, shared arrays) of metal_path in `mode`: every kernel, or
+    the one with host name `only` (and the file's non-template kernels)."""
     metal_path = os.path.abspath(metal_path)
     flags = _kernel_flags(metal_path)
     sources = _source_files(metal_path, [REPO_ROOT])
@@ -285,7 +305,7 @@ def _build(metal_path, mode):
         + _tree_files(SHIM_DIR)
         + _tree_files(RUNTIME_DIR)
         + [gen_trampoline.__file__, metal_source.__file__],
-        BASE_FLAGS + list(mode.kernel) + list(mode.link) + flags + [CXX, _compiler_id()],
+        BASE_FLAGS + list(mode.kernel) + list(mode.link) + flags + [CXX, _compiler_id(), only or ""],
     )
     stem = os.path.splitext(os.path.basename(metal_path))[0]
     final = os.path.join(BUILD_DIR, f"{stem}-{mode.name}-{key}")
@@ -293,7 +313,7 @@ def _build(metal_path, mode):
         os.makedirs(BUILD_DIR, exist_ok=True)
         tmp = tempfile.mkdtemp(dir=BUILD_DIR, prefix=f"tmp-{stem}-")
         try:
-            _compile_driver(metal_path, mode, flags, runtime, shared_names, tmp)
+            _compile_driver(metal_path, mode, flags, runtime, shared_names, tmp, only)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -364,11 +384,11 @@ class Program:
 
     def __init__(self, metal_path):
         self.path = metal_path
-        self._drivers = {CHECKED: _build(metal_path, CHECKED)}
+        self._drivers = {(CHECKED, None): _build(metal_path, CHECKED)}
         self.kernels = {}
         self.constants = {}
         listing = subprocess.run(
-            [self._drivers[CHECKED][0], "--list"],
+            [self._drivers[(CHECKED, None)][0], "--list"],
             capture_output=True,
             text=True,
             env={**os.environ, **RUN_ENV},
@@ -447,9 +467,12 @@ class Program:
         tgm = threadgroup_memory or {}
         req.append(struct.pack("<I", len(tgm)))
         req += [struct.pack("<IQ", int(i), int(n)) for i, n in sorted(tgm.items())]
-        if mode not in self._drivers:
-            self._drivers[mode] = _build(self.path, mode)
-        driver, shared = self._drivers[mode]
+        # The instrumented builds are slow to compile: theirs hold the
+        # launched kernel alone.
+        build = (mode, None if mode is CHECKED else name)
+        if build not in self._drivers:
+            self._drivers[build] = _build(self.path, *build)
+        driver, shared = self._drivers[build]
         req.append(struct.pack("<I", len(shared)))
         req += [struct.pack("<qQ", off, size) for off, size in shared]
 
