@@ -69,15 +69,37 @@ bool mask_reads_pairs(const array& mask, const fa::AttnParams& p) {
       mask.offset() % pair_bytes == 0;
 }
 
+/// The most splits of L_k keys whose partial outputs stay within 1/share
+/// of the K and V bytes each streams: a split of a block of `rows` rows
+/// writes rows x D_v fp32 partials that the combine reads back (8 bytes an
+/// element). H200, D = 128 bf16, 64-row blocks: where the unsplit grid
+/// leaves most multiprocessors idle an eighth pays (L_q=128 L_k=4096, 4
+/// splits: 32.1 us against 58.0 unsplit); where it already has a block on
+/// every other one, splits only crowd busy ones and need a sixteenth (L_q =
+/// 512 L_k = 2048, 16 heads: 37.3 us in 2 splits, 31.8 in one). Decoding's
+/// few rows split down to kMinSplitKeyBlocks.
+int64_t splits_worth_their_partials(
+    int64_t L_k,
+    int rows,
+    int D,
+    int D_v,
+    int itemsize,
+    int share) {
+  const int64_t partial_bytes = 8 * int64_t(rows) * D_v;
+  const int64_t kv_bytes_a_key = int64_t(D + D_v) * itemsize;
+  return L_k * kv_bytes_a_key / (share * partial_bytes);
+}
+
 /// Splits of each query block's keys so that `groups` threadgroups come
 /// near a wave of `wave` without passing it (a second, partial wave would
-/// idle most multiprocessors at the end); 1 when they fill one already.
-int key_splits(int64_t groups, int64_t wave, int key_blocks) {
+/// idle most multiprocessors at the end), at most `most`; 1 when they fill
+/// one already.
+int key_splits(int64_t groups, int64_t wave, int key_blocks, int64_t most) {
   if (!split_keys_enabled() || groups >= wave) {
     return 1;
   }
-  const int64_t most = std::min<int64_t>(
-      key_blocks / kMinSplitKeyBlocks, kMaxKeySplits);
+  most = std::min<int64_t>(
+      {most, key_blocks / kMinSplitKeyBlocks, int64_t(kMaxKeySplits)});
   return static_cast<int>(std::max<int64_t>(1, std::min(wave / groups, most)));
 }
 
@@ -243,10 +265,14 @@ void plan_general_launch(
   plan.tiles = tiles;
   plan.features.align_q = p.L_q % tiles.bq == 0;
   plan.features.align_k = p.L_k % tiles.bk == 0;
+  const int64_t groups = int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B;
   plan.key_splits = key_splits(
-      int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B,
+      groups,
       int64_t(tiles.min_blocks) * cores,
-      static_cast<int>(blocks_of(p.L_k, tiles.bk)));
+      static_cast<int>(blocks_of(p.L_k, tiles.bk)),
+      splits_worth_their_partials(
+          p.L_k, std::min(tiles.bq, p.L_q), p.D, p.D_v,
+          fa::dtype_size(plan.dtype), 2 * groups >= cores ? 16 : 8));
   plan.features.split_keys = plan.key_splits > 1;
   // Packed GQA's query blocks are rows of several heads: they read classes
   // by block only where the heads share the mask (mlx-lm's padding masks).

@@ -36,6 +36,11 @@ def test_fused_path_is_taken_on_the_gpu():
     q16, kv = rand((1, 32, 16, 128), mx.bfloat16, 5), rand((1, 8, 4096, 128), mx.bfloat16, 6)
     ok, reason = fa.can_use_fused(q16, kv, kv, scale=0.1, mask="causal", stream=mx.gpu)
     assert ok and reason.startswith("keys split ") and reason.endswith(" ways"), reason
+    # A grid under one wave whose keys are too few for their partials to
+    # pay (1024 keys for 64-row blocks): one pass, no split.
+    q8 = rand((1, 8, 1024, 128), mx.bfloat16, 7)
+    ok, reason = fa.can_use_fused(q8, q8, q8, scale=0.1, stream=mx.gpu)
+    assert ok and reason == "", reason
 
 
 def test_jit_cache_is_written(tmp_path, monkeypatch):
