@@ -70,14 +70,10 @@ bool mask_reads_pairs(const array& mask, const fa::AttnParams& p) {
 }
 
 /// The most splits of L_k keys whose partial outputs stay within 1/share
-/// of the K and V bytes each streams: a split of a block of `rows` rows
-/// writes rows x D_v fp32 partials that the combine reads back (8 bytes an
-/// element). H200, D = 128 bf16, 64-row blocks: where the unsplit grid
-/// leaves most multiprocessors idle an eighth pays (L_q=128 L_k=4096, 4
-/// splits: 32.1 us against 58.0 unsplit); where it already has a block on
-/// every other one, splits only crowd busy ones and need a sixteenth (L_q =
-/// 512 L_k = 2048, 16 heads: 37.3 us in 2 splits, 31.8 in one). Decoding's
-/// few rows split down to kMinSplitKeyBlocks.
+/// of the K and V bytes each streams: a split writes rows x D_v fp32
+/// partials that the combine reads back (8 bytes an element), which short
+/// key ranges of many rows do not repay (RESULTS.md, "Split keys: when a
+/// split pays").
 int64_t splits_worth_their_partials(
     int64_t L_k,
     int rows,
@@ -272,6 +268,7 @@ void plan_general_launch(
       static_cast<int>(blocks_of(p.L_k, tiles.bk)),
       splits_worth_their_partials(
           p.L_k, std::min(tiles.bq, p.L_q), p.D, p.D_v,
+          // A grid with a block on every other multiprocessor gains less.
           fa::dtype_size(plan.dtype), 2 * groups >= cores ? 16 : 8));
   plan.features.split_keys = plan.key_splits > 1;
   // Packed GQA's query blocks are rows of several heads: they read classes
