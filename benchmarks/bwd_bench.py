@@ -46,22 +46,47 @@ class Case:
     L: int
     D: int
     dtype: str
-    causal: bool
+    # None, "causal" (the string), or a bool array as mlx-lm builds it for
+    # training: "causal-bool", or "window<w>-bool" (a causal window of w keys).
+    mask: str | None = None
 
     @property
     def name(self):
-        return f"{self.B}x{self.H}x{self.L}x{self.D}-{self.dtype}" + ("-causal" if self.causal else "")
+        return f"{self.B}x{self.H}x{self.L}x{self.D}-{self.dtype}" + (f"-{self.mask}" if self.mask else "")
+
+    def bool_mask(self):
+        """The array mask as numpy bool [L, L] (key j visible to query i), or
+        None for the string masks."""
+        if self.mask is None or not self.mask.endswith("-bool"):
+            return None
+        import numpy as np
+
+        i, j = np.arange(self.L)[:, None], np.arange(self.L)[None]
+        visible = j <= i
+        if self.mask.startswith("window"):
+            visible &= j > i - int(self.mask[len("window") : -len("-bool")])
+        return visible
+
+    def visible(self):
+        """The share of scores the mask shows."""
+        m = self.bool_mask()
+        if m is not None:
+            return float(m.mean())
+        return (self.L + 1) / (2 * self.L) if self.mask == "causal" else 1.0
 
 
-# The issue's cases: its H200 table, and the CPU case it tried as a new user.
+# The issue's cases: its H200 table, and the CPU case it tried as a new user;
+# then the masks of training: mlx-lm's causal and sliding-window arrays.
 CASES = {
     c.name: c
     for c in [
-        Case(1, 32, 1024, 64, "fp16", False),
-        Case(1, 32, 4096, 128, "bf16", False),
-        Case(1, 32, 4096, 128, "bf16", True),
-        Case(4, 32, 8192, 128, "bf16", True),
-        Case(4, 8, 512, 64, "fp32", True),
+        Case(1, 32, 1024, 64, "fp16"),
+        Case(1, 32, 4096, 128, "bf16"),
+        Case(1, 32, 4096, 128, "bf16", "causal"),
+        Case(4, 32, 8192, 128, "bf16", "causal"),
+        Case(4, 8, 512, 64, "fp32", "causal"),
+        Case(1, 32, 4096, 128, "bf16", "causal-bool"),
+        Case(1, 32, 4096, 128, "bf16", "window512-bool"),
     ]
 }
 DEFAULT_CASES = {
@@ -71,6 +96,8 @@ DEFAULT_CASES = {
         "1x32x4096x128-bf16",
         "1x32x4096x128-bf16-causal",
         "4x32x8192x128-bf16-causal",
+        "1x32x4096x128-bf16-causal-bool",
+        "1x32x4096x128-bf16-window512-bool",
     ],
 }
 MLX_PROVIDERS = {
@@ -98,7 +125,8 @@ def mlx_calls(attn, case, q, k, v, do):
     """(forward, forward and backward): functions returning what to eval.
     The backward is the vjp with dO as the output's cotangent, as torch's
     out.backward(dO): no loss ops around the attention."""
-    mask = "causal" if case.causal else None
+    m = case.bool_mask()
+    mask = mx.array(m) if m is not None else case.mask
     scale = case.D**-0.5
 
     def forward(q, k, v):
@@ -162,9 +190,14 @@ def torch_times(case, name, reps):
         x.requires_grad_(True)
     backend = gpu_bench.TORCH_BACKENDS[name]
 
+    m = case.bool_mask()
+    attn_mask = torch.from_numpy(m).to("cuda") if m is not None else None
+
     def forward():
         with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=case.causal, scale=case.D**-0.5)
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_mask, is_causal=case.mask == "causal", scale=case.D**-0.5
+            )
 
     def both():
         q.grad = k.grad = v.grad = None
@@ -209,7 +242,8 @@ def run_case(case, providers, reps):
 
 
 def table(results, device):
-    fwd_flops = {c.name: flops(c.B, c.H, c.L, c.L, c.D, c.causal) for c in results}
+    # The scores the mask shows: a window's are its share of the whole.
+    fwd_flops = {c.name: flops(c.B, c.H, c.L, c.L, c.D, False) * c.visible() for c in results}
     lines = [
         f"Device: {device}; MLX {mx.__version__}; times in ms "
         + ("(kernel time, CUPTI)" if on_cuda() else "(wall-clock, best of reps)")

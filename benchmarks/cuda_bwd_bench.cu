@@ -210,7 +210,7 @@ struct Backward {
       fk.align_k = pr.L % kv.bq == 0;
       fa::attention_bwd_dkdv_kernel<T, D, KvTiles, C, false>
           <<<dim3((pr.L + kv.bq - 1) / kv.bq, pr.H, pr.B), kv.warps * 32, kKvSmem>>>(
-              q, k, v, dout, lse, d, dk, dv, p, nullptr, fk);
+              q, k, v, dout, lse, d, dk, dv, p, nullptr, nullptr, fk);
     }
     if (part != Part::DkDv) {
       fa::AttnFeatures fq = f;
@@ -218,7 +218,7 @@ struct Backward {
       fq.align_k = pr.L % qt.bk == 0;
       fa::attention_bwd_dq_kernel<T, D, QTiles, C, false>
           <<<dim3((pr.L + qt.bq - 1) / qt.bq, pr.H, pr.B), qt.warps * 32, kQSmem>>>(
-              q, k, v, dout, lse, d, dq, p, nullptr, fq);
+              q, k, v, dout, lse, d, dq, p, nullptr, nullptr, fq);
     }
     CHECK(cudaGetLastError());
   }

@@ -7,9 +7,11 @@
 //
 // Their D comes first from attention_backward_row_dot.metal.
 // fa_attention_bwd_dkdv: 0 q, 1 k, 2 v, 3 dO, 4 LSE, 5 D, 6 dK, 7 dV,
-//   8 params, 9 mask (has_mask). Grid (ceil(L_k / bq), H_kv, B).
+//   8 params, 9 mask (has_mask), 10 the mask's block lists (mask_blocks;
+//   kernels/mask_visits.h). Grid (ceil(L_k / bq), H_kv, B).
 // fa_attention_bwd_dq: 0 q, 1 k, 2 v, 3 dO, 4 LSE, 5 D, 6 dQ, 8 params,
-//   9 mask (has_mask). Grid (ceil(L_q / bq), H_q, B).
+//   9 mask (has_mask), 10 the lists (mask_blocks). Grid (ceil(L_q / bq),
+//   H_q, B).
 // Threadgroups: (32, warps, 1). align_q and align_k say that L_q and L_k
 // are whole blocks of the kernel: bq keys and bk queries for dK/dV, bq
 // queries and bk keys for dQ.
@@ -83,6 +85,7 @@ fa_attention_bwd_dkdv(
     device T* dv [[buffer(7)]],
     constant fa::AttnBwdParams& params [[buffer(8)]],
     const device uchar* mask [[buffer(9), function_constant(fc_has_mask)]],
+    const device uint* lists [[buffer(10), function_constant(fc_mask_blocks)]],
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
@@ -90,7 +93,7 @@ fa_attention_bwd_dkdv(
   FA_SHARED_ARRAY_DECL T q_smem[S::Block::kElems];
   FA_SHARED_ARRAY_DECL T do_smem[S::Block::kElems];
   fa::attention_backward_dkdv<fa::MetalTarget, typename S::type>(
-      q, k, v, dout, lse, d, dk, dv, params, mask, q_smem, do_smem,
+      q, k, v, dout, lse, d, dk, dv, params, mask, lists, q_smem, do_smem,
       q_smem, read_features(), tgid.x, tgid.y, tgid.z, warp, lane);
 }
 
@@ -106,6 +109,7 @@ fa_attention_bwd_dq(
     device T* dq [[buffer(6)]],
     constant fa::AttnBwdParams& params [[buffer(8)]],
     const device uchar* mask [[buffer(9), function_constant(fc_has_mask)]],
+    const device uint* lists [[buffer(10), function_constant(fc_mask_blocks)]],
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
@@ -113,7 +117,7 @@ fa_attention_bwd_dq(
   FA_SHARED_ARRAY_DECL T k_smem[S::Block::kElems];
   FA_SHARED_ARRAY_DECL T v_smem[S::Block::kElems];
   fa::attention_backward_dq<fa::MetalTarget, typename S::type>(
-      q, k, v, dout, lse, d, dq, params, mask, k_smem, v_smem,
+      q, k, v, dout, lse, d, dq, params, mask, lists, k_smem, v_smem,
       k_smem, read_features(), tgid.x, tgid.y, tgid.z, warp, lane);
 }
 

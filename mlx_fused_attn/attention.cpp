@@ -103,6 +103,7 @@ AttentionCall validate(
       }
     }
     spec.mask_shared_by_heads = m->ndim() < 3 || m->shape(-3) == 1;
+    spec.mask_shared_by_batch = m->ndim() < 4 || m->shape(-4) == 1;
     if (m->dtype() == bool_) {
       spec.mask = MaskKind::Bool;
       inputs.push_back(broadcast_to(*m, full, s));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 #include "mlx_fused_attn/backend/gpu.h"
@@ -204,10 +205,48 @@ fa::AttnParams launch_params(
   return p;
 }
 
+bool backward_reads_lists(const AttentionPlan& plan) {
+  return plan.features.has_mask &&
+      (plan.params.gqa_factor == 1 || plan.spec.mask_shared_by_heads) &&
+      mask_blocks_enabled();
+}
+
+int backward_lists_index(const AttentionPlan& plan) {
+  const bool reads = std::holds_alternative<fa::AttnBwdTiles>(plan.tiles) &&
+      plan.features.mask_blocks;
+  return reads ? kBwdMask + 1 + plan.features.has_sinks : -1;
+}
+
+BwdListGrid backward_list_grid(const AttentionPlan& plan, Dtype dtype) {
+  const auto& t = std::get<fa::AttnBwdTiles>(plan.tiles);
+  return {
+      plan.spec.mask, dtype, plan.params.L_q, plan.params.L_k, t.dkdv.bq,
+      t.dkdv.bk, t.dq.bq, t.dq.bk};
+}
+
+const array* backward_lists(
+    const AttentionPlan& plan,
+    const std::vector<array>& inputs) {
+  const int li = backward_lists_index(plan);
+  if (li < 0) {
+    return nullptr;
+  }
+  const BwdListRows rows =
+      backward_list_rows(backward_list_grid(plan, inputs[kBwdQ].dtype()));
+  if (li >= static_cast<int>(inputs.size()) ||
+      inputs[li].shape(2) != rows.total) {
+    throw std::invalid_argument(
+        "[FusedAttentionVJP] a shapeless compile reached shapes the mask's "
+        "block lists were not built for");
+  }
+  return &inputs[li];
+}
+
 fa::AttnBwdParams backward_launch_params(
     const AttentionPlan& plan,
     const std::vector<array>& inputs,
-    const std::vector<array>& grads) {
+    const std::vector<array>& grads,
+    const array* lists) {
   const int mi = mask_index(plan.spec);
   fa::AttnBwdParams p{};
   p.fwd = launch_params(
@@ -218,6 +257,17 @@ fa::AttnBwdParams backward_launch_params(
     p.dq_strides[i] = grads[0].strides()[i];
     p.dk_strides[i] = grads[1].strides()[i];
     p.dv_strides[i] = grads[2].strides()[i];
+  }
+  if (lists != nullptr) {
+    // The lists have the mask's own batch and heads: 1 broadcasts.
+    for (int i = 0; i < 2; ++i) {
+      p.list_strides[i] = lists->shape(i) > 1 ? lists->strides()[i] : 0;
+    }
+    const BwdListRows rows =
+        backward_list_rows(backward_list_grid(plan, inputs[kBwdQ].dtype()));
+    p.dkdv_list_row = rows.dkdv_row;
+    p.dq_lists_start = rows.dq_start;
+    p.dq_list_row = rows.dq_row;
   }
   return p;
 }
@@ -274,7 +324,8 @@ void plan_general_launch(
   // Packed GQA's query blocks are rows of several heads: they read classes
   // by block only where the heads share the mask (mlx-lm's padding masks).
   plan.features.mask_blocks = plan.features.has_mask &&
-      (!plan.packed_gqa || plan.spec.mask_shared_by_heads);
+      (!plan.packed_gqa || plan.spec.mask_shared_by_heads) &&
+      mask_blocks_enabled();
   plan.grid = {
       blocks_of(p.L_q, tiles.bq) * plan.key_splits,
       static_cast<unsigned>(p.H_q),

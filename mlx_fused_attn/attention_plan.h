@@ -20,6 +20,7 @@
 #include "mlx_fused_attn/kernels/short_attention_config.h"
 #include "mlx_fused_attn/kernels/short_attention_features.h"
 #include "mlx_fused_attn/launch_plan.h"
+#include "mlx_fused_attn/mask_visits.h"
 #include "mlx_fused_attn/params.h"
 
 namespace mlx_fused_attn {
@@ -97,12 +98,36 @@ fa::AttnParams launch_params(
     const mlx::core::array* mask,
     const mlx::core::array* visits = nullptr);
 
+/// Whether a GPU backward of `plan` reads an array mask's block lists
+/// (mask_visits.h): where each GQA group reads one mask head (the dK/dV
+/// kernel streams the group's heads through one list), unless
+/// MLX_FUSED_ATTN_MASK_BLOCKS=0. The backends' plans keep the answer in
+/// features.mask_blocks.
+bool backward_reads_lists(const AttentionPlan& plan);
+
+/// Where the plan's backward kernels read the block lists among
+/// FusedAttentionVJP's inputs (the last); -1 where they read none.
+int backward_lists_index(const AttentionPlan& plan);
+
+/// What the plan's backward lists are built for, the additive mask cast to
+/// `dtype`.
+BwdListGrid backward_list_grid(const AttentionPlan& plan, mlx::core::Dtype dtype);
+
+/// The block lists among the backward's `inputs` that the kernels read, or
+/// null where they read none; throws where the lists were built for other
+/// shapes (a shapeless compile's).
+const mlx::core::array* backward_lists(
+    const AttentionPlan& plan,
+    const std::vector<mlx::core::array>& inputs);
+
 /// The backward's parameters for inputs {q, k, v, o, lse, dO[, mask]}
-/// (after any row copies) and gradients {dq, dk, dv}.
+/// (after any row copies), gradients {dq, dk, dv} and the block lists if
+/// read (backward_lists).
 fa::AttnBwdParams backward_launch_params(
     const AttentionPlan& plan,
     const std::vector<mlx::core::array>& inputs,
-    const std::vector<mlx::core::array>& grads);
+    const std::vector<mlx::core::array>& grads,
+    const mlx::core::array* lists = nullptr);
 
 /// The short kernel's features, as the general kernel's are for the call.
 fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features);

@@ -29,6 +29,13 @@ struct AttnBwdParams {
   stride_t dq_strides[3];
   stride_t dk_strides[3];
   stride_t dv_strides[3];
+  /// The mask's block lists where bound (kernels/mask_visits.h): strides of
+  /// their batch and head slices (0 on broadcast axes), the length of a
+  /// dK/dV row, where the dQ rows start and the length of a dQ row.
+  stride_t list_strides[2];
+  stride_t dkdv_list_row;
+  stride_t dq_lists_start;
+  stride_t dq_list_row;
 };
 
 } // namespace fa

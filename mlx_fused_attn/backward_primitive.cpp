@@ -8,6 +8,7 @@
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/fallback.h"
+#include "mlx_fused_attn/mask_visits.h"
 
 namespace mlx_fused_attn {
 
@@ -24,7 +25,7 @@ std::vector<array> forward_inputs(
     fwd.push_back(inputs[kBwdMask]);
   }
   if (spec.has_sinks) {
-    fwd.push_back(inputs.back());
+    fwd.push_back(inputs[kBwdMask + (mask_index(spec) >= 0)]);
   }
   return fwd;
 }
@@ -171,6 +172,17 @@ std::vector<array> attention_vjp(
   }
   if (si >= 0) {
     inputs.push_back(primals[si]);
+  }
+  if (backward_lists_index(plan) >= 0) {
+    // The user's mask: the call's view broadcasts it over batch and heads.
+    const array& m = primals[mi];
+    const array user = slice(
+        m, {0, 0, 0, 0},
+        {spec.mask_shared_by_batch ? 1 : m.shape(0),
+         spec.mask_shared_by_heads ? 1 : m.shape(1), m.shape(2), m.shape(3)},
+        s);
+    inputs.push_back(
+        backward_mask_lists(user, backward_list_grid(plan, dt), s));
   }
   const std::vector<array> grads = array::make_arrays(
       {primals[0].shape(), primals[1].shape(), primals[2].shape()},

@@ -31,7 +31,8 @@ inline int sinks_index(const AttentionSpec& spec) {
 /// The inputs of the fused backward (FusedAttentionVJP), in this order; the
 /// mask only where the call has an array mask, then the sinks where it has
 /// sinks (read only by the plain-ops definition: the kernels take the
-/// sinks' share of each row from the LSE).
+/// sinks' share of each row from the LSE), then the mask's block lists
+/// where the kernels read them (backward_lists_index).
 enum BackwardInput {
   kBwdQ,
   kBwdK,

@@ -39,6 +39,78 @@ array block_reduce(const array& x, int bq, int bk, bool every, Stream s) {
   return every ? all(b, {3, 5}, false, s) : any(b, {3, 5}, false, s);
 }
 
+/// The mask broadcast to [Bm, Hm, L_q, L_k] (its own batch and heads) and
+/// where each score is hidden or shown: hidden where the kernel would make
+/// it the masked score or -inf (attention_masks.h), shown where the mask
+/// leaves it unchanged; an additive mask's values as the kernel reads them.
+struct ScoreClasses {
+  int Bm;
+  int Hm;
+  array hidden;
+  array shown;
+  std::optional<array> values;
+};
+
+ScoreClasses score_classes(
+    const array& mask,
+    MaskKind kind,
+    Dtype dtype,
+    int L_q,
+    int L_k,
+    Stream s) {
+  Shape shape4(4 - mask.ndim(), 1);
+  shape4.insert(shape4.end(), mask.shape().begin(), mask.shape().end());
+  const int Bm = shape4[0], Hm = shape4[1];
+  const array m = broadcast_to(reshape(mask, shape4, s), {Bm, Hm, L_q, L_k}, s);
+  if (kind != MaskKind::Additive) {
+    return {Bm, Hm, logical_not(m, s), m, std::nullopt};
+  }
+  const array values = astype(astype(m, dtype, s), float32, s);
+  const array m2 = multiply(values, array(kLog2e), s);
+  return {
+      Bm, Hm, less(m2, array(-0.5f * FLT_MAX), s), equal(m2, array(0.0f), s),
+      values};
+}
+
+/// Per bq x bk block of the scores: whether a row of it sees no key (dead,
+/// [Bm, Hm, n_qb, 1]), and whether every score is hidden or shown (rows and
+/// keys past the ends count as both).
+struct BlockClasses {
+  array dead;
+  array hidden;
+  array shown;
+};
+
+BlockClasses block_classes(const ScoreClasses& c, int bq, int bk, Stream s) {
+  const int L_q = c.hidden.shape(2), L_k = c.hidden.shape(3);
+  const int Pq = (L_q + bq - 1) / bq * bq, Pk = (L_k + bk - 1) / bk * bk;
+  const array yes(true), no(false);
+  const array dead_rows = all(c.hidden, -1, true, s);
+  return {
+      block_reduce(pad_to(dead_rows, Pq, 1, no, s), bq, 1, false, s),
+      block_reduce(pad_to(c.hidden, Pq, Pk, yes, s), bq, bk, true, s),
+      block_reduce(pad_to(c.shown, Pq, Pk, yes, s), bq, bk, true, s)};
+}
+
+/// A visit row per row of `skipped` [..., n, n_cols]: the count of columns
+/// not skipped, then col * 4 + kind of each, col ascending (skipped ones
+/// sort past the count).
+std::pair<array, array>
+visit_entries(const array& skipped, const array& kind, Stream s) {
+  const int n_cols = skipped.shape(-1);
+  const array col = arange(n_cols, int32, s);
+  const array order = sort(
+      where(skipped, add(col, array(n_cols), s), col, s), -1, s);
+  const array listed = remainder(order, array(n_cols), s);
+  const array entries = astype(
+      add(multiply(listed, array(4), s),
+          take_along_axis(astype(kind, int32, s), listed, -1, s), s),
+      uint32, s);
+  const array count =
+      astype(sum(logical_not(skipped, s), -1, true, s), uint32, s);
+  return {count, entries};
+}
+
 } // namespace
 
 VisitRows visit_rows(int L_k, int bk) {
@@ -48,34 +120,17 @@ VisitRows visit_rows(int L_k, int bk) {
 
 array mask_visits(const array& mask, const VisitGrid& g, Stream s) {
   const int L_q = g.L_q, L_k = g.L_k, bq = g.bq, bk = g.bk;
-  Shape shape4(4 - mask.ndim(), 1);
-  shape4.insert(shape4.end(), mask.shape().begin(), mask.shape().end());
-  const int Bm = shape4[0], Hm = shape4[1];
-  const array m = broadcast_to(reshape(mask, shape4, s), {Bm, Hm, L_q, L_k}, s);
+  const ScoreClasses c = score_classes(mask, g.kind, g.dtype, L_q, L_k, s);
+  const int Bm = c.Bm, Hm = c.Hm;
   const int n_qb = (L_q + bq - 1) / bq, n_kb = (L_k + bk - 1) / bk;
   const int Pq = n_qb * bq, Pk = n_kb * bk;
-  const array yes(true), no(false);
-  // A score is hidden where the kernel would make it the masked score or
-  // -inf (attention_masks.h), shown where the mask leaves it unchanged.
-  array hidden = logical_not(m, s), shown = m;
-  std::optional<array> values;
-  if (g.kind == MaskKind::Additive) {
-    values = astype(astype(m, g.dtype, s), float32, s);
-    const array m2 = multiply(*values, array(kLog2e), s);
-    hidden = less(m2, array(-0.5f * FLT_MAX), s);
-    shown = equal(m2, array(0.0f), s);
-  }
   // A row that sees no key keeps every block, for MLX's softmax over all.
   // Bool masks read the bits of those blocks, scaled first so that every
   // hidden score is the one masked score; additive ones every value (a row
   // of -inf has no off value).
-  const array dead_rows = all(hidden, -1, true, s);
-  const array dead = block_reduce(pad_to(dead_rows, Pq, 1, no, s), bq, 1, false, s);
-  const array hidden_all =
-      block_reduce(pad_to(hidden, Pq, Pk, yes, s), bq, bk, true, s);
-  const array hidden_b = logical_and(hidden_all, logical_not(dead, s), s);
-  const array shown_pad = pad_to(shown, Pq, Pk, yes, s);
-  const array shown_b = block_reduce(shown_pad, bq, bk, true, s);
+  const BlockClasses b = block_classes(c, bq, bk, s);
+  const array hidden_b = logical_and(b.hidden, logical_not(b.dead, s), s);
+  const array shown_pad = pad_to(c.shown, Pq, Pk, array(true), s);
 
   // Two-valued blocks: each score shown or the query block's off value, the
   // least mask value outside shown scores, NaN and hidden blocks (bool:
@@ -83,13 +138,13 @@ array mask_visits(const array& mask, const VisitGrid& g, Stream s) {
   array two_b = full({Bm, Hm, n_qb, n_kb}, true, s);
   array off_row = zeros({Bm, Hm, n_qb, 1}, uint32, s);
   array off_col = off_row;
-  if (values) {
+  if (c.values) {
     const Shape blocks6 = {Bm, Hm, n_qb, bq, n_kb, bk};
     const Shape rows3 = {Bm, Hm, n_qb, bq * Pk};
-    const array v6 = reshape(pad_to(*values, Pq, Pk, array(0.0f), s), blocks6, s);
+    const array v6 = reshape(pad_to(*c.values, Pq, Pk, array(0.0f), s), blocks6, s);
     const array out_of_play = logical_or(
         logical_or(reshape(shown_pad, blocks6, s), isnan(v6, s), s),
-        reshape(hidden_all, {Bm, Hm, n_qb, 1, n_kb, 1}, s), s);
+        reshape(b.hidden, {Bm, Hm, n_qb, 1, n_kb, 1}, s), s);
     const array candidates = reshape(
         where(out_of_play, array(INFINITY), v6, s), rows3, s);
     const array at = astype(argmin(candidates, -1, true, s), uint32, s);
@@ -105,21 +160,11 @@ array mask_visits(const array& mask, const VisitGrid& g, Stream s) {
     off_col = remainder(at, array(Pk, uint32), s);
   }
   const array kind = where(
-      dead, array(values ? kValues : kTwoValuedScaled),
-      where(shown_b, array(kShown),
+      b.dead, array(c.values ? kValues : kTwoValuedScaled),
+      where(b.shown, array(kShown),
             where(two_b, array(kTwoValued), array(kValues), s), s), s);
 
-  // Visited blocks first, in order: hidden ones sort past n_kb.
-  const array kb = arange(n_kb, int32, s);
-  const array order = sort(
-      where(hidden_b, add(kb, array(n_kb), s), kb, s), -1, s);
-  const array block = remainder(order, array(n_kb), s);
-  const array entries = astype(
-      add(multiply(block, array(4), s),
-          take_along_axis(astype(kind, int32, s), block, -1, s), s),
-      uint32, s);
-  const array count = astype(
-      sum(logical_not(hidden_b, s), -1, true, s), uint32, s);
+  const auto [count, entries] = visit_entries(hidden_b, kind, s);
   const array visit = concatenate({count, off_row, off_col, entries}, -1, s);
 
   // The shown bits, a uint32 word per 32 keys of a row.
@@ -130,7 +175,7 @@ array mask_visits(const array& mask, const VisitGrid& g, Stream s) {
   const array bits = astype(
       sum(multiply(
               reshape(
-                  astype(pad_to(shown, Pq, words * kWordBits, no, s), uint32, s),
+                  astype(pad_to(c.shown, Pq, words * kWordBits, array(false), s), uint32, s),
                   {Bm, Hm, Pq, words, kWordBits}, s),
               bit_of, s),
           -1, false, s),
@@ -140,6 +185,39 @@ array mask_visits(const array& mask, const VisitGrid& g, Stream s) {
   return stop_gradient(
       concatenate(
           {reshape(visit, {Bm, Hm, -1}, s), reshape(bits, {Bm, Hm, -1}, s)},
+          2, s),
+      s);
+}
+
+BwdListRows backward_list_rows(const BwdListGrid& g) {
+  const auto blocks = [](int n, int b) { return (n + b - 1) / b; };
+  BwdListRows r;
+  r.dkdv_row = 1 + blocks(g.L_q, g.dkdv_queries);
+  r.dq_start = blocks(g.L_k, g.dkdv_keys) * r.dkdv_row;
+  r.dq_row = 1 + blocks(g.L_k, g.dq_keys);
+  r.total = r.dq_start + blocks(g.L_q, g.dq_queries) * r.dq_row;
+  return r;
+}
+
+array backward_mask_lists(const array& mask, const BwdListGrid& g, Stream s) {
+  const ScoreClasses c = score_classes(mask, g.kind, g.dtype, g.L_q, g.L_k, s);
+  // One kernel's rows: a row a query block, or (by_keys) a key block.
+  const auto rows = [&](int bq, int bk, bool by_keys) {
+    const BlockClasses b = block_classes(c, bq, bk, s);
+    // The forward's rule: a row that sees no key keeps every block.
+    array skipped = logical_and(b.hidden, logical_not(b.dead, s), s);
+    array kind = where(b.shown, array(kShown), array(kValues), s);
+    if (by_keys) {
+      skipped = swapaxes(skipped, 2, 3, s);
+      kind = swapaxes(kind, 2, 3, s);
+    }
+    const auto [count, entries] = visit_entries(skipped, kind, s);
+    return reshape(concatenate({count, entries}, -1, s), {c.Bm, c.Hm, -1}, s);
+  };
+  return stop_gradient(
+      concatenate(
+          {rows(g.dkdv_queries, g.dkdv_keys, true),
+           rows(g.dq_queries, g.dq_keys, false)},
           2, s),
       s);
 }

@@ -48,4 +48,43 @@ mlx::core::array cached_mask_visits(
     const VisitGrid& g,
     mlx::core::Stream s);
 
+/// What the backward's lists are built for: the mask's kind and dtype, the
+/// [L_q, L_k] scores and the two kernels' blocks (a dK/dV row is a block of
+/// dkdv_keys keys listing blocks of dkdv_queries queries; a dQ row a block
+/// of dq_queries queries listing blocks of dq_keys keys).
+struct BwdListGrid {
+  MaskKind kind;
+  mlx::core::Dtype dtype;
+  int L_q;
+  int L_k;
+  int dkdv_keys;
+  int dkdv_queries;
+  int dq_queries;
+  int dq_keys;
+
+  bool operator==(const BwdListGrid& o) const {
+    return kind == o.kind && dtype == o.dtype && L_q == o.L_q &&
+        L_k == o.L_k && dkdv_keys == o.dkdv_keys &&
+        dkdv_queries == o.dkdv_queries && dq_queries == o.dq_queries &&
+        dq_keys == o.dq_keys;
+  }
+};
+
+/// A slice's layout (kernels/mask_visits.h): the length of a dK/dV row,
+/// where the dQ rows start, the length of a dQ row, and the whole.
+struct BwdListRows {
+  int dkdv_row;
+  int dq_start;
+  int dq_row;
+  int total;
+};
+BwdListRows backward_list_rows(const BwdListGrid& g);
+
+/// The backward's block lists under `mask` (rank <= 4, broadcasting to [B,
+/// H, L_q, L_k]): uint32 [B_m, H_m, total], B_m and H_m the mask's own.
+mlx::core::array backward_mask_lists(
+    const mlx::core::array& mask,
+    const BwdListGrid& g,
+    mlx::core::Stream s);
+
 } // namespace mlx_fused_attn

@@ -20,6 +20,8 @@ struct AttentionSpec {
   /// An array mask with one head, which every query head reads (known from
   /// its shape: its view's strides are not, before evaluation).
   bool mask_shared_by_heads = false;
+  /// An array mask with one batch entry, which every batch entry reads.
+  bool mask_shared_by_batch = false;
   /// The forward also writes the rows' log-sum-exp for the fused backward,
   /// which only the general kernel does.
   bool saves_lse = false;

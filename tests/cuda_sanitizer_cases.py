@@ -15,8 +15,9 @@ reads by block), head dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
 a poisoned output; each result is checked against mx.fast on the CPU. The
 gradient cases run the fused backward (row dot, dK/dV, dQ) after a forward
-that saves the LSE (unsplit where it would split its keys), against
-mx.fast's gradients on the CPU.
+that saves the LSE (unsplit where it would split its keys), over the
+mask's block lists where it has them, against mx.fast's gradients on the
+CPU.
 Not collected by pytest: under the sanitizers a run takes minutes.
 """
 
@@ -84,6 +85,12 @@ def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed):
         "causal": "causal",
         "bool": mx.random.uniform(shape=(Lq, Lk), key=km) > 0.3,
         "additive": mx.random.normal((1, 4, Lq, Lk), key=km).astype(dtype),
+        # A sliding window every head shares, each entry's rows past its
+        # padding (batch entry 1 pads 40 rows, which see no key): the
+        # backward's block lists, hidden, shown and cut blocks.
+        "window": (mx.arange(Lq)[:, None] + Lk - Lq >= mx.arange(Lk))
+        & (mx.arange(Lq)[:, None] + Lk - Lq < mx.arange(Lk) + 70)
+        & (mx.arange(Lq)[:, None] >= mx.array([0, 40])[:, None, None, None]),
     }[mask_kind]
     s = mx.random.normal((4,), key=ks).astype(dtype) if sinks else None
 
@@ -139,6 +146,9 @@ def main():
         # unsplit to save the LSE; decode packs the GQA group as rows.
         grad_case(mx.float16, 128, 100, 3000, "causal", True, 23),
         grad_case(mx.bfloat16, 64, 1, 2000, None, False, 24),
+        # The mask's block lists: blocks skipped in both kernels.
+        grad_case(mx.float16, 64, 300, 333, "window", False, 37),
+        grad_case(mx.bfloat16, 128, 257, 200, "window", True, 38),
         # Key blocks skipped and read without the mask (the visit list),
         # ragged, past one wave.
         case(mx.float16, 64, 700, 900, "window", False, 25, batch=3),

@@ -187,22 +187,48 @@ def test_cpu_runs_the_fused_backward(name):
     assert "Softmax" not in dot and "Matmul" not in dot
 
 
-def test_cpu_backward_skips_keys_a_bool_mask_hides_from_every_row():
+@device_params()
+@pytest.mark.parametrize("heads", [1, 2], ids=["mask_shared_by_heads", "mask_per_head"])
+def test_backward_skips_keys_a_bool_mask_hides_from_every_row(device, heads):
     """Pairs of blocks that a bool mask hides whole add nothing: NaN in those
     keys' K and V changes no gradient (a product with them would make dQ
-    NaN). A key-padding mask [B, 1, 1, L_k] hiding an entry's first 128
-    keys."""
+    NaN). A key-padding mask [B, heads, 1, L_k] hiding an entry's first 128
+    keys, which the CPU kernel skips by block and the GPU kernels through the
+    mask's block lists."""
     B, H, L, D = 2, 2, 256, 32
     q, k, v = (rand((B, H, L, D), mx.float32, i) for i in range(3))
     w = rand((B, H, L, D), mx.float32, 9)
     mask = mx.arange(L) >= mx.array([0, 128])[:, None, None, None]
+    mask = mx.broadcast_to(mask, (B, heads, 1, L))
     padding = (mx.arange(B) == 1)[:, None, None, None] & (mx.arange(L) < 128)[None, None, :, None]
     k_nan, v_nan = (mx.where(padding, mx.nan, x) for x in (k, v))
-    with mx.stream(mx.cpu):
+    with mx.stream(device):
         got = gradients(fused, q, k_nan, v_nan, mask, None, w, False)
         want = gradients(fused, q, k, v, mask, None, w, False)
     for name, g, r in zip(["dq", "dk", "dv"], got, want):
         np.testing.assert_allclose(to_np(g), to_np(r), rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+@device_params()
+@pytest.mark.parametrize("mask_kind", ["bool", "additive"])
+def test_gradients_under_masks_with_hidden_shown_and_cut_blocks(device, mask_kind):
+    """A causal sliding window, as mlx-lm builds it for training: blocks the
+    mask hides whole, blocks it shows whole and blocks the window's edges
+    cut; GQA groups sharing the mask. The bool mask also pads each entry on
+    the left (batched training), so that padded query rows see no key and
+    average V (their blocks are read whole); an additive mask hides with
+    -inf and keeps every row seeing its own key."""
+    B, Hq, Hkv, L, D = 2, 4, 2, 300, 64
+    q = rand((B, Hq, L, D), mx.float16, 0)
+    k, v = (rand((B, Hkv, L, D), mx.float16, i) for i in (1, 2))
+    i, j = mx.arange(L)[:, None], mx.arange(L)[None]
+    window = ((j <= i) & (j > i - 100))[None, None]
+    if mask_kind == "bool":
+        pad = mx.array([0, 70])[:, None, None, None]
+        mask = window & (i >= pad) & (j >= pad)
+    else:
+        mask = mx.where(window, mx.array(0.0, mx.float16), mx.array(-mx.inf, mx.float16))
+    check_gradients(device, q, k, v, mask, what=f"window {mask_kind}")
 
 
 BROKEN_BACKWARD = textwrap.dedent(

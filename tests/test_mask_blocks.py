@@ -11,6 +11,7 @@ import pytest
 import mlx_fused_attn as fa
 from conftest import assert_close, device_params, rand
 from metal_emu.cases import SHOWN, TWO_VALUED, TWO_VALUED_SCALED, VALUES, visit_rows
+from metal_emu.cases import backward_mask_lists as reference_backward_lists
 from metal_emu.cases import mask_visits as reference_visits
 
 _ext = fa._ext
@@ -198,6 +199,71 @@ def test_mlx_lm_masks_skip_blocks(window):
         inner = [c for kb, c in entries if kb < qb and (window is None or kb * bk > qb * bq - window + bq)]
         assert inner == [SHOWN] * len(inner), qb
         assert {c for _, c in entries} <= {SHOWN, TWO_VALUED}
+
+
+def backward_lists(mask, dtype, L_q, L_k, tiles):
+    return np.array(_ext._backward_mask_lists(mask, dtype, L_q, L_k, *tiles, stream=mx.cpu))
+
+
+def backward_rows(lists, L_q, L_k, tiles):
+    """Per slice, the listed entries ((block, class), ...) of each dK/dV row
+    then each dQ row: entries past a row's count are not read."""
+    dkdv_keys, dkdv_queries, dq_queries, dq_keys = tiles
+    shapes = [(-(-L_k // dkdv_keys), 1 + -(-L_q // dkdv_queries)), (-(-L_q // dq_queries), 1 + -(-L_k // dq_keys))]
+    out = {}
+    for idx in np.ndindex(*lists.shape[:2]):
+        at, rows = 0, []
+        for n, length in shapes:
+            for r in range(n):
+                row = lists[idx][at + r * length : at + (r + 1) * length]
+                rows.append([(int(e) >> 2, int(e) & 3) for e in row[1 : 1 + row[0]]])
+            at += n * length
+        assert at == lists.shape[2]
+        out[idx] = rows
+    return out
+
+
+# dK/dV keys, dK/dV queries, dQ queries, dQ keys: CUDA's wgmma tiles at D = 64,
+# Metal's, and ragged ones.
+BWD_TILES = [(64, 128, 64, 128), (32, 64, 32, 64), (16, 32, 48, 16)]
+
+
+@pytest.mark.parametrize("tiles", BWD_TILES)
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_backward_lists_match_the_reference(tiles, kind):
+    """Hidden blocks left out unless a row of them sees no key, shown blocks
+    classed shown, in both kernels' orientations; rows that see no key in
+    the mask's first batch entry, a mask per head in the second."""
+    L_q, L_k = 150, 200
+    m = np.stack([block_mask(L_q, L_k, 16, 16, seed=s, heads=2) for s in range(2)])
+    m[0, :, 5] = False
+    if kind == "bool":
+        mask, values = mx.array(m), m
+    else:
+        values = np.where(m, 0.0, -np.inf)
+        values[1, 1, :, 7] = -3.0
+        mask = mx.array(values.astype(np.float16))
+    got = backward_lists(mask, mx.float16, L_q, L_k, tiles)
+    want = reference_backward_lists(values, kind, L_q, L_k, *tiles)
+    assert got.shape == want.shape
+    assert backward_rows(got, L_q, L_k, tiles) == backward_rows(want, L_q, L_k, tiles)
+
+
+def test_backward_lists_of_a_sliding_window():
+    """mlx-lm's sliding-window mask as a bool array: each key block lists the
+    query blocks within the window's reach, each query block the key blocks;
+    the blocks inside the window are shown."""
+    L, w, b = 512, 128, 64
+    i, j = np.arange(L)[:, None], np.arange(L)[None]
+    m = (j <= i) & (j > i - w)
+    rows = backward_rows(backward_lists(mx.array(m), mx.float16, L, L, (b, b, b, b)), L, L, (b, b, b, b))[(0, 0)]
+    n = L // b
+    for kb in range(n):
+        assert [qb for qb, _ in rows[kb]] == [qb for qb in range(n) if kb <= qb <= kb + w // b], kb
+    for qb in range(n):
+        assert [kb for kb, _ in rows[n + qb]] == [kb for kb in range(n) if qb - w // b <= kb <= qb], qb
+        inner = [c for kb, c in rows[n + qb] if qb - w // b < kb < qb]
+        assert inner == [SHOWN] * min(qb, w // b - 1), qb
 
 
 # ---------------------------------------------------------------------------

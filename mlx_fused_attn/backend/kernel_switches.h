@@ -1,6 +1,9 @@
 // Switches that turn a kernel path off for the GPU backends, each on unless
-// its variable is "0": MLX_FUSED_ATTN_SHORT (the short-sequence kernel) and
-// MLX_FUSED_ATTN_SPLIT_KEYS (split keys, split_keys.h). Read when each call
+// its variable is "0": MLX_FUSED_ATTN_SHORT (the short-sequence kernel),
+// MLX_FUSED_ATTN_SPLIT_KEYS (split keys, split_keys.h) and
+// MLX_FUSED_ATTN_MASK_BLOCKS (an array mask's classes by block and the
+// backward's block lists, kernels/mask_visits.h: the kernels then read the
+// mask at every score of every block). Read when each call
 // is planned (as MLX_FUSED_ATTN_JIT is read at each call), so that one
 // process can time or check the other path on the same shapes
 // (benchmarks/gpu_bench.py --short, the tests); the plan keeps the answer
@@ -22,6 +25,10 @@ inline bool short_attention_enabled() {
 
 inline bool split_keys_enabled() {
   return kernel_switch_on("MLX_FUSED_ATTN_SPLIT_KEYS");
+}
+
+inline bool mask_blocks_enabled() {
+  return kernel_switch_on("MLX_FUSED_ATTN_MASK_BLOCKS");
 }
 
 } // namespace mlx_fused_attn

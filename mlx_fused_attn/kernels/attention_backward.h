@@ -68,9 +68,44 @@ FA_FUNC void attention_backward_row_dot(
   }
 }
 
+/// Row `row` of one kernel's rows of the mask's block lists (mask_visits.h:
+/// from `start`, `length` apart) for (batch, head), as visits; their count
+/// into n.
+FA_FUNC AttnVisits backward_visits(
+    const FA_DEVICE unsigned int* lists,
+    const FA_CONSTANT AttnBwdParams& bp,
+    stride_t start,
+    stride_t length,
+    int batch,
+    int head,
+    int row,
+    FA_THREAD int& n) {
+  const FA_DEVICE unsigned int* r = lists + batch * bp.list_strides[0] +
+      head * bp.list_strides[1] + start + row * length;
+  n = int(r[0]);
+  const AttnVisits v = {r + 1, nullptr, 0};
+  return v;
+}
+
+/// Whether a block of visit class `kind` at rows [row0, row0 + rows) and
+/// keys [key0, key0 + keys) takes the interior op: whole rows and keys, all
+/// visible (no mask read, under the causal cut).
+FA_FUNC bool backward_interior(
+    const FA_CONSTANT AttnParams& p,
+    AttnFeatures f,
+    int kind,
+    int row0,
+    int rows,
+    int key0,
+    int keys) {
+  return (!f.has_mask || kind == kMaskShown) && row0 + rows <= p.L_q &&
+      key0 + keys <= p.L_k &&
+      (!f.causal || key0 + keys - 1 <= row0 + p.causal_offset);
+}
+
 /// The dK/dV kernel's stream (kv_pipeline.h's Source): block j is query
-/// block qb0 + j % n_qblocks of query head head0 + j / n_qblocks, its Q
-/// rows in the K stage and its dO rows in the V stage, as the forward
+/// block visits.block(j % n_qblocks) of query head head0 + j / n_qblocks,
+/// its Q rows in the K stage and its dO rows in the V stage, as the forward
 /// streams K and V (attention_load_block).
 template <typename Target, typename Shape>
 struct BwdQSource {
@@ -82,7 +117,7 @@ struct BwdQSource {
   const FA_CONSTANT AttnBwdParams* bp;
   const FA_DEVICE elem_type* q; ///< head0's query row 0
   const FA_DEVICE elem_type* dout;
-  int qb0;
+  AttnVisits visits;
   int n_qblocks;
   int n_full_qblocks;
   bool align_q;
@@ -93,7 +128,7 @@ struct BwdQSource {
     return j / n_qblocks;
   }
   FA_FUNC int q_block(int j) const {
-    return qb0 + j % n_qblocks;
+    return visits.block(j % n_qblocks);
   }
   FA_FUNC const FA_THREADGROUP elem_type* k_block(int stage) const {
     return q_smem + stage * QBlock::kElems;
@@ -195,6 +230,7 @@ FA_FUNC void attention_backward_dkdv(
     FA_DEVICE typename Shape::elem_type* dv,
     const FA_CONSTANT AttnBwdParams& bp,
     const FA_DEVICE unsigned char* mask,
+    const FA_DEVICE unsigned int* lists,
     FA_THREADGROUP typename Shape::elem_type* q_smem,
     FA_THREADGROUP typename Shape::elem_type* do_smem,
     FA_THREADGROUP typename Shape::elem_type* operand_smem,
@@ -217,22 +253,28 @@ FA_FUNC void attention_backward_dkdv(
   const int key0 = k_block * Shape::kBQ;
   const int k_row0 = key0 + warp * kRows;
   const bool k_ragged = !f.align_k && k_block == p.L_k / Shape::kBQ;
-  // Causal: query i sees key j iff j <= i + causal_offset, so the first
-  // query block that sees this block's first key; rows that see no key
-  // (causal_offset < 0) reach every key, so then every block.
-  const int n_qblocks = (p.L_q + kBK - 1) / kBK;
-  int qb0 = 0;
-  if (f.causal && p.causal_offset >= 0 && key0 > p.causal_offset) {
-    qb0 = (key0 - p.causal_offset) / kBK;
-  }
+  // The query blocks each head of the group streams: the mask's list
+  // (shared by the group's heads, or a group of one), or under causal
+  // from the first that sees this block's first key (query i sees key j
+  // iff j <= i + causal_offset; rows that see no key, causal_offset < 0,
+  // reach every key, so then every block).
   const int head0 = kv_head * p.gqa_factor;
+  int n_qblocks = (p.L_q + kBK - 1) / kBK;
+  AttnVisits visits = {nullptr, nullptr, 0};
+  if (f.mask_blocks) {
+    visits = backward_visits(
+        lists, bp, 0, bp.dkdv_list_row, batch, head0, k_block, n_qblocks);
+  } else if (f.causal && p.causal_offset >= 0 && key0 > p.causal_offset) {
+    visits.first = (key0 - p.causal_offset) / kBK;
+    n_qblocks -= visits.first;
+  }
 
   const Source src = {
       &bp,
       q + batch * p.q_strides[0] + head0 * p.q_strides[1],
       dout + batch * bp.do_strides[0] + head0 * bp.do_strides[1],
-      qb0,
-      n_qblocks - qb0,
+      visits,
+      n_qblocks,
       p.L_q / kBK,
       f.align_q,
       q_smem,
@@ -268,12 +310,11 @@ FA_FUNC void attention_backward_dkdv(
   for (int j = 0; j < n_blocks; ++j) {
     Warp::scores(s_t, dp_t, k_op, v_op, pipe, j, lane);
 
-    // A block of whole rows and keys, all visible, takes the interior op.
-    const int q0 = src.q_block(j) * kBK;
+    const AttnVisit visit = visits.at(j % n_qblocks);
+    const int q0 = visit.block * kBK;
     const BwdScoreGrads<T> grads =
         backward_score_grads<T>(p, lse, d, mask, f, batch, head0 + src.head(j));
-    if (!f.has_mask && !k_ragged && q0 + kBK <= p.L_q &&
-        (!f.causal || key0 + Shape::kBQ - 1 <= q0 + p.causal_offset)) {
+    if (backward_interior(p, f, visit.kind, q0, kBK, key0, Shape::kBQ)) {
       const TransposedCoords<BwdInteriorGrads> op = {grads.interior()};
       tile_zip_coords(s_t, dp_t, op, k_row0, q0, lane);
     } else {
@@ -310,6 +351,7 @@ FA_FUNC void attention_backward_dq(
     FA_DEVICE typename Shape::elem_type* dq,
     const FA_CONSTANT AttnBwdParams& bp,
     const FA_DEVICE unsigned char* mask,
+    const FA_DEVICE unsigned int* lists,
     FA_THREADGROUP typename Shape::elem_type* k_smem,
     FA_THREADGROUP typename Shape::elem_type* v_smem,
     FA_THREADGROUP typename Shape::elem_type* operand_smem,
@@ -332,14 +374,18 @@ FA_FUNC void attention_backward_dq(
   const int q_row0 = q_block * kBQ + warp * Warp::kRows;
   const bool q_ragged = !f.align_q && q_block == p.L_q / kBQ;
   const int kv_head = head / p.gqa_factor;
-  const AttnKeyBlocks blocks =
-      attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
-  // Every key block in order: the backward reads no mask classes.
-  const AttnVisits every_block = {nullptr, nullptr, 0};
+  // The key blocks: the mask's list, or every block up to the causal cut.
+  int n_blocks = attention_key_blocks<kBQ, kBK>(p, f.causal, q_block).end;
+  AttnVisits visits = {nullptr, nullptr, 0};
+  if (f.mask_blocks) {
+    visits = backward_visits(
+        lists, bp, bp.dq_lists_start, bp.dq_list_row, batch, head, q_block,
+        n_blocks);
+  }
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
-          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, every_block),
-      blocks.end, warp * kSimdWidth + lane);
+          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, visits),
+      n_blocks, warp * kSimdWidth + lane);
   const BwdScoreGrads<T> grads =
       backward_score_grads<T>(p, lse, d, mask, f, batch, head);
   const BwdInteriorGrads interior = grads.interior();
@@ -366,17 +412,17 @@ FA_FUNC void attention_backward_dq(
 
   // ------------------------------------------------------ the key blocks
   pipe.start();
-  for (int kb = 0; kb < blocks.end; ++kb) {
-    Warp::scores(s, dp, q_op, do_op, pipe, kb, lane);
-    // A block of whole rows and keys, all visible, takes the interior op.
-    if (!f.has_mask && !q_ragged && kb < blocks.causal &&
-        (kb + 1) * kBK <= p.L_k) {
-      tile_zip_coords(s, dp, interior, q_row0, kb * kBK, lane);
+  for (int i = 0; i < n_blocks; ++i) {
+    Warp::scores(s, dp, q_op, do_op, pipe, i, lane);
+    const AttnVisit visit = visits.at(i);
+    const int key0 = visit.block * kBK;
+    if (backward_interior(p, f, visit.kind, q_block * kBQ, kBQ, key0, kBK)) {
+      tile_zip_coords(s, dp, interior, q_row0, key0, lane);
     } else {
-      tile_zip_coords(s, dp, grads, q_row0, kb * kBK, lane);
+      tile_zip_coords(s, dp, grads, q_row0, key0, lane);
     }
     tile_to_operand(ds, dp);
-    KBlock::mma_ab(dq_acc, ds, pipe.k_block(kb), lane);
+    KBlock::mma_ab(dq_acc, ds, pipe.k_block(i), lane);
   }
 
   // ----------------------------------------------------------- store

@@ -18,6 +18,20 @@
 // its keys: a bool mask's as kMaskTwoValuedScaled (read as kMaskTwoValued,
 // but scaled before the select, so that every hidden score is the one
 // masked score), an additive mask's as kMaskValues.
+//
+// The backward's lists (backward_mask_lists), per slice, uint32:
+//
+//   a row per key block of the dK/dV kernel (its kBQ keys): count, then
+//                                 qb * 4 + class for each block of kBK
+//                                 queries it streams, qb ascending
+//   then a row per query block of the dQ kernel (its kBQ queries): count,
+//                                 then kb * 4 + class for each block of kBK
+//                                 keys, kb ascending
+//
+// Left out, as above: the blocks whose every score is hidden, unless a row
+// of the block sees no key (under a bool mask that row's P is 1 / L_k on
+// every key, under an additive one NaN). Classes: kMaskShown (no mask read)
+// or kMaskValues.
 #pragma once
 
 #include "mlx_fused_attn/params.h"

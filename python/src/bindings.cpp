@@ -101,6 +101,30 @@ NB_MODULE(_ext, m) {
       "mask"_a, "dtype"_a, "L_q"_a, "L_k"_a, "bq"_a, "bk"_a, nb::kw_only(),
       "stream"_a = nb::none());
 
+  // For tests: the block lists the GPU backward reads for an array mask.
+  m.def(
+      "_backward_mask_lists",
+      [](const mx::array& mask,
+         mx::Dtype dtype,
+         int L_q,
+         int L_k,
+         int dkdv_keys,
+         int dkdv_queries,
+         int dq_queries,
+         int dq_keys,
+         const StreamArg& stream) {
+        const auto kind = mask.dtype() == mx::bool_
+            ? mlx_fused_attn::MaskKind::Bool
+            : mlx_fused_attn::MaskKind::Additive;
+        return mlx_fused_attn::backward_mask_lists(
+            mask,
+            {kind, dtype, L_q, L_k, dkdv_keys, dkdv_queries, dq_queries,
+             dq_keys},
+            mx::to_stream(to_stream_or_device(stream)));
+      },
+      "mask"_a, "dtype"_a, "L_q"_a, "L_k"_a, "dkdv_keys"_a, "dkdv_queries"_a,
+      "dq_queries"_a, "dq_keys"_a, nb::kw_only(), "stream"_a = nb::none());
+
   m.def(
       "neighborhood_attention",
       [](const mx::array& q,

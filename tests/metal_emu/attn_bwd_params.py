@@ -14,4 +14,8 @@ class AttnBwdParams(ctypes.Structure):
         ("dq_strides", ctypes.c_int64 * 3),
         ("dk_strides", ctypes.c_int64 * 3),
         ("dv_strides", ctypes.c_int64 * 3),
+        ("list_strides", ctypes.c_int64 * 2),
+        ("dkdv_list_row", ctypes.c_int64),
+        ("dq_lists_start", ctypes.c_int64),
+        ("dq_list_row", ctypes.c_int64),
     ]

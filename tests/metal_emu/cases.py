@@ -122,22 +122,66 @@ def visit_rows(L_k, bk):
     return -(-L_k // bk) + 3, -(-L_k // unit) * (unit // 32)
 
 
+def score_classes(mask, kind, L_q, L_k):
+    """(the mask broadcast to [B_m, H_m, L_q, L_k], where each score is
+    hidden, where shown, the float32 values of an additive mask or None)."""
+    m = np.asarray(mask)
+    m = m.reshape((1,) * (4 - m.ndim) + m.shape)
+    m = np.broadcast_to(m, m.shape[:2] + (L_q, L_k))
+    if kind == "bool":
+        return m, ~m, m, None
+    values = m.astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        m2 = values * np.float32(np.log2(np.e))
+    return m, m2 < -0.5 * np.finfo(np.float32).max, m2 == 0, values
+
+
+def backward_mask_lists(mask, kind, L_q, L_k, dkdv_keys, dkdv_queries, dq_queries, dq_keys):
+    """uint32 [B_m, H_m, total] as mlx_fused_attn/mask_visits.cpp's
+    backward_mask_lists builds it: a row per key block of dkdv_keys keys
+    (the count of listed blocks of dkdv_queries queries, then qb * 4 + class
+    of each, qb ascending), then a row per query block of dq_queries queries
+    (the count, then kb * 4 + class over blocks of dq_keys keys). A block is
+    listed unless its every score is hidden and no row of it sees no key;
+    its class is SHOWN where every score is shown, else VALUES."""
+    m, hidden, shown, _ = score_classes(mask, kind, L_q, L_k)
+    dead = hidden.all(axis=-1)
+
+    def rows(idx, bq, bk, by_keys):
+        n_qb, n_kb = -(-L_q // bq), -(-L_k // bk)
+        listed = {}
+        for qb in range(n_qb):
+            r = slice(qb * bq, (qb + 1) * bq)
+            for kb in range(n_kb):
+                c = slice(kb * bk, (kb + 1) * bk)
+                if hidden[idx][r, c].all() and not dead[idx][r].any():
+                    continue
+                listed[(qb, kb)] = SHOWN if shown[idx][r, c].all() else VALUES
+        out = []
+        for row in range(n_kb if by_keys else n_qb):
+            cols = n_qb if by_keys else n_kb
+            entries = [
+                col * 4 + listed[key]
+                for col in range(cols)
+                for key in [(col, row) if by_keys else (row, col)]
+                if key in listed
+            ]
+            out += [len(entries)] + entries + [0] * (cols - len(entries))
+        return out
+
+    slices = []
+    for idx in np.ndindex(*m.shape[:2]):
+        slices.append(rows(idx, dkdv_queries, dkdv_keys, True) + rows(idx, dq_queries, dq_keys, False))
+    return np.array(slices, np.uint32).reshape(m.shape[:2] + (-1,))
+
+
 def mask_visits(mask, kind, L_q, L_k, bq, bk):
     """uint32 [B_m, H_m, n_qb * visit + n_qb * bq * words] as
     mlx_fused_attn/mask_visits.cpp builds it: per query block the count of
     visited key blocks, the off value's row and column, then kb * 4 + class
     for each, kb ascending; then the shown bits of every row. mask: bool, or
     the float64 values the kernel reads (additive), of rank <= 4."""
-    m = np.asarray(mask)
-    m = m.reshape((1,) * (4 - m.ndim) + m.shape)
-    m = np.broadcast_to(m, m.shape[:2] + (L_q, L_k))
-    if kind == "bool":
-        hidden, shown = ~m, m
-    else:
-        values = m.astype(np.float32)
-        with np.errstate(over="ignore", invalid="ignore"):
-            m2 = values * np.float32(np.log2(np.e))
-        hidden, shown = m2 < -0.5 * np.finfo(np.float32).max, m2 == 0
+    m, hidden, shown, values = score_classes(mask, kind, L_q, L_k)
     n_qb, n_kb = -(-L_q // bq), -(-L_k // bk)
     visit, words = visit_rows(L_k, bk)
     dead = hidden.all(axis=-1)

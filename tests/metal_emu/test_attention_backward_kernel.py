@@ -26,7 +26,7 @@ FORWARD = "metal/attention.metal"
 DTYPES = ("float16", "bfloat16", "float32")
 # FA_ATTENTION_BACKWARD_HEAD_DIMS (attention_backward_config.h).
 HEAD_DIMS = (32, 64, 96, 128)
-FC = {"has_mask": 300, "bool_mask": 301, "causal": 302, "has_sinks": 303, "has_lse": 305, "split_keys": 304, "align_q": 200, "align_k": 201}
+FC = {"has_mask": 300, "bool_mask": 301, "causal": 302, "has_sinks": 303, "has_lse": 305, "split_keys": 304, "mask_blocks": 306, "align_q": 200, "align_k": 201}
 # Relative to the largest gradient element: P and dS are rounded to the
 # input dtype before their products (as the forward rounds P).
 TOL = {"float16": 1e-2, "bfloat16": 4e-2, "float32": 1e-4}
@@ -49,7 +49,7 @@ def run_forward(prog, params, inputs, constants, dtype, D, launch):
     out, p.o_strides = contiguous((B, H_q, L_q, D), dtype)
     buffers = {**{i: x for i, x in inputs.items() if i != 3}, 3: out, 4: p, 10: np.full((B, H_q, L_q), np.nan, np.float32)}
     fc = {index: constants.get(index, False) for index in prog.constants}
-    fc.update({FC["has_lse"]: True, FC["has_sinks"]: 6 in inputs, FC["align_q"]: L_q % bq == 0, FC["align_k"]: L_k % bk == 0})
+    fc.update({FC["has_lse"]: True, FC["has_sinks"]: 6 in inputs, FC["mask_blocks"]: False, FC["align_q"]: L_q % bq == 0, FC["align_k"]: L_k % bk == 0})
     res = prog.launch(name, buffers=buffers, constants=fc, grid=(-(-L_q // bq), H_q, B), threadgroup=(32, warps, 1), **launch)
     return res[3], cases.from_device(res[3], dtype), res[10]
 
@@ -93,10 +93,14 @@ def run_case(
     race_check=False,
     edit=None,
     forward="reference",
+    lists=True,
+    device_kv_edit=None,
 ):
     """One case, checked; edit(inputs) may change the float32 inputs (a
-    dict) first. forward: where O and the LSE come from, "reference" or
-    "kernel"."""
+    dict) first, device_kv_edit the placed K and V (cases.place_inputs).
+    forward: where O and the LSE come from, "reference" or "kernel". lists:
+    whether the kernels read the mask's block lists where the host would
+    bind them (a mask every head of a GQA group shares)."""
     H_kv = H_kv or H_q
     rng = np.random.default_rng(seed)
     scale = 1.0 / np.sqrt(D)
@@ -112,7 +116,9 @@ def run_case(
         inputs["mask"] = rng.standard_normal(mask_shape or (B, H_q, L_q, L_k)).astype(np.float32)
     if edit is not None:
         edit(inputs)
-    buffers, strides, ref_kwargs, _, (q64, k64, v64) = cases.place_inputs(inputs, dtype, layout, None, mask)
+    buffers, strides, ref_kwargs, _, (q64, k64, v64) = cases.place_inputs(
+        inputs, dtype, layout, None, mask, device_kv_edit=device_kv_edit
+    )
     do_dev, do64 = cases.to_device(rng.standard_normal((B, H_q, L_q, D)), dtype)
     ref = backward_reference.backward(q64, k64, v64, do64, scale, dtype, causal=causal, **ref_kwargs)
     o_dev, o64 = cases.to_device(ref["o"], dtype)
@@ -132,7 +138,23 @@ def run_case(
     dq, params.dq_strides = contiguous((B, H_q, L_q, D), dtype)
     dk, params.dk_strides = contiguous((B, H_kv, L_k, D), dtype)
     dv, params.dv_strides = contiguous((B, H_kv, L_k, D), dtype)
-    features = {FC["has_mask"]: mask is not None, FC["bool_mask"]: mask == "bool", FC["causal"]: causal}
+    dkdv_name, dkdv_bq, dkdv_bk, dkdv_warps = kernel_for(prog.grads, "dkdv", dtype, D)
+    dq_name, dq_bq, dq_bk, dq_warps = kernel_for(prog.grads, "dq", dtype, D)
+    shared = mask is not None and (H_q == H_kv or np.shape(inputs["mask"])[-3] == 1)
+    block_lists = None
+    if lists and shared:
+        tiles = (dkdv_bq, dkdv_bk, dq_bq, dq_bk)
+        values = ref_kwargs["bool_mask" if mask == "bool" else "add_mask"]
+        block_lists = cases.backward_mask_lists(values, mask, L_q, L_k, *tiles)
+        sb = [s // 4 if n > 1 else 0 for s, n in zip(block_lists.strides[:2], block_lists.shape[:2])]
+        params.list_strides = tuple(sb)
+        params.dkdv_list_row = 1 + -(-L_q // dkdv_bk)
+        params.dq_lists_start = -(-L_k // dkdv_bq) * params.dkdv_list_row
+        params.dq_list_row = 1 + -(-L_k // dq_bk)
+    features = {
+        FC["has_mask"]: mask is not None, FC["bool_mask"]: mask == "bool", FC["causal"]: causal,
+        FC["mask_blocks"]: block_lists is not None,
+    }
     constants = {index: features.get(index, False) for index in prog.grads.constants}
     launch = dict(schedule=schedule, race_check=race_check)
     if forward == "kernel":
@@ -152,20 +174,20 @@ def run_case(
     common = {0: buffers[0], 1: buffers[1], 2: buffers[2], 3: do_dev, 4: lse, 5: d, 8: params}
     if mask is not None:
         common[9] = buffers[5]
-    name, bq, bk, warps = kernel_for(prog.grads, "dkdv", dtype, D)
+    if block_lists is not None:
+        common[10] = block_lists
     res = prog.grads.launch(
-        name,
+        dkdv_name,
         buffers={**common, 6: dk, 7: dv},
-        constants={**constants, FC["align_q"]: L_q % bk == 0, FC["align_k"]: L_k % bq == 0},
-        grid=(-(-L_k // bq), H_kv, B), threadgroup=(32, warps, 1), **launch,
+        constants={**constants, FC["align_q"]: L_q % dkdv_bk == 0, FC["align_k"]: L_k % dkdv_bq == 0},
+        grid=(-(-L_k // dkdv_bq), H_kv, B), threadgroup=(32, dkdv_warps, 1), **launch,
     )
     got = {"dk": res[6], "dv": res[7]}
-    name, bq, bk, warps = kernel_for(prog.grads, "dq", dtype, D)
     res = prog.grads.launch(
-        name,
+        dq_name,
         buffers={**common, 6: dq},
-        constants={**constants, FC["align_q"]: L_q % bq == 0, FC["align_k"]: L_k % bk == 0},
-        grid=(-(-L_q // bq), H_q, B), threadgroup=(32, warps, 1), **launch,
+        constants={**constants, FC["align_q"]: L_q % dq_bq == 0, FC["align_k"]: L_k % dq_bk == 0},
+        grid=(-(-L_q // dq_bq), H_q, B), threadgroup=(32, dq_warps, 1), **launch,
     )
     got["dq"] = res[6]
     for grad, value in got.items():
@@ -205,6 +227,45 @@ def test_bool_mask_hiding_whole_rows(prog):
         inputs["mask"][0, 0, [2, 5]] = False
 
     run_case(prog, dtype="float32", D=32, H_q=1, L_q=9, L_k=40, mask="bool", edit=hide_rows)
+
+
+@pytest.mark.parametrize("lists", [True, False], ids=["lists", "every_block"])
+def test_block_lists_skip_keys_the_mask_hides_from_every_row(prog, lists):
+    """A key-padding mask [B, 1, 1, L_k] hiding batch entry 1's first 64
+    keys, whose K and V are NaN on the device: with the block lists neither
+    kernel reads them, and the gradients are the clean reference's; reading
+    every block, their products make dQ NaN."""
+
+    def pad(inputs):
+        inputs["mask"] = np.broadcast_to(np.arange(130) >= np.array([0, 64])[:, None, None, None], (2, 1, 1, 130))
+
+    def poison_padding(name, dev):
+        dev = dev.copy()
+        dev[1, :, :64] = np.nan
+        return dev
+
+    if lists:
+        run_case(prog, dtype="float16", D=32, B=2, H_q=4, H_kv=2, L_q=70, L_k=130, mask="bool",
+                 mask_shape=(2, 1, 1, 130), edit=pad, device_kv_edit=poison_padding)
+    else:
+        with pytest.raises(AssertionError, match="dq"):
+            run_case(prog, dtype="float16", D=32, B=2, H_q=4, H_kv=2, L_q=70, L_k=130, mask="bool",
+                     mask_shape=(2, 1, 1, 130), edit=pad, device_kv_edit=poison_padding, lists=False)
+
+
+@pytest.mark.parametrize("mask", ["bool", "additive"])
+def test_block_lists_of_a_sliding_window(prog, mask):
+    """A causal window of 40 keys over 150: hidden, shown and cut blocks in
+    both kernels' lists, GQA sharing the mask; the additive window hides
+    with -inf."""
+
+    def window(inputs):
+        i, j = np.arange(150)[:, None], np.arange(150)[None]
+        shown = (j <= i) & (j > i - 40)
+        inputs["mask"] = shown[None, None] if mask == "bool" else np.where(shown, 0.0, -np.inf)[None, None]
+
+    run_case(prog, dtype="float32", D=32, B=1, H_q=2, H_kv=1, L_q=150, L_k=150, mask=mask,
+             mask_shape=(1, 1, 150, 150), edit=window)
 
 
 def test_gqa_sums_over_the_group(prog):

@@ -70,6 +70,7 @@ void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
   const int arch = cuda::arch_of(d);
   plan.tiles = fa::choose_attention_backward_tiles(
       plan.params.D, plan.dtype, fa::Backend::Cuda, cuda::has_wgmma(arch));
+  plan.features.mask_blocks = backward_reads_lists(plan);
   for (fa::BwdKernel kernel : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq}) {
     if (!admitted(
             named(kOp, cuda::kernel_ready(key_of(plan, kernel), device, arch)),
@@ -116,9 +117,14 @@ void run_backward(
   }
   mx::array d({p.B, p.H_q, p.L_q}, mx::float32, nullptr, {});
   cuda::set_device_data({&grads[0], &grads[1], &grads[2], &d}, s);
-  fa::AttnBwdParams params = backward_launch_params(plan, in, grads);
+  const mx::array* lists = backward_lists(plan, inputs);
+  fa::AttnBwdParams params = backward_launch_params(plan, in, grads, lists);
   const auto ptr = [](const mx::array& a) { return mx::gpu_ptr<void>(a); };
   const void* mask = has_mask ? ptr(in[kBwdMask]) : nullptr;
+  const void* lists_ptr = lists != nullptr ? ptr(*lists) : nullptr;
+  if (lists != nullptr) {
+    in.push_back(*lists);
+  }
 
   // ------------------------------------------------------------------- D
   enc.set_input_array(in[kBwdOut]);
@@ -165,6 +171,7 @@ void run_backward(
       ptr(grads[2]),
       params,
       mask,
+      lists_ptr,
       dkdv_features);
 
   for (const mx::array& a : in) {
@@ -190,6 +197,7 @@ void run_backward(
       ptr(grads[0]),
       params,
       mask,
+      lists_ptr,
       dq_features);
   enc.add_temporary(d);
 }

@@ -74,6 +74,7 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
         T* dv,
         const AttnBwdParams params,
         const unsigned char* mask,
+        const unsigned int* lists,
         AttnFeatures features) {
   typedef AttnBwdInstance<T, D, Tiles> I;
   // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
@@ -88,11 +89,12 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     T* operand_smem = do_smem + I::t.stages * I::Block::kElems;
     features.causal = kCausal;
     features.has_mask = kHasMask;
+    features.mask_blocks = kHasMask && features.mask_blocks;
     // A key/value head streams Q and dO of its group's query heads.
     const GridBlock g = grid_block<kCausal, Heaviest::First>(
         stride_t(params.fwd.L_q) * 2 * D * sizeof(T) * params.fwd.gqa_factor);
     attention_backward_dkdv<typename I::Target, typename I::Shape>(
-        q, k, v, dout, lse, d, dk, dv, params, mask, q_smem, do_smem,
+        q, k, v, dout, lse, d, dk, dv, params, mask, lists, q_smem, do_smem,
         operand_smem, features, g.x, g.head, g.batch,
         threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
   }
@@ -110,6 +112,7 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
         T* dq,
         const AttnBwdParams params,
         const unsigned char* mask,
+        const unsigned int* lists,
         AttnFeatures features) {
   typedef AttnBwdInstance<T, D, Tiles> I;
   // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
@@ -122,11 +125,13 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     T* operand_smem = v_smem + I::t.stages * I::Block::kElems;
     features.causal = kCausal;
     features.has_mask = kHasMask;
+    features.mask_blocks = kHasMask && features.mask_blocks;
     // A query head streams its share of its key/value head's K and V.
     const GridBlock g = grid_block<kCausal, Heaviest::Last>(
         stride_t(params.fwd.L_k) * 2 * D * sizeof(T) / params.fwd.gqa_factor);
     attention_backward_dq<typename I::Target, typename I::Shape>(
-        q, k, v, dout, lse, d, dq, params, mask, k_smem, v_smem, operand_smem,
+        q, k, v, dout, lse, d, dq, params, mask, lists, k_smem, v_smem,
+        operand_smem,
         features, g.x, g.head, g.batch, threadIdx.x / kSimdWidth,
         threadIdx.x % kSimdWidth);
   }

@@ -60,6 +60,7 @@ void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
   }
   plan.tiles = fa::choose_attention_backward_tiles(
       plan.params.D, plan.dtype, fa::Backend::Metal);
+  plan.features.mask_blocks = backward_reads_lists(plan);
   auto& d = mx::metal::device(call.stream.device);
   for (const MetalPipeline& pl :
        {backward_pipeline(plan, fa::BwdKernel::DkDv),
@@ -101,7 +102,9 @@ void run_backward(
   for (mx::array& g : grads) {
     g.set_data(mx::allocator::malloc(g.nbytes()));
   }
-  const fa::AttnBwdParams params = backward_launch_params(plan, in, grads);
+  const mx::array* lists = backward_lists(plan, inputs);
+  const fa::AttnBwdParams params =
+      backward_launch_params(plan, in, grads, lists);
   mx::array dsum({p.B, p.H_q, p.L_q}, mx::float32, nullptr, {});
   dsum.set_data(mx::allocator::malloc(dsum.nbytes()));
 
@@ -127,6 +130,9 @@ void run_backward(
     enc.set_bytes(params, 8);
     if (has_mask) {
       enc.set_input_array(in[kBwdMask], 9);
+    }
+    if (lists != nullptr) {
+      enc.set_input_array(*lists, 10);
     }
   };
   enc.set_compute_pipeline_state(
