@@ -181,8 +181,14 @@ std::vector<array> attention_vjp(
         {spec.mask_shared_by_batch ? 1 : m.shape(0),
          spec.mask_shared_by_heads ? 1 : m.shape(1), m.shape(2), m.shape(3)},
         s);
+    const BwdListGrid grid = backward_list_grid(plan, dt);
+    // The forward's classes of the mask follow the call's inputs where its
+    // kernel read them.
+    const size_t vi = call_input_count(spec);
     inputs.push_back(
-        backward_mask_lists(user, backward_list_grid(plan, dt), s));
+        primals.size() > vi
+            ? cached_backward_mask_lists(primals[vi], user, grid, s)
+            : backward_mask_lists(user, grid, s));
   }
   const std::vector<array> grads = array::make_arrays(
       {primals[0].shape(), primals[1].shape(), primals[2].shape()},

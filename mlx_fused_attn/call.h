@@ -27,6 +27,10 @@ inline int mask_index(const AttentionSpec& spec) {
 inline int sinks_index(const AttentionSpec& spec) {
   return spec.has_sinks ? (mask_index(spec) < 0 ? 3 : 4) : -1;
 }
+/// The count of AttentionCall::inputs.
+inline int call_input_count(const AttentionSpec& spec) {
+  return 3 + (mask_index(spec) >= 0) + spec.has_sinks;
+}
 
 /// The inputs of the fused backward (FusedAttentionVJP), in this order; the
 /// mask only where the call has an array mask, then the sinks where it has

@@ -25,6 +25,9 @@ constexpr int kWordBits = 32;
 
 /// x [..., n, m] padded with `value` to [..., rows, cols].
 array pad_to(const array& x, int rows, int cols, const array& value, Stream s) {
+  if (x.shape(-2) == rows && x.shape(-1) == cols) {
+    return x;
+  }
   const int nd = static_cast<int>(x.ndim());
   return pad(
       x, {nd - 2, nd - 1}, {0, 0}, {rows - x.shape(-2), cols - x.shape(-1)},
@@ -201,9 +204,12 @@ BwdListRows backward_list_rows(const BwdListGrid& g) {
 
 array backward_mask_lists(const array& mask, const BwdListGrid& g, Stream s) {
   const ScoreClasses c = score_classes(mask, g.kind, g.dtype, g.L_q, g.L_k, s);
+  const BlockClasses dkdv = block_classes(c, g.dkdv_queries, g.dkdv_keys, s);
+  const bool same = g.dq_queries == g.dkdv_queries && g.dq_keys == g.dkdv_keys;
+  const BlockClasses dq =
+      same ? dkdv : block_classes(c, g.dq_queries, g.dq_keys, s);
   // One kernel's rows: a row a query block, or (by_keys) a key block.
-  const auto rows = [&](int bq, int bk, bool by_keys) {
-    const BlockClasses b = block_classes(c, bq, bk, s);
+  const auto rows = [&](const BlockClasses& b, bool by_keys) {
     // The forward's rule: a row that sees no key keeps every block.
     array skipped = logical_and(b.hidden, logical_not(b.dead, s), s);
     array kind = where(b.shown, array(kShown), array(kValues), s);
@@ -216,42 +222,60 @@ array backward_mask_lists(const array& mask, const BwdListGrid& g, Stream s) {
   };
   return stop_gradient(
       concatenate(
-          {rows(g.dkdv_queries, g.dkdv_keys, true),
-           rows(g.dq_queries, g.dq_keys, false)},
+          {rows(dkdv, true), rows(dq, false)},
           2, s),
       s);
 }
 
-array cached_mask_visits(const array& mask, const VisitGrid& g, Stream s) {
-  // Under a transform the mask is a tracer, rebuilt each trace.
-  if (mask.is_tracer()) {
-    return mask_visits(mask, g, s);
+namespace {
+
+/// build(), memoised per (key array, grid, stream) while the key lives in a
+/// small recent-first cache, one a grid type. An entry holds its key, so no
+/// other array can take the key's id while the entry lives, and MLX does not
+/// donate (overwrite) a buffer that the cache still references: a hit is
+/// always the same, unchanged key.
+template <typename Grid, typename Build>
+array cached(const array& key, const Grid& g, Stream s, Build build) {
+  // Under a transform the key is a tracer, rebuilt each trace.
+  if (key.is_tracer()) {
+    return build();
   }
-  // An entry holds its mask, so no other array can take the mask's id while
-  // the entry lives, and MLX does not donate (overwrite) a buffer that the
-  // cache still references: a hit is always the same, unchanged mask.
   struct Entry {
-    array mask;
-    VisitGrid grid;
+    array key;
+    Grid grid;
     Stream stream;
-    array visits;
+    array built;
   };
   static std::mutex lock;
   static std::list<Entry> entries;
   constexpr size_t kCapacity = 4;
   std::lock_guard<std::mutex> guard(lock);
   for (auto it = entries.begin(); it != entries.end(); ++it) {
-    if (it->mask.id() == mask.id() && it->grid == g && it->stream == s) {
+    if (it->key.id() == key.id() && it->grid == g && it->stream == s) {
       entries.splice(entries.begin(), entries, it);
-      return it->visits;
+      return it->built;
     }
   }
-  array visits = mask_visits(mask, g, s);
-  entries.push_front({mask, g, s, visits});
+  array built = build();
+  entries.push_front({key, g, s, built});
   if (entries.size() > kCapacity) {
     entries.pop_back();
   }
-  return visits;
+  return built;
+}
+
+} // namespace
+
+array cached_mask_visits(const array& mask, const VisitGrid& g, Stream s) {
+  return cached(mask, g, s, [&] { return mask_visits(mask, g, s); });
+}
+
+array cached_backward_mask_lists(
+    const array& visits,
+    const array& mask,
+    const BwdListGrid& g,
+    Stream s) {
+  return cached(visits, g, s, [&] { return backward_mask_lists(mask, g, s); });
 }
 
 } // namespace mlx_fused_attn

@@ -37,7 +37,7 @@ array fused_attention(
     const AttentionPlan& plan,
     const array* user_mask) {
   // A vmap's folded call still carries the visit list of the unfolded one.
-  const int n_call = 3 + (mask_index(call.spec) >= 0) + call.spec.has_sinks;
+  const int n_call = call_input_count(call.spec);
   std::vector<array> inputs(
       call.inputs.begin(), call.inputs.begin() + n_call);
   if (visits_index(plan) >= 0) {
