@@ -42,8 +42,8 @@ array block_reduce(const array& x, int bq, int bk, bool every, Stream s) {
   return every ? all(b, {3, 5}, false, s) : any(b, {3, 5}, false, s);
 }
 
-/// The mask broadcast to [Bm, Hm, L_q, L_k] (its own batch and heads) and
-/// where each score is hidden or shown: hidden where the kernel would make
+/// Where each score of the mask, broadcast to [Bm, Hm, L_q, L_k] (its own
+/// batch and heads), is hidden or shown: hidden where the kernel would make
 /// it the masked score or -inf (attention_masks.h), shown where the mask
 /// leaves it unchanged; an additive mask's values as the kernel reads them.
 struct ScoreClasses {
@@ -229,45 +229,67 @@ array backward_mask_lists(const array& mask, const BwdListGrid& g, Stream s) {
 
 namespace {
 
-/// build(), memoised per (key array, grid, stream) while the key lives in a
-/// small recent-first cache, one a grid type. An entry holds its key, so no
-/// other array can take the key's id while the entry lives, and MLX does not
-/// donate (overwrite) a buffer that the cache still references: a hit is
-/// always the same, unchanged key.
-template <typename Grid, typename Build>
-array cached(const array& key, const Grid& g, Stream s, Build build) {
-  // Under a transform the key is a tracer, rebuilt each trace.
-  if (key.is_tracer()) {
-    return build();
+/// Arrays built from a key array, memoised per (key, grid, stream) in a
+/// small recent-first cache. An entry holds its key, so no other array can
+/// take the key's id while the entry lives, and MLX does not donate
+/// (overwrite) a buffer that the cache still references: a hit is always
+/// the same, unchanged key.
+template <typename Grid>
+class Memo {
+ public:
+  template <typename Build>
+  array get(const array& key, const Grid& g, Stream s, Build build) {
+    std::lock_guard<std::mutex> guard(lock_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->key.id() == key.id() && it->grid == g && it->stream == s) {
+        entries_.splice(entries_.begin(), entries_, it);
+        return it->built;
+      }
+    }
+    array built = build();
+    entries_.push_front({key, g, s, built});
+    if (entries_.size() > kCapacity) {
+      entries_.pop_back();
+    }
+    return built;
   }
+
+  /// Whether `built` is one of the entries' arrays.
+  bool holds(const array& built) {
+    std::lock_guard<std::mutex> guard(lock_);
+    for (const Entry& e : entries_) {
+      if (e.built.id() == built.id()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  static constexpr size_t kCapacity = 4;
   struct Entry {
     array key;
     Grid grid;
     Stream stream;
     array built;
   };
-  static std::mutex lock;
-  static std::list<Entry> entries;
-  constexpr size_t kCapacity = 4;
-  std::lock_guard<std::mutex> guard(lock);
-  for (auto it = entries.begin(); it != entries.end(); ++it) {
-    if (it->key.id() == key.id() && it->grid == g && it->stream == s) {
-      entries.splice(entries.begin(), entries, it);
-      return it->built;
-    }
-  }
-  array built = build();
-  entries.push_front({key, g, s, built});
-  if (entries.size() > kCapacity) {
-    entries.pop_back();
-  }
-  return built;
+  std::mutex lock_;
+  std::list<Entry> entries_;
+};
+
+Memo<VisitGrid>& visits_memo() {
+  static Memo<VisitGrid> memo;
+  return memo;
 }
 
 } // namespace
 
 array cached_mask_visits(const array& mask, const VisitGrid& g, Stream s) {
-  return cached(mask, g, s, [&] { return mask_visits(mask, g, s); });
+  // Under a transform the mask is a tracer, rebuilt each trace.
+  if (mask.is_tracer()) {
+    return mask_visits(mask, g, s);
+  }
+  return visits_memo().get(mask, g, s, [&] { return mask_visits(mask, g, s); });
 }
 
 array cached_backward_mask_lists(
@@ -275,7 +297,14 @@ array cached_backward_mask_lists(
     const array& mask,
     const BwdListGrid& g,
     Stream s) {
-  return cached(visits, g, s, [&] { return backward_mask_lists(mask, g, s); });
+  // Inside a vjp every array reads as a tracer (MLX retains the graph), so
+  // the key is the forward's classes: those the visits cache holds were
+  // built from a mask outside any transform's trace.
+  if (!visits_memo().holds(visits)) {
+    return backward_mask_lists(mask, g, s);
+  }
+  static Memo<BwdListGrid> memo;
+  return memo.get(visits, g, s, [&] { return backward_mask_lists(mask, g, s); });
 }
 
 } // namespace mlx_fused_attn

@@ -88,9 +88,9 @@ mlx::core::array backward_mask_lists(
     mlx::core::Stream s);
 
 /// backward_mask_lists, memoised by `visits`, the forward's classes of the
-/// same mask (cached_mask_visits, one array per mask array): the forward
-/// of every layer under one mask reads the same classes, so their
-/// backwards share one build.
+/// same mask where cached_mask_visits holds them (one array per mask
+/// array): the forward of every layer under one mask reads the same
+/// classes, so their backwards share one build.
 mlx::core::array cached_backward_mask_lists(
     const mlx::core::array& visits,
     const mlx::core::array& mask,

@@ -308,9 +308,10 @@ FA_FUNC void attention_backward_dkdv(
   // ----------------------------------------- the group's query blocks
   pipe.start();
   for (int j = 0; j < n_blocks; ++j) {
+    // Read before the products, which its latency then overlaps.
+    const AttnVisit visit = visits.at(j % n_qblocks);
     Warp::scores(s_t, dp_t, k_op, v_op, pipe, j, lane);
 
-    const AttnVisit visit = visits.at(j % n_qblocks);
     const int q0 = visit.block * kBK;
     const BwdScoreGrads<T> grads =
         backward_score_grads<T>(p, lse, d, mask, f, batch, head0 + src.head(j));
@@ -318,6 +319,11 @@ FA_FUNC void attention_backward_dkdv(
       const TransposedCoords<BwdInteriorGrads> op = {grads.interior()};
       tile_zip_coords(s_t, dp_t, op, k_row0, q0, lane);
     } else {
+      if (f.has_mask && f.bool_mask) {
+        const TransposedCoords<BwdBoolMaskLoads> loads = {
+            grads.bool_mask_loads()};
+        tile_zip_coords(s_t, dp_t, loads, k_row0, q0, lane);
+      }
       const TransposedCoords<BwdScoreGrads<T> > op = {grads};
       tile_zip_coords(s_t, dp_t, op, k_row0, q0, lane);
     }
@@ -413,12 +419,17 @@ FA_FUNC void attention_backward_dq(
   // ------------------------------------------------------ the key blocks
   pipe.start();
   for (int i = 0; i < n_blocks; ++i) {
-    Warp::scores(s, dp, q_op, do_op, pipe, i, lane);
+    // Read before the products, which its latency then overlaps.
     const AttnVisit visit = visits.at(i);
+    Warp::scores(s, dp, q_op, do_op, pipe, i, lane);
     const int key0 = visit.block * kBK;
     if (backward_interior(p, f, visit.kind, q_block * kBQ, kBQ, key0, kBK)) {
       tile_zip_coords(s, dp, interior, q_row0, key0, lane);
     } else {
+      if (f.has_mask && f.bool_mask) {
+        const BwdBoolMaskLoads loads = grads.bool_mask_loads();
+        tile_zip_coords(s, dp, loads, q_row0, key0, lane);
+      }
       tile_zip_coords(s, dp, grads, q_row0, key0, lane);
     }
     tile_to_operand(ds, dp);

@@ -40,6 +40,26 @@ struct BwdInteriorGrads {
   }
 };
 
+/// A bool mask read into the raw scores ahead of BwdScoreGrads: hidden ones
+/// become -inf. A pass of loads and selects alone, so that a thread's loads
+/// issue together; inside the element op each waited behind the branches
+/// of the elements before it. Rows and keys past the ends read the last
+/// row's or key's element (BwdScoreGrads zeroes them).
+struct BwdBoolMaskLoads {
+  const FA_DEVICE bool* mask; ///< this (batch, head)'s [L_q, L_k]
+  stride_t row_stride;
+  stride_t col_stride;
+  int last_row;
+  int last_col;
+
+  FA_FUNC void apply(FA_THREAD float& s, FA_THREAD float&, int r, int c)
+      const {
+    const int rr = r < last_row ? r : last_row;
+    const int cc = c < last_col ? c : last_col;
+    s = mask[rr * row_stride + cc * col_stride] ? s : -FA_INFINITY;
+  }
+};
+
 template <typename T>
 struct BwdScoreGrads {
   float scale_log2;
@@ -57,6 +77,7 @@ struct BwdScoreGrads {
   const FA_DEVICE float* d;
 
   /// s becomes P, dp becomes dS; rows and keys past the ends give zeros.
+  /// Under a bool mask s has passed bool_mask_loads() first.
   FA_FUNC void apply(FA_THREAD float& s, FA_THREAD float& dp, int r, int c)
       const {
     if (r >= l_q || c >= l_k) {
@@ -64,13 +85,10 @@ struct BwdScoreGrads {
       dp = 0.0f;
       return;
     }
+    // A bool mask's hidden scores are -inf (BwdBoolMaskLoads).
+    bool visible = (!causal || c <= r + causal_offset) &&
+        !(has_mask && bool_mask && s == -FA_INFINITY);
     float x = s * scale_log2;
-    bool visible = !causal || c <= r + causal_offset;
-    if (has_mask && bool_mask) {
-      visible = visible &&
-          reinterpret_cast<const FA_DEVICE bool*>(
-              mask)[r * row_stride + c * col_stride];
-    }
     if (has_mask && !bool_mask) {
       const AddMaskOp<T> op = {
           reinterpret_cast<const FA_DEVICE T*>(mask), row_stride, col_stride,
@@ -84,6 +102,13 @@ struct BwdScoreGrads {
       return;
     }
     bwd_visible_grads(s, dp, x, lse2, d[r]);
+  }
+
+  FA_FUNC BwdBoolMaskLoads bool_mask_loads() const {
+    const BwdBoolMaskLoads op = {
+        reinterpret_cast<const FA_DEVICE bool*>(mask), row_stride, col_stride,
+        l_q - 1, l_k - 1};
+    return op;
   }
 
   FA_FUNC BwdInteriorGrads interior() const {
