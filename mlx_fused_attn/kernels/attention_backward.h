@@ -22,6 +22,10 @@
 // (keys x queries): S^T = K Q^T and dP^T = V dO^T are the forward's
 // S = Q K^T with the block types' products, dV += P^T dO and dK += dS^T Q
 // its O += P V.
+//
+// Under an array mask both kernels visit the blocks the mask's block lists
+// name (mask_visits.h; feature mask_blocks): hidden blocks are skipped and
+// shown ones take the interior op.
 #pragma once
 
 #include "mlx_fused_attn/backward_params.h"
