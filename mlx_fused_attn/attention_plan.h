@@ -101,8 +101,8 @@ fa::AttnParams launch_params(
 /// Whether a GPU backward of `plan` reads an array mask's block lists
 /// (mask_visits.h): where each GQA group reads one mask head (the dK/dV
 /// kernel streams the group's heads through one list), unless
-/// MLX_FUSED_ATTN_MASK_BLOCKS=0. The backends' plans keep the answer in
-/// features.mask_blocks.
+/// MLX_FUSED_ATTN_MASK_BLOCKS=0. attention_backward_covers keeps the answer
+/// in features.mask_blocks.
 bool backward_reads_lists(const AttentionPlan& plan);
 
 /// Where the plan's backward kernels read the block lists among

@@ -90,6 +90,7 @@ Support attention_backward_covers(
         "the forward does not run the general kernel, the one that saves "
         "the row log-sum-exp");
   }
+  plan.features.mask_blocks = backward_reads_lists(plan);
   return Support::yes();
 }
 

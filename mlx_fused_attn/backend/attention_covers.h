@@ -22,7 +22,9 @@ Support attention_kernel_covers(
 
 /// The backward kernels' limits (attention_backward_config.h) on top of
 /// attention_kernel_covers, each "no" naming `op`; and the forward of
-/// `call` must run the general kernel, the one that saves the LSE.
+/// `call` must run the general kernel, the one that saves the LSE. On yes,
+/// `plan.features.mask_blocks` says whether the kernels read the mask's
+/// block lists (backward_reads_lists).
 Support attention_backward_covers(
     const char* op,
     const AttentionCall& call,

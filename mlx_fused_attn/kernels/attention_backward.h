@@ -107,6 +107,33 @@ FA_FUNC bool backward_interior(
       (!f.causal || key0 + keys - 1 <= row0 + p.causal_offset);
 }
 
+/// P and dS of one block into s and dp (kKeysAsRows: rows are keys, as in
+/// the dK/dV kernel): the interior op, or the general op after a bool
+/// mask's pass of loads.
+template <bool kKeysAsRows, typename Scores, typename T>
+FA_FUNC void backward_block_grads(
+    FA_THREAD Scores& s,
+    FA_THREAD Scores& dp,
+    const FA_THREAD BwdScoreGrads<T>& grads,
+    AttnFeatures f,
+    bool interior,
+    int row0,
+    int col0,
+    lane_t lane) {
+  if (interior) {
+    const BwdCoords<BwdInteriorGrads, kKeysAsRows> op = {grads.interior()};
+    tile_zip_coords(s, dp, op, row0, col0, lane);
+    return;
+  }
+  if (f.has_mask && f.bool_mask) {
+    const BwdCoords<BwdBoolMaskLoads, kKeysAsRows> loads = {
+        grads.bool_mask_loads()};
+    tile_zip_coords(s, dp, loads, row0, col0, lane);
+  }
+  const BwdCoords<BwdScoreGrads<T>, kKeysAsRows> op = {grads};
+  tile_zip_coords(s, dp, op, row0, col0, lane);
+}
+
 /// The dK/dV kernel's stream (kv_pipeline.h's Source): block j is query
 /// block visits.block(j % n_qblocks) of query head head0 + j / n_qblocks,
 /// its Q rows in the K stage and its dO rows in the V stage, as the forward
@@ -319,18 +346,10 @@ FA_FUNC void attention_backward_dkdv(
     const int q0 = visit.block * kBK;
     const BwdScoreGrads<T> grads =
         backward_score_grads<T>(p, lse, d, mask, f, batch, head0 + src.head(j));
-    if (backward_interior(p, f, visit.kind, q0, kBK, key0, Shape::kBQ)) {
-      const TransposedCoords<BwdInteriorGrads> op = {grads.interior()};
-      tile_zip_coords(s_t, dp_t, op, k_row0, q0, lane);
-    } else {
-      if (f.has_mask && f.bool_mask) {
-        const TransposedCoords<BwdBoolMaskLoads> loads = {
-            grads.bool_mask_loads()};
-        tile_zip_coords(s_t, dp_t, loads, k_row0, q0, lane);
-      }
-      const TransposedCoords<BwdScoreGrads<T> > op = {grads};
-      tile_zip_coords(s_t, dp_t, op, k_row0, q0, lane);
-    }
+    backward_block_grads<true>(
+        s_t, dp_t, grads, f,
+        backward_interior(p, f, visit.kind, q0, kBK, key0, Shape::kBQ),
+        k_row0, q0, lane);
     tile_to_operand(p_t, s_t);
     tile_to_operand(ds_t, dp_t);
 
@@ -398,7 +417,6 @@ FA_FUNC void attention_backward_dq(
       n_blocks, warp * kSimdWidth + lane);
   const BwdScoreGrads<T> grads =
       backward_score_grads<T>(p, lse, d, mask, f, batch, head);
-  const BwdInteriorGrads interior = grads.interior();
 
   // ----------------------------------------------------- load Q and dO
   typename Warp::Operand q_op;
@@ -427,15 +445,10 @@ FA_FUNC void attention_backward_dq(
     const AttnVisit visit = visits.at(i);
     Warp::scores(s, dp, q_op, do_op, pipe, i, lane);
     const int key0 = visit.block * kBK;
-    if (backward_interior(p, f, visit.kind, q_block * kBQ, kBQ, key0, kBK)) {
-      tile_zip_coords(s, dp, interior, q_row0, key0, lane);
-    } else {
-      if (f.has_mask && f.bool_mask) {
-        const BwdBoolMaskLoads loads = grads.bool_mask_loads();
-        tile_zip_coords(s, dp, loads, q_row0, key0, lane);
-      }
-      tile_zip_coords(s, dp, grads, q_row0, key0, lane);
-    }
+    backward_block_grads<false>(
+        s, dp, grads, f,
+        backward_interior(p, f, visit.kind, q_block * kBQ, kBQ, key0, kBK),
+        q_row0, key0, lane);
     tile_to_operand(ds, dp);
     KBlock::mma_ab(dq_acc, ds, pipe.k_block(i), lane);
   }

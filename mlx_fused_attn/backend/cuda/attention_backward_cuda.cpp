@@ -70,7 +70,6 @@ void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
   const int arch = cuda::arch_of(d);
   plan.tiles = fa::choose_attention_backward_tiles(
       plan.params.D, plan.dtype, fa::Backend::Cuda, cuda::has_wgmma(arch));
-  plan.features.mask_blocks = backward_reads_lists(plan);
   for (fa::BwdKernel kernel : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq}) {
     if (!admitted(
             named(kOp, cuda::kernel_ready(key_of(plan, kernel), device, arch)),

@@ -60,7 +60,6 @@ void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
   }
   plan.tiles = fa::choose_attention_backward_tiles(
       plan.params.D, plan.dtype, fa::Backend::Metal);
-  plan.features.mask_blocks = backward_reads_lists(plan);
   auto& d = mx::metal::device(call.stream.device);
   for (const MetalPipeline& pl :
        {backward_pipeline(plan, fa::BwdKernel::DkDv),
