@@ -91,7 +91,8 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     features.has_mask = kHasMask;
     features.mask_blocks = kHasMask && features.mask_blocks;
     // A key/value head streams Q and dO of its group's query heads.
-    const GridBlock g = grid_block<kCausal, Heaviest::First>(
+    const GridBlock g = grid_block<Heaviest::First>(
+        kCausal || features.mask_blocks,
         stride_t(params.fwd.L_q) * 2 * D * sizeof(T) * params.fwd.gqa_factor);
     attention_backward_dkdv<typename I::Target, typename I::Shape>(
         q, k, v, dout, lse, d, dk, dv, params, mask, lists, q_smem, do_smem,
@@ -127,7 +128,8 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     features.has_mask = kHasMask;
     features.mask_blocks = kHasMask && features.mask_blocks;
     // A query head streams its share of its key/value head's K and V.
-    const GridBlock g = grid_block<kCausal, Heaviest::Last>(
+    const GridBlock g = grid_block<Heaviest::Last>(
+        kCausal || features.mask_blocks,
         stride_t(params.fwd.L_k) * 2 * D * sizeof(T) / params.fwd.gqa_factor);
     attention_backward_dq<typename I::Target, typename I::Shape>(
         q, k, v, dout, lse, d, dq, params, mask, lists, k_smem, v_smem,

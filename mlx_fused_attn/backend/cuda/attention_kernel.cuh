@@ -75,7 +75,8 @@ __device__ __forceinline__ AttnGridPlace attention_grid_place(
   // instances compile the plain run of key blocks.
   features.mask_blocks = kHasMask && features.mask_blocks;
   // A query head streams its share of its key/value head's K and V.
-  const GridBlock g = grid_block<kCausal, Heaviest::Last>(
+  const GridBlock g = grid_block<Heaviest::Last>(
+      kCausal || features.mask_blocks,
       stride_t(params.L_k) * (D + DV) * sizeof(T) / params.gqa_factor);
   const AttnGridPlace place = {
       {o_part, stats, g.x % n_splits, n_splits}, g.x / n_splits, g.head,

@@ -1,13 +1,15 @@
 // The order in which a causal attention grid's threadgroups take their
-// blocks. Under a causal mask a block's work falls with its index counted
-// from the heaviest (the forward's and dQ's last query blocks see every
-// key, dK/dV's first key blocks every query). Taken per (head, batch) row
-// of the grid, every row's heavy blocks start after the previous rows'
-// light ones, and the last rows' heavy blocks run alone at the end. Dealt
-// heaviest first across all rows, the threadgroups running at once would
-// stream the blocks of every head and lose L2's reuse of them (measured:
-// a forward of 128 heads of 8192 keys 1.6x slower). So the rows go in
-// groups whose streamed blocks share L2, each group heaviest first.
+// blocks, and a masked one's whose blocks are skipped (mlx-lm's causal,
+// windowed and padded arrays fall the same way). Under a causal mask a
+// block's work falls with its index counted from the heaviest (the
+// forward's and dQ's last query blocks see every key, dK/dV's first key
+// blocks every query). Taken per (head, batch) row of the grid, every
+// row's heavy blocks start after the previous rows' light ones, and the
+// last rows' heavy blocks run alone at the end. Dealt heaviest first
+// across all rows, the threadgroups running at once would stream the
+// blocks of every head and lose L2's reuse of them (measured: a forward of
+// 128 heads of 8192 keys 1.6x slower). So the rows go in groups whose
+// streamed blocks share L2, each group heaviest first.
 #pragma once
 
 #include "mlx_fused_attn/params.h"
@@ -54,21 +56,22 @@ __host__ __device__ inline GridBlock heaviest_first_block(
   return {in_group / group_rows, row % gy, row / gy};
 }
 
-/// This threadgroup's block: of a causal grid heaviest first, the
-/// heaviest of each row lying at kAt; else the grid's own order.
-template <bool kCausal, Heaviest kAt>
-__device__ GridBlock grid_block(stride_t row_bytes) {
-  if constexpr (kCausal) {
-    GridBlock b = heaviest_first_block(
-        blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z,
-        row_bytes);
-    if constexpr (kAt == Heaviest::Last) {
-      b.x = gridDim.x - 1 - b.x;
-    }
-    return b;
-  } else {
+/// This threadgroup's block: where `by_weight` (a causal grid, or one that
+/// follows a mask's block lists, whose work mostly falls the causal way in
+/// mlx-lm's masks), heaviest first with the heaviest of each row at kAt;
+/// else the grid's own order.
+template <Heaviest kAt>
+__device__ GridBlock grid_block(bool by_weight, stride_t row_bytes) {
+  if (!by_weight) {
     return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
   }
+  GridBlock b = heaviest_first_block(
+      blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z,
+      row_bytes);
+  if (kAt == Heaviest::Last) {
+    b.x = gridDim.x - 1 - b.x;
+  }
+  return b;
 }
 
 } // namespace fa
