@@ -16,7 +16,6 @@ EmulatorError carrying the driver's report. See README.md.
 """
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import os
@@ -194,6 +193,8 @@ def _build_lock(final):
     """Held while `final` is built, so that a second test process waits for
     the build rather than compiling the same driver beside it (CI has two
     cores for two processes)."""
+    import fcntl  # POSIX: the emulator runs on Linux and macOS only
+
     os.makedirs(BUILD_DIR, exist_ok=True)
     with open(final + ".lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
