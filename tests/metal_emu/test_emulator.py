@@ -10,6 +10,7 @@ import pytest
 from . import emu
 
 SEEDS = [1, 2, 3, 4, 5, 6, 7, 8]
+TILE_OPS = "tests/metal_emu/kernels/tile_ops.metal"
 
 
 def kernels(name):
@@ -544,3 +545,13 @@ def test_bare_threadgroup_array_is_rejected(tmp_path):
     )
     with pytest.raises(emu.CompileError, match="declare it with FA_SHARED_ARRAY_DECL"):
         emu.load(str(src))
+
+
+def test_instance_names_and_one_kernel_builds():
+    """instance_names reads a file's instantiation list from its
+    preprocessed text alone: every kernel of tile_ops.metal is an
+    instantiation, so it names exactly what the built driver lists; a
+    build with `only` holds that one kernel."""
+    assert emu.instance_names(TILE_OPS) == set(kernels("tile_ops").kernels)
+    one = emu.load(TILE_OPS, only="tile_row_ops_2x3")
+    assert set(one.kernels) == {"tile_row_ops_2x3"}
