@@ -46,17 +46,13 @@ struct BwdInteriorGrads {
 /// keys past the ends read the last row's or key's element (BwdScoreGrads
 /// zeroes them).
 struct BwdBoolMaskLoads {
-  const FA_DEVICE bool* mask; ///< this (batch, head)'s [L_q, L_k]
-  stride_t row_stride;
-  stride_t col_stride;
-  int last_row;
-  int last_col;
+  BoolMaskOp mask;
 
   FA_FUNC void apply(FA_THREAD float& s, FA_THREAD float&, int r, int c)
       const {
-    const int rr = r < last_row ? r : last_row;
-    const int cc = c < last_col ? c : last_col;
-    s = mask[rr * row_stride + cc * col_stride] ? s : -FA_INFINITY;
+    const int rr = r < mask.l_q - 1 ? r : mask.l_q - 1;
+    const int cc = c < mask.l_k - 1 ? c : mask.l_k - 1;
+    s = mask.shown(rr, cc) ? s : -FA_INFINITY;
   }
 };
 
@@ -105,9 +101,9 @@ struct BwdScoreGrads {
   }
 
   FA_FUNC BwdBoolMaskLoads bool_mask_loads() const {
-    const BwdBoolMaskLoads op = {
+    const BwdBoolMaskLoads op = {{
         reinterpret_cast<const FA_DEVICE bool*>(mask), row_stride, col_stride,
-        l_q - 1, l_k - 1};
+        l_q, l_k}};
     return op;
   }
 

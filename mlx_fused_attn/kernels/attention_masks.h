@@ -50,11 +50,14 @@ struct BoolMaskOp {
   int l_q;
   int l_k;
 
+  /// Whether score (r, c), within the bounds, is shown.
+  FA_FUNC bool shown(int r, int c) const {
+    return mask[r * row_stride + c * col_stride];
+  }
+
   FA_FUNC float apply(float s, int r, int c) const {
     const bool in_bounds = r < l_q && c < l_k;
-    return in_bounds && !mask[r * row_stride + c * col_stride]
-        ? MaskedScore::value
-        : s;
+    return in_bounds && !shown(r, c) ? MaskedScore::value : s;
   }
 };
 
