@@ -339,7 +339,7 @@ FA_FUNC void attention_backward_dkdv(
   // ----------------------------------------- the group's query blocks
   pipe.start();
   for (int j = 0; j < n_blocks; ++j) {
-    // Read before the products, which its latency then overlaps.
+    // Read once, ahead of the products, as the forward reads its visits.
     const AttnVisit visit = visits.at(j % n_qblocks);
     Warp::scores(s_t, dp_t, k_op, v_op, pipe, j, lane);
 
@@ -441,7 +441,7 @@ FA_FUNC void attention_backward_dq(
   // ------------------------------------------------------ the key blocks
   pipe.start();
   for (int i = 0; i < n_blocks; ++i) {
-    // Read before the products, which its latency then overlaps.
+    // Read once, ahead of the products, as the forward reads its visits.
     const AttnVisit visit = visits.at(i);
     Warp::scores(s, dp, q_op, do_op, pipe, i, lane);
     const int key0 = visit.block * kBK;

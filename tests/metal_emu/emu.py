@@ -265,22 +265,28 @@ def _shared_arrays(driver, names):
 _INSTANCE = re.compile(r'template\s*\[\[\s*host_name\s*\(((?:\s*"[^"]*")+)\s*\)\s*\]\][^;]*;')
 
 
+def _host_name(m):
+    """The host name of an _INSTANCE match, its adjacent literals joined."""
+    return "".join(re.findall(r'"([^"]*)"', m.group(1)))
+
+
 def _keep_instance(pre, host_name):
     """The preprocessed unit without the explicit kernel instantiations of
     other host names: a driver for one kernel compiles that one alone."""
-
-    def keep(m):
-        name = "".join(re.findall(r'"([^"]*)"', m.group(1)))
-        return m.group(0) if name == host_name else ""
-
-    return _INSTANCE.sub(keep, pre)
+    return _INSTANCE.sub(lambda m: m.group(0) if _host_name(m) == host_name else "", pre)
 
 
-def _compile_driver(metal_path, mode, flags, runtime, shared_names, out_dir, only=None):
+def _preprocess(metal_path, flags, out_dir):
+    """(the .metal file's unit after the preprocessor, the wrapper's path)."""
     wrapper = os.path.join(out_dir, "wrapper.cpp")
     with open(wrapper, "w") as fh:
         fh.write(gen_trampoline.wrapper(metal_path))
     pre = _run([CXX, "-std=c++17", "-E", *flags, wrapper], f"preprocessing {metal_path}")
+    return pre, wrapper
+
+
+def _compile_driver(metal_path, mode, flags, runtime, shared_names, out_dir, only=None):
+    pre, wrapper = _preprocess(metal_path, flags, out_dir)
     if only is not None:
         pre = _keep_instance(pre, only)
     internal = [SHIM_DIR + os.sep, RUNTIME_DIR + os.sep, wrapper]
@@ -564,8 +570,5 @@ def instance_names(metal_path):
     its preprocessed text (nothing is compiled)."""
     path = _repo_path(metal_path)
     with tempfile.TemporaryDirectory(prefix="fa_emu_names_") as tmp:
-        wrapper = os.path.join(tmp, "wrapper.cpp")
-        with open(wrapper, "w") as fh:
-            fh.write(gen_trampoline.wrapper(path))
-        pre = _run([CXX, "-std=c++17", "-E", *_kernel_flags(path), wrapper], f"preprocessing {path}")
-    return {"".join(re.findall(r'"([^"]*)"', m.group(1))) for m in _INSTANCE.finditer(pre)}
+        pre, _ = _preprocess(path, _kernel_flags(path), tmp)
+    return {_host_name(m) for m in _INSTANCE.finditer(pre)}
