@@ -1,14 +1,18 @@
 // One attention problem run through the library's kernel under a chosen
-// tile shape, its output checked against the first shape's (or a plain fp32
-// reference kernel on small square problems), for the forward's tile sweep
-// (cuda_tile_sweep.cu).
+// tile shape (a producer warpgroup's too, with the tensor maps the library
+// would encode), its output checked against the first shape's (or a plain
+// fp32 reference kernel on small square problems), for the forward's tile
+// sweep (cuda_tile_sweep.cu).
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "benchmarks/cuda_sweep_util.cuh"
@@ -72,6 +76,39 @@ double flops(const Problem& p) {
   return 4.0 * p.B * p.H * pairs * p.D;
 }
 
+/// The producer tiles' map of a [B, H, L, D] array (contiguous), as the
+/// library encodes it (backend/cuda/tensor_map.cpp): boxes of one 128-byte
+/// panel by `rows` rows, 128-byte swizzle. The driver's encoder is reached
+/// through the runtime, so that the sweep links no libcuda.
+template <typename T>
+fa::TmaMap panel_map(const T* x, int B, int H, int L, int D, int rows) {
+  static const auto encode = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    CHECK(cudaGetDriverEntryPointByVersion(
+        "cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
+    return reinterpret_cast<decltype(&::cuTensorMapEncodeTiled)>(f);
+  }();
+  const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(L), cuuint64_t(H), cuuint64_t(B)};
+  const cuuint64_t strides[3] = {D * sizeof(T), cuuint64_t(L) * D * sizeof(T),
+                                 cuuint64_t(H) * L * D * sizeof(T)};
+  const cuuint32_t box[4] = {cuuint32_t(128 / sizeof(T)), cuuint32_t(rows), 1, 1};
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  if (encode(&map,
+             std::is_same<T, fa::bfloat_t>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+             4, const_cast<T*>(x), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed\n");
+    std::exit(1);
+  }
+  fa::TmaMap out;
+  std::memcpy(&out, &map, sizeof(out));
+  return out;
+}
+
 template <typename T, int D, typename Tiles, bool C>
 float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
           int reps) {
@@ -92,17 +129,29 @@ float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
   f.align_k = pr.L % t.bk == 0;
   const int smem = fa::attention_smem_bytes(
       t, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
-  auto kernel = fa::attention_kernel<T, D, D, Tiles, C, false>;
-  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  if (t.min_blocks > 2) {  // as the library does (kernel_families.h): all of L1 as shared memory
-    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared));
-  }
   const dim3 grid((pr.lq() + t.bq - 1) / t.bq, pr.H, pr.B);
-  return launch_ms([&] {
-    kernel<<<grid, t.warps * 32, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1,
-                                         nullptr, nullptr);
-  }, reps);
+  const int threads = fa::attention_launch_warps(t) * 32;
+  if constexpr (t.producer) {
+    auto kernel = fa::attention_producer_kernel<T, D, D, Tiles, C, false>;
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const fa::TmaMap k_map = panel_map(k, pr.B, pr.hkv(), pr.L, D, t.bk);
+    const fa::TmaMap v_map = panel_map(v, pr.B, pr.hkv(), pr.L, D, t.bk);
+    return launch_ms([&] {
+      kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1,
+                                      nullptr, nullptr, k_map, v_map);
+    }, reps);
+  } else {
+    auto kernel = fa::attention_kernel<T, D, D, Tiles, C, false>;
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    if (t.min_blocks > 2) {  // as the library does (kernel_families.h): all of L1 as shared memory
+      CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared));
+    }
+    return launch_ms([&] {
+      kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1,
+                                      nullptr, nullptr);
+    }, reps);
+  }
 }
 
 template <typename T>
@@ -168,10 +217,10 @@ struct Case {
       has_ref = true;
     }
     const double err = max_diff(o, ref, n);
-    std::printf("%-5s B=%d H=%d/%d Lq=%5d Lk=%5d D=%3d %-6s %-5s bq=%3d bk=%3d warps=%d stages=%d "
+    std::printf("%-5s B=%d H=%d/%d Lq=%5d Lk=%5d D=%3d %-6s %-6s bq=%3d bk=%3d warps=%d stages=%d "
                 "blocks/SM>=%d %9.1f us %6.1f TFLOP/s  err %.2e\n",
                 type, pr.B, pr.H, pr.hkv(), pr.lq(), pr.L, D, pr.causal ? "causal" : "full",
-                t.wgmma ? (t.q_shared ? "wg-sq" : "wg-rq") : "mma", t.bq, t.bk,
+                t.producer ? "wg-tma" : t.wgmma ? (t.q_shared ? "wg-sq" : "wg-rq") : "mma", t.bq, t.bk,
                 t.warps, t.stages, t.min_blocks, ms * 1e3,
                 flops(pr) / (ms * 1e-3) / 1e12, err);
     std::fflush(stdout);

@@ -16,25 +16,23 @@
 #include "benchmarks/cuda_attention_case.cuh"
 
 #ifdef FA_SWEEP_QUICK
-// The choices at D = 96 and 128 on Hopper (wgmma), with Q in shared memory
-// (wg-sq). Past one wave of 64-query blocks, D = 128 weighs one warpgroup of
-// 64 queries at 4 blocks a multiprocessor (K and V a buffer each, staggered
-// copies: stages = 1) against two warpgroups of 128 sharing each K/V block
-// at 2 (half the K/V reads from L2 a query), on square grids, chunked
+// The choices on Hopper (wgmma). Past one wave at D = 128: the producer
+// warpgroup's tiles (128 queries, two math warpgroups, TMA), against one
+// warpgroup of 64 queries at 4 blocks a multiprocessor (Q in shared memory,
+// wg-sq; K and V a buffer each, staggered copies: stages = 1) and two
+// warpgroups of 128 sharing each K/V block at 2, on square grids, chunked
 // prefill (128 queries against 4096 keys, GQA 4) and GQA prefill; within
-// one wave, 128-key blocks at 2. D = 96: 128 queries at 2 against 64. The
-// first shape of each case is its error reference (checked against the fp32
-// reference kernel on the small square cases). The producer warpgroup's
-// tiles, which the library now takes past one wave at D = 128, launch with
-// tensor maps: benchmarks/gpu_bench.py measures them through MLX.
+// one wave, 128-key blocks at 2. D = 96: 128 queries at 2 against 64. D =
+// 64: one warpgroup of 64 queries at 3 a multiprocessor against the
+// producer's tiles of two and three math warpgroups. The first shape of
+// each case is its error reference (checked against the fp32 reference
+// kernel on the small square cases).
 template <typename T>
 void d128_past_a_wave(const char* type, Problem pr, int reps) {
   Case<T, 128> c(type, pr);
+  c.template shape<fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true>>(reps);
   c.template shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(reps);
-  c.template shape<fa::AttnTilesOf<128, 32, 8, 2, 2, true, true>>(reps);
-  c.template shape<fa::AttnTilesOf<128, 32, 8, 1, 2, true, true>>(reps);
   c.template shape<fa::AttnTilesOf<128, 64, 8, 1, 2, true, true>>(reps);
-  c.template shape<fa::AttnTilesOf<128, 64, 8, 2, 1, true, true>>(reps);
 }
 
 int main() {
@@ -42,7 +40,6 @@ int main() {
     Case<fa::half_t, 128> c("f16", {1, 32, L, 128, false});
     c.shape<fa::AttnTilesOf<64, 128, 4, 1, 2, true, true>>(50);
     c.shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(50);
-    c.shape<fa::AttnTilesOf<128, 32, 8, 2, 2, true, true>>(50);
   }
   for (int L : {2048, 4096}) {
     d128_past_a_wave<fa::half_t>("f16", {1, 32, L, 128, false}, 10);
@@ -52,12 +49,17 @@ int main() {
   for (bool causal : {false, true}) {
     d128_past_a_wave<fa::bfloat_t>("bf16", {4, 32, 8192, 128, causal}, 3);
   }
-  for (int L : {512, 1024, 2048}) {
+  for (int L : {512, 2048}) {
     Case<fa::half_t, 96> c("f16", {1, 32, L, 96, false});
     const int reps = L < 2048 ? 50 : 10;
     c.shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(reps);
-    c.shape<fa::AttnTilesOf<64, 64, 4, 2, 2, true>>(reps);
     c.shape<fa::AttnTilesOf<128, 64, 8, 1, 2, true, true>>(reps);
+  }
+  for (bool causal : {false, true}) {
+    Case<fa::half_t, 64> c("f16", {1, 32, 2048, 64, causal});
+    c.shape<fa::AttnTilesOf<64, 128, 4, 2, 3, true>>(20);
+    c.shape<fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true>>(20);
+    c.shape<fa::AttnTilesOf<192, 128, 12, 3, 1, true, true, true>>(20);
   }
   return 0;
 }

@@ -58,12 +58,12 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
     return unsigned(kb / kStages) & 1u;
   }
 
-  /// The math warpgroups take turns at issuing their products
-  /// (FlashAttention-3's ping-pong): one's softmax runs while the other's
-  /// products have the tensor cores, rather than both waiting on them at
-  /// once.
+  /// The math warpgroups take turns at issuing their products, in a ring
+  /// (FlashAttention-3's ping-pong, for two): one's softmax runs while
+  /// another's products have the tensor cores, rather than all waiting on
+  /// them at once.
   FA_CONST int kWarpgroups = Source::kThreads / 128;
-  static_assert(kWarpgroups == 2, "the turns are a pair's");
+  static_assert(kWarpgroups >= 2, "turns need two warpgroups or more");
   /// A turn's barrier: the warpgroup taking it and the one handing it over.
   FA_CONST int kTurnThreads = 2 * 128;
   FA_FUNC int warpgroup() const {
@@ -86,8 +86,8 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
     named_barrier(kTurnBarrier + warpgroup(), kTurnThreads);
   }
 
-  /// Hands the turn to the other warpgroup; after the `last` products the
-  /// second warpgroup's turn would have no taker, so it keeps it.
+  /// Hands the turn to the next warpgroup; after the `last` products the
+  /// last warpgroup's turn would have no taker, so it keeps it.
   FA_FUNC void pass_turn(bool last) const {
     if (!(last && warpgroup() == kWarpgroups - 1)) {
       named_barrier_arrive(

@@ -56,9 +56,14 @@ struct SwizzledBlock : CpAsyncLoader<
   FA_CONST int kElems = kRows * kCols;
   /// A warpgroup's warps issue each product together.
   FA_CONST int kProductWarps = 4;
-  /// The widest product here: one 128-byte panel (64 columns), whose
-  /// accumulators are 32 registers a thread.
+  /// A P V product covers one 128-byte panel of the head dim (64 columns),
+  /// or two wide panels, the second a panel's stride on (the descriptor's
+  /// leading byte offset, along N of an MN-major operand).
   FA_CONST int kMaxN = Layout::kWideCols;
+  /// A Q K^T product covers up to 128 keys (8-row groups of one panel, 8
+  /// rows apart): one instruction where 64-key products took two, 64
+  /// accumulator registers a thread either way.
+  FA_CONST int kMaxKeys = 128;
   static_assert(kThreads % 128 == 0, "warps must form whole warpgroups");
   static_assert(sizeof(T) == 2, "wgmma takes 16-bit inputs here");
 
@@ -74,9 +79,10 @@ struct SwizzledBlock : CpAsyncLoader<
   /// contiguous). Step kk of the head dim starts 2 * 16 kk bytes into the
   /// rows of its panel (the hardware applies the swizzle to the address it
   /// forms, so a start inside a swizzle row is allowed); the keys' 8-row
-  /// groups are 8 rows of the panel apart, and every 64 keys are one
+  /// groups are 8 rows of the panel apart, and every kMaxKeys keys are one
   /// product. Q is the warp's A fragments in registers, or Q's swizzled
-  /// panels in shared memory, addressed as B's.
+  /// panels in shared memory, addressed as B's. Each product's descriptor
+  /// is the block's plus its offset (wgmma_descriptor_plus).
   template <int N, typename Q>
   static FA_FUNC void
   mma_abt(Tile<MmaFragC, 1, N>& s, const Q& q, const T* block, lane_t) {
@@ -90,7 +96,8 @@ struct SwizzledBlock : CpAsyncLoader<
 
   /// O += P B, B the block (keys x head dim): MN-major, the head dim
   /// contiguous. Step kk covers keys 16 kk.., two 8-row groups 8 rows of a
-  /// panel apart; each panel of the head dim is one product.
+  /// panel apart; each pair of wide panels of the head dim is one product,
+  /// and a panel left over another.
   template <int N, int K>
   static FA_FUNC void mma_ab(
       Tile<MmaFragC, 1, N>& o,
@@ -243,11 +250,10 @@ struct SwizzledBlock : CpAsyncLoader<
     for (int kk = 0; kk < kCols / 16; ++kk) {
       const int col = kk * 16;
       const int width = QLayout::panel_bytes(col);
-      const wgmma_desc_t a = wgmma_descriptor(
-          q.smem + QLayout::panel_start(col) + col % QLayout::kWideCols,
-          16,
-          8 * width,
-          width);
+      const wgmma_desc_t a = wgmma_descriptor_plus(
+          wgmma_descriptor(q.smem, 16, 8 * width, width),
+          (QLayout::panel_start(col) + col % QLayout::kWideCols) *
+              int(sizeof(T)));
       issue_keys<0>(d, a, block, col);
     }
   }
@@ -274,36 +280,54 @@ struct SwizzledBlock : CpAsyncLoader<
       const QInShared<T, kQRows, kCols, kQThreads, kQSrcCols>&) {}
 
   /// Q K^T's products of the k16 step at head-dim column `col` for keys kN0
-  /// onwards, kMaxN at a time; `a` is Q's step (registers or a descriptor).
+  /// onwards, kMaxKeys at a time; `a` is Q's step (registers or a
+  /// descriptor).
   template <int kN0, typename A>
   static FA_FUNC void issue_keys(float* d, A a, const T* block, int col) {
     if constexpr (kN0 < kRows) {
-      constexpr int n = kRows - kN0 < kMaxN ? kRows - kN0 : kMaxN;
+      constexpr int n = kRows - kN0 < kMaxKeys ? kRows - kN0 : kMaxKeys;
       const int width = Layout::panel_bytes(col);
-      const T* start = block + Layout::panel_start(col) +
-          col % Layout::kWideCols + kN0 * (width / int(sizeof(T)));
+      const int start = Layout::panel_start(col) + col % Layout::kWideCols +
+          kN0 * (width / int(sizeof(T)));
       Wgmma<T, n, 0>::mma(
-          d + kN0 / 2, a, wgmma_descriptor(start, 16, 8 * width, width));
-      issue_keys<kN0 + kMaxN>(d, a, block, col);
+          d + kN0 / 2,
+          a,
+          wgmma_descriptor_plus(
+              wgmma_descriptor(block, 16, 8 * width, width),
+              start * int(sizeof(T))));
+      issue_keys<kN0 + kMaxKeys>(d, a, block, col);
     }
   }
 
-  /// P V's products of the k16 step at key `key0`, one a panel of the head
-  /// dim from column kN0 on (a wide panel's kMaxN columns, or the tail).
+  /// P V's products of the k16 step at key `key0`, of the head dim from
+  /// column kN0 on: two wide panels at once, or one (a wide panel's kMaxN
+  /// columns, or the tail).
   template <int kN0, typename A>
   static FA_FUNC void
   issue_panels(float* d, A a, const T* block, int key0) {
     if constexpr (kN0 < kCols) {
-      constexpr int n = kCols - kN0 < kMaxN ? kCols - kN0 : kMaxN;
+      // Two wide panels make one product, the second a panel's stride on.
+      constexpr bool kPair =
+          kN0 + 2 * kMaxN <= Layout::kWidePanels * Layout::kWideCols;
+      constexpr int n = kPair ? 2 * kMaxN
+          : kCols - kN0 < kMaxN ? kCols - kN0
+                                : kMaxN;
       static_assert(
-          n == Layout::kWideCols || n == Layout::kTailCols,
-          "a product covers one panel");
+          kPair || n == Layout::kWideCols || n == Layout::kTailCols,
+          "a product covers one panel, or two wide ones");
       const int width = Layout::panel_bytes(kN0);
-      const T* start =
-          block + Layout::panel_start(kN0) + key0 * (width / int(sizeof(T)));
+      const int start =
+          Layout::panel_start(kN0) + key0 * (width / int(sizeof(T)));
+      const int lead = kPair
+          ? Layout::panel_start(Layout::kWideCols) * int(sizeof(T))
+          : 16;
       Wgmma<T, n, 1>::mma(
-          d + kN0 / 2, a, wgmma_descriptor(start, 16, 8 * width, width));
-      issue_panels<kN0 + kMaxN>(d, a, block, key0);
+          d + kN0 / 2,
+          a,
+          wgmma_descriptor_plus(
+              wgmma_descriptor(block, lead, 8 * width, width),
+              start * int(sizeof(T))));
+      issue_panels<kN0 + n>(d, a, block, key0);
     }
   }
 };

@@ -43,6 +43,14 @@ FA_FUNC wgmma_desc_t wgmma_descriptor(
       wgmma_desc_t((stride_bytes >> 4) & 0x3fff) << 32 | layout << 62;
 }
 
+/// `desc` with its start `bytes` further on (a multiple of 16): the start
+/// is the descriptor's low bits, in 16-byte units, and no address of shared
+/// memory (under 256 KB) carries out of them. So one descriptor a block,
+/// and an add a product, in place of the whole encoding a product.
+FA_FUNC wgmma_desc_t wgmma_descriptor_plus(wgmma_desc_t desc, int bytes) {
+  return desc + wgmma_desc_t(bytes >> 4);
+}
+
 /// Orders this thread's earlier register writes before the products that
 /// follow (A operands, accumulators being rescaled).
 FA_FUNC void wgmma_fence() {
@@ -95,18 +103,29 @@ FA_FUNC void fence_shared_for_async_proxy() {
 #define FA_WGMMA_ACC64                                                    \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"  \
   "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define FA_WGMMA_ACC128                                                   \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,"  \
+  "%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,"  \
+  "%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"  \
+  "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
 #define FA_WGMMA_ACC_OPERANDS16 FA_WGMMA_ACC8(0)
 #define FA_WGMMA_ACC_OPERANDS32 FA_WGMMA_ACC8(0), FA_WGMMA_ACC8(8)
 #define FA_WGMMA_ACC_OPERANDS64 \
   FA_WGMMA_ACC8(0), FA_WGMMA_ACC8(8), FA_WGMMA_ACC8(16), FA_WGMMA_ACC8(24)
+#define FA_WGMMA_ACC_OPERANDS128                                          \
+  FA_WGMMA_ACC8(0), FA_WGMMA_ACC8(8), FA_WGMMA_ACC8(16), FA_WGMMA_ACC8(24), \
+      FA_WGMMA_ACC8(32), FA_WGMMA_ACC8(40), FA_WGMMA_ACC8(48),            \
+      FA_WGMMA_ACC8(56)
 // The operand numbers after N / 2 accumulators: RS takes A's four
 // registers, B's descriptor and kTransB; SS A's descriptor, B's and kTransB.
 #define FA_WGMMA_RS16 " {%8,%9,%10,%11}, %12, 1, 1, 1, %13;\n"
 #define FA_WGMMA_RS32 " {%16,%17,%18,%19}, %20, 1, 1, 1, %21;\n"
 #define FA_WGMMA_RS64 " {%32,%33,%34,%35}, %36, 1, 1, 1, %37;\n"
+#define FA_WGMMA_RS128 " {%64,%65,%66,%67}, %68, 1, 1, 1, %69;\n"
 #define FA_WGMMA_SS16 " %8, %9, 1, 1, 1, 0, %10;\n"
 #define FA_WGMMA_SS32 " %16, %17, 1, 1, 1, 0, %18;\n"
 #define FA_WGMMA_SS64 " %32, %33, 1, 1, 1, 0, %34;\n"
+#define FA_WGMMA_SS128 " %64, %65, 1, 1, 1, 0, %66;\n"
 
 template <typename T, int N, int kTransB>
 struct Wgmma;
@@ -135,22 +154,27 @@ struct Wgmma;
 #define FA_DEFINE_WGMMA(CType, ptx_type)   \
   FA_DEFINE_WGMMA_N(CType, ptx_type, 16)   \
   FA_DEFINE_WGMMA_N(CType, ptx_type, 32)   \
-  FA_DEFINE_WGMMA_N(CType, ptx_type, 64)
+  FA_DEFINE_WGMMA_N(CType, ptx_type, 64)   \
+  FA_DEFINE_WGMMA_N(CType, ptx_type, 128)
 
 FA_DEFINE_WGMMA(half_t, "f16")
 FA_DEFINE_WGMMA(bfloat_t, "bf16")
 
 #undef FA_DEFINE_WGMMA
 #undef FA_DEFINE_WGMMA_N
+#undef FA_WGMMA_SS128
 #undef FA_WGMMA_SS64
 #undef FA_WGMMA_SS32
 #undef FA_WGMMA_SS16
+#undef FA_WGMMA_RS128
 #undef FA_WGMMA_RS64
 #undef FA_WGMMA_RS32
 #undef FA_WGMMA_RS16
+#undef FA_WGMMA_ACC_OPERANDS128
 #undef FA_WGMMA_ACC_OPERANDS64
 #undef FA_WGMMA_ACC_OPERANDS32
 #undef FA_WGMMA_ACC_OPERANDS16
+#undef FA_WGMMA_ACC128
 #undef FA_WGMMA_ACC64
 #undef FA_WGMMA_ACC32
 #undef FA_WGMMA_ACC16
