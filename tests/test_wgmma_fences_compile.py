@@ -4,10 +4,13 @@ between the fence and the products undefined. The tile ops pin every
 accumulator before the fence (swizzled_block.h); this checks the PTX nvcc
 makes of the forward kernels (the producer warpgroup's too) and both
 backward kernels: between each wgmma.fence and its commit, no instruction
-but the products writes a float register.
+but the products writes a float register. And the products' shapes: a
+Q K^T step covers 128 keys, a P V step both 64-column panels of D = 128.
 Skips without nvcc."""
 
 import re
+
+import pytest
 
 from test_cuda_compile import nvcc_output
 
@@ -42,7 +45,27 @@ def unfenced_writes(ptx):
     return found
 
 
-def test_no_accumulator_write_between_fence_and_products(tmp_path):
-    text = nvcc_output(tmp_path, KERNELS, "ptx", "compute_90a").read_text()
-    assert text.count("wgmma.fence.sync.aligned") >= 8
-    assert unfenced_writes(text) == []
+@pytest.fixture(scope="module")
+def ptx(tmp_path_factory):
+    return nvcc_output(tmp_path_factory.mktemp("wgmma"), KERNELS, "ptx", "compute_90a").read_text()
+
+
+def entry(ptx, name):
+    """The PTX of the one kernel whose mangled name holds `name`."""
+    bodies = [b for b in ptx.split(".entry ")[1:] if name in b.split("(", 1)[0]]
+    assert len(bodies) == 1, f"{len(bodies)} entries named {name}"
+    return bodies[0]
+
+
+def test_no_accumulator_write_between_fence_and_products(ptx):
+    assert ptx.count("wgmma.fence.sync.aligned") >= 8
+    assert unfenced_writes(ptx) == []
+
+
+def test_products_cover_128_keys_and_two_panels(ptx):
+    """The producer kernel at D = 128 (128-key blocks): S's products and P
+    V's are all m64n128k16, where 64-wide ones took twice the instructions
+    (RESULTS.md, "Warpgroup products")."""
+    body = entry(ptx, "attention_producer_kernel")
+    shapes = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m64n\d+k16)", body)
+    assert shapes and set(shapes) == {"m64n128k16"}, sorted(set(shapes))
