@@ -5,18 +5,16 @@
 // sweep (cuda_tile_sweep.cu).
 #pragma once
 
-#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "benchmarks/cuda_sweep_util.cuh"
 #include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
+#include "mlx_fused_attn/backend/cuda/panel_tensor_map.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 
@@ -76,37 +74,20 @@ double flops(const Problem& p) {
   return 4.0 * p.B * p.H * pairs * p.D;
 }
 
-/// The producer tiles' map of a [B, H, L, D] array (contiguous), as the
-/// library encodes it (backend/cuda/tensor_map.cpp): boxes of one 128-byte
-/// panel by `rows` rows, 128-byte swizzle. The driver's encoder is reached
-/// through the runtime, so that the sweep links no libcuda.
+/// The producer tiles' map of a contiguous [B, H, L, D] array, encoded as
+/// the library encodes it (backend/cuda/panel_tensor_map.h).
 template <typename T>
 fa::TmaMap panel_map(const T* x, int B, int H, int L, int D, int rows) {
-  static const auto encode = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    CHECK(cudaGetDriverEntryPointByVersion(
-        "cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
-    return reinterpret_cast<decltype(&::cuTensorMapEncodeTiled)>(f);
-  }();
   const cuuint64_t dims[4] = {cuuint64_t(D), cuuint64_t(L), cuuint64_t(H), cuuint64_t(B)};
   const cuuint64_t strides[3] = {D * sizeof(T), cuuint64_t(L) * D * sizeof(T),
                                  cuuint64_t(H) * L * D * sizeof(T)};
-  const cuuint32_t box[4] = {cuuint32_t(128 / sizeof(T)), cuuint32_t(rows), 1, 1};
-  const cuuint32_t unit[4] = {1, 1, 1, 1};
-  CUtensorMap map;
-  if (encode(&map,
-             std::is_same<T, fa::bfloat_t>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-             4, const_cast<T*>(x), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+  fa::TmaMap map;
+  if (fa::encode_panel_tensor_map(&map, fa::DTypeOf<T>::value, x, dims, strides, rows) !=
+      CUDA_SUCCESS) {
     std::fprintf(stderr, "cuTensorMapEncodeTiled failed\n");
     std::exit(1);
   }
-  fa::TmaMap out;
-  std::memcpy(&out, &map, sizeof(out));
-  return out;
+  return map;
 }
 
 template <typename T, int D, typename Tiles, bool C>

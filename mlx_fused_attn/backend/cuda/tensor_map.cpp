@@ -1,46 +1,15 @@
 #include "mlx_fused_attn/backend/cuda/tensor_map.h"
 
-#include <cuda.h>
-#include <cuda_runtime.h>
-
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "mlx/backend/cuda/utils.h"
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
+#include "mlx_fused_attn/backend/cuda/panel_tensor_map.h"
 
 namespace mlx_fused_attn::cuda {
 
 namespace mx = mlx::core;
-
-namespace {
-
-static_assert(
-    sizeof(fa::TmaMap) == sizeof(CUtensorMap) &&
-        alignof(fa::TmaMap) == alignof(CUtensorMap),
-    "fa::TmaMap must be the driver's CUtensorMap");
-
-/// The driver's encoder, through the CUDA runtime (this library does not
-/// link libcuda).
-decltype(&::cuTensorMapEncodeTiled) encoder() {
-  static const auto fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion(
-            "cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      throw std::runtime_error(
-          "[scaled_dot_product_attention] CUDA: the driver lacks "
-          "cuTensorMapEncodeTiled");
-    }
-    return reinterpret_cast<decltype(&::cuTensorMapEncodeTiled)>(p);
-  }();
-  return fn;
-}
-
-} // namespace
 
 bool tensor_map_readable(const mx::array& x) {
   for (int i = 0; i < 3; ++i) {
@@ -79,24 +48,14 @@ panel_tensor_map(const mx::array& x, fa::DType dtype, int rows) {
                                    : contiguous;
     contiguous *= dims[i + 1];
   }
-  const cuuint32_t box[4] = {
-      cuuint32_t(128 / item), cuuint32_t(rows), 1, 1};
-  const cuuint32_t unit[4] = {1, 1, 1, 1};
-  CUtensorMap map;
-  const CUresult r = encoder()(
-      &map,
-      dtype == fa::DType::BFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      4,
-      const_cast<void*>(mx::gpu_ptr<void>(x)),
-      dims,
-      strides,
-      box,
-      unit,
-      CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (fa::tensor_map_encoder() == nullptr) {
+    throw std::runtime_error(
+        "[scaled_dot_product_attention] CUDA: the driver lacks "
+        "cuTensorMapEncodeTiled");
+  }
+  fa::TmaMap out;
+  const CUresult r = fa::encode_panel_tensor_map(
+      &out, dtype, mx::gpu_ptr<void>(x), dims, strides, rows);
   if (r != CUDA_SUCCESS) {
     throw std::runtime_error(
         "[scaled_dot_product_attention] CUDA: cuTensorMapEncodeTiled failed "
@@ -104,8 +63,6 @@ panel_tensor_map(const mx::array& x, fa::DType dtype, int rows) {
         std::to_string(x.shape(0)) + ", " + std::to_string(x.shape(1)) + ", " +
         std::to_string(x.shape(2)) + ", " + std::to_string(x.shape(3)) + ")");
   }
-  fa::TmaMap out;
-  std::memcpy(&out, &map, sizeof(out));
   return out;
 }
 
