@@ -9,6 +9,7 @@
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/kernel_switches.h"
 #include "mlx_fused_attn/kernels/short_attention_kernel_name.h"
+#include "mlx_fused_attn/key_splits.h"
 #include "mlx_fused_attn/mask_visits.h"
 
 namespace mlx_fused_attn {
@@ -20,14 +21,6 @@ namespace {
 unsigned blocks_of(int64_t items, int per_block) {
   return static_cast<unsigned>((items + per_block - 1) / per_block);
 }
-
-/// A split visits at least this many key blocks, so that its fixed costs
-/// (loading Q, writing a partial row) stay small beside its keys: at
-/// decode with 4096 keys of 128-key blocks, 16 splits of 2 blocks fill
-/// twice the threadgroups of 8 splits of 4 (unmeasured).
-constexpr int kMinSplitKeyBlocks = 2;
-/// At most this many splits: bounds the partials and the combine's loop.
-constexpr int kMaxKeySplits = 128;
 
 /// Whether the call runs best as decode with GQA packed (packed_gqa): one
 /// query row a head, heads sharing K/V, and one sink a block's rows would
@@ -70,34 +63,11 @@ bool mask_reads_pairs(const array& mask, const fa::AttnParams& p) {
       mask.offset() % pair_bytes == 0;
 }
 
-/// The most splits of L_k keys whose partial outputs stay within 1/share
-/// of the K and V bytes each streams: a split writes rows x D_v fp32
-/// partials that the combine reads back (8 bytes an element), which short
-/// key ranges of many rows do not repay (RESULTS.md, "Split keys: when a
-/// split pays").
-int64_t splits_worth_their_partials(
-    int64_t L_k,
-    int rows,
-    int D,
-    int D_v,
-    int itemsize,
-    int share) {
-  const int64_t partial_bytes = 8 * int64_t(rows) * D_v;
-  const int64_t kv_bytes_a_key = int64_t(D + D_v) * itemsize;
-  return L_k * kv_bytes_a_key / (share * partial_bytes);
-}
-
-/// Splits of each query block's keys so that `groups` threadgroups come
-/// near a wave of `wave` without passing it (a second, partial wave would
-/// idle most multiprocessors at the end), at most `most`; 1 when they fill
-/// one already.
+/// The key splits of the plan (key_splits.h), none where they are off.
 int key_splits(int64_t groups, int64_t wave, int key_blocks, int64_t most) {
-  if (!split_keys_enabled() || groups >= wave) {
-    return 1;
-  }
-  most = std::min<int64_t>(
-      {most, key_blocks / kMinSplitKeyBlocks, int64_t(kMaxKeySplits)});
-  return static_cast<int>(std::max<int64_t>(1, std::min(wave / groups, most)));
+  return split_keys_enabled()
+      ? key_split_count(groups, wave, key_blocks, most)
+      : 1;
 }
 
 /// The plan's family-independent part: shapes, scale and mask features.

@@ -22,6 +22,7 @@ SWEEPS = [
     ("cuda_short_sweep.cu", ["-arch=sm_90"]),
     ("cuda_bwd_bench.cu", ["-gencode=arch=compute_90a,code=sm_90a", "-DFA_SWEEP_QUICK"]),
     ("cuda_mask_sweep.cu", ["-gencode=arch=compute_90a,code=sm_90a"]),
+    ("cuda_decode_sweep.cu", ["-gencode=arch=compute_90a,code=sm_90a"]),
 ]
 
 
