@@ -1,5 +1,6 @@
 """Shared helpers: a float64 reference with mx.fast's exact semantics, the
-FlashAttention tolerance rule, the devices to test on, and the test tiers.
+FlashAttention tolerance rule, the devices to test on, the test tiers, and
+a host C++ program built and run (the compile tier's property checks).
 
 Tiers (markers registered in pyproject.toml, given here by file so that a
 new test lands in one without decoration):
@@ -16,6 +17,7 @@ new test lands in one without decoration):
 
 import os
 import pathlib
+import subprocess
 
 # Every kernel fills its output with NaN before running, so an element it
 # fails to write fails the comparison (read once, at the first call).
@@ -83,6 +85,19 @@ def tier(path):
     if rel.name.endswith("_compile.py") or rel.name in COMPILE_TIER:
         return "compile"
     return "ops"
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_host_program(compiler, program, tmp_path, suffix=".cpp"):
+    """Builds the C++ `program` with `compiler` (C++17, the repository on the
+    include path) and runs it: the run's CompletedProcess, text output."""
+    src = tmp_path / f"program{suffix}"
+    src.write_text(program)
+    exe = tmp_path / "program"
+    subprocess.run([compiler, "-std=c++17", f"-I{REPO}", str(src), "-o", str(exe)], check=True)
+    return subprocess.run([str(exe)], capture_output=True, text=True)
 
 
 def pytest_collection_modifyitems(items):

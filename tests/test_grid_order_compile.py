@@ -4,14 +4,10 @@ every grid onto itself one to one, so no block runs twice or never, and
 deals the blocks of each group of rows heaviest first. Host code built
 with nvcc: no GPU needed; skips without nvcc."""
 
-import os
-import subprocess
-
 import pytest
 
+from conftest import run_host_program
 from test_cuda_compile import find_nvcc
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PROGRAM = r"""
 #include <cstdio>
@@ -64,9 +60,5 @@ def test_heaviest_first_block_is_a_bijection(tmp_path):
     nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found")
-    src = tmp_path / "grid_order.cu"
-    src.write_text(PROGRAM)
-    exe = tmp_path / "grid_order"
-    subprocess.run([nvcc, "-std=c++17", f"-I{REPO}", str(src), "-o", str(exe)], check=True)
-    result = subprocess.run([str(exe)], capture_output=True, text=True)
+    result = run_host_program(nvcc, PROGRAM, tmp_path, suffix=".cu")
     assert result.returncode == 0, f"{result.stdout} failures"

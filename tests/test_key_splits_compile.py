@@ -4,19 +4,15 @@ an equal run, so a count past the fewest with that run leaves the last
 splits empty), and the run stays the one the bounds asked for. Host C++
 built with the machine's compiler: no GPU, no MLX; skips without one."""
 
-import os
 import shutil
-import subprocess
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import run_host_program
+
 CXX = next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
 
-pytestmark = [
-    pytest.mark.compile,
-    pytest.mark.skipif(CXX is None, reason="no C++ compiler on the PATH"),
-]
+pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler on the PATH")
 
 PROGRAM = r"""
 #include <algorithm>
@@ -58,9 +54,5 @@ int main() {
 
 
 def test_every_split_visits_keys(tmp_path):
-    src = tmp_path / "key_splits.cpp"
-    src.write_text(PROGRAM)
-    exe = tmp_path / "key_splits"
-    subprocess.run([CXX, "-std=c++17", f"-I{REPO}", str(src), "-o", str(exe)], check=True)
-    result = subprocess.run([str(exe)], capture_output=True, text=True)
+    result = run_host_program(CXX, PROGRAM, tmp_path)
     assert result.returncode == 0, f"{result.stdout} failures"
