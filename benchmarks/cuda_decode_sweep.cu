@@ -123,19 +123,22 @@ struct DecodeCase {
     };
     CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
     float ms, ms_main, ms_combine = 0;
+    // The split kernel alone, with the combine, and the combine alone.
+    auto time = [&](auto split_kernel) {
+      ms_main = launch_ms(split_kernel, reps);
+      ms = launch_ms([&] { split_kernel(); finish(); }, reps);
+      if (splits > 1) ms_combine = launch_ms(finish, reps);
+    };
     if constexpr (t.producer) {
       auto kernel = d.causal ? fa::attention_producer_kernel<T, D, D, Tiles, true, false>
                              : fa::attention_producer_kernel<T, D, D, Tiles, false, false>;
       CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
       const fa::TmaMap k_map = panel_map(k, d.B, d.Hkv, d.Lk, D, t.bk);
       const fa::TmaMap v_map = panel_map(v, d.B, d.Hkv, d.Lk, D, t.bk);
-      auto main = [&] {
+      time([&] {
         kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
                                         splits, nullptr, nullptr, k_map, v_map);
-      };
-      ms_main = launch_ms(main, reps);
-      ms = launch_ms([&] { main(); finish(); }, reps);
-      if (splits > 1) ms_combine = launch_ms(finish, reps);
+      });
     } else {
       auto kernel = d.causal ? fa::attention_kernel<T, D, D, Tiles, true, false>
                              : fa::attention_kernel<T, D, D, Tiles, false, false>;
@@ -143,13 +146,10 @@ struct DecodeCase {
       if (t.min_blocks > 2)
         CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                    cudaSharedmemCarveoutMaxShared));
-      auto main = [&] {
+      time([&] {
         kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
                                         splits, nullptr, nullptr);
-      };
-      ms_main = launch_ms(main, reps);
-      ms = launch_ms([&] { main(); finish(); }, reps);
-      if (splits > 1) ms_combine = launch_ms(finish, reps);
+      });
     }
     if (!has_ref) {  // the first shape is the others' reference
       to_float<<<1024, 256>>>(o, ref, n);
