@@ -2,7 +2,8 @@
 // tile shape (a producer warpgroup's too, with the tensor maps the library
 // would encode), its output checked against the first shape's (or a plain
 // fp32 reference kernel on small square problems), for the forward's tile
-// sweep (cuda_tile_sweep.cu).
+// sweep (cuda_tile_sweep.cu); its launch, set up as the library sets it up,
+// also serves the decode sweep (cuda_decode_sweep.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -90,37 +91,44 @@ fa::TmaMap panel_map(const T* x, int B, int H, int L, int D, int rows) {
   return map;
 }
 
-template <typename T, int D, typename Tiles, bool C>
-float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
-          int reps) {
+/// The parameters of contiguous [B, H, L, D] inputs: Hq query heads of Lq
+/// rows against Hkv key/value heads of Lk keys, the softmax scale 1/sqrt(D).
+inline fa::AttnParams contiguous_params(int B, int Hq, int Hkv, int Lq, int Lk, int D) {
   fa::AttnParams p{};
-  p.B = pr.B; p.H_q = pr.H; p.H_kv = pr.hkv(); p.gqa_factor = pr.H / pr.hkv();
-  p.L_q = pr.lq(); p.L_k = pr.L; p.D = D; p.D_v = D;
-  p.causal_offset = pr.L - pr.lq();
+  p.B = B; p.H_q = Hq; p.H_kv = Hkv; p.gqa_factor = Hq / Hkv;
+  p.L_q = Lq; p.L_k = Lk; p.D = D; p.D_v = D;
+  p.causal_offset = Lk - Lq;
   p.scale_log2 = (1.0f / std::sqrt(float(D))) * 1.4426950408889634f;
   for (auto* s : {p.q_strides, p.o_strides}) {
-    s[2] = D; s[1] = (long long)pr.lq() * D; s[0] = s[1] * pr.H;
+    s[2] = D; s[1] = (long long)Lq * D; s[0] = s[1] * Hq;
   }
   for (auto* s : {p.k_strides, p.v_strides}) {
-    s[2] = D; s[1] = (long long)pr.L * D; s[0] = s[1] * pr.hkv();
+    s[2] = D; s[1] = (long long)Lk * D; s[0] = s[1] * Hkv;
   }
+  return p;
+}
+
+/// A launch of the library's kernel under `Tiles` as the library sets it
+/// up (the producer warpgroup's with K's and V's tensor maps, or the plain
+/// one with its shared-memory carveout), on the grid `grid`; split keys
+/// write `o_part` and `stats` where n_splits > 1. Returns the launch.
+template <typename T, int D, typename Tiles, bool C>
+auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 grid,
+                      const T* q, const T* k, const T* v, T* o, float* o_part, float* stats,
+                      int n_splits) {
   constexpr fa::AttnTiles t = Tiles::value;
-  fa::AttnFeatures f{};
-  f.align_q = pr.lq() % t.bq == 0;
-  f.align_k = pr.L % t.bk == 0;
   const int smem = fa::attention_smem_bytes(
       t, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
-  const dim3 grid((pr.lq() + t.bq - 1) / t.bq, pr.H, pr.B);
   const int threads = fa::attention_launch_warps(t) * 32;
   if constexpr (t.producer) {
     auto kernel = fa::attention_producer_kernel<T, D, D, Tiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const fa::TmaMap k_map = panel_map(k, pr.B, pr.hkv(), pr.L, D, t.bk);
-    const fa::TmaMap v_map = panel_map(v, pr.B, pr.hkv(), pr.L, D, t.bk);
-    return launch_ms([&] {
-      kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1,
-                                      nullptr, nullptr, k_map, v_map);
-    }, reps);
+    const fa::TmaMap k_map = panel_map(k, p.B, p.H_kv, p.L_k, D, t.bk);
+    const fa::TmaMap v_map = panel_map(v, p.B, p.H_kv, p.L_k, D, t.bk);
+    return [=] {
+      kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
+                                      n_splits, nullptr, nullptr, k_map, v_map);
+    };
   } else {
     auto kernel = fa::attention_kernel<T, D, D, Tiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -128,11 +136,24 @@ float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
       CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared));
     }
-    return launch_ms([&] {
-      kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, nullptr, nullptr, 1,
-                                      nullptr, nullptr);
-    }, reps);
+    return [=] {
+      kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
+                                      n_splits, nullptr, nullptr);
+    };
   }
+}
+
+template <typename T, int D, typename Tiles, bool C>
+float run(const Problem& pr, const T* q, const T* k, const T* v, T* o,
+          int reps) {
+  constexpr fa::AttnTiles t = Tiles::value;
+  const fa::AttnParams p = contiguous_params(pr.B, pr.H, pr.hkv(), pr.lq(), pr.L, D);
+  fa::AttnFeatures f{};
+  f.align_q = pr.lq() % t.bq == 0;
+  f.align_k = pr.L % t.bk == 0;
+  const dim3 grid((pr.lq() + t.bq - 1) / t.bq, pr.H, pr.B);
+  return launch_ms(
+      attention_launch<T, D, Tiles, C>(p, f, grid, q, k, v, o, nullptr, nullptr, 1), reps);
 }
 
 template <typename T>

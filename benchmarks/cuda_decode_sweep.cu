@@ -86,19 +86,7 @@ struct DecodeCase {
 
   /// The parameters as planned (packed at Lq = 1).
   fa::AttnParams params() const {
-    fa::AttnParams p{};
-    const int rows = d.rows();
-    p.B = d.B; p.H_q = d.heads(); p.H_kv = d.Hkv; p.gqa_factor = d.heads() / d.Hkv;
-    p.L_q = rows; p.L_k = d.Lk; p.D = D; p.D_v = D;
-    p.causal_offset = d.Lk - rows;
-    p.scale_log2 = (1.0f / std::sqrt(float(D))) * 1.4426950408889634f;
-    for (auto* s : {p.q_strides, p.o_strides}) {
-      s[2] = D; s[1] = (long long)rows * D; s[0] = s[1] * d.heads();
-    }
-    for (auto* s : {p.k_strides, p.v_strides}) {
-      s[2] = D; s[1] = (long long)d.Lk * D; s[0] = s[1] * d.Hkv;
-    }
-    return p;
+    return contiguous_params(d.B, d.heads(), d.Hkv, d.rows(), d.Lk, D);
   }
 
   template <typename Tiles>
@@ -111,9 +99,7 @@ struct DecodeCase {
     f.align_q = p.L_q % t.bq == 0;
     f.align_k = p.L_k % t.bk == 0;
     f.split_keys = splits > 1;
-    const int smem = fa::attention_smem_bytes(t, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
     const dim3 grid(((p.L_q + t.bq - 1) / t.bq) * splits, p.H_q, p.B);
-    const int threads = fa::attention_launch_warps(t) * 32;
     const dim3 combine((p.L_q * D + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads,
                        p.H_q, p.B);
     auto finish = [&] {
@@ -129,27 +115,10 @@ struct DecodeCase {
       ms = launch_ms([&] { split_kernel(); finish(); }, reps);
       if (splits > 1) ms_combine = launch_ms(finish, reps);
     };
-    if constexpr (t.producer) {
-      auto kernel = d.causal ? fa::attention_producer_kernel<T, D, D, Tiles, true, false>
-                             : fa::attention_producer_kernel<T, D, D, Tiles, false, false>;
-      CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      const fa::TmaMap k_map = panel_map(k, d.B, d.Hkv, d.Lk, D, t.bk);
-      const fa::TmaMap v_map = panel_map(v, d.B, d.Hkv, d.Lk, D, t.bk);
-      time([&] {
-        kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
-                                        splits, nullptr, nullptr, k_map, v_map);
-      });
+    if (d.causal) {
+      time(attention_launch<T, D, Tiles, true>(p, f, grid, q, k, v, o, o_part, stats, splits));
     } else {
-      auto kernel = d.causal ? fa::attention_kernel<T, D, D, Tiles, true, false>
-                             : fa::attention_kernel<T, D, D, Tiles, false, false>;
-      CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      if (t.min_blocks > 2)
-        CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                   cudaSharedmemCarveoutMaxShared));
-      time([&] {
-        kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
-                                        splits, nullptr, nullptr);
-      });
+      time(attention_launch<T, D, Tiles, false>(p, f, grid, q, k, v, o, o_part, stats, splits));
     }
     if (!has_ref) {  // the first shape is the others' reference
       to_float<<<1024, 256>>>(o, ref, n);
