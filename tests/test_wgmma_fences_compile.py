@@ -65,7 +65,7 @@ def test_no_accumulator_write_between_fence_and_products(ptx):
 def test_products_cover_128_keys_and_two_panels(ptx):
     """The producer kernel at D = 128 (128-key blocks): S's products and P
     V's are all m64n128k16, where 64-wide ones took twice the instructions
-    (RESULTS.md, "Warpgroup products")."""
+    (RESULTS.md, "Kernels alone")."""
     body = entry(ptx, "attention_producer_kernel")
     shapes = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m64n\d+k16)", body)
     assert shapes and set(shapes) == {"m64n128k16"}, sorted(set(shapes))
