@@ -11,8 +11,9 @@ namespace fa {
 #define FA_ATTENTION_BACKWARD_HEAD_DIMS(X) X(32) X(64) X(96) X(128)
 
 /// Warps of a threadgroup of the row-dot kernel (D = rowsum(dO * O)), one
-/// row a warp.
-constexpr int kBwdRowDotWarps = 4;
+/// row a warp. An enumerator: Metal rejects a program-scope variable
+/// outside the `constant` address space.
+enum { kBwdRowDotWarps = 4 };
 
 constexpr bool attention_backward_head_dims_supported(
     int head_dim,

@@ -43,9 +43,9 @@ constexpr bool operator==(AttnTiles a, AttnTiles b) {
 
 /// The producer's warps (one warpgroup) and its barriers' threadgroup
 /// memory (tile/kv_tma_ring.h's kKVTmaSyncBytes, which keeps Q after them
-/// 1024-byte aligned).
-constexpr int kProducerWarps = 4;
-constexpr int kProducerSyncBytes = 1024;
+/// 1024-byte aligned). Enumerators, as platform.h's: Metal rejects a
+/// program-scope variable outside the `constant` address space.
+enum { kProducerWarps = 4, kProducerSyncBytes = 1024 };
 
 /// Warps a threadgroup of `tiles` launches with: the math's and the
 /// producer's.
