@@ -8,6 +8,8 @@ kept. The result must be ASCII: MLX hands JIT source to Metal as an ASCII
 string.
 
     flatten_source.py -I ROOT a.metal b.metal              # one flattened text
+    flatten_source.py -I ROOT --instance KERNEL a.metal    # its one-kernel text
+    flatten_source.py -I ROOT --list-instances a.metal     # its kernel names
     flatten_source.py -I ROOT --cpp out.cpp a.metal ...    # C++ embedding one
                                                            # text a family
 
@@ -17,6 +19,16 @@ PATH whose stem is the name, flattened on its own: the C++ defines
 name), so that one family's compile error cannot take the others down.
 The CUDA backend embeds its NVRTC sources the same way, naming its own
 namespace and header (--namespace mlx_fused_attn::cuda --header ...).
+
+With --cpp --instances (the Metal JIT) jit_source is the family's text
+without its kernel instantiations, and `jit_instance(family, kernel)` hands
+out the one instantiation that defines `kernel`: the JIT compiles a library
+of that kernel alone (one_kernel_text), not the whole family, so a model's
+first call pays for the kernels it runs. The instantiations are the lines
+that invoke a macro whose definition holds `[[host_name(...)]]` (the .metal
+files' instance lists, generated or written by hand); their kernel names
+are that macro's host names with the arguments put in, so the list in the
+.metal file is the only list.
 
 Runs anywhere Python does (the tests flatten on Linux and compile the result
 in the Metal emulator).
@@ -28,6 +40,11 @@ import re
 import sys
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)\(([^)]*)\)(.*)$", re.S)
+# host_name( then adjacent string literals and #parameters, then ).
+_HOST_NAME = re.compile(r'host_name\(((?:\s*(?:"[^"]*"|#\s*\w+))+)\s*\)')
+_HOST_NAME_PART = re.compile(r'"([^"]*)"|#\s*(\w+)')
+_INVOCATION = re.compile(r"^(\w+)\(([^()]*)\)\s*;?\s*$")
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\b")
 _DELIMITER = "FA_JIT_SOURCE"
 _NAMESPACE = "mlx_fused_attn::metal"
@@ -74,6 +91,84 @@ def flatten(sources, include_dirs):
     return "\n".join(lines) + "\n"
 
 
+def _logical_lines(text):
+    """[(first physical line index, logical line)]: backslash continuations
+    joined, as the preprocessor sees a #define."""
+    out, pending, start = [], None, 0
+    for i, line in enumerate(text.split("\n")):
+        if pending is None:
+            pending, start = "", i
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        out.append((start, pending + line))
+        pending = None
+    if pending is not None:
+        out.append((start, pending))
+    return out
+
+
+def _host_names(params, body, args):
+    """The kernel names a macro with `params` and `body` defines when
+    invoked with `args`."""
+    values = dict(zip(params, args))
+    names = []
+    for m in _HOST_NAME.finditer(body):
+        parts = []
+        for literal, param in _HOST_NAME_PART.findall(m.group(1)):
+            if param and param not in values:
+                raise FlattenError(f"host_name stringifies #{param}, which is not a macro parameter")
+            parts.append(values[param] if param else literal)
+        names.append("".join(parts))
+    return names
+
+
+def split_instances(text):
+    """(`text` without its kernel instantiations, [(kernel names, line)]):
+    each instantiation is one line invoking a macro whose definition names
+    kernels with [[host_name(...)]], and defines those kernels."""
+    macros = {}
+    for _, logical in _logical_lines(text):
+        m = _DEFINE.match(logical)
+        if m and "host_name(" in m.group(3):
+            params = [p.strip() for p in m.group(2).split(",")]
+            macros[m.group(1)] = (params, m.group(3))
+    body, instances = [], []
+    for line in text.split("\n"):
+        m = _INVOCATION.match(line.strip())
+        if m and m.group(1) in macros:
+            params, definition = macros[m.group(1)]
+            args = [a.strip() for a in m.group(2).split(",")]
+            if len(args) != len(params):
+                raise FlattenError(f"{line.strip()}: {m.group(1)} takes {len(params)} arguments")
+            instances.append((_host_names(params, definition, args), line.strip()))
+        else:
+            body.append(line)
+    body = "\n".join(body)
+    # A kernel named outside an instantiating macro would be compiled into
+    # every one-kernel library.
+    for start, logical in _logical_lines(body):
+        if "host_name(" in logical and not _DEFINE.match(logical):
+            raise FlattenError(f"line {start + 1}: a host_name outside an instantiating #define")
+    return body, instances
+
+
+def one_kernel_text(body, line):
+    """The text the JIT compiles for one instantiation `line` of a family
+    whose text without instantiations is `body` (as the generated C++
+    joins them)."""
+    return body + line + "\n"
+
+
+def instance_text(text, kernel):
+    """The one-kernel text of `kernel` in a family's flattened `text`."""
+    body, instances = split_instances(text)
+    for names, line in instances:
+        if kernel in names:
+            return one_kernel_text(body, line)
+    raise FlattenError(f"no instantiation defines the kernel {kernel!r}")
+
+
 def parse_family(arg):
     """(name, [paths]) of a `NAME=PATH[,PATH...]` or `PATH` argument."""
     name, sep, paths = arg.partition("=")
@@ -94,11 +189,42 @@ def family_texts(args, include_dirs):
     return families
 
 
-def embed_cpp(families, namespace=_NAMESPACE, header=_HEADER):
-    """C++ defining <namespace>::jit_source(family) over `families`, a list
-    of (name, sources, text)."""
+def _instance_table(families):
+    """C++ of jit_instance(family, kernel) over `families`' instantiations."""
     branches = []
     for name, _, text in families:
+        rows = "".join(
+            f'      {{"{kernel}", {{"{names[0]}", "{line}"}}}},\n'
+            for names, line in split_instances(text)[1]
+            for kernel in names
+        )
+        branches.append(
+            f'  if (family == "{name}") {{\n'
+            "    static const std::unordered_map<std::string, JitInstance> kernels = {\n"
+            f"{rows}"
+            "    };\n"
+            "    auto it = kernels.find(kernel);\n"
+            "    return it == kernels.end() ? nullptr : &it->second;\n"
+            "  }\n"
+        )
+    return (
+        "const JitInstance* jit_instance(\n"
+        "    const std::string& family,\n"
+        "    const std::string& kernel) {\n"
+        + "".join(branches)
+        + "  return nullptr;\n"
+        "}\n\n"
+    )
+
+
+def embed_cpp(families, namespace=_NAMESPACE, header=_HEADER, instances=False):
+    """C++ defining <namespace>::jit_source(family) over `families`, a list
+    of (name, sources, text); with `instances`, jit_source holds each text
+    without its instantiations and jit_instance hands them out."""
+    branches = []
+    for name, _, text in families:
+        if instances:
+            text = split_instances(text)[0]
         if f"){_DELIMITER}\"" in text:
             raise FlattenError(f"the {name} source contains the raw-string delimiter")
         branches.append(
@@ -110,12 +236,14 @@ def embed_cpp(families, namespace=_NAMESPACE, header=_HEADER):
     return (
         f"// Generated by cmake/flatten_source.py from {names}. Do not edit.\n"
         f'#include "{header}"\n\n'
-        f"namespace {namespace} {{\n\n"
+        + ("#include <unordered_map>\n\n" if instances else "")
+        + f"namespace {namespace} {{\n\n"
         "const char* jit_source(const std::string& family) {\n"
         + "".join(branches)
         + "  return nullptr;\n"
         "}\n\n"
-        f"}} // namespace {namespace}\n"
+        + (_instance_table(families) if instances else "")
+        + f"}} // namespace {namespace}\n"
     )
 
 
@@ -126,13 +254,21 @@ def main(argv=None):
     parser.add_argument("--cpp", type=pathlib.Path, help="write C++ here")
     parser.add_argument("--namespace", default=_NAMESPACE, help="of jit_source()")
     parser.add_argument("--header", default=_HEADER, help="declaring jit_source()")
+    parser.add_argument("--instances", action="store_true", help="with --cpp: also jit_instance()")
+    parser.add_argument("--instance", metavar="KERNEL", help="print the one-kernel text of KERNEL")
+    parser.add_argument("--list-instances", action="store_true", help="print the kernel names, one a line")
     args = parser.parse_args(argv)
     try:
         if args.cpp is None:
-            sys.stdout.write(flatten(args.sources, args.include_dirs))
+            text = flatten(args.sources, args.include_dirs)
+            if args.list_instances:
+                text = "".join(f"{n}\n" for names, _ in split_instances(text)[1] for n in names)
+            elif args.instance is not None:
+                text = instance_text(text, args.instance)
+            sys.stdout.write(text)
             return 0
         families = family_texts(args.sources, args.include_dirs)
-        cpp = embed_cpp(families, args.namespace, args.header)
+        cpp = embed_cpp(families, args.namespace, args.header, args.instances)
     except FlattenError as e:
         print(f"flatten_source.py: {e}", file=sys.stderr)
         return 1

@@ -3,8 +3,9 @@
 #
 # - Host code: mlx_fused_attn/backend/metal/*.cpp.
 # - JIT: cmake/flatten_source.py flattens each kernel family's .metal file
-#   into one ASCII text and embeds them in a generated C++ file, compiled
-#   into the library (a library a family at run time).
+#   into one ASCII text and embeds them, without their instantiations, in a
+#   generated C++ file with the instantiation lines by kernel name: at run
+#   time a library holds the one kernel (instantiation) a call needs.
 # - AOT: with `xcrun metal` (and MLX_FUSED_ATTN_BUILD_METALLIB=ON),
 #   cmake/build_metallib.py builds mlx_fused_attn_<family>.metallib for each
 #   family (MLX's mlx_build_metallib flags), installed beside the library,
@@ -34,7 +35,8 @@ set(FA_JIT_SOURCE ${CMAKE_CURRENT_BINARY_DIR}/generated/metal_jit_source.cpp)
 add_custom_command(
   OUTPUT ${FA_JIT_SOURCE}
   COMMAND "${Python_EXECUTABLE}" ${PROJECT_SOURCE_DIR}/cmake/flatten_source.py
-          -I ${PROJECT_SOURCE_DIR} --cpp ${FA_JIT_SOURCE} ${FA_METAL_SOURCES}
+          -I ${PROJECT_SOURCE_DIR} --cpp ${FA_JIT_SOURCE} --instances
+          ${FA_METAL_SOURCES}
   DEPENDS ${PROJECT_SOURCE_DIR}/cmake/flatten_source.py ${FA_METAL_SOURCES}
           ${FA_METAL_HEADERS}
   COMMENT "Embedding the Metal kernel sources for the JIT"

@@ -1,5 +1,6 @@
 """The Metal conformance pass (tests/metal_emu/conformance.py) over every
-metal/*.metal file and over each one's flattened JIT text, its planted
+metal/*.metal file, over each one's flattened JIT text and over the
+one-kernel JIT text of its first kernel (what the JIT compiles), its planted
 violations (tests/metal_emu/kernels/conformance_fail/, one file a rule), and
 the two errors it was written for, in the neighborhood grid header as it was
 before the fix."""
@@ -9,6 +10,7 @@ import glob
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -56,6 +58,19 @@ def test_source_conforms(path):
 def test_flattened_source_conforms(path, flattened_dir):
     report = _report(conformance.flattened(path, flattened_dir))
     assert not report.findings, _describe(report)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_name)
+def test_one_kernel_text_conforms(path, flattened_dir):
+    """The text the JIT compiles for one kernel: the family's without its
+    instantiation list, plus the line that defines the kernel."""
+    names = subprocess.run(
+        [sys.executable, conformance.FLATTEN, "-I", ROOT, "--list-instances", path],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    report = _report(conformance.flattened(path, flattened_dir, kernel=names[0]))
+    assert not report.findings, _describe(report)
+    assert names[0] in report.threadgroup_bytes, sorted(report.threadgroup_bytes)
 
 
 # Kernels beside threadgroup-memory kernels that declare none: the combine

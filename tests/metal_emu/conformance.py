@@ -552,13 +552,19 @@ def check(path, clang=None, include_dirs=()):
     return report
 
 
-def flattened(path, directory):
-    """Writes the JIT text of one .metal file (flatten_source.py) into
-    `directory`, under the same name, and returns its path."""
-    text = subprocess.run(
-        [sys.executable, FLATTEN, "-I", REPO_ROOT, path], capture_output=True, text=True, check=True
-    ).stdout
-    out = os.path.join(directory, os.path.basename(path))
+def flattened(path, directory, kernel=None):
+    """Writes the JIT text of one .metal file (flatten_source.py), or with
+    `kernel` the one-kernel text the JIT compiles for that kernel, into
+    `directory`, under the same name (and the kernel's), and returns its
+    path."""
+    cmd = [sys.executable, FLATTEN, "-I", REPO_ROOT, path]
+    if kernel is not None:
+        cmd += ["--instance", kernel]
+    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    name = os.path.basename(path)
+    if kernel is not None:
+        name = f"{os.path.splitext(name)[0]}_{kernel}.metal"
+    out = os.path.join(directory, name)
     with open(out, "w") as fh:
         fh.write(text)
     return out

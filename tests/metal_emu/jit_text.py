@@ -1,6 +1,8 @@
 """The JIT texts of the kernel families as the build embeds them: the
 sources cmake/metal.cmake lists, each flattened on its own by
-cmake/flatten_source.py (one Metal library a family at run time)."""
+cmake/flatten_source.py; and the one-kernel texts the JIT compiles at run
+time (a family's text without its instantiations, plus the one line that
+defines the kernel a call needs)."""
 
 import os
 import re
@@ -27,13 +29,22 @@ def family_text(family):
     return text
 
 
-def write_family(family, suffix="", tag=""):
-    """`family`'s JIT text (plus `suffix`) as a .metal file at a stable path
-    under the emulator's build directory, so that tests share its build."""
+def kernel_text(family, kernel):
+    """The one-kernel text the JIT compiles for `kernel` of `family`."""
+    return flatten_source.instance_text(family_text(family), kernel)
+
+
+def instances(family):
+    """[(kernel names, instantiation line)] of `family`'s text, in order."""
+    return flatten_source.split_instances(family_text(family))[1]
+
+
+def _write(name, text):
+    """`text` as a .metal file at a stable path under the emulator's build
+    directory, so that tests share its build."""
     directory = os.path.join(emu.BUILD_DIR, "jit")
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{family}{tag}_jit.metal")
-    text = family_text(family) + suffix
+    path = os.path.join(directory, f"{name}.metal")
     if not os.path.exists(path) or open(path).read() != text:
         # Published by rename: tests in other processes may read it.
         tmp = f"{path}.{os.getpid()}.tmp"
@@ -41,3 +52,13 @@ def write_family(family, suffix="", tag=""):
             fh.write(text)
         os.replace(tmp, path)
     return path
+
+
+def write_family(family, suffix="", tag=""):
+    """`family`'s JIT text (plus `suffix`) as a .metal file."""
+    return _write(f"{family}{tag}_jit", family_text(family) + suffix)
+
+
+def write_kernel(family, kernel):
+    """The one-kernel JIT text of `kernel` of `family` as a .metal file."""
+    return _write(f"{family}_jit_{kernel}", kernel_text(family, kernel))

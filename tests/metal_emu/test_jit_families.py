@@ -1,7 +1,9 @@
-"""One JIT library a kernel family: each family's text stands alone, the
-generated C++ hands each out by name, and a compile error in one family's
-text (the test hook MLX_FUSED_ATTN_BREAK_FAMILY appends one) leaves the
-other families building and computing."""
+"""The JIT's texts: each family's text stands alone; the JIT compiles one
+kernel at a time, the family's text without its instantiations plus the one
+line that defines the kernel, which the generated C++ hands out by family
+and kernel name; and a compile error in one family's text (the test hook
+MLX_FUSED_ATTN_BREAK_FAMILY appends one) leaves the other families
+building and computing."""
 
 import os
 import re
@@ -38,40 +40,73 @@ def test_every_family_has_a_text_of_its_own():
         assert not re.search(r'^\s*#\s*include\s*"', text, re.MULTILINE), family
 
 
-def test_generated_cpp_hands_out_each_family(tmp_path):
-    """jit_source(family) returns that family's text, nullptr otherwise: the
-    C++ the build compiles, checked by compiling it."""
+def test_every_kernel_has_its_one_kernel_text():
+    """The instantiations flatten_source.py splits off name exactly the
+    kernels the preprocessor sees in the family's text, and each family's
+    first instantiation alone makes a text that defines its kernels and no
+    other."""
+    for family in FAMILIES:
+        lines = jit_text.instances(family)
+        named = [n for names, _ in lines for n in names]
+        assert len(named) == len(set(named)), family
+        assert set(named) == emu.instance_names(jit_text.write_family(family)), family
+        names, line = lines[0]
+        path = jit_text.write_kernel(family, names[-1])
+        assert open(path).read().endswith("\n" + line + "\n")
+        assert emu.instance_names(path) == set(names), family
+
+
+def test_generated_cpp_hands_out_each_kernel(tmp_path):
+    """jit_source(family) plus jit_instance(family, kernel)'s line is the
+    one-kernel text, for every kernel; the kernels of one line share their
+    library's name; unknown names give nullptr. The C++ the build compiles,
+    checked by compiling it."""
     cpp = tmp_path / "jit.cpp"
     header = tmp_path / "mlx_fused_attn" / "backend" / "metal" / "jit_source.h"
     subprocess.run(
         ["python3", os.path.join(emu.REPO_ROOT, "cmake", "flatten_source.py"), "-I", emu.REPO_ROOT,
-         "--cpp", str(cpp)] + list(jit_text.metal_sources().values()),
+         "--cpp", str(cpp), "--instances"] + list(jit_text.metal_sources().values()),
         check=True,
     )
     header.parent.mkdir(parents=True)
     header.write_text(open(os.path.join(emu.REPO_ROOT, "mlx_fused_attn", "backend", "metal", "jit_source.h")).read())
     main = tmp_path / "main.cpp"
     main.write_text(
-        '#include <cstdio>\n#include "mlx_fused_attn/backend/metal/jit_source.h"\n'
+        '#include <cstdio>\n#include <string>\n#include "mlx_fused_attn/backend/metal/jit_source.h"\n'
+        "namespace m = mlx_fused_attn::metal;\n"
         "int main(int argc, char** argv) {\n"
-        "  const char* t = mlx_fused_attn::metal::jit_source(argv[1]);\n"
-        '  if (t) std::fputs(t, stdout); else std::fputs("<null>", stdout);\n'
+        "  const char* t = m::jit_source(argv[1]);\n"
+        '  if (argc == 2) { std::fputs(t ? t : "<null>", stdout); return 0; }\n'
+        "  const m::JitInstance* i = m::jit_instance(argv[1], argv[2]);\n"
+        '  if (!t || !i) { std::fputs("<null>", stdout); return 0; }\n'
+        '  std::printf("%s\\n%s%s\\n", i->library, t, i->line);\n'
         "}\n"
     )
     exe = tmp_path / "jit"
     subprocess.run([emu.CXX, "-std=c++17", "-I", str(tmp_path), str(main), str(cpp), "-o", str(exe)], check=True)
+
+    def run(*args):
+        return subprocess.run([str(exe), *args], capture_output=True, text=True, check=True).stdout
+
     for family in FAMILIES:
-        got = subprocess.run([str(exe), family], capture_output=True, text=True, check=True).stdout
-        assert got == "\n" + jit_text.family_text(family), family
-    assert subprocess.run([str(exe), "nope"], capture_output=True, text=True).stdout == "<null>"
+        for names, _ in jit_text.instances(family):
+            for kernel in names:
+                library, text = run(family, kernel).split("\n", 1)
+                assert library == names[0], (family, kernel)
+                assert text == "\n" + jit_text.kernel_text(family, kernel), (family, kernel)
+        assert run(family, "fa_no_such_kernel") == "<null>"
+    assert run("nope") == "<null>"
+    assert run("nope", "fa_strided_copy_float32") == "<null>"
 
 
 def test_a_broken_family_leaves_the_others_running():
     broken = jit_text.write_family("attention", suffix=injected_error(), tag="_broken")
     with pytest.raises(emu.CompileError, match="injected by MLX_FUSED_ATTN_BREAK_FAMILY"):
         emu.load(broken)
-    path = jit_text.write_family("short_attention")
     want = ("float16", "64", str(seq_for(40, 33)))
-    (name,) = [n for n in emu.instance_names(path) if (m := KERNEL.match(n)) and m.groups()[:3] == want]
-    short = emu.load(path, only=name)
+    (name,) = [
+        n for names, _ in jit_text.instances("short_attention") for n in names
+        if (m := KERNEL.match(n)) and m.groups()[:3] == want
+    ]
+    short = emu.load(jit_text.write_kernel("short_attention", name))
     run_short_case(short, dtype="float16", D=64, H_q=4, H_kv=2, L_q=40, L_k=33, causal=True, seed=5)

@@ -261,10 +261,14 @@ def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
 
 
 def test_flattened_jit_source_holds_every_kernel(prog):
-    """The short family's JIT text (its own library at run time) holds every
-    kernel of the source and computes exactly what the source does."""
-    jit = emu.load(jit_text.write_family("short_attention"))
-    assert set(prog.kernels) == set(jit.kernels)
+    """The short family's JIT text holds every kernel of the source, and the
+    one-kernel text the JIT compiles for a call computes exactly what the
+    source does."""
+    assert emu.instance_names(jit_text.write_family("short_attention")) == set(prog.kernels)
+    want = ("bfloat16", "64", str(seq_for(40, 33)))
+    (name,) = [n for n in prog.kernels if (m := KERNEL.match(n)) and m.groups()[:3] == want]
+    jit = emu.load(jit_text.write_kernel("short_attention", name))
+    assert set(jit.kernels) == {name}
     args = dict(dtype="bfloat16", D=64, H_q=4, H_kv=2, L_q=40, L_k=33, causal=True, sinks=True, seed=23)
     fused_aot, _, _ = run_case(prog, **args)
     fused_jit, _, _ = run_case(jit, **args)

@@ -55,27 +55,58 @@ std::string device_label(mx::metal::Device& d) {
   return std::string("Metal GPU ") + d.mtl_device()->name()->utf8String();
 }
 
-} // namespace
+/// A family's embedded text without its instantiations.
+std::string family_text(KernelFamily family) {
+  const char* text = metal::jit_source(family_name(family));
+  if (text == nullptr) {
+    throw std::logic_error(
+        std::string("no embedded source for ") + family_name(family));
+  }
+  return text;
+}
 
-MTL::Library* family_library(mx::metal::Device& d, KernelFamily family) {
-  const std::string name =
-      std::string("mlx_fused_attn_") + family_name(family);
+/// The JIT instantiation that defines the pipeline's kernel.
+const metal::JitInstance& jit_instance_of(const MetalPipeline& p) {
+  const metal::JitInstance* instance =
+      metal::jit_instance(family_name(p.family), p.kernel_name);
+  if (instance == nullptr) {
+    throw std::logic_error(
+        "no instantiation of metal/" + std::string(family_name(p.family)) +
+        ".metal defines the kernel " + p.kernel_name);
+  }
+  return *instance;
+}
+
+/// Where MLX caches the library of the pipeline's kernel: the family's
+/// metallib, the family's text broken by the test hook, or the JIT library
+/// of the instantiation that defines the kernel (shared by the kernels one
+/// line defines, as the backward's dK/dV and dQ).
+std::string library_name(const MetalPipeline& p) {
+  const std::string family =
+      std::string("mlx_fused_attn_") + family_name(p.family);
+  if (family_broken_by_test(p.family)) {
+    return family + "_broken_jit";
+  }
+  if (use_jit()) {
+    return std::string("mlx_fused_attn_jit_") + jit_instance_of(p).library;
+  }
+  return family;
+}
+
+/// The library of the pipeline's kernel; throws (with MLX's or the
+/// compiler's message) when it cannot be built or loaded.
+MTL::Library* kernel_library(mx::metal::Device& d, const MetalPipeline& p) {
+  const std::string name = library_name(p);
   // A family broken by the test hook goes through the real compiler with
-  // an error in its source, under a name of its own.
-  if (family_broken_by_test(family)) {
-    return d.get_library(name + "_broken_jit", [family] {
-      return std::string(metal::jit_source(family_name(family))) +
-          injected_compile_error();
+  // an error in its text.
+  if (family_broken_by_test(p.family)) {
+    return d.get_library(name, [&] {
+      return family_text(p.family) + injected_compile_error();
     });
   }
   if (use_jit()) {
-    return d.get_library(name + "_jit", [family] {
-      const char* text = metal::jit_source(family_name(family));
-      if (text == nullptr) {
-        throw std::logic_error(
-            std::string("no embedded source for ") + family_name(family));
-      }
-      return std::string(text);
+    return d.get_library(name, [&] {
+      return family_text(p.family) + jit_instance_of(p).line + "\n";
     });
   }
   const std::string dir = library_dir();
@@ -87,18 +118,29 @@ MTL::Library* family_library(mx::metal::Device& d, KernelFamily family) {
       throw;
     }
     throw std::runtime_error(
-        std::string("metal/") + family_name(family) +
+        std::string("metal/") + family_name(p.family) +
         ".metal did not compile when this package was built: " + log);
   }
 }
 
-Support family_ready(mx::metal::Device& d, KernelFamily family) {
+/// Whether the library of the pipeline's kernel builds or loads on `d`
+/// (decided once a library).
+Support library_ready(mx::metal::Device& d, const MetalPipeline& p) {
+  std::string name;
+  try {
+    name = library_name(p);
+  } catch (const std::exception& e) {
+    return Support::no(e.what());
+  }
+  const bool jit = use_jit() || family_broken_by_test(p.family);
   return kernel_available(
-      family,
+      p.family,
       device_label(d),
-      std::string(use_jit() ? "JIT" : "metallib") + " library",
-      [&] { family_library(d, family); });
+      jit ? "JIT library " + name : "library " + name + ".metallib",
+      [&] { kernel_library(d, p); });
 }
+
+} // namespace
 
 MTL::ComputePipelineState* get_pipeline(
     mx::metal::Device& d,
@@ -112,11 +154,11 @@ MTL::ComputePipelineState* get_pipeline(
         &values[i], MTL::DataType::DataTypeBool, p.constants[i].index);
   }
   return d.get_kernel(
-      p.kernel_name, family_library(d, p.family), p.hash_name, constants);
+      p.kernel_name, kernel_library(d, p), p.hash_name, constants);
 }
 
 Support pipeline_ready(mx::metal::Device& d, const MetalPipeline& p) {
-  if (Support lib = family_ready(d, p.family); !lib.ok) {
+  if (Support lib = library_ready(d, p); !lib.ok) {
     return lib;
   }
   return kernel_available(p.family, device_label(d), p.hash_name, [&] {

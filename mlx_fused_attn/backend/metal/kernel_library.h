@@ -2,10 +2,13 @@
 // before a graph is built, whether a family's kernel can run: its library
 // builds or loads, and the specialised pipeline fits the dispatch.
 //
-// A family's library is its metallib installed beside this library (AOT,
-// mlx_fused_attn_<family>.metallib) or its embedded source compiled at run
-// time (JIT) when MLX_FUSED_ATTN_JIT=1 or the build has no metallibs. One
-// library a family: one family's compile error leaves the others running.
+// A kernel's library is its family's metallib installed beside this library
+// (AOT, mlx_fused_attn_<family>.metallib), or, when MLX_FUSED_ATTN_JIT=1 or
+// the build has no metallibs, the JIT library of the one instantiation that
+// defines it: the family's embedded text without its instantiation list
+// plus that line (jit_source.h), so a call compiles the kernel it runs and
+// not the family's 30. One library a family or an instantiation: one
+// family's compile error leaves the others running.
 #pragma once
 
 #include <string>
@@ -15,13 +18,6 @@
 #include "mlx_fused_attn/backend/kernel_family.h"
 
 namespace mlx_fused_attn::gpu {
-
-/// The family's library; throws (with MLX's or the compiler's message) when
-/// it cannot be built or loaded.
-MTL::Library* family_library(mlx::core::metal::Device& d, KernelFamily family);
-
-/// Whether the family's library builds or loads on `d` (decided once).
-Support family_ready(mlx::core::metal::Device& d, KernelFamily family);
 
 /// A boolean [[function_constant(index)]] value.
 struct BoolConstant {
@@ -38,7 +34,8 @@ struct MetalPipeline {
   size_t threads; ///< threads per threadgroup of the dispatch
 };
 
-/// Whether the pipeline builds and takes the dispatch: at least `threads`
+/// Whether the pipeline's library builds or loads (decided once a library),
+/// and the pipeline builds and takes the dispatch: at least `threads`
 /// threads a threadgroup, and static threadgroup memory within the device's
 /// limit (decided once per pipeline).
 Support pipeline_ready(mlx::core::metal::Device& d, const MetalPipeline& p);
