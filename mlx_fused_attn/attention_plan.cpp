@@ -282,7 +282,10 @@ void plan_general_launch(
   plan.features.align_q = p.L_q % tiles.bq == 0;
   plan.features.align_k = p.L_k % tiles.bk == 0;
   const int64_t groups = int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B;
-  plan.key_splits = key_splits(
+  // A forward that saves the LSE for the fused backward runs unsplit (the
+  // split partials hold no row LSE), and plans the kernel that writes it.
+  plan.features.has_lse = plan.spec.saves_lse;
+  plan.key_splits = plan.spec.saves_lse ? 1 : key_splits(
       groups,
       int64_t(tiles.min_blocks) * cores,
       static_cast<int>(blocks_of(p.L_k, tiles.bk)),
@@ -302,12 +305,6 @@ void plan_general_launch(
       static_cast<unsigned>(p.B),
       fa::attention_launch_warps(tiles),
       fa::attention_smem_bytes(tiles, p.D, p.D_v, plan.dtype, backend)};
-}
-
-void drop_key_splits(AttentionPlan& plan) {
-  plan.grid.x /= plan.key_splits;
-  plan.key_splits = 1;
-  plan.features.split_keys = false;
 }
 
 int64_t split_rows(const AttentionPlan& plan) {

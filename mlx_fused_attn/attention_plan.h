@@ -137,7 +137,8 @@ fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features);
 /// Sets the general kernel's tiles, key splits and grid for `backend` (on
 /// CUDA with the chooser's device inputs `wgmma` and, through `sm_count`,
 /// large_grid). `cores`, the device's multiprocessors or GPU cores, sizes
-/// the wave that split keys fill.
+/// the wave that split keys fill. A plan whose spec saves the LSE gets
+/// has_lse and no split keys.
 void plan_general_launch(
     AttentionPlan& plan,
     fa::Backend backend,
@@ -149,10 +150,6 @@ void plan_general_launch(
 /// L_q] as the kernel's parameters count them (split_keys.h); a row holds
 /// D_v outputs and two statistics.
 int64_t split_rows(const AttentionPlan& plan);
-
-/// The plan without split keys: one threadgroup a query block. A forward
-/// that saves the LSE runs so; the split partials hold no row LSE.
-void drop_key_splits(AttentionPlan& plan);
 
 /// Sets the short kernel's tiles and grid for `backend`, or says why it
 /// does not take the call.

@@ -30,6 +30,34 @@ Shape lse_shape(const std::vector<array>& inputs) {
   return {q.shape(0), q.shape(1), q.shape(2)};
 }
 
+/// The forward plan of a call gradients may be taken of, with `saves_lse`
+/// set where the fused backward runs: the backward's kernels and the
+/// forward that writes the LSE, each planned (on Metal, its pipelines
+/// built) here, before the graph exists, so that a kernel that cannot run
+/// leaves plain-op gradients with its reason instead of failing in eval.
+AttentionPlan training_plan(
+    const AttentionCall& call,
+    const AttentionPlan& plan,
+    bool& saves_lse) {
+  saves_lse = false;
+  const AttentionPlan backward = plan_attention_backward(call);
+  std::string reason = backward.reason;
+  if (backward.fused()) {
+    AttentionCall lse_call = call;
+    lse_call.spec.saves_lse = true;
+    AttentionPlan forward = plan_attention(lse_call);
+    if (forward.fused()) {
+      saves_lse = true;
+      return forward;
+    }
+    reason = forward.reason;
+  }
+  note_fallback(
+      "the backward of scaled_dot_product_attention", call.stream.device,
+      reason);
+  return plan;
+}
+
 } // namespace
 
 array fused_attention(
@@ -40,34 +68,22 @@ array fused_attention(
   const int n_call = call_input_count(call.spec);
   std::vector<array> inputs(
       call.inputs.begin(), call.inputs.begin() + n_call);
-  if (visits_index(plan) >= 0) {
-    const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
+  bool saves_lse = false;
+  const AttentionPlan forward = may_take_gradients(inputs)
+      ? training_plan(call, plan, saves_lse)
+      : plan;
+  if (visits_index(forward) >= 0) {
+    const auto& tiles = std::get<fa::AttnTiles>(forward.tiles);
     const array& mask = user_mask ? *user_mask : inputs[mask_index(call.spec)];
     // The plan's L_q: packed GQA's rows are the heads of one query, whose
     // mask row they share (AttentionSpec::mask_shared_by_heads).
     const VisitGrid grid = {
-        call.spec.mask, inputs[0].dtype(), plan.params.L_q,
+        call.spec.mask, inputs[0].dtype(), forward.params.L_q,
         inputs[1].shape(2), tiles.bq, tiles.bk};
     inputs.push_back(cached_mask_visits(mask, grid, call.stream));
   }
-  bool saves_lse = false;
-  if (may_take_gradients(inputs)) {
-    const AttentionPlan backward = plan_attention_backward(call);
-    saves_lse = backward.fused();
-    if (!saves_lse) {
-      note_fallback(
-          "the backward of scaled_dot_product_attention", call.stream.device,
-          backward.reason);
-    }
-  }
-  AttentionPlan forward = plan;
-  if (saves_lse) {
-    drop_key_splits(forward);
-    // So that a shapeless compile's new shapes plan the general kernel too.
-    forward.spec.saves_lse = true;
-  }
   auto primitive = std::make_shared<FusedAttention>(
-      call.stream, std::move(forward), inputs, saves_lse);
+      call.stream, forward, inputs, saves_lse);
   const Dtype dt = inputs[0].dtype();
   if (!saves_lse) {
     return array(output_shape(inputs), dt, primitive, inputs);

@@ -14,7 +14,7 @@
 //   split_keys the keys are split (split_keys.h): partials are bound
 //              (buffers 7, 8) with the split count (buffer 9)
 //   has_lse    write each row's log-sum-exp for the backward (buffer 10);
-//              never with split_keys (drop_key_splits)
+//              never with split_keys (plan_general_launch)
 //   mask_blocks the mask's classes by block are bound (buffer 11;
 //              mask_visits.h)
 #define FA_ATTENTION_FEATURES(X) \

@@ -246,7 +246,7 @@ void run(
         : inputs[si];
   }
   // The backward's LSE, where the primitive asked for it (outputs[1]); a
-  // plan that saves it has no split keys (drop_key_splits).
+  // plan that saves it has no split keys (plan_general_launch).
   fa::AttnFeatures features = plan.features;
   features.has_lse = outputs.size() > 1;
   if (features.has_lse && plan.key_splits > 1) {

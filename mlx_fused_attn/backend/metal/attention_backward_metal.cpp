@@ -61,6 +61,9 @@ void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
   plan.tiles = fa::choose_attention_backward_tiles(
       plan.params.D, plan.dtype, fa::Backend::Metal);
   auto& d = mx::metal::device(call.stream.device);
+  // Built here, where the op and its vjp plan the backward before any graph
+  // exists: a pipeline that fails leaves plain-op gradients with its reason
+  // instead of a throw inside eval (the LSE-writing forward: training_plan).
   for (const MetalPipeline& pl :
        {backward_pipeline(plan, fa::BwdKernel::DkDv),
         backward_pipeline(plan, fa::BwdKernel::Dq),

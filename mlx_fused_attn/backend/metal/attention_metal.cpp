@@ -182,7 +182,7 @@ void run(
     enc.set_input_array(*sinks, 6);
   }
   if (run_plan.features.has_lse) {
-    // A plan that saves the LSE has no split keys (drop_key_splits).
+    // A plan that saves the LSE has no split keys (plan_general_launch).
     if (plan.key_splits > 1) {
       throw std::logic_error(
           "[FusedAttention] internal error: split keys with the LSE");
