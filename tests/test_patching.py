@@ -321,6 +321,79 @@ def test_cuda_long_cache_rule(monkeypatch, note, expected):
     assert fa.route(q, short, short, scale=1.0, mask="causal")[0] == routing.PASSTHROUGH
 
 
+@pytest.mark.parametrize(
+    "architecture, macos, expected",
+    [
+        ("applegpu_g16s", "26.2", False),  # M4 Pro: no neural accelerators
+        ("applegpu_g17s", "26.2", True),  # M5 class
+        ("applegpu_g17g", "27.0", True),
+        ("applegpu_g17s", "26.1", False),  # MLX compiles no nax kernels there
+        ("applegpu_g17s", "15.7.3", False),
+        ("applegpu_g17p", "26.2", False),  # phone class: from generation 18
+        ("applegpu_g18p", "26.2", True),
+        ("x86_64", "26.2", False),  # not an Apple GPU's string
+        ("applegpu_g17s", "", False),  # not macOS
+    ],
+)
+def test_neural_accelerators_as_mlx_decides(architecture, macos, expected):
+    """MLX 0.32.4's is_nax_available on the facts routing reads: macOS 26.2
+    or later and generation 17 (18 for 'p' GPUs) or later."""
+    assert routing.mlx_uses_neural_accelerators(architecture, macos) is expected
+
+
+@pytest.mark.parametrize(
+    "architecture, macos, head_dim, head_dim_v, expected",
+    [
+        ("applegpu_g16s", "15.7", 128, 128, None),
+        ("applegpu_g16s", "26.2", 64, 64, None),
+        ("applegpu_g16s", "15.7", 192, 128, "head dims past 128"),
+        ("applegpu_g16s", "15.7", 128, 256, "head dims past 128"),
+        ("applegpu_g17s", "26.2", 64, 64, "neural-accelerator"),
+        ("applegpu_g17s", "26.2", 256, 256, "neural-accelerator"),
+    ],
+)
+def test_metal_verdict(architecture, macos, head_dim, head_dim_v, expected):
+    """Apple GPUs: mx.fast past head dim 128 and wherever MLX runs its
+    neural-accelerator kernels, each with a reason saying it is unmeasured
+    on Apple hardware; otherwise the other rules decide."""
+    verdict = routing.metal_verdict(architecture, macos, head_dim, head_dim_v)
+    if expected is None:
+        assert verdict is None
+        return
+    choice, reason = verdict
+    assert choice == routing.PASSTHROUGH and reason.startswith("Metal:")
+    assert expected in reason and "measured" in reason and "Apple hardware" in reason, reason
+
+
+@pytest.mark.parametrize(
+    "gpu, head_dim, expected",
+    [
+        (("applegpu_g16s", "26.2"), 128, routing.FUSED),
+        (("applegpu_g16s", "26.2"), 256, routing.PASSTHROUGH),
+        (("applegpu_g17s", "26.2"), 64, routing.PASSTHROUGH),
+    ],
+)
+def test_metal_route_by_gpu_and_head_dim(monkeypatch, gpu, head_dim, expected):
+    """route on an Apple GPU, checked without one: the GPU and the head dims
+    send the call to mx.fast before any coverage check; policy="fused" (and
+    force_fused) still runs ours wherever a kernel covers the call."""
+    monkeypatch.setattr(routing, "_gpu_backend", lambda: "metal")
+    monkeypatch.setattr(routing, "_device", lambda stream: mx.Device(mx.gpu))
+    monkeypatch.setattr(routing, "_apple_gpu", lambda: gpu)
+    checked = []
+
+    def covered(*a, **kw):
+        checked.append(True)
+        return True, ""
+
+    monkeypatch.setattr(fa, "can_use_fused", covered)
+    q = mx.zeros((1, 8, 256, head_dim), mx.float16)
+    choice, reason = fa.route(q, q, q, scale=1.0)
+    assert (choice, reason[:6]) == (expected, "Metal:"), reason
+    assert bool(checked) == (expected == routing.FUSED)
+    assert fa.route(q, q, q, scale=1.0, policy="fused")[0] == routing.FUSED
+
+
 CUDA = mx.is_available(mx.gpu) and fa.build_info()["gpu_backend"] == "cuda"
 
 

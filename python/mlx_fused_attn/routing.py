@@ -29,10 +29,15 @@ The rules, one per device, rest on the numbers in ``MEASUREMENTS`` (and in
   L = 512. Except array masks: ours for bool masks at every head dim
   (mx.fast's bool-mask calls timed as its plain ops do: 3.9x-13.9x ours)
   and for additive ones at D = 64, where they were measured (1.12x-3.07x).
-- Metal: ours where a fused kernel covers the call and ``L_q >= 32``;
-  mx.fast below, where its vector kernel serves ``L_q <= 8`` (decoding).
+- Metal: ours where a fused kernel covers the call, ``L_q >= 32`` and the
+  head dims are at most 128; mx.fast below 32 queries, where its vector
+  kernel serves ``L_q <= 8`` (decoding), and past head dim 128. On GPUs
+  where MLX runs mx.fast on the neural accelerators (its "nax" kernels:
+  M5 class, macOS 26.2 or later), mx.fast for every call.
   **Nothing has been measured on Apple hardware yet**: 32 is where a query
-  block of our kernel is full, not a measured crossover.
+  block of our kernel is full, not a measured crossover, and the head-dim
+  and neural-accelerator rules keep mx.fast wherever ours is least likely
+  to win until a measurement says otherwise (``metal_verdict``).
 
 ``policy="fused"`` skips the device rule: every call a fused kernel covers
 runs fused (for the memory a fused kernel saves, for float32 accuracy on
@@ -42,6 +47,7 @@ model).
 
 from __future__ import annotations
 
+import platform
 from functools import cache
 from typing import NamedTuple
 
@@ -57,6 +63,17 @@ POLICIES = ("auto", "fused")
 # Metal: the smallest L_q routed to our kernel (see the module docstring:
 # a full query block, not a measurement).
 METAL_MIN_QUERIES = 32
+# Metal: the largest head dim (q, k or v) routed to our kernel. MLX's own
+# fused kernels stop at 128 too; past it neither side has been measured.
+METAL_MAX_HEAD_DIM = 128
+# MLX 0.32.4 runs mx.fast on an Apple GPU's neural accelerators where
+# metal::is_nax_available() (device.cpp; not exported from libmlx) says so:
+# macOS 26.2 or later, and an architecture generation (Device::
+# get_architecture_gen(), the two digits before the architecture string's
+# last letter) of at least 17, or 18 for a phone-class ('p') GPU.
+NAX_MIN_MACOS = (26, 2)
+NAX_MIN_GENERATION = 17
+NAX_MIN_GENERATION_PHONE = 18
 # CUDA: calls with at most this many queries are decoding steps, whose few
 # query blocks both mx.fast and ours split over the keys.
 CUDA_DECODE_MAX_QUERIES = 8
@@ -416,13 +433,57 @@ def _cuda_by_kernel(
     )
 
 
-def _metal_by_shape(q: mx.array) -> tuple[str, str] | None:
-    if q.shape[2] >= METAL_MIN_QUERIES:
-        return None
-    return PASSTHROUGH, (
-        f"Metal: L_q < {METAL_MIN_QUERIES} stays with mx.fast, whose vector "
-        "kernel serves decoding (unmeasured on Apple hardware)"
-    )
+def mlx_uses_neural_accelerators(architecture: str, macos: str) -> bool:
+    """Whether MLX 0.32.4 runs mx.fast on the neural accelerators ("nax"
+    kernels) of an Apple GPU: ``architecture`` as ``mx.device_info(mx.gpu)``
+    gives it (MLX's ``Device::get_architecture()``, e.g. ``"applegpu_g16s"``),
+    ``macos`` as ``platform.mac_ver()[0]`` (e.g. ``"26.2"``). MLX's own rule
+    (``metal::is_nax_available``) on the same facts."""
+    gen = architecture[-3:-1]
+    if not gen.isdigit():
+        return False
+    try:
+        version = tuple(int(part) for part in macos.split(".")[:2])
+    except ValueError:
+        return False
+    needed = NAX_MIN_GENERATION_PHONE if architecture.endswith("p") else NAX_MIN_GENERATION
+    return version >= NAX_MIN_MACOS and int(gen) >= needed
+
+
+def metal_verdict(
+    architecture: str, macos: str, head_dim: int, head_dim_v: int
+) -> tuple[str, str] | None:
+    """mx.fast's verdict for a call on an Apple GPU from the GPU and the
+    head dims alone (arguments as ``mlx_uses_neural_accelerators`` takes
+    them), where ours has not been measured against it; None where the
+    other rules decide."""
+    if mlx_uses_neural_accelerators(architecture, macos):
+        return PASSTHROUGH, (
+            f"Metal: on {architecture} under macOS {macos} mx.fast runs MLX's "
+            "neural-accelerator kernels (M5 class), which ours has not been "
+            'measured against on Apple hardware; policy="fused" runs ours'
+        )
+    if max(head_dim, head_dim_v) > METAL_MAX_HEAD_DIM:
+        return PASSTHROUGH, (
+            f"Metal: head dims past {METAL_MAX_HEAD_DIM} ({head_dim}, v {head_dim_v}) "
+            'have not been measured on Apple hardware; policy="fused" runs ours'
+        )
+    return None
+
+
+@cache
+def _apple_gpu() -> tuple[str, str]:
+    """(architecture, macOS version) of this process's Apple GPU."""
+    return str(mx.device_info(mx.gpu)["architecture"]), platform.mac_ver()[0]
+
+
+def _metal_by_shape(q: mx.array, v: mx.array) -> tuple[str, str] | None:
+    if q.shape[2] < METAL_MIN_QUERIES:
+        return PASSTHROUGH, (
+            f"Metal: L_q < {METAL_MIN_QUERIES} stays with mx.fast, whose vector "
+            "kernel serves decoding (unmeasured on Apple hardware)"
+        )
+    return metal_verdict(*_apple_gpu(), q.shape[3], v.shape[3])
 
 
 def _by_shape(q, k, v, mask) -> tuple[str, str] | None:
@@ -436,7 +497,7 @@ def _by_shape(q, k, v, mask) -> tuple[str, str] | None:
     if backend == "cuda":
         return _cuda_by_shape(q, k, v, mask)
     if backend == "metal":
-        return _metal_by_shape(q)
+        return _metal_by_shape(q, v)
     return None
 
 
@@ -489,5 +550,6 @@ def route(
         return _cuda_by_kernel(q, k, v, mask, reason)
     # Only Metal is left: a GPU build without kernels covers nothing.
     return FUSED, (
-        f"Metal: L_q >= {METAL_MIN_QUERIES} fills a query block (unmeasured on Apple hardware)"
+        f"Metal: L_q >= {METAL_MIN_QUERIES} fills a query block and head dims up to "
+        f"{METAL_MAX_HEAD_DIM} (unmeasured on Apple hardware)"
     )
