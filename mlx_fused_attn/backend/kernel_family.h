@@ -1,5 +1,6 @@
 // Kernel families, and whether each can run here. A family is one .metal
-// file (one JIT library or metallib on Metal, one NVRTC source on CUDA), so
+// file (one metallib, or one JIT library an instantiation, on Metal; one
+// NVRTC source on CUDA), so
 // one family's build failure never takes the others down. The op asks
 // kernel_available before it builds the graph; a family or pipeline that
 // cannot be built makes the call fall back, with the reason, instead of
