@@ -56,6 +56,53 @@ def test_every_kernel_has_its_one_kernel_text():
         assert emu.instance_names(path) == set(names), family
 
 
+SYNTHETIC = """template <typename T, int D> [[kernel]] void k(device T* x) {}
+#define INST(tname, T, D)                                   \\
+  template [[host_name("k_" #tname "_d" #D)]] [[kernel]]     \\
+  decltype(k<T, D>) k<T, D>;
+#define PAIR(tname, T)                                      \\
+  template [[host_name("a_" #tname)]] [[kernel]] decltype(k<T, 1>) k<T, 1>; \\
+  template [[host_name("b_" #tname)]] [[kernel]] decltype(k<T, 2>) k<T, 2>;
+INST(float16, half, 64)
+INST(float32, float, 128)
+PAIR(float16, half)
+"""
+
+
+def test_instances_are_split_off_by_their_macros():
+    """flatten_source.py on a made-up family: every line invoking a macro
+    that names kernels is an instantiation, its names are the macro's host
+    names with the arguments put in (two for a line defining two kernels),
+    and the rest of the text is kept as it was."""
+    body, lines = jit_text.flatten_source.split_instances(SYNTHETIC)
+    assert lines == [
+        (["k_float16_d64"], "INST(float16, half, 64)"),
+        (["k_float32_d128"], "INST(float32, float, 128)"),
+        (["a_float16", "b_float16"], "PAIR(float16, half)"),
+    ]
+    assert body == SYNTHETIC.replace("INST(float16, half, 64)\n", "").replace(
+        "INST(float32, float, 128)\n", "").replace("PAIR(float16, half)\n", "")
+    assert jit_text.flatten_source.instance_text(SYNTHETIC, "b_float16") == body + "PAIR(float16, half)\n"
+    with pytest.raises(jit_text.flatten_source.FlattenError, match="no instantiation defines"):
+        jit_text.flatten_source.instance_text(SYNTHETIC, "k_float16_d32")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (SYNTHETIC + "INST(float16, half)\n", "takes 3 arguments"),
+        (SYNTHETIC + 'template [[host_name("c")]] [[kernel]] decltype(k<half, 3>) k<half, 3>;\n',
+         "outside an instantiating #define"),
+        ('#define BAD(a) template [[host_name("x" #b)]] [[kernel]] void f();\nBAD(1)\n',
+         "not a macro parameter"),
+    ],
+)
+def test_instances_that_cannot_be_split_off_fail(text, message):
+    """An instantiation the JIT could not compile alone fails the build."""
+    with pytest.raises(jit_text.flatten_source.FlattenError, match=message):
+        jit_text.flatten_source.split_instances(text)
+
+
 def test_generated_cpp_hands_out_each_kernel(tmp_path):
     """jit_source(family) plus jit_instance(family, kernel)'s line is the
     one-kernel text, for every kernel; the kernels of one line share their
