@@ -322,41 +322,40 @@ def test_cuda_long_cache_rule(monkeypatch, note, expected):
 
 
 @pytest.mark.parametrize(
-    "architecture, macos, expected",
+    "architecture, expected",
     [
-        ("applegpu_g16s", "26.2", False),  # M4 Pro: no neural accelerators
-        ("applegpu_g17s", "26.2", True),  # M5 class
-        ("applegpu_g17g", "27.0", True),
-        ("applegpu_g17s", "26.1", False),  # MLX compiles no nax kernels there
-        ("applegpu_g17s", "15.7.3", False),
-        ("applegpu_g17p", "26.2", False),  # phone class: from generation 18
-        ("applegpu_g18p", "26.2", True),
-        ("x86_64", "26.2", False),  # not an Apple GPU's string
-        ("applegpu_g17s", "", False),  # not macOS
+        ("applegpu_g16s", False),  # M4 Pro: no neural accelerators
+        ("applegpu_g13g", False),  # M1
+        ("applegpu_g17s", True),  # M5 class
+        ("applegpu_g17g", True),
+        ("applegpu_g17p", False),  # phone class: from generation 18
+        ("applegpu_g18p", True),
+        ("x86_64", False),  # not an Apple GPU's string
+        ("", False),
     ],
 )
-def test_neural_accelerators_as_mlx_decides(architecture, macos, expected):
-    """MLX 0.32.4's is_nax_available on the facts routing reads: macOS 26.2
-    or later and generation 17 (18 for 'p' GPUs) or later."""
-    assert routing.mlx_uses_neural_accelerators(architecture, macos) is expected
+def test_neural_accelerators_as_mlx_reads_them(architecture, expected):
+    """MLX 0.32.4's is_nax_available on the architecture string: generation
+    17 or later (18 for 'p' GPUs)."""
+    assert routing.has_neural_accelerators(architecture) is expected
 
 
 @pytest.mark.parametrize(
-    "architecture, macos, head_dim, head_dim_v, expected",
+    "architecture, head_dim, head_dim_v, expected",
     [
-        ("applegpu_g16s", "15.7", 128, 128, None),
-        ("applegpu_g16s", "26.2", 64, 64, None),
-        ("applegpu_g16s", "15.7", 192, 128, "head dims past 128"),
-        ("applegpu_g16s", "15.7", 128, 256, "head dims past 128"),
-        ("applegpu_g17s", "26.2", 64, 64, "neural-accelerator"),
-        ("applegpu_g17s", "26.2", 256, 256, "neural-accelerator"),
+        ("applegpu_g16s", 128, 128, None),
+        ("applegpu_g15g", 64, 64, None),
+        ("applegpu_g16s", 192, 128, "head dims past 128"),
+        ("applegpu_g16s", 128, 256, "head dims past 128"),
+        ("applegpu_g17s", 64, 64, "neural accelerators"),
+        ("applegpu_g17s", 256, 256, "neural accelerators"),
     ],
 )
-def test_metal_verdict(architecture, macos, head_dim, head_dim_v, expected):
-    """Apple GPUs: mx.fast past head dim 128 and wherever MLX runs its
-    neural-accelerator kernels, each with a reason saying it is unmeasured
-    on Apple hardware; otherwise the other rules decide."""
-    verdict = routing.metal_verdict(architecture, macos, head_dim, head_dim_v)
+def test_metal_verdict(architecture, head_dim, head_dim_v, expected):
+    """Apple GPUs: mx.fast past head dim 128 and on GPUs whose neural
+    accelerators MLX runs mx.fast on, each with a reason saying it is
+    unmeasured on Apple hardware; otherwise the other rules decide."""
+    verdict = routing.metal_verdict(architecture, head_dim, head_dim_v)
     if expected is None:
         assert verdict is None
         return
@@ -368,9 +367,9 @@ def test_metal_verdict(architecture, macos, head_dim, head_dim_v, expected):
 @pytest.mark.parametrize(
     "gpu, head_dim, expected",
     [
-        (("applegpu_g16s", "26.2"), 128, routing.FUSED),
-        (("applegpu_g16s", "26.2"), 256, routing.PASSTHROUGH),
-        (("applegpu_g17s", "26.2"), 64, routing.PASSTHROUGH),
+        ("applegpu_g16s", 128, routing.FUSED),
+        ("applegpu_g16s", 256, routing.PASSTHROUGH),
+        ("applegpu_g17s", 64, routing.PASSTHROUGH),
     ],
 )
 def test_metal_route_by_gpu_and_head_dim(monkeypatch, gpu, head_dim, expected):
@@ -379,7 +378,7 @@ def test_metal_route_by_gpu_and_head_dim(monkeypatch, gpu, head_dim, expected):
     force_fused) still runs ours wherever a kernel covers the call."""
     monkeypatch.setattr(routing, "_gpu_backend", lambda: "metal")
     monkeypatch.setattr(routing, "_device", lambda stream: mx.Device(mx.gpu))
-    monkeypatch.setattr(routing, "_apple_gpu", lambda: gpu)
+    monkeypatch.setattr(routing, "_gpu_architecture", lambda: gpu)
     checked = []
 
     def covered(*a, **kw):

@@ -32,8 +32,8 @@ The rules, one per device, rest on the numbers in ``MEASUREMENTS`` (and in
 - Metal: ours where a fused kernel covers the call, ``L_q >= 32`` and the
   head dims are at most 128; mx.fast below 32 queries, where its vector
   kernel serves ``L_q <= 8`` (decoding), and past head dim 128. On GPUs
-  where MLX runs mx.fast on the neural accelerators (its "nax" kernels:
-  M5 class, macOS 26.2 or later), mx.fast for every call.
+  with neural accelerators, which MLX runs mx.fast on (its "nax" kernels:
+  M5 class), mx.fast for every call.
   **Nothing has been measured on Apple hardware yet**: 32 is where a query
   block of our kernel is full, not a measured crossover, and the head-dim
   and neural-accelerator rules keep mx.fast wherever ours is least likely
@@ -47,7 +47,6 @@ model).
 
 from __future__ import annotations
 
-import platform
 from functools import cache
 from typing import NamedTuple
 
@@ -71,7 +70,6 @@ METAL_MAX_HEAD_DIM = 128
 # macOS 26.2 or later, and an architecture generation (Device::
 # get_architecture_gen(), the two digits before the architecture string's
 # last letter) of at least 17, or 18 for a phone-class ('p') GPU.
-NAX_MIN_MACOS = (26, 2)
 NAX_MIN_GENERATION = 17
 NAX_MIN_GENERATION_PHONE = 18
 # CUDA: calls with at most this many queries are decoding steps, whose few
@@ -433,35 +431,32 @@ def _cuda_by_kernel(
     )
 
 
-def mlx_uses_neural_accelerators(architecture: str, macos: str) -> bool:
-    """Whether MLX 0.32.4 runs mx.fast on the neural accelerators ("nax"
-    kernels) of an Apple GPU: ``architecture`` as ``mx.device_info(mx.gpu)``
-    gives it (MLX's ``Device::get_architecture()``, e.g. ``"applegpu_g16s"``),
-    ``macos`` as ``platform.mac_ver()[0]`` (e.g. ``"26.2"``). MLX's own rule
-    (``metal::is_nax_available``) on the same facts."""
+def has_neural_accelerators(architecture: str) -> bool:
+    """Whether an Apple GPU is of the class whose neural accelerators MLX
+    0.32.4 runs mx.fast on (its "nax" kernels; M5 class): ``architecture``
+    as ``mx.device_info(mx.gpu)`` gives it (MLX's
+    ``Device::get_architecture()``, e.g. ``"applegpu_g16s"``), read as
+    MLX's ``metal::is_nax_available`` reads it. That rule's other half,
+    macOS 26.2 or later, is left out: a Python built with an older SDK can
+    see macOS 26 as 16.0 (Apple's compatibility version), and keeping
+    mx.fast on such a GPU under an older macOS gives up nothing measured."""
     gen = architecture[-3:-1]
-    if not gen.isdigit():
-        return False
-    try:
-        version = tuple(int(part) for part in macos.split(".")[:2])
-    except ValueError:
+    if not architecture.startswith("applegpu_") or not gen.isdigit():
         return False
     needed = NAX_MIN_GENERATION_PHONE if architecture.endswith("p") else NAX_MIN_GENERATION
-    return version >= NAX_MIN_MACOS and int(gen) >= needed
+    return int(gen) >= needed
 
 
-def metal_verdict(
-    architecture: str, macos: str, head_dim: int, head_dim_v: int
-) -> tuple[str, str] | None:
-    """mx.fast's verdict for a call on an Apple GPU from the GPU and the
-    head dims alone (arguments as ``mlx_uses_neural_accelerators`` takes
-    them), where ours has not been measured against it; None where the
+def metal_verdict(architecture: str, head_dim: int, head_dim_v: int) -> tuple[str, str] | None:
+    """mx.fast's verdict for a call on an Apple GPU (``architecture`` as
+    ``has_neural_accelerators`` takes it) from the GPU and the head dims
+    alone, where ours has not been measured against it; None where the
     other rules decide."""
-    if mlx_uses_neural_accelerators(architecture, macos):
+    if has_neural_accelerators(architecture):
         return PASSTHROUGH, (
-            f"Metal: on {architecture} under macOS {macos} mx.fast runs MLX's "
-            "neural-accelerator kernels (M5 class), which ours has not been "
-            'measured against on Apple hardware; policy="fused" runs ours'
+            f"Metal: {architecture} has neural accelerators, which MLX runs "
+            "mx.fast on (M5 class), and ours has not been measured against that "
+            'on Apple hardware; policy="fused" runs ours'
         )
     if max(head_dim, head_dim_v) > METAL_MAX_HEAD_DIM:
         return PASSTHROUGH, (
@@ -472,9 +467,9 @@ def metal_verdict(
 
 
 @cache
-def _apple_gpu() -> tuple[str, str]:
-    """(architecture, macOS version) of this process's Apple GPU."""
-    return str(mx.device_info(mx.gpu)["architecture"]), platform.mac_ver()[0]
+def _gpu_architecture() -> str:
+    """This process's GPU as MLX names it."""
+    return str(mx.device_info(mx.gpu)["architecture"])
 
 
 def _metal_by_shape(q: mx.array, v: mx.array) -> tuple[str, str] | None:
@@ -483,7 +478,7 @@ def _metal_by_shape(q: mx.array, v: mx.array) -> tuple[str, str] | None:
             f"Metal: L_q < {METAL_MIN_QUERIES} stays with mx.fast, whose vector "
             "kernel serves decoding (unmeasured on Apple hardware)"
         )
-    return metal_verdict(*_apple_gpu(), q.shape[3], v.shape[3])
+    return metal_verdict(_gpu_architecture(), q.shape[3], v.shape[3])
 
 
 def _by_shape(q, k, v, mask) -> tuple[str, str] | None:
