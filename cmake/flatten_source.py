@@ -193,6 +193,9 @@ def _instance_table(families):
     """C++ of jit_instance(family, kernel) over `families`' instantiations."""
     branches = []
     for name, _, text in families:
+        for _, line in split_instances(text)[1]:
+            if '"' in line or "\\" in line:
+                raise FlattenError(f"{name}: {line} cannot be a C++ string literal as it is")
         rows = "".join(
             f'      {{"{kernel}", {{"{names[0]}", "{line}"}}}},\n'
             for names, line in split_instances(text)[1]

@@ -144,7 +144,10 @@ std::vector<array> FusedAttention::apply_to(
   if (!saves_lse_) {
     return FusedPrimitive::apply_to(inputs);
   }
-  const AttentionCall call{plan().spec, inputs, stream()};
+  // The call as the user made it: fused_attention decides whether it saves
+  // the LSE, so that its plan and its outputs agree.
+  AttentionCall call{plan().spec, inputs, stream()};
+  call.spec.saves_lse = false;
   const AttentionPlan plan = plan_attention(call);
   if (plan.fused()) {
     const array out = fused_attention(call, plan, nullptr);
