@@ -93,7 +93,7 @@ MISTAKES = [
     (
         "metallib looked up by family instead of directory",
         r"\bd\.get_library\(name, dir\)",
-        "d.get_library(name, family)",
+        "d.get_library(name, p.family)",
         "no matching member function for call to 'get_library'",
     ),
 ]
