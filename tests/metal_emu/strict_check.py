@@ -6,12 +6,16 @@ emulator, where every pointer is plain, cannot see that).
     python tests/metal_emu/strict_check.py metal/attention.metal ...
 
 exits 0 when every file passes, 1 (printing clang's diagnostics) otherwise,
-2 when clang is missing. The check preprocesses with clang, rewrites the
-address-space qualifiers into clang address-space attributes in the kernel
-code (the same rewrite the emulator does, with other spellings), drops the
-attributes stock clang rejects on explicit instantiations
-(`template [[host_name("x")]] [[kernel]] ...`, which Metal's clang accepts),
-and checks the result for an aarch64 target, where _Float16 exists.
+2 when clang is missing. The check preprocesses with clang, writes the
+Metal declarations stock clang cannot read as it reads them (threadgroup
+variables in function bodies, array parameters in an address space, vectors
+declared by direct initialisation, methods qualified with an address
+space), rewrites the address-space qualifiers into clang address-space
+attributes in the kernel code (the same rewrite the emulator does, with
+other spellings), drops the attributes stock clang rejects on explicit
+instantiations (`template [[host_name("x")]] [[kernel]] ...`, which Metal's
+clang accepts), and checks the result for an aarch64 target, where _Float16
+exists.
 See README.md for what the pass does and does not catch.
 """
 
@@ -58,7 +62,8 @@ _INSTANCE_ATTRIBUTES = re.compile(r"\btemplate\s*((?:\[\[.*?\]\]\s*)+)(?=[^\s<])
 # (no pointer or reference declarator before the name; the bound may be on
 # the next line).
 _THREADGROUP_VARIABLE = re.compile(
-    r"^(\s*)(threadgroup\s+(?:const\s+)?[A-Za-z_][\w:<>, ]*?\s+[A-Za-z_]\w*\s*(?:[\[;]|$))"
+    r"^(\s*)(threadgroup\s+(?:const\s+)?[A-Za-z_][\w:<>, ]*?\s+[A-Za-z_]\w*\s*"
+    r"(?:\[[^;]*\]\s*;|;|$))"
 )
 # A parameter declared as an array in device, constant or threadgroup memory,
 # `constant const int64_t strides[2]`. C++ adjusts it to a pointer to the
