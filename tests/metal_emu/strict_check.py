@@ -46,7 +46,11 @@ ADDRESS_SPACE_ATTRIBUTE = {
     # Metal's default address space for pointers and references.
     "thread": "",
 }
-TARGET = ["-std=c++17", "-target", "aarch64-linux-gnu", "-ffreestanding", "-fno-exceptions"]
+# Metal's char (int8_t) is signed; aarch64's is not unless told.
+TARGET = [
+    "-std=c++17", "-target", "aarch64-linux-gnu", "-fsigned-char", "-ffreestanding",
+    "-fno-exceptions",
+]
 DEFINES = [
     # Metal's compiler predefines __METAL__; MLX's defines.h puts its
     # program-scope constants in `constant` space only where it is defined.
