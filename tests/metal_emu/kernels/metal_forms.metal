@@ -2,7 +2,8 @@
 // only through the strict unit's rewrites (strict_check.strict_unit): a
 // threadgroup array declared in the kernel (its bound on the next line too),
 // an array parameter in constant memory, a vector declared by direct
-// initialisation, and methods qualified with an address space. Checked by
+// initialisation, methods qualified with an address space, and half
+// literals. Checked by
 // test_strict_check.py like every kernel here; not run in the emulator.
 #include <metal_stdlib>
 
@@ -36,5 +37,5 @@ METAL_FUNC long sum2(constant const long strides[2]) {
   shared[lid] = float(sum2(strides) + offset.x + offset.y + counter.get());
   spread[lid] = 1.0f;
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  out[lid] = shared[31 - lid] + spread[lid];
+  out[lid] = shared[31 - lid] + spread[lid] * float(0.5h + 1e1h);
 }
