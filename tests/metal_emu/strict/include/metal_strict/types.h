@@ -20,6 +20,14 @@ typedef __SIZE_TYPE__ size_t;
 typedef __PTRDIFF_TYPE__ ptrdiff_t;
 typedef _Float16 half;
 typedef __fp16 bfloat;
+typedef char int8_t;
+typedef uchar uint8_t;
+typedef short int16_t;
+typedef ushort uint16_t;
+typedef int int32_t;
+typedef uint uint32_t;
+typedef long int64_t;
+typedef ulong uint64_t;
 
 template <class T, int N>
 using vec = T __attribute__((ext_vector_type(N)));
