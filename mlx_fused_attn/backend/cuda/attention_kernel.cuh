@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(
     // rest of the multiprocessor's 64K, a multiple of 8 (setmaxnreg's unit).
     constexpr int kProducerRegs = 24;
     constexpr int kMathRegs =
-        (65536 / t.min_blocks - kProducerWarps * kSimdWidth * kProducerRegs) /
+        (65536 / t.min_blocks - int(kProducerWarps) * kSimdWidth * kProducerRegs) /
         (t.warps * kSimdWidth) / 8 * 8;
     static_assert(
         kMathRegs >= 160 && kMathRegs <= 256,

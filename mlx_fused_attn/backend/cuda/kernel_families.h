@@ -144,7 +144,7 @@ struct AttentionBackwardRowDotKey {
         ">";
   }
   int threads() const {
-    return fa::kBwdRowDotWarps * fa::kSimdWidth;
+    return int(fa::kBwdRowDotWarps) * fa::kSimdWidth;
   }
   int smem_bytes() const {
     return 0;
