@@ -46,6 +46,12 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+def __dir__() -> list[str]:
+    # The public names only: the module also holds its imports (mx,
+    # warnings) and private helpers, which tab completion should not offer.
+    return sorted(__all__ + ["__version__"])
+
+
 class FallbackWarning(UserWarning):
     """A call ran as plain MLX ops instead of a fused kernel. Raised once per
     distinct reason, and only with MLX_FUSED_ATTN_WARN_FALLBACK=1."""
