@@ -23,6 +23,7 @@ import argparse
 import csv
 import itertools
 import sys
+import textwrap
 import time
 
 import mlx.core as mx
@@ -141,7 +142,7 @@ def plot(rows, path, title):
                       for r in rows], fontsize=8)
     ax.set_xlabel(f"case: spatial extent, heads H, kernel size k, dilation d (D={rows[0]['D']})")
     ax.set_ylabel("ms per call (log scale; lower is faster)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title("\n".join(textwrap.wrap(title, 90)), fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
