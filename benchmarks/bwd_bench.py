@@ -32,7 +32,7 @@ import mlx.core as mx
 import mlx_fused_attn as fa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sdpa_bench import attention_unfused, flops  # noqa: E402
+from sdpa_bench import attention_unfused, flops, flops_unit  # noqa: E402
 
 DTYPES = {"fp16": mx.float16, "bf16": mx.bfloat16, "fp32": mx.float32}
 # Calls per rep of the wall-clock stream on CUDA.
@@ -241,7 +241,13 @@ def run_case(case, providers, reps):
     return rows
 
 
+def cell(x, spec):
+    """A table cell; '-' for what was not measured."""
+    return "-" if x != x else format(x, spec)
+
+
 def table(results, device):
+    unit, per_gflops = flops_unit()
     # The scores the mask shows: a window's are its share of the whole.
     fwd_flops = {c.name: flops(c.B, c.H, c.L, c.L, c.D, False) * c.visible() for c in results}
     lines = [
@@ -256,7 +262,7 @@ def table(results, device):
             else ""
         ),
         "",
-        "| case | provider | fwd+bwd | fwd | bwd | bwd wall | bwd TFLOP/s | peak MiB | max grad diff vs mx.fast | fwd+bwd / fused's |",
+        f"| case | provider | fwd+bwd | fwd | bwd | bwd wall | bwd {unit} | peak MiB | max grad diff vs mx.fast | fwd+bwd / fused's |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for case, rows in results.items():
@@ -265,10 +271,11 @@ def table(results, device):
             bwd = r["both"] - r["fwd"]
             wall = f"{r['wall'][0] - r['wall'][1]:.2f}" if "wall" in r else "-"
             # The backward's five products against the forward's two.
-            tflops = 2.5 * fwd_flops[case.name] / (bwd * 1e-3) / 1e12 if bwd > 0 else float("nan")
+            rate = 2.5 * fwd_flops[case.name] / (bwd * 1e-3) / 1e9 / per_gflops if bwd > 0 else float("nan")
             lines.append(
-                f"| {case.name} | {name} | {r['both']:.2f} | {r['fwd']:.2f} | {bwd:.2f} | {wall} | {tflops:.3g} "
-                f"| {r['peak']:.0f} | {r['diff']:.1e} | {r['both'] / fused:.1f}x |"
+                f"| {case.name} | {name} | {r['both']:.2f} | {r['fwd']:.2f} | {bwd:.2f} | {wall} "
+                f"| {cell(rate, '.3g')} | {cell(r['peak'], '.0f')} | {cell(r['diff'], '.1e')} "
+                f"| {r['both'] / fused:.1f}x |"
             )
     return "\n".join(lines)
 

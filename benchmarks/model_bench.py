@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import statistics
@@ -29,6 +28,7 @@ import time
 import mlx.core as mx
 
 import mlx_fused_attn as fa
+from mlx_fused_attn import _strict_json as strict_json
 
 try:
     import mlx_lm
@@ -255,8 +255,7 @@ def main(argv=None):
     }
     print_table(result)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        strict_json.dump(result, args.json)
     if args.plot:
         plot(result, args.plot)
     return 0

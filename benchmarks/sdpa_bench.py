@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import platform
 import sys
@@ -31,6 +30,7 @@ import mlx.core as mx
 import numpy as np
 
 import mlx_fused_attn as fa
+from mlx_fused_attn import _strict_json as strict_json
 
 HEADS = 32
 LENGTHS = [32, 64, 128, 256, 512, 1024, 2048, 4096]
@@ -108,19 +108,27 @@ def flops(B, Hq, Lq, Lk, D, causal=False):
     return 4.0 * B * Hq * pairs * D
 
 
-def time_fn(fn, *args, min_time=0.3, max_iters=200):
+def timing_plan(one, min_time=0.3, max_iters=200):
+    """(calls per batch, batches) that time_fn times for a call that took
+    `one` seconds after its warm-up. Calls of a second or more (unfused ops
+    on a CPU) are timed once: (0, 0), the call already made."""
+    if one > 1.0:
+        return 0, 0
+    per_batch = max(1, min(max_iters, int(0.05 / max(one, 1e-6))))
+    batches = max(3, min(15, int(min_time / max(one * per_batch, 1e-6))))
+    return per_batch, batches
+
+
+def time_fn(fn, *args):
     """Median seconds per call: warm up, then time batches of calls each ended
     by one synchronisation, so launch overhead overlaps as in real use."""
     mx.eval(fn(*args))
     t0 = time.perf_counter()
     mx.eval(fn(*args))
     one = time.perf_counter() - t0
-    # Calls of a second or more (unfused ops on a CPU) are timed once: the
-    # call just made, after the warm-up.
-    if one > 1.0:
+    per_batch, batches = timing_plan(one)
+    if not batches:
         return one
-    per_batch = max(1, min(max_iters, int(0.05 / max(one, 1e-6))))
-    batches = max(3, min(15, int(min_time / max(one * per_batch, 1e-6))))
     samples = []
     for _ in range(batches):
         t0 = time.perf_counter()
@@ -167,12 +175,13 @@ def run_case(case, skip_unfused=False):
     else:
         ref = unfused(q, k, v)
         row["t_unfs_ms"] = 1e3 * time_fn(unfused, q, k, v)
-    row["diff%"] = 100.0 * (row["t_unfs_ms"] / row["t_fuse_ms"] - 1.0)
+    # Speed ratios are the other's time over ours: above 1, ours is faster.
+    row["vs_unfs"] = row["t_unfs_ms"] / row["t_fuse_ms"]
     row["vs_fast"] = row["t_fast_ms"] / row["t_fuse_ms"]
     # Only "causal" counts the visible triangle; the bool and additive masks
     # are counted as every (query, key) pair, the work of an arbitrary mask.
-    row["tflops_fuse"] = (
-        flops(B, case["n_qh"], Lq, Lk, D, case["mask"] == "causal") / row["t_fuse_ms"] / 1e9
+    row["gflops_fuse"] = (
+        flops(B, case["n_qh"], Lq, Lk, D, case["mask"] == "causal") / row["t_fuse_ms"] / 1e6
     )
     tol = {"float16": 2e-2, "bfloat16": 6e-2, "float32": 2e-4}[case["dtype"]]
     err = float(mx.max(mx.abs(o_fused.astype(mx.float32) - ref.astype(mx.float32))))
@@ -198,51 +207,79 @@ def device_name():
         return "gpu"
 
 
-COLUMNS = ["B", "qsl", "ksl", "hdim", "n_qh", "n_kvh", "tpose", "dtype", "mask",
-           "t_unfs", "t_fuse", "t_fast", "diff%", "vs_fast", "TFLOP/s"]
+def flops_unit():
+    """The rate unit of the fused column that fits the device: a CPU does
+    tens of GFLOP/s, a GPU hundreds of TFLOP/s. Returns (title, divisor of
+    GFLOP/s)."""
+    return ("GFLOP/s", 1.0) if mx.default_device() == mx.cpu else ("TFLOP/s", 1e3)
+
+
+def columns():
+    return ["B", "qsl", "ksl", "hdim", "n_qh", "n_kvh", "tpose", "dtype", "mask",
+            "t_unfs", "t_fuse", "t_fast", "vs_unfs", "vs_fast", flops_unit()[0]]
 
 
 def print_header():
-    print(" ".join(f"{c:>8}" for c in COLUMNS), flush=True)
+    print(" ".join(f"{c:>8}" for c in columns()), flush=True)
 
 
 def print_row(r):
     def ms(t):
         return "skipped" if t != t else f"{t:.3f}"
 
+    def ratio(x):
+        return "-" if x != x else f"{x:.2f}x"
+
     vals = [r["B"], r["qsl"], r["ksl"], r["hdim"], r["n_qh"], r["n_kvh"], r["tpose"],
             r["dtype"], r["mask"], ms(r["t_unfs_ms"]), ms(r["t_fuse_ms"]), ms(r["t_fast_ms"]),
-            "" if r["diff%"] != r["diff%"] else f"{r['diff%']:+.1f}",
-            f"{r['vs_fast']:.2f}x", f"{r['tflops_fuse']:.3f}"]
+            ratio(r["vs_unfs"]), ratio(r["vs_fast"]),
+            f"{r['gflops_fuse'] / flops_unit()[1]:.3g}"]
     flag = "" if r["agree"] else f"  <-- DISAGREES (max |diff| {r['max_abs_diff']:.3g})"
     flag += "" if r["fused_path"] else "  (fallback)"
     print(" ".join(f"{str(v):>8}" for v in vals) + flag, flush=True)
 
 
 def print_legend(skipped_unfused):
-    print("times in ms per call; diff% = t_unfs / t_fuse - 1; vs_fast = t_fast / t_fuse "
-          "(above 1x: mlx_fused_attn is faster than mx.fast)")
+    print(f"times in ms per call; vs_unfs = t_unfs / t_fuse, vs_fast = t_fast / t_fuse (above "
+          f"1x: mlx_fused_attn is that many times faster); {flops_unit()[0]}: of the fused call")
     if skipped_unfused:
         print(f"t_unfs skipped: unfused ops past L = {skipped_unfused} on the CPU take minutes "
               "a call (--skip-unfused-above); those rows are checked against mx.fast")
 
 
+def call_seconds(one):
+    """Seconds time_fn spends on a call that takes `one` seconds: the warm-up,
+    the first timed call and the batches; run_case adds one call for the
+    reference."""
+    per_batch, batches = timing_plan(one)
+    return one * (3 + per_batch * batches)
+
+
 def estimate_cpu_seconds(cases, skip_above):
-    """Rough seconds for the slow columns on the CPU, where mx.fast and
-    unfused ops both materialise the scores: calibrated by one small call
-    per dtype, scaled by each case's FLOPs, two calls (warm-up, timing) each."""
+    """Seconds this grid takes on this CPU, where mx.fast and unfused ops
+    both materialise the scores: each path's rate in FLOP/s is measured on a
+    call of each dtype at L = 512, then each case's calls are counted as
+    time_fn makes them. A guide: the load on a shared machine moves it."""
+    paths = {
+        "fused": lambda q, k, v: fa.scaled_dot_product_attention(q, k, v, scale=0.125),
+        "fast": lambda q, k, v: mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125),
+        "unfused": lambda q, k, v: attention_unfused(q, k, v, 0.125),
+    }
     rate = {}
     for name in {c["dtype"] for c in cases}:
-        q, k, v = make_inputs(1, 256, 256, 64, 8, 8, getattr(mx, name), 0)
-        mx.eval(attention_unfused(q, k, v, 0.125))
-        t0 = time.perf_counter()
-        mx.eval(attention_unfused(q, k, v, 0.125))
-        rate[name] = flops(1, 8, 256, 256, 64) / (time.perf_counter() - t0)
+        q, k, v = make_inputs(1, 512, 512, 64, 8, 8, getattr(mx, name), 0)
+        for path, fn in paths.items():
+            mx.eval(fn(q, k, v))
+            t0 = time.perf_counter()
+            mx.eval(fn(q, k, v))
+            rate[name, path] = flops(1, 8, 512, 512, 64) / (time.perf_counter() - t0)
     seconds = 0.0
     for c in cases:
-        paths = 1 if max(c["qsl"], c["ksl"]) > skip_above else 2
         work = flops(c["B"], c["n_qh"], c["qsl"], c["ksl"], c["hdim"])
-        seconds += 2 * paths * work / rate[c["dtype"]]
+        timed = ["fused", "fast"]
+        if max(c["qsl"], c["ksl"]) <= skip_above:
+            timed.append("unfused")
+        seconds += sum(call_seconds(work / rate[c["dtype"], p]) for p in timed)
     return seconds
 
 
@@ -256,10 +293,15 @@ def plot(rows, path):
     labels = [f"{r['qsl']}x{r['ksl']}/{r['hdim']}/{r['dtype'].replace('float', 'f')}"
               f"/{'T' if r['tpose'] else 'N'}/{r['mask']}" for r in rows]
     x = np.arange(len(rows))
-    ax.bar(x - 0.2, [r["t_unfs_ms"] / r["t_fuse_ms"] for r in rows], 0.4,
-           label="against unfused MLX ops (t_unfs / t_fuse)")
-    ax.bar(x + 0.2, [r["vs_fast"] for r in rows], 0.4,
-           label="against mx.fast (t_fast / t_fuse)")
+    # A series that ran for no case (unfused ops past --skip-unfused-above)
+    # has neither bars nor a legend entry; a case it skipped has no bar.
+    series = [("vs_unfs", "against unfused MLX ops (t_unfs / t_fuse)"),
+              ("vs_fast", "against mx.fast (t_fast / t_fuse)")]
+    series = [(key, label) for key, label in series if any(r[key] == r[key] for r in rows)]
+    width = 0.8 / len(series)
+    for i, (key, label) in enumerate(series):
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, [r[key] for r in rows], width,
+               label=label)
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_yscale("log")
     ax.set_xticks(x, labels, rotation=90, fontsize=7)
@@ -274,6 +316,10 @@ def plot(rows, path):
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def duration(seconds):
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def memory_case(L=16384, H=8, D=64, dtype=mx.float16):
@@ -342,7 +388,8 @@ def main(argv=None):
     ap.add_argument("--skip-unfused-above", type=int, default=2048,
                     help="on the CPU, do not time unfused ops past this length (minutes per call)")
     ap.add_argument("--csv", help="write the rows as CSV (times in ms, columns *_ms)")
-    ap.add_argument("--json", help="write the rows as JSON (times in ms, keys *_ms)")
+    ap.add_argument("--json", help="write the rows as JSON (times in ms, keys *_ms; a time "
+                    "not measured is null)")
     ap.add_argument("--plot", help="write a speedup chart (PNG)")
     ap.add_argument("--memory", action="store_true", help="report peak memory at L=16384")
     ap.add_argument("--device", choices=["cpu", "gpu"], help="default: MLX's default device")
@@ -358,14 +405,15 @@ def main(argv=None):
         return 0
 
     cases = grid(args)
+    started = time.perf_counter()
     on_cpu = mx.default_device() == mx.cpu
     skip_above = args.skip_unfused_above if on_cpu else float("inf")
     if on_cpu:
         seconds = estimate_cpu_seconds(cases, skip_above)
-        took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
         print(f"# {len(cases)} case(s). On the CPU, mx.fast and the unfused ops build the "
-              f"whole score matrix: about {took} for this grid on this machine "
-              f"(--max-len, --skip-unfused-above or fewer cases shorten it)", flush=True)
+              f"whole score matrix: about {duration(seconds)} for this grid at this machine's "
+              f"speed now (--max-len, --skip-unfused-above or fewer cases shorten it)",
+              flush=True)
     print_header()
     rows = []
     skipped = False
@@ -375,6 +423,7 @@ def main(argv=None):
         rows.append(run_case(case, skip_unfused=skip))
         print_row(rows[-1])
     print_legend(args.skip_unfused_above if skipped else None)
+    print(f"took {duration(time.perf_counter() - started)}")
     bad = [r for r in rows if not r["agree"]]
     if bad:
         print(f"{len(bad)} case(s) where fused and unfused disagree (marked above)")
@@ -386,10 +435,9 @@ def main(argv=None):
             w.writeheader()
             w.writerows(rows)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_name(), "mlx": mx.__version__,
-                       "mlx_fused_attn": fa.__version__, "date": time.strftime("%Y-%m-%d"),
-                       "rows": rows}, f, indent=1)
+        strict_json.dump({"device": device_name(), "mlx": mx.__version__,
+                          "mlx_fused_attn": fa.__version__, "date": time.strftime("%Y-%m-%d"),
+                          "rows": rows}, args.json)
     if args.plot:
         plot(rows, args.plot)
     return 1 if bad else 0

@@ -39,7 +39,8 @@ def test_quick_cpu_passes_with_a_table(tmp_path):
         assert column in header, header
     for line in ("device:         cpu", "build:          gpu_backend=", "mlx:"):
         assert line in r.stdout, r.stdout
-    results = json.loads(out.read_text())
+    # Strict JSON: a bare NaN (Python's default for a float) is refused.
+    results = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"JSON holds {c}"))
     assert verdict(r) == f"VERDICT: PASS: all {len(results['results'])} results right, all fused"
     assert results["passed"] and results["warnings"] == []
     cases = results["results"]

@@ -9,6 +9,7 @@
 #include "mlx/array.h"
 #include "mlx/stream.h"
 #include "mlx_fused_attn/attention_plan.h"
+#include "mlx_fused_attn/backend/kernel_family.h"
 #include "mlx_fused_attn/call.h"
 
 namespace mlx_fused_attn::gpu {
@@ -49,6 +50,7 @@ struct BackendInfo {
   std::string name; ///< "metal", "cuda" or "none"
   bool aot; ///< kernels built ahead of time (metallibs, nvcc objects)
   bool jit; ///< kernels compiled at run time now (MLX_FUSED_ATTN_JIT=1, or no AOT)
+  std::vector<KernelFamily> families; ///< the kernel families this backend has
 };
 BackendInfo backend_info();
 

@@ -15,9 +15,9 @@ namespace {
 
 struct Registry {
   std::mutex mutex;
-  /// (device, what) -> (family, reason); reason empty: loaded.
-  std::map<std::pair<std::string, std::string>, std::pair<KernelFamily, std::string>>
-      outcomes;
+  /// (family, device, what) -> reason; empty: loaded. The family is part of
+  /// the key: the CPU families share their device and `what`.
+  std::map<std::tuple<KernelFamily, std::string, std::string>, std::string> outcomes;
 };
 
 Registry& registry() {
@@ -74,7 +74,7 @@ Support kernel_available(
   // locks, and a second caller should wait for the first outcome, not race
   // it into a second compile.
   std::lock_guard<std::mutex> lock(r.mutex);
-  const auto key = std::make_pair(device, what);
+  const auto key = std::make_tuple(family, device, what);
   auto it = r.outcomes.find(key);
   if (it == r.outcomes.end()) {
     std::string reason;
@@ -86,7 +86,7 @@ Support kernel_available(
         reason = "unknown error";
       }
     }
-    it = r.outcomes.emplace(key, std::make_pair(family, reason)).first;
+    it = r.outcomes.emplace(key, reason).first;
     if (!reason.empty()) {
       post_notice(
           NoticeKind::KernelFailure,
@@ -95,13 +95,30 @@ Support kernel_available(
           "), so calls that need them run unfused: " + reason);
     }
   }
-  const std::string& reason = it->second.second;
+  const std::string& reason = it->second;
   if (reason.empty()) {
     return Support::yes();
   }
   return Support::no(
       "the " + std::string(family_name(family)) + " kernel family is "
       "unavailable on " + device + " (" + what + "): " + reason);
+}
+
+std::vector<KernelFamily> all_kernel_families() {
+  return {
+      KernelFamily::Attention,
+      KernelFamily::ShortAttention,
+      KernelFamily::AttentionBackward,
+      KernelFamily::AttentionBackwardRowDot,
+      KernelFamily::Neighborhood,
+      KernelFamily::Copy};
+}
+
+std::vector<KernelFamily> cpu_kernel_families() {
+  return {
+      KernelFamily::Attention,
+      KernelFamily::AttentionBackward,
+      KernelFamily::Neighborhood};
 }
 
 Support cpu_kernel_available(KernelFamily family) {
@@ -119,8 +136,9 @@ std::vector<KernelOutcome> kernel_outcomes() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   std::vector<KernelOutcome> out;
-  for (const auto& [key, value] : r.outcomes) {
-    out.push_back({family_name(value.first), key.first, key.second, value.second});
+  for (const auto& [key, reason] : r.outcomes) {
+    const auto& [family, device, what] = key;
+    out.push_back({family_name(family), device, what, reason});
   }
   return out;
 }

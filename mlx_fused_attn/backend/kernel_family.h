@@ -48,13 +48,21 @@ Support kernel_available(
     const std::string& what,
     const std::function<void()>& load);
 
+/// Every family, in the order of the enum.
+std::vector<KernelFamily> all_kernel_families();
+
+/// The families with a CPU kernel; the others are GPU-only (on the CPU the
+/// attention kernel also takes short sequences and computes its backward's
+/// row dot, and reads any strides without a copy).
+std::vector<KernelFamily> cpu_kernel_families();
+
 /// Whether the CPU kernel of `family` may run: always, but for the test
 /// hook, which makes it refuse (through kernel_available, as a GPU family
 /// that fails to build would).
 Support cpu_kernel_available(KernelFamily family);
 
-/// Every remembered outcome: (family, what, reason), reason empty when it
-/// loaded; for the selftest's report.
+/// Every remembered outcome: (family, device, what, reason), reason empty
+/// when it loaded; for kernel_status() and the selftest's report.
 struct KernelOutcome {
   std::string family;
   std::string device;

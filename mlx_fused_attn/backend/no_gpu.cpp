@@ -42,7 +42,7 @@ void na_run(
 }
 
 BackendInfo backend_info() {
-  return {"none", false, false};
+  return {"none", false, false, {}};
 }
 
 } // namespace mlx_fused_attn::gpu

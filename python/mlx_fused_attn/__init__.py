@@ -46,6 +46,12 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+def __dir__() -> list[str]:
+    # The public names only: the module also holds its imports (mx,
+    # warnings) and private helpers, which tab completion should not offer.
+    return sorted(__all__ + ["__version__"])
+
+
 class FallbackWarning(UserWarning):
     """A call ran as plain MLX ops instead of a fused kernel. Raised once per
     distinct reason, and only with MLX_FUSED_ATTN_WARN_FALLBACK=1."""
@@ -74,13 +80,42 @@ def build_info() -> dict:
 
 
 def kernel_status() -> list[dict]:
-    """Every kernel library or pipeline checked so far in this process:
-    ``family``, ``device``, ``what`` and ``reason`` (empty where it loaded,
-    else why its calls fall back)."""
-    return [
-        {"family": f, "device": d, "what": w, "reason": r}
-        for f, d, w, r in _ext.kernel_outcomes()
-    ]
+    """Every kernel family on the CPU and on this build's GPU backend, each
+    with its ``status``:
+
+    - ``"loaded"``: one row per library or pipeline loaded (``what``);
+    - ``"failed"``: likewise, with the ``reason`` its calls run unfused;
+    - ``"not loaded yet"``: kernels load at the first call that needs them,
+      and none has in this process;
+    - ``"GPU only"``: a family the CPU has no kernel for (on the CPU the
+      attention kernel takes its calls);
+    - ``"not in this backend"``: a GPU family this build's backend does
+      without (CUDA computes the backward's row dot in attention_backward).
+
+    Each row has ``family``, ``device`` (``"CPU"``, the GPU's name once a
+    kernel loaded there, else ``"GPU"``), ``what``, ``status`` and
+    ``reason`` (empty but for ``"failed"``). A build without a GPU backend
+    has CPU rows only."""
+    families, cpu_families, gpu_families = _ext.kernel_families()
+    checked = _ext.kernel_outcomes()
+    rows = []
+
+    def add(family, device, what, status, reason=""):
+        rows.append(
+            {"family": family, "device": device, "what": what, "status": status, "reason": reason}
+        )
+
+    devices = [("CPU", cpu_families, "GPU only")]
+    if gpu_families:
+        devices.append(("GPU", gpu_families, "not in this backend"))
+    for family in families:
+        for device, present, absent in devices:
+            seen = [o for o in checked if o[0] == family and (o[1] == "CPU") == (device == "CPU")]
+            for _, where, what, reason in seen:
+                add(family, where, what, "failed" if reason else "loaded", reason)
+            if not seen:
+                add(family, device, "", "not loaded yet" if family in present else absent)
+    return rows
 
 
 def _scale_value(scale):

@@ -130,6 +130,10 @@ class MxFastPatch:
             _settle()
             return True
 
+    def __repr__(self) -> str:
+        state = "active" if self.active else "removed"
+        return f"MxFastPatch(policy={self.policy!r}, {state}, stats={self.stats!r})"
+
     def __enter__(self) -> MxFastPatch:
         return self
 

@@ -188,6 +188,24 @@ NB_MODULE(_ext, m) {
       "reason is empty where it loaded.");
 
   m.def(
+      "kernel_families",
+      [] {
+        const auto names = [](const std::vector<mlx_fused_attn::KernelFamily>& fs) {
+          std::vector<std::string> out;
+          for (const auto f : fs) {
+            out.emplace_back(mlx_fused_attn::family_name(f));
+          }
+          return out;
+        };
+        return std::make_tuple(
+            names(mlx_fused_attn::all_kernel_families()),
+            names(mlx_fused_attn::cpu_kernel_families()),
+            names(mlx_fused_attn::gpu::backend_info().families));
+      },
+      "(all, cpu, gpu): every kernel family, those with a CPU kernel, and "
+      "those of this build's GPU backend (none without one).");
+
+  m.def(
       "build_info",
       [] {
         const auto info = mlx_fused_attn::gpu::backend_info();

@@ -213,7 +213,16 @@ BackendInfo backend_info() {
 #else
   const bool aot = false;
 #endif
-  return {"cuda", aot, cuda::use_jit()};
+  // The backward's row dot is part of the attention_backward family here.
+  return {
+      "cuda",
+      aot,
+      cuda::use_jit(),
+      {KernelFamily::Attention,
+       KernelFamily::ShortAttention,
+       KernelFamily::AttentionBackward,
+       KernelFamily::Neighborhood,
+       KernelFamily::Copy}};
 }
 
 void run(

@@ -187,7 +187,16 @@ BackendInfo backend_info() {
 #else
   const bool aot = false;
 #endif
-  return {"metal", aot, use_jit()};
+  return {
+      "metal",
+      aot,
+      use_jit(),
+      {KernelFamily::Attention,
+       KernelFamily::ShortAttention,
+       KernelFamily::AttentionBackward,
+       KernelFamily::AttentionBackwardRowDot,
+       KernelFamily::Neighborhood,
+       KernelFamily::Copy}};
 }
 
 } // namespace mlx_fused_attn::gpu

@@ -1,0 +1,81 @@
+"""What the benchmarks write is read by other tools: JSON that any parser
+accepts (a time not measured is null, never a bare NaN), times in ms under
+keys that say so, and CSV rows with the same keys."""
+
+import csv
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def strict_load(path):
+    """The JSON at `path`, refusing the NaN and Infinity Python's own json
+    would accept (as `python -m json.tool` does too)."""
+
+    def refuse(constant):
+        raise ValueError(f"{path.name} holds {constant}, which is not JSON")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def bench(script, *args, tmp_path):
+    r = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), "--device", "cpu", *map(str, args)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_sdpa_bench_writes_strict_json_and_csv(tmp_path):
+    # Past --skip-unfused-above the unfused time is not measured: null.
+    out = bench("sdpa_bench.py", "--qsl", "16", "32", "--hdim", "32", "--n-qh", "2",
+                "--skip-unfused-above", "16", "--json", "r.json", "--csv", "r.csv",
+                tmp_path=tmp_path)
+    assert "GFLOP/s" in out and "TFLOP/s" not in out, out
+    assert "diff%" not in out, out
+    data = strict_load(tmp_path / "r.json")
+    rows = data["rows"]
+    assert [r["qsl"] for r in rows] == [16, 32]
+    assert rows[0]["t_unfs_ms"] > 0 and rows[1]["t_unfs_ms"] is None
+    assert rows[1]["vs_unfs"] is None and rows[1]["vs_fast"] > 0
+    assert all(r["t_fuse_ms"] > 0 and r["gflops_fuse"] > 0 for r in rows)
+    with open(tmp_path / "r.csv", newline="") as f:
+        assert list(csv.DictReader(f))[0].keys() == rows[0].keys()
+    subprocess.run([sys.executable, "-m", "json.tool", str(tmp_path / "r.json")],
+                   check=True, capture_output=True)
+
+
+def test_na_bench_takes_shapes_and_writes_strict_json_and_csv(tmp_path):
+    bench("na_bench.py", "--spatial", "8x8", "32", "--kernel", "3", "--heads", "2",
+          "--hdim", "32", "--no-dense", "--json", "r.json", "--csv", "r.csv",
+          tmp_path=tmp_path)
+    rows = strict_load(tmp_path / "r.json")["rows"]
+    assert [(r["spatial"], r["H"], r["D"], r["kernel"]) for r in rows] == [
+        ("8x8", 2, 32, 3), ("32", 2, 32, 3)]
+    assert all(r["t_fused_ms"] > 0 and r["t_dense_ms"] is None for r in rows), rows
+    with open(tmp_path / "r.csv", newline="") as f:
+        written = list(csv.DictReader(f))
+    assert [r["t_dense_ms"] for r in written] == ["", ""]
+
+
+@pytest.mark.parametrize("text", ["0x8", "8x8x8x8", "eight"])
+def test_na_bench_rejects_a_bad_extent(tmp_path, text):
+    r = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "na_bench.py"), "--spatial", text],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 2 and "--spatial takes 1 to 3 positive lengths" in r.stderr, r.stderr
+
+
+def test_strict_json_writes_null_for_non_finite_floats(tmp_path):
+    from mlx_fused_attn import _strict_json
+
+    path = tmp_path / "x.json"
+    _strict_json.dump({"a": float("nan"), "b": [1.5, float("inf"), (float("-inf"),)]}, path)
+    assert strict_load(path) == {"a": None, "b": [1.5, None, [None]]}
