@@ -185,11 +185,11 @@ def sdpa_vector_inputs(dtype, D, B, H_q, H_kv, L_q, L_k, seed):
 
 @pytest.mark.parametrize("dtype,D,tname", SDPA_VECTOR, ids=[t for t, _, _ in SDPA_VECTOR])
 @pytest.mark.parametrize("shape", SDPA_VECTOR_SHAPES, ids=lambda s: "B{}_H{}-{}_L{}-{}".format(*s))
-def test_sdpa_vector_matches_reference(dtype, D, tname, shape):
+def test_sdpa_vector_matches_reference(dtype, D, tname, shape, defines=()):
     B, H_q, H_kv, L_q, L_k = shape
     q, k, v, out, (khs, kss, vhs, vss), ref = sdpa_vector_inputs(dtype, D, *shape, seed=L_k + D)
     name = f"sdpa_vector_{tname}_{D}_{D}"
-    prog = mlx_emu.load("sdpa_vector", only=name)
+    prog = mlx_emu.load("sdpa_vector", only=name, defines=defines)
     res = prog.launch(
         name,
         {0: q, 1: k, 2: v, 3: out, 4: np.array([H_q // H_kv], np.int32), 5: np.array([L_k], np.int32), 6: khs, 7: kss,
@@ -203,14 +203,14 @@ def test_sdpa_vector_matches_reference(dtype, D, tname, shape):
 
 @pytest.mark.parametrize("dtype,D,tname", SDPA_VECTOR, ids=[t for t, _, _ in SDPA_VECTOR])
 @pytest.mark.parametrize("shape", SDPA_VECTOR_SHAPES, ids=lambda s: "B{}_H{}-{}_L{}-{}".format(*s))
-def test_sdpa_vector_two_pass_matches_reference(dtype, D, tname, shape):
+def test_sdpa_vector_two_pass_matches_reference(dtype, D, tname, shape, defines=()):
     B, H_q, H_kv, L_q, L_k = shape
     q, k, v, out, (khs, kss, vhs, vss), ref = sdpa_vector_inputs(dtype, D, *shape, seed=L_k * D)
     first, second = f"sdpa_vector_2pass_1_{tname}_{D}_{D}", f"sdpa_vector_2pass_2_{tname}_{D}"
     partials = np.full((B, H_q, L_q, BLOCKS, D), cases.poison(dtype))
     sums = np.full((B, H_q, L_q, BLOCKS), np.nan, np.float32)
     maxs = np.full((B, H_q, L_q, BLOCKS), np.nan, np.float32)
-    res = mlx_emu.load("sdpa_vector", only=first).launch(
+    res = mlx_emu.load("sdpa_vector", only=first, defines=defines).launch(
         first,
         {0: q, 1: k, 2: v, 3: partials, 4: sums, 5: maxs, 7: np.array([L_k], np.int32), 8: khs, 9: kss,
          10: vhs, 11: vss, 12: np.array([D**-0.5], np.float32)},
@@ -218,7 +218,7 @@ def test_sdpa_vector_two_pass_matches_reference(dtype, D, tname, shape):
         grid=(H_kv, B, BLOCKS),
         threadgroup=(32, H_q // H_kv, L_q),
     )
-    res = mlx_emu.load("sdpa_vector", only=second).launch(
+    res = mlx_emu.load("sdpa_vector", only=second, defines=defines).launch(
         second,
         {0: res[3], 1: res[4], 2: res[5], 3: out, 4: np.array([BLOCKS], np.int32)},
         constants={**SDPA_VECTOR_CONSTANTS, 26: BLOCKS},
