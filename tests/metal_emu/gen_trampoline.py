@@ -4,7 +4,8 @@ emulator's driver by host name.
 C++ cannot introspect attributes, so this reads them from the preprocessed
 source: every `[[kernel]]` function definition (its parameters and their
 `[[buffer(n)]]`, `[[threadgroup(n)]]`, `[[function_constant(c)]]` and builtin
-attributes), every explicit instantiation
+attributes; a buffer without `[[buffer(n)]]` gets the index Metal assigns),
+every explicit instantiation
 `template [[host_name("name")]] [[kernel]] decltype(fn<...>) fn<...>;`, every
 `[[function_constant(n)]]` declaration, and the program-scope variables
 initialised from function constants (re-evaluated once the constants are set).
@@ -31,6 +32,10 @@ BUILTINS = {
     "threads_per_simdgroup",
     "simdgroups_per_threadgroup",
 }
+
+# A kernel parameter in one of these address spaces is a buffer, with or
+# without [[buffer(n)]].
+BUFFER_ADDRESS_SPACES = {"device", "constant"}
 
 _TOKEN = re.compile(
     r"""
@@ -223,14 +228,30 @@ def parse_param(tokens, kernel):
                 f"kernel {kernel}: parameter {name} has [[{a.name}]], which "
                 "the emulator does not support"
             )
+    if p is None and BUFFER_ADDRESS_SPACES.intersection(decl[:-1]):
+        p = Param(name, ptype, "buffer", index=None)
     if p is None:
         raise ParseError(
             f"kernel {kernel}: parameter {name} has no [[buffer(n)]], "
-            "[[threadgroup(n)]] or builtin attribute; the emulator binds "
-            "buffers by explicit index only"
+            "[[threadgroup(n)]] or builtin attribute and is no device or "
+            "constant buffer, whose index Metal would assign"
         )
     p.enabled_by = enabled_by
     return p
+
+
+def assign_buffer_indices(params):
+    """Gives each buffer parameter without [[buffer(n)]] its index as the
+    Metal Shading Language specification says the compiler assigns it
+    (section "Locating Buffer, Texture, and Sampler Arguments"): the first
+    index no buffer parameter of the kernel holds, in declaration order.
+    Explicit indices are taken first, wherever they are declared."""
+    taken = {p.index for p in params if p.kind == "buffer" and p.index is not None}
+    for p in params:
+        if p.kind == "buffer" and p.index is None:
+            p.index = min(set(range(len(taken) + 1)) - taken)
+            taken.add(p.index)
+    return params
 
 
 def parse_kernel_def(tokens, namespace):
@@ -253,7 +274,9 @@ def parse_kernel_def(tokens, namespace):
     if "void" not in tokens[i : paren - 1]:
         raise ParseError(f"kernel {name} must return void")
     end = skip_balanced(tokens, paren, "(", ")")
-    params = [parse_param(p, name) for p in split_top_level(tokens[paren + 1 : end - 1])]
+    params = assign_buffer_indices(
+        [parse_param(p, name) for p in split_top_level(tokens[paren + 1 : end - 1])]
+    )
     host = name
     for a in attrs:
         if a.name == "host_name":

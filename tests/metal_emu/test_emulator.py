@@ -565,3 +565,28 @@ def test_instance_names_and_one_kernel_builds():
     assert emu.instance_names(TILE_OPS) == set(kernels("tile_ops").kernels)
     one = emu.load(TILE_OPS, only="tile_row_ops_2x3")
     assert set(one.kernels) == {"tile_row_ops_2x3"}
+
+
+def test_buffers_without_an_index_take_the_first_free_one(tmp_path):
+    """A device or constant buffer parameter without [[buffer(n)]] (MLX's
+    softmax declares all of its so) gets the index Metal's compiler assigns
+    (the Metal Shading Language specification, "Locating Buffer, Texture,
+    and Sampler Arguments"): in declaration order, the first index that no
+    buffer parameter holds, explicit indices counting wherever they are
+    declared. Here a, n and c land on 1, 3 and 4 around the explicit 0 and 2."""
+    src = tmp_path / "auto_index.metal"
+    src.write_text(
+        "#include <metal_stdlib>\nusing namespace metal;\n"
+        "[[kernel]] void k(const device float* a, device float* out [[buffer(0)]],\n"
+        "                  constant int& n, const device float* b [[buffer(2)]], device float* c,\n"
+        "                  uint i [[thread_position_in_grid]]) {\n"
+        "  out[i] = a[i] + 10.0f * b[i] + 100.0f * float(n);\n  c[i] = 2.0f * a[i];\n}\n"
+    )
+    prog = emu.load(str(src))
+    assert {p.name: p.index for p in prog.kernels["k"] if p.kind == "buffer"} == {
+        "a": 1, "out": 0, "n": 3, "b": 2, "c": 4,
+    }
+    a, b = np.arange(32, dtype=np.float32), np.full(32, 3.0, np.float32)
+    res = prog.launch("k", {0: nan_f32(32), 1: a, 2: b, 3: np.array([7], np.int32), 4: nan_f32(32)})
+    np.testing.assert_array_equal(res[0], a + 30.0 + 700.0)
+    np.testing.assert_array_equal(res[4], 2.0 * a)
