@@ -58,8 +58,21 @@ class GEMMParams(ctypes.Structure):
     ]
 
 
+class GEMMAddMMParams(ctypes.Structure):
+    """mlx::steel::GEMMAddMMParams."""
+
+    _fields_ = [
+        ("ldc", ctypes.c_int),
+        ("fdc", ctypes.c_int),
+        ("batch_stride_c", ctypes.c_int64),
+        ("alpha", ctypes.c_float),
+        ("beta", ctypes.c_float),
+    ]
+
+
 STRUCTS = [
     (AttnParams, "mlx::steel::AttnParams", "mlx/backend/metal/kernels/steel/attn/params.h"),
     (AttnMaskParams, "mlx::steel::AttnMaskParams", "mlx/backend/metal/kernels/steel/attn/params.h"),
     (GEMMParams, "mlx::steel::GEMMParams", "mlx/backend/metal/kernels/steel/gemm/params.h"),
+    (GEMMAddMMParams, "mlx::steel::GEMMAddMMParams", "mlx/backend/metal/kernels/steel/gemm/params.h"),
 ]

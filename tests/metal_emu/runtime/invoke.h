@@ -139,23 +139,39 @@ P builtin_value(Builtin which) {
   }
 }
 
+// A parameter its function constant disables does not exist in Metal, where
+// the compiler drops the code that would read it; here that code still runs
+// (function constants are runtime values), so the parameter stands for one
+// element of all-ones bytes (NaN in floating types), which the kernel may
+// load but must not use: MLX's fused GEMM loads GEMMAddMMParams' alpha and
+// beta whether or not the epilogue that uses them is enabled. A read past
+// the element is an out-of-bounds access.
+template <class T>
+T* absent_parameter() {
+  alignas(alignof(T)) static unsigned char absent[sizeof(T)];
+  __builtin_memset(absent, 0xff, sizeof(T));
+  return reinterpret_cast<T*>(absent);
+}
+
 template <class P>
 P kernel_arg(const ParamSpec& s) {
   if constexpr (std::is_pointer<P>::value) {
     if (s.kind == ParamKind::ThreadgroupMemory) {
       return static_cast<P>(bound_threadgroup_memory(s.index));
     }
-    return static_cast<P>(bound_buffer(s.index));
+    typedef typename std::remove_cv<typename std::remove_pointer<P>::type>::type T;
+    void* bound = bound_buffer(s.index);
+    if constexpr (!std::is_void<T>::value) {
+      if (bound == nullptr) {
+        bound = absent_parameter<T>();
+      }
+    }
+    return static_cast<P>(bound);
   } else if constexpr (std::is_reference<P>::value) {
     typedef typename std::remove_reference<P>::type T;
     void* bound = bound_buffer(s.index);
     if (bound == nullptr) {
-      // A parameter its function constant disables does not exist; the
-      // reference must still bind to something: all-ones bytes, which the
-      // kernel must not read.
-      alignas(alignof(T)) static unsigned char absent[sizeof(T)];
-      __builtin_memset(absent, 0xff, sizeof(T));
-      bound = absent;
+      bound = absent_parameter<typename std::remove_cv<T>::type>();
     }
     return *static_cast<T*>(bound);
   } else {
