@@ -301,6 +301,7 @@ def _compile_driver(metal_path, mode, flags, runtime, shared_names, out_dir, onl
     with open(os.path.join(out_dir, "kernels.ii"), "w") as fh:
         unit = metal_source.static_threadgroup_variables(pre, internal)
         unit = metal_source.this_address_space_overloads(unit, internal)
+        unit = metal_source.member_specializations_as_overloads(unit, internal)
         unit = metal_source.rewrite_address_spaces(unit, internal, NO_ADDRESS_SPACES)
         fh.write(metal_source.drop_repeated_declarations(unit, internal))
         fh.write(tables)

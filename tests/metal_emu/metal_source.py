@@ -231,3 +231,59 @@ def drop_repeated_declarations(unit, internal):
             b = c1 + len(last) if n == l1 else len(lines[n])
             lines[n] = lines[n][:a] + " " * (b - a) + lines[n][b:]
     return "\n".join(lines)
+
+
+_CLASS_KEYS = ("struct", "class", "union")
+_ACCESS = ("public", "private", "protected")
+
+
+def member_specializations_as_overloads(unit, internal):
+    """The unit with each explicit specialization of a member function
+    template declared in its class (`template <> R f(Args...)` in the class
+    body, which MLX's reduction/ops.h writes and Metal's compiler accepts,
+    C++17 [CWG 727]) made a plain member overload `R f(Args...)`: g++ does
+    not implement declaring the specialization there. For every call that
+    compiles either way the overload and the specialization are the same
+    function: a call whose arguments deduce exactly Args to the template
+    selects the specialization, and prefers the non-template overload, an
+    equally good match, over the template. The removed `template <>` is
+    blanked, so line numbers stay."""
+    lines = unit.split("\n")
+    kernel = [k for _, k in _regions(unit, internal)] + [False]
+    tokens = _kernel_tokens(lines, kernel)
+    scopes, start, blank = [], 0, []  # scopes: is each open brace a class body
+    i = 0
+    while i < len(tokens):
+        t = tokens[i][0]
+        if t == "{":
+            words = list(_outside_parens_tokens(x[0] for x in tokens[start:i]))
+            scopes.append("=" not in words and any(w in _CLASS_KEYS for w in words))
+            start = i + 1
+        elif t == "}":
+            if scopes:
+                scopes.pop()
+            start = i + 1
+        elif t == ";" or (t == ":" and tokens[i - 1][0] in _ACCESS):
+            start = i + 1
+        elif (
+            i == start
+            and scopes
+            and scopes[-1]
+            and t == "template"
+            and [x[0] for x in tokens[i + 1 : i + 3]] == ["<", ">"]
+            and (i + 3 >= len(tokens) or tokens[i + 3][0] not in _CLASS_KEYS)
+        ):
+            blank += tokens[i : i + 3]
+        i += 1
+    for tok, n, col in blank:
+        lines[n] = lines[n][:col] + " " * len(tok) + lines[n][col + len(tok):]
+    return "\n".join(lines)
+
+
+def _outside_parens_tokens(tokens):
+    depth = 0
+    for t in tokens:
+        depth += t in ("(", "[")
+        depth -= t in (")", "]")
+        if depth == 0 and t not in (")", "]"):
+            yield t

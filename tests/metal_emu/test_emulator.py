@@ -590,3 +590,61 @@ def test_buffers_without_an_index_take_the_first_free_one(tmp_path):
     res = prog.launch("k", {0: nan_f32(32), 1: a, 2: b, 3: np.array([7], np.int32), 4: nan_f32(32)})
     np.testing.assert_array_equal(res[0], a + 30.0 + 700.0)
     np.testing.assert_array_equal(res[4], 2.0 * a)
+
+
+ATOMICS = """#include <metal_stdlib>
+using namespace metal;
+[[kernel]] void atomics(device atomic_uint* count [[buffer(0)]], device atomic_float* total [[buffer(1)]],
+                        device atomic_int* lo [[buffer(2)]], device atomic_int* hi [[buffer(3)]],
+                        device uint* ticket [[buffer(4)]], uint i [[thread_position_in_grid]]) {
+  ticket[i] = atomic_fetch_add_explicit(count, 1u, memory_order_relaxed);
+  atomic_fetch_add_explicit(total, float(i), memory_order_relaxed);
+  atomic_fetch_min_explicit(lo, int(i) - 7, memory_order_relaxed);
+  atomic_fetch_max_explicit(hi, int(i), memory_order_relaxed);
+}
+"""
+
+
+@pytest.mark.parametrize("schedule,race_check", [("fair", False), (5, False), ("fair", True)],
+                         ids=["fair", "adversarial", "race_check"])
+def test_atomics_from_every_thread(tmp_path, schedule, race_check):
+    """Metal's device atomics (MLX's atomic.h builds on them): each thread's
+    fetch-add returns a distinct old value, the float and integer results
+    hold every thread's update, and the race check sees atomics, not races."""
+    src = tmp_path / "atomics.metal"
+    src.write_text(ATOMICS)
+    n = 256
+    res = emu.load(str(src)).launch(
+        "atomics",
+        {0: np.zeros(1, np.uint32), 1: np.zeros(1, np.float32), 2: np.array([3], np.int32),
+         3: np.array([-1], np.int32), 4: np.full(n, 0xFFFFFFFF, np.uint32)},
+        grid=(4, 1, 1), threadgroup=(64, 1, 1), schedule=schedule, race_check=race_check,
+    )
+    assert res[0][0] == n
+    np.testing.assert_array_equal(np.sort(res[4]), np.arange(n))
+    assert res[1][0] == n * (n - 1) / 2
+    assert (res[2][0], res[3][0]) == (-7, n - 1)
+
+
+def test_member_template_specialized_in_its_class(tmp_path):
+    """An explicit specialization of a member function template declared in
+    its class (MLX's reduction/ops.h; g++ rejects the form) is built as the
+    overload it is equivalent to, and chosen for its argument types; explicit
+    specializations at namespace scope stay specializations."""
+    src = tmp_path / "member_specialization.metal"
+    src.write_text(
+        "#include <metal_stdlib>\nusing namespace metal;\n"
+        "struct Op {\n  template <typename T>\n  T twice(T x) thread { return x + x; }\n"
+        "  template <>\n  float twice(float x) thread { return -x; }\n};\n"
+        "template <typename T>\nT negated(T x) { return x; }\n"
+        "template <>\nfloat negated<float>(float x) { return -x; }\n"
+        "template <typename T>\nstruct Tag { static constexpr int v = 1; };\n"
+        "template <>\nstruct Tag<float> { static constexpr int v = 2; };\n"
+        "[[kernel]] void k(device float* o [[buffer(0)]], device int* p [[buffer(1)]],\n"
+        "                  uint i [[thread_position_in_grid]]) {\n"
+        "  Op op;\n  o[i] = op.twice(float(i)) + negated(float(i));\n"
+        "  p[i] = op.twice(int(i)) + Tag<float>::v + Tag<int>::v;\n}\n"
+    )
+    res = emu.load(str(src)).launch("k", {0: nan_f32(32), 1: np.zeros(32, np.int32)})
+    np.testing.assert_array_equal(res[0], -2.0 * np.arange(32))
+    np.testing.assert_array_equal(res[1], 2 * np.arange(32) + 3)

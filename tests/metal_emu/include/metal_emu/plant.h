@@ -15,6 +15,9 @@
 #define FA_EMU_PLANT_SHUFFLE_XOR_LANES 2
 // threadgroup_barrier does not wait for the other threads.
 #define FA_EMU_PLANT_BARRIER_NO_WAIT 3
+// The simdgroup reductions (simd_sum, simd_max, ..., simd_all, simd_any)
+// leave out the simdgroup's last lane.
+#define FA_EMU_PLANT_REDUCTION_DROPS_LANE 4
 
 #ifndef FA_EMU_PLANT
 #define FA_EMU_PLANT 0

@@ -172,13 +172,18 @@ struct Reduce {
     for (unsigned i = 0; i < n; ++i) {
       acc[i] = lane<T>(a, i).value;
     }
+#if FA_EMU_PLANT == FA_EMU_PLANT_REDUCTION_DROPS_LANE
+    const unsigned m = n > 1 ? n - 1 : n;
+#else
+    const unsigned m = n;
+#endif
     unsigned width = 1;
-    while (width < n) {
+    while (width < m) {
       width *= 2;
     }
     for (unsigned step = width / 2; step > 0; step /= 2) {
       for (unsigned i = 0; i < step; ++i) {
-        if (i + step < n) {
+        if (i + step < m) {
           acc[i] = Op::apply(acc[i], acc[i + step]);
         }
       }

@@ -67,6 +67,10 @@ template <class T>
 using remove_addrspace_t = T;
 template <class From, class To>
 constexpr bool is_convertible_v = std::is_convertible<From, To>::value;
+// Metal's internal name for std::disjunction (MLX's atomic.h uses it under
+// `#pragma METAL internals : enable`).
+template <class... B>
+struct _disjunction : std::disjunction<B...> {};
 
 template <class T>
 struct is_floating_point

@@ -6,9 +6,10 @@
 // threadgroup, device and constant), and checks half arithmetic in a
 // static_assert. A host compiler has one address space, so those overloads
 // collide there. No kernel run here computes with complex numbers: this
-// declares complex_t with the members and conversions the headers these
-// kernels include name outside complex templates (utils.h's complex64_t
-// functions, steel's complex GEMM specialisation), with their meaning.
+// declares complex_t with the members, conversions and operators the
+// headers these kernels include name outside complex templates (utils.h's
+// complex64_t functions, steel's complex GEMM specialisation, the complex
+// Min and Max of reduction/ops.h), with their meaning.
 #pragma once
 
 template <typename T>
@@ -29,3 +30,14 @@ static constexpr constant bool is_complex_v = false;
 
 template <typename T>
 static constexpr constant bool is_complex_v<complex_t<T>> = true;
+
+// MLX's order on complex numbers: by real part, then by imaginary part.
+template <typename T>
+constexpr bool operator>(complex_t<T> a, complex_t<T> b) {
+  return (a.real > b.real) || (a.real == b.real && a.imag > b.imag);
+}
+
+template <typename T>
+constexpr bool operator<(complex_t<T> a, complex_t<T> b) {
+  return b > a;
+}
