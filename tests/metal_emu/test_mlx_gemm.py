@@ -74,9 +74,9 @@ def strided(rng, batch, rows, cols, dtype, tail_rows=0):
     return store, values64, ld, bstride
 
 
-def run_gemm(inst, batch, M, N, K, epilogue=None, seed=0, defines=()):
-    """MLX's GEMM on one case; returns (D in float64, the float64
-    reference, the bound of their difference)."""
+def run_gemm(inst, batch, M, N, K, epilogue=None, seed=0, defines=(), schedule="fair"):
+    """MLX's GEMM on one case (emu.Program.launch's `schedule`); returns
+    (D in float64, the float64 reference, the bound of their difference)."""
     ta, tb, dtype, bm, bn, bk, wm, wn = inst
     rng = np.random.default_rng(seed)
     # A is M x K, stored K x M when transposed; B is K x N, stored N x K.
@@ -108,7 +108,7 @@ def run_gemm(inst, batch, M, N, K, epilogue=None, seed=0, defines=()):
     name = instance_name(inst)
     prog = mlx_emu.load("steel_gemm_fused", only=name, defines=defines)
     res = prog.launch(name, buffers, constants=constants, grid=(tiles_n, tiles_m, batch),
-                      threadgroup=(32, wn, wm))
+                      threadgroup=(32, wn, wm), schedule=schedule)
     got = cases.from_device(res[3], dtype).reshape(batch, M, N)
     # A sum of K float products, each exact or rounded once, then the
     # epilogue's multiply and add: (K + 2) float roundoffs of the sum of
@@ -118,24 +118,28 @@ def run_gemm(inst, batch, M, N, K, epilogue=None, seed=0, defines=()):
     return got, ref, bound
 
 
+# Each instantiation on every shape, the epilogues in turn, every other case
+# under an adversarial schedule (threads interleaved at random between
+# synchronisations, emu.Program.launch) rather than round robin.
 CASES = [
-    (inst, shape, EPILOGUES[(i + j) % len(EPILOGUES)])
+    (inst, shape, EPILOGUES[(i + j) % len(EPILOGUES)], "fair" if (i + j) % 2 == 0 else i + j)
     for i, inst in enumerate(INSTANCES)
     for j, shape in enumerate(SHAPES)
 ]
 
 
 def case_id(case):
-    inst, (batch, M, N, K), epilogue = case
+    inst, (batch, M, N, K), epilogue, schedule = case
     tail = "" if epilogue is None else f"-alpha{epilogue[0]:g}_beta{epilogue[1]:g}"
-    return f"{instance_name(inst)}-B{batch}_M{M}_N{N}_K{K}{tail}"
+    order = "" if schedule == "fair" else "-adversarial"
+    return f"{instance_name(inst)}-B{batch}_M{M}_N{N}_K{K}{tail}{order}"
 
 
-@pytest.mark.parametrize("inst,shape,epilogue", CASES, ids=[case_id(c) for c in CASES])
-def test_steel_gemm_matches_reference(inst, shape, epilogue):
+@pytest.mark.parametrize("inst,shape,epilogue,schedule", CASES, ids=[case_id(c) for c in CASES])
+def test_steel_gemm_matches_reference(inst, shape, epilogue, schedule):
     seed = zlib.crc32(repr((inst, shape, epilogue)).encode())
-    got, ref, bound = run_gemm(inst, *shape, epilogue=epilogue, seed=seed)
-    forward_error.check(got, ref, bound, case_id((inst, shape, epilogue)))
+    got, ref, bound = run_gemm(inst, *shape, epilogue=epilogue, seed=seed, schedule=schedule)
+    forward_error.check(got, ref, bound, case_id((inst, shape, epilogue, schedule)))
 
 
 def test_gemm_params_layout_matches_the_kernel():
