@@ -23,16 +23,17 @@ LOOPED_LIMIT = 4096
 N_READS = 4
 MAX_THREADS = 1024
 # (dtype, precise): the instantiations of mlx_kernels/softmax.metal.
-KINDS = [("float32", False), ("float16", False), ("bfloat16", False), ("float16", True), ("bfloat16", True)]
+KINDS = [("float32", False), ("float16", False), ("bfloat16", False), ("float16", True),
+         ("bfloat16", True)]
 # Row lengths: one element, a partial last read and simdgroup (1000), the
 # largest single-row length (4096, 1024 threads), one past it (4097, the
 # looped kernel with a second, nearly empty pass), and three passes (9001).
-AXES = [1, 1000, 4096, 4097, 9001]
-# Each kind on the two lengths around the limit and on one other, in turn.
+# Each kind on 1000 and 4097 and, in turn, on one of the others.
+OTHER_AXES = [1, 4096, 9001]
 GRID = [
     (kind, axis)
     for i, kind in enumerate(KINDS)
-    for axis in sorted({1000, 4097, AXES[[0, 2, 4][i % 3]]})
+    for axis in sorted({1000, 4097, OTHER_AXES[i % len(OTHER_AXES)]})
 ]
 # Unit roundoffs. An output's relative error is the accumulator's few ulps
 # (exp, a sum of positive terms, a division: ULPS leaves room for the sum's
@@ -53,7 +54,8 @@ def kernel_name(dtype, precise, axis):
 
 
 def dispatch(axis):
-    """(threadgroups' size) as MLX's Softmax::eval_gpu picks it."""
+    """The threadgroup's size for rows of `axis`, as MLX's
+    Softmax::eval_gpu picks it."""
     if axis > LOOPED_LIMIT:
         return MAX_THREADS
     return 32 * -(-(-(-axis // N_READS)) // 32)

@@ -145,12 +145,16 @@ P builtin_value(Builtin which) {
 // element of all-ones bytes (NaN in floating types), which the kernel may
 // load but must not use: MLX's fused GEMM loads GEMMAddMMParams' alpha and
 // beta whether or not the epilogue that uses them is enabled. A read past
-// the element is an out-of-bounds access.
+// the element is an out-of-bounds access. Filled once, by its first caller
+// (a function-local static's initialisation, which the race check orders).
 template <class T>
 T* absent_parameter() {
-  alignas(alignof(T)) static unsigned char absent[sizeof(T)];
-  __builtin_memset(absent, 0xff, sizeof(T));
-  return reinterpret_cast<T*>(absent);
+  struct Absent {
+    alignas(alignof(T)) unsigned char bytes[sizeof(T)];
+    Absent() { __builtin_memset(bytes, 0xff, sizeof(T)); }
+  };
+  static Absent absent;
+  return reinterpret_cast<T*>(absent.bytes);
 }
 
 template <class P>
