@@ -41,6 +41,8 @@ def single_pass_threads(n):
 
 
 def launch(name, x, out, n, row, threads, rows=1, defines=()):
+    """One pass of `name`: `rows` threadgroups of `threads` threads reduce
+    rows of `row` of x's n elements into out; returns out."""
     prog = mlx_emu.load("reduce", only=name, defines=defines)
     size, row_size = np.array([n], np.uint64), np.array([row], np.uint64)
     return prog.launch(name, {0: x, 1: out, 2: size, 3: row_size}, grid=(1, rows, 1),
