@@ -137,13 +137,15 @@ fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features);
 /// Sets the general kernel's tiles, key splits and grid for `backend` (on
 /// CUDA with the chooser's device inputs `wgmma` and, through `sm_count`,
 /// large_grid). `cores`, the device's multiprocessors or GPU cores, sizes
-/// the wave that split keys fill.
+/// the wave that split keys fill. `metal_variant`: on Metal, the variant
+/// of the kernel's tiles to run (choose_attention_tiles).
 void plan_general_launch(
     AttentionPlan& plan,
     fa::Backend backend,
     bool wgmma,
     int sm_count,
-    int cores);
+    int cores,
+    fa::MetalAttnVariant metal_variant = {});
 
 /// The rows of the partials of a plan with split keys: [key_splits, B, H,
 /// L_q] as the kernel's parameters count them (split_keys.h); a row holds
