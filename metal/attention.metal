@@ -34,9 +34,11 @@ using namespace metal;
 FA_ATTENTION_FEATURES(FA_DECLARE_FUNCTION_CONSTANT)
 #undef FA_DECLARE_FUNCTION_CONSTANT
 
-// QS: Q in threadgroup memory (a variant to time; MetalAttnVariant in
-// attention_config.h), which adds Q's rows after V's.
-template <typename T, int D, int DV, int BQ, int BK, int WM, bool QS>
+// QS 1: Q in threadgroup memory (a variant to time; MetalAttnVariant in
+// attention_config.h), which adds Q's rows after V's. An int, not a bool:
+// the conformance pass matches instances to the AST's template arguments,
+// where clang writes a bool as 0 or -1.
+template <typename T, int D, int DV, int BQ, int BK, int WM, int QS>
 [[kernel, max_total_threads_per_threadgroup(WM* fa::kSimdWidth)]] void
 fa_attention(
     const device T* q [[buffer(0)]],
@@ -56,15 +58,15 @@ fa_attention(
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
   // Metal's loads are plain (synchronous) loads: one K/V stage.
-  constexpr fa::AttnTiles tiles = {BQ, BK, WM, 1, 1, false, QS};
+  constexpr fa::AttnTiles tiles = {BQ, BK, WM, 1, 1, false, QS == 1};
   constexpr fa::DType dtype = fa::DTypeOf<T>::value;
   constexpr fa::Backend kMetal = fa::Backend::Metal;
-  constexpr fa::MetalAttnVariant variant = {QS, BK, false};
+  constexpr fa::MetalAttnVariant variant = {QS == 1, BK, false};
   static_assert(
       tiles ==
           fa::choose_attention_tiles(D, DV, dtype, kMetal, false, false, variant),
       "instantiation list disagrees with choose_attention_tiles");
-  typedef typename fa::MetalTargetOf<QS>::type Target;
+  typedef typename fa::MetalTargetOf<QS == 1>::type Target;
   typedef fa::AttnShape<T, D, BQ, BK, WM, tiles.stages, DV> Shape;
 
   FA_SHARED_ARRAY_DECL T
@@ -119,9 +121,9 @@ fa_attention(
   decltype(fa_attention<T, D, DV, BQ, BK, WM, QS>)                    \
       fa_attention<T, D, DV, BQ, BK, WM, QS>;
 #define FA_INSTANTIATE(tname, T, D, DV, BQ, BK, WM) \
-  FA_INSTANTIATE_NAMED(tname, T, D, DV, BQ, BK, WM, false, "")
+  FA_INSTANTIATE_NAMED(tname, T, D, DV, BQ, BK, WM, 0, "")
 #define FA_INSTANTIATE_QS(tname, T, D, DV, BQ, BK, WM) \
-  FA_INSTANTIATE_NAMED(tname, T, D, DV, BQ, BK, WM, true, "_qs")
+  FA_INSTANTIATE_NAMED(tname, T, D, DV, BQ, BK, WM, 1, "_qs")
 
 // One kernel per dtype and pair of head dims of FA_ATTENTION_HEAD_DIMS
 // (attention_config.h), with the Metal tiles choose_attention_tiles gives;
