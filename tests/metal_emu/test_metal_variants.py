@@ -17,6 +17,7 @@ import pytest
 
 from . import emu
 from .test_attention_kernel import FC, METAL, run_case
+from .test_split_keys_kernel import run_split
 
 STRIDE32 = 307  # attention_features.h
 
@@ -71,6 +72,25 @@ STRIDE32_CASES = [
 def test_stride32(prog, case):
     dtype, D, D_v, features = STRIDE32_CASES[case]
     run_case(prog, dtype=dtype, D=D, D_v=D_v, seed=300 + case, constants={STRIDE32: True}, **features)
+
+
+# With split keys (a split past a causal query block's keys visits none and
+# loads no Q), under an array mask's visit lists (blocks out of order), and
+# in decode with GQA packed as rows.
+SPLIT_CASES = [
+    (5, dict(L_q=70, L_k=300, causal=True)),
+    (4, dict(L_q=33, L_k=300, B=2, mask="bool", mask_shape=(33, 300), sinks=True)),
+    (3, dict(L_q=1, L_k=500, B=2, H_q=8, H_kv=2, packed=True)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SPLIT_CASES)))
+@pytest.mark.parametrize("variant", [1, 5])
+def test_variants_with_split_keys(prog, variant, case):
+    dtype, suffix, bk = TILE_VARIANTS[variant]
+    n_splits, features = SPLIT_CASES[case]
+    run_split(prog, n_splits, dtype=dtype, D=128, suffix=suffix, bk=bk, constants={STRIDE32: True},
+              seed=500 + 10 * variant + case, **features)
 
 
 def test_variants_under_an_adversarial_schedule(prog):
