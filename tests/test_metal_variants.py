@@ -34,6 +34,12 @@ def test_variants_agree_with_the_reference(device, variant, dtype, monkeypatch):
     for mask in (None, "causal", rand((65, 127), mx.float32, 4) > 0):
         out = fa.scaled_dot_product_attention(q, k, v, scale=128**-0.5, mask=mask, stream=device)
         assert_close(out, q, k, v, 128**-0.5, mask, what=f"{VARIABLE}={variant!r} mask={mask!r}")
+    if device == mx.gpu and ON_METAL:
+        # The pipelines built for the calls: the variant's kernel and constant.
+        name = f"fa_attention_{'float16' if dtype == mx.float16 else 'bfloat16'}_d128_dv128_bq32_bk" + (
+            "32" if "bk32" in variant else "16") + "_wm4" + ("_qs" if "q_threadgroup" in variant else "") + "_"
+        built = [s["what"] for s in fa.kernel_status() if s["what"].startswith(name)]
+        assert any(("_stride32_t" in b) == ("stride32" in variant) for b in built), (variant, built)
 
 
 @pytest.mark.skipif(not ON_METAL, reason="the variable is read by the Metal backend only")
