@@ -64,7 +64,8 @@ fa_attention(
   constexpr fa::MetalAttnVariant variant = {QS == 1, BK, false};
   static_assert(
       tiles ==
-          fa::choose_attention_tiles(D, DV, dtype, kMetal, false, false, variant),
+          fa::choose_attention_tiles(
+              D, DV, dtype, kMetal, false, false, variant),
       "instantiation list disagrees with choose_attention_tiles");
   typedef typename fa::MetalTargetOf<QS == 1>::type Target;
   typedef fa::AttnShape<T, D, BQ, BK, WM, tiles.stages, DV> Shape;
