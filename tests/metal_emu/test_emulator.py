@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from . import emu
+from . import emu, metal_source
 
 SEEDS = [1, 2, 3, 4, 5, 6, 7, 8]
 TILE_OPS = "tests/metal_emu/kernels/tile_ops.metal"
@@ -565,3 +565,20 @@ def test_instance_names_and_one_kernel_builds():
     assert emu.instance_names(TILE_OPS) == set(kernels("tile_ops").kernels)
     one = emu.load(TILE_OPS, only="tile_row_ops_2x3")
     assert set(one.kernels) == {"tile_row_ops_2x3"}
+
+
+def test_repeated_declarations_dropped_after_an_operator_definition():
+    # `operator==`'s `=` once read as an initialiser, which ran the scan past
+    # the function's body and out of its namespace.
+    unit = (
+        '# 1 "k.metal"\n'
+        "namespace demo {\n"
+        "struct A { int x; };\n"
+        "constexpr bool operator==(A a, A b) { return a.x == b.x; }\n"
+        "template <typename T> struct P;\n"
+        "template <typename T> struct P;\n"
+        "}\n"
+    )
+    out = metal_source.drop_repeated_declarations(unit, [])
+    assert out.split("\n")[:5] == unit.split("\n")[:5]
+    assert out.split("\n")[5].strip() == "" and out.split("\n")[6] == "}"
