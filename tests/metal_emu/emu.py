@@ -235,13 +235,15 @@ def _runtime_objects(mode):
     return [os.path.join(final, s.replace(".cpp", ".o")) for s in RUNTIME_SOURCES]
 
 
-def _kernel_flags(metal_path):
+def _kernel_flags(metal_path, include_dirs=(), defines=()):
     return [
         *METAL_DEFINES,
+        *(f"-D{d}" for d in defines),
         "-I", SHIM_DIR,
         "-I", RUNTIME_DIR,
         "-I", REPO_ROOT,
         "-I", os.path.dirname(os.path.abspath(metal_path)),
+        *(flag for d in include_dirs for flag in ("-I", d)),
     ]
 
 
@@ -258,7 +260,8 @@ def _shared_arrays(driver, names):
         if name == "fa_emu::anchor":
             anchor = int(addr, 16)
         m = re.search(r"\)::(\w+)$", name)
-        if m and m.group(1) in names and kind in "bBdD" and not name.startswith("guard"):
+        # A template's function-local static is a unique global ("u").
+        if m and m.group(1) in names and kind in "bBdDu" and not name.startswith("guard"):
             arrays.append((int(addr, 16), int(size, 16)))
     return [(a - anchor, s) for a, s in arrays]
 
@@ -279,17 +282,17 @@ def _keep_instance(pre, host_name):
     return _INSTANCE.sub(lambda m: m.group(0) if _host_name(m) == host_name else "", pre)
 
 
-def _preprocess(metal_path, flags, out_dir):
+def _preprocess(metal_path, flags, out_dir, unnamed_namespace=True):
     """(the .metal file's unit after the preprocessor, the wrapper's path)."""
     wrapper = os.path.join(out_dir, "wrapper.cpp")
     with open(wrapper, "w") as fh:
-        fh.write(gen_trampoline.wrapper(metal_path))
+        fh.write(gen_trampoline.wrapper(metal_path, unnamed_namespace))
     pre = _run([CXX, "-std=c++17", "-E", *flags, wrapper], f"preprocessing {metal_path}")
     return pre, wrapper
 
 
-def _compile_driver(metal_path, mode, flags, runtime, shared_names, out_dir, only=None):
-    pre, wrapper = _preprocess(metal_path, flags, out_dir)
+def _compile_driver(metal_path, mode, flags, runtime, shared_names, out_dir, only, unnamed_namespace):
+    pre, wrapper = _preprocess(metal_path, flags, out_dir, unnamed_namespace)
     if only is not None:
         pre = _keep_instance(pre, only)
     internal = [SHIM_DIR + os.sep, RUNTIME_DIR + os.sep, wrapper]
@@ -298,12 +301,15 @@ def _compile_driver(metal_path, mode, flags, runtime, shared_names, out_dir, onl
         tables = gen_trampoline.generate(prog)
     except gen_trampoline.ParseError as e:
         raise CompileError(f"{metal_path}: {e}") from None
-    unit = os.path.join(out_dir, "kernels.ii")
-    with open(unit, "w") as fh:
-        fh.write(metal_source.rewrite_address_spaces(pre, internal, NO_ADDRESS_SPACES))
+    with open(os.path.join(out_dir, "kernels.ii"), "w") as fh:
+        unit = metal_source.static_threadgroup_variables(pre, internal)
+        unit = metal_source.this_address_space_overloads(unit, internal)
+        unit = metal_source.rewrite_address_spaces(unit, internal, NO_ADDRESS_SPACES)
+        fh.write(metal_source.drop_repeated_declarations(unit, internal))
         fh.write(tables)
     obj = os.path.join(out_dir, "kernels.o")
-    _run([CXX, *BASE_FLAGS, *mode.kernel, *QUIET, "-c", unit, "-o", obj], f"compiling {metal_path}")
+    _run([CXX, *BASE_FLAGS, *mode.kernel, *QUIET, "-c", os.path.join(out_dir, "kernels.ii"), "-o", obj],
+         f"compiling {metal_path}")
     driver = os.path.join(out_dir, "driver")
     _run([CXX, *mode.link, obj, *runtime, "-o", driver], f"linking {metal_path}")
     with open(os.path.join(out_dir, "shared_arrays"), "w") as fh:
@@ -311,26 +317,24 @@ def _compile_driver(metal_path, mode, flags, runtime, shared_names, out_dir, onl
             fh.write(f"{off} {size}\n")
 
 
-def _build(metal_path, mode, only=None):
+def _build(metal_path, mode, only=None, include_dirs=(), defines=(), unnamed_namespace=True):
     """(driver, shared arrays) of metal_path in `mode`: every kernel, or
     the one with host name `only` (and the file's non-template kernels)."""
     metal_path = os.path.abspath(metal_path)
-    flags = _kernel_flags(metal_path)
-    sources = _source_files(metal_path, [REPO_ROOT])
+    flags = _kernel_flags(metal_path, include_dirs, defines)
+    sources = _source_files(metal_path, [REPO_ROOT, *include_dirs])
     shared_names = []
     for f in sources:
         with open(f) as fh:
-            try:
-                shared_names += metal_source.scan_source(fh.read(), f)
-            except metal_source.SourceError as e:
-                raise CompileError(str(e)) from None
+            shared_names += metal_source.scan_source(fh.read(), f)
     runtime = _runtime_objects(mode)
     key = _digest(
         sources
         + _tree_files(SHIM_DIR)
         + _tree_files(RUNTIME_DIR)
         + [gen_trampoline.__file__, metal_source.__file__],
-        BASE_FLAGS + list(mode.kernel) + list(mode.link) + flags + [CXX, _compiler_id(), only or ""],
+        BASE_FLAGS + list(mode.kernel) + list(mode.link) + flags
+        + [CXX, _compiler_id(), only or "", str(unnamed_namespace)],
     )
     stem = os.path.splitext(os.path.basename(metal_path))[0]
     final = os.path.join(BUILD_DIR, f"{stem}-{mode.name}-{key}")
@@ -338,7 +342,8 @@ def _build(metal_path, mode, only=None):
         if not os.path.isdir(final):
             tmp = tempfile.mkdtemp(dir=BUILD_DIR, prefix=f"tmp-{stem}-")
             try:
-                _compile_driver(metal_path, mode, flags, runtime, shared_names, tmp, only)
+                _compile_driver(metal_path, mode, flags, runtime, shared_names, tmp, only,
+                                unnamed_namespace)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
@@ -476,9 +481,10 @@ def _dims(name, v):
 class Program:
     """The kernels of one .metal file, ready to launch."""
 
-    def __init__(self, metal_path, only=None):
+    def __init__(self, metal_path, only=None, include_dirs=(), defines=(), unnamed_namespace=True):
         self.path = metal_path
-        self._drivers = {(CHECKED, None): _build(metal_path, CHECKED, only)}
+        self._options = (tuple(include_dirs), tuple(defines), unnamed_namespace)
+        self._drivers = {(CHECKED, None): _build(metal_path, CHECKED, only, *self._options)}
         self.kernels = {}
         self.constants = {}
         listing = subprocess.run(
@@ -574,7 +580,7 @@ class Program:
         # launched kernel alone.
         build = (mode, None if mode is CHECKED else name)
         if build not in self._drivers:
-            self._drivers[build] = _build(self.path, *build)
+            self._drivers[build] = _build(self.path, *build, *self._options)
         driver, shared = self._drivers[build]
         req.append(struct.pack("<I", len(shared)))
         req += [struct.pack("<qQ", off, size) for off, size in shared]
@@ -643,10 +649,20 @@ def _repo_path(metal_path):
     return os.path.abspath(path)
 
 
-def load(metal_path, only=None):
+def load(metal_path, only=None, include_dirs=(), defines=(), unnamed_namespace=True):
     """Builds (or finds in the cache) the driver for a .metal file: every
     kernel, or the explicit instantiation with host name `only` (and the
     file's non-template kernels), which compiles in a fraction of the time.
+
+    include_dirs: further directories the kernel source includes from
+    (MLX's kernel headers, for mlx_kernels/). defines: NAME or NAME=VALUE
+    macros for the kernel unit, the shim included (the planted emulator
+    faults of include/metal_emu/plant.h). unnamed_namespace=False compiles
+    the source at program scope, as Metal does, rather than inside an
+    unnamed namespace: for sources whose name lookup depends on it (MLX's
+    headers overload Metal's functions at program scope beside `using
+    namespace metal;`); the address sanitizer then puts no redzones around
+    the threadgroup arrays of template kernels (README.md).
 
     A relative path is taken from the repository root. Where the emulator
     cannot run, skips the calling test.
@@ -655,7 +671,7 @@ def load(metal_path, only=None):
         import pytest
 
         pytest.skip(UNSUPPORTED)
-    key = (_repo_path(metal_path), only)
+    key = (_repo_path(metal_path), only, tuple(include_dirs), tuple(defines), unnamed_namespace)
     if key not in _programs:
         _programs[key] = Program(*key)
     return _programs[key]

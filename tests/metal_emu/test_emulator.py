@@ -536,15 +536,25 @@ def test_missing_threadgroup_memory_length_fails():
                  "group_sum", {0: nan_f32(32), 1: nan_f32(1)}, file="dispatch")
 
 
-def test_bare_threadgroup_array_is_rejected(tmp_path):
+def test_bare_threadgroup_array_is_shared_by_the_threadgroup(tmp_path):
+    """`threadgroup T x[N];` in a kernel body, as MLX declares its arrays,
+    is one array of the threadgroup: each thread reads what another wrote
+    before the barrier; and it is poisoned before each threadgroup (the
+    second threadgroup's reads of the slots nobody wrote are NaN)."""
     src = tmp_path / "bare.metal"
     src.write_text(
         "#include <metal_stdlib>\nusing namespace metal;\n"
-        "[[kernel]] void k(device float* o [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
-        "  threadgroup float t[32];\n  t[i] = 1.0f;\n  o[i] = t[i];\n}\n"
+        "[[kernel]] void k(device float* o [[buffer(0)]], uint i [[thread_position_in_threadgroup]],\n"
+        "                  uint g [[threadgroup_position_in_grid]]) {\n"
+        "  threadgroup float t[64];\n  if (g == 0) { t[32 + i] = 1.0f; }\n  t[i] = float(i);\n"
+        "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+        "  o[g * 64 + i] = t[31 - i];\n  o[g * 64 + 32 + i] = t[32 + i];\n}\n"
     )
-    with pytest.raises(emu.CompileError, match="declare it with FA_SHARED_ARRAY_DECL"):
-        emu.load(str(src))
+    out = emu.load(str(src)).launch("k", {0: nan_f32(128)}, grid=(2, 1, 1), threadgroup=(32, 1, 1))[0]
+    np.testing.assert_array_equal(out[:32], np.arange(32)[::-1])
+    np.testing.assert_array_equal(out[32:64], np.ones(32))
+    np.testing.assert_array_equal(out[64:96], np.arange(32)[::-1])
+    assert np.isnan(out[96:]).all()
 
 
 def test_instance_names_and_one_kernel_builds():

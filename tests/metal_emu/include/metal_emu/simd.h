@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "math.h"
+#include "plant.h"
 #include "runtime_api.h"
 #include "scalars.h"
 #include "vec.h"
@@ -62,7 +63,11 @@ struct PickXor {
   template <class T>
   static void combine(void* const* a, unsigned n) {
     for (unsigned i = 0; i < n; ++i) {
+#if FA_EMU_PLANT == FA_EMU_PLANT_SHUFFLE_XOR_LANES
+      const unsigned src = (i + lane<T>(a, i).arg) % 32u;
+#else
       const unsigned src = i ^ (lane<T>(a, i).arg & 31u);
+#endif
       if (src < n) {
         lane<T>(a, i).result = lane<T>(a, src).value;
       } else {

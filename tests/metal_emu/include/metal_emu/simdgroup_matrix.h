@@ -8,6 +8,7 @@
 #pragma once
 
 #include "math.h"
+#include "plant.h"
 #include "runtime_api.h"
 #include "scalars.h"
 #include "simd.h"
@@ -23,6 +24,9 @@ struct FragCoord {
 };
 
 constexpr FragCoord frag_coord(unsigned lane) {
+#if FA_EMU_PLANT == FA_EMU_PLANT_FRAGMENT_LAYOUT
+  return FragCoord{lane / 4, (lane % 4) * 2};
+#endif
   return FragCoord{
       (lane / 4 & 4u) + (lane / 2) % 4u, (lane / 4 & 2u) * 2 + (lane % 2) * 2};
 }

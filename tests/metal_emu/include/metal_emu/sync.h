@@ -4,6 +4,7 @@
 // which threads wait where.
 #pragma once
 
+#include "plant.h"
 #include "runtime_api.h"
 #include "simd.h"
 
@@ -23,6 +24,11 @@ constexpr mem_flags operator|(mem_flags a, mem_flags b) {
 }
 
 inline void threadgroup_barrier(mem_flags, FA_EMU_SITE()) {
+#if FA_EMU_PLANT == FA_EMU_PLANT_BARRIER_NO_WAIT
+  (void)fa_emu_file;
+  (void)fa_emu_line;
+  return;
+#endif
   ::fa_emu::rendezvous_threadgroup(FA_EMU_HERE("threadgroup_barrier"));
 }
 

@@ -56,6 +56,17 @@ template <class T>
 constexpr bool is_pointer_v = std::is_pointer<T>::value;
 template <class T>
 constexpr bool is_const_v = std::is_const<T>::value;
+template <bool B>
+using bool_constant = std::integral_constant<bool, B>;
+// Types carry no address space on the host.
+template <class T>
+struct remove_addrspace {
+  typedef T type;
+};
+template <class T>
+using remove_addrspace_t = T;
+template <class From, class To>
+constexpr bool is_convertible_v = std::is_convertible<From, To>::value;
 
 template <class T>
 struct is_floating_point
