@@ -326,7 +326,7 @@ def _build(metal_path, mode, only=None, include_dirs=(), defines=(), unnamed_nam
     shared_names = []
     for f in sources:
         with open(f) as fh:
-            shared_names += metal_source.scan_source(fh.read(), f)
+            shared_names += metal_source.scan_source(fh.read())
     runtime = _runtime_objects(mode)
     key = _digest(
         sources

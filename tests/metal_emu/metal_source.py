@@ -97,7 +97,7 @@ def static_threadgroup_variables(preprocessed, internal):
     ) + "\n"
 
 
-def scan_source(text, path):
+def scan_source(text):
     """Returns the names of the threadgroup arrays declared in one source
     file, with FA_SHARED_ARRAY_DECL or, as MLX does, with `threadgroup`
     (THREADGROUP_VARIABLE): the runtime poisons them before each

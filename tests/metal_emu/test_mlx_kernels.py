@@ -148,3 +148,81 @@ def test_attention_params_layout_matches_the_kernel():
     sizes = {p.index: p.element_size for p in prog.kernels[name] if p.kind == "buffer"}
     assert sizes[4] == ctypes.sizeof(AttnParams)
     assert sizes[5] == ctypes.sizeof(AttnMaskParams)
+
+
+# ---------------------------------------------------------------------------
+# The vector (decode) kernels: sdpa_vector, and the two-pass sdpa_vector_2pass_1
+# then sdpa_vector_2pass_2, as MLX's sdpa_vector and sdpa_vector_2pass
+# dispatch them (contiguous q, k, v; no mask).
+
+# (dtype, head dim, the type's name in the host names of sdpa_vector.metal)
+SDPA_VECTOR = [("float16", 64, "float16_t"), ("bfloat16", 128, "bfloat16_t"), ("float32", 128, "float")]
+# (B, H_q, H_kv, L_q, L_k): one query or a few, keys not a multiple of 32.
+SDPA_VECTOR_SHAPES = [(1, 4, 2, 1, 33), (2, 2, 1, 3, 127)]
+# The vector kernels' function constants (sdpa_vector.h): has_mask,
+# query_transposed, do_causal, bool_mask, float_mask, has_sinks, blocks.
+SDPA_VECTOR_CONSTANTS = {20: False, 21: False, 22: False, 23: False, 24: False, 25: False}
+# The first pass's key blocks: MLX's choice for a GPU neither "s" nor "d"
+# with fewer than 4 simdgroups of queries a group.
+BLOCKS = 32
+
+
+def sdpa_vector_inputs(dtype, D, B, H_q, H_kv, L_q, L_k, seed):
+    rng = np.random.default_rng(seed)
+    q, q64 = cases.to_device(rng.standard_normal((B, H_q, L_q, D)), dtype)
+    k, k64 = cases.to_device(rng.standard_normal((B, H_kv, L_k, D)), dtype)
+    v, v64 = cases.to_device(rng.standard_normal((B, H_kv, L_k, D)), dtype)
+    ref = cases.reference(q64, k64, v64, D**-0.5, dtype)
+    out = np.full((B, H_q, L_q, D), cases.poison(dtype))
+    strides = [
+        np.array([k.strides[0 if H_kv == 1 else 1] // k.itemsize], np.uint64),
+        np.array([D], np.uint64),
+        np.array([v.strides[0 if H_kv == 1 else 1] // v.itemsize], np.uint64),
+        np.array([D], np.uint64),
+    ]
+    return q, k, v, out, strides, ref
+
+
+@pytest.mark.parametrize("dtype,D,tname", SDPA_VECTOR, ids=[t for t, _, _ in SDPA_VECTOR])
+@pytest.mark.parametrize("shape", SDPA_VECTOR_SHAPES, ids=lambda s: "B{}_H{}-{}_L{}-{}".format(*s))
+def test_sdpa_vector_matches_reference(dtype, D, tname, shape, defines=()):
+    B, H_q, H_kv, L_q, L_k = shape
+    q, k, v, out, (khs, kss, vhs, vss), ref = sdpa_vector_inputs(dtype, D, *shape, seed=L_k + D)
+    name = f"sdpa_vector_{tname}_{D}_{D}"
+    prog = mlx_emu.load("sdpa_vector", only=name, defines=defines)
+    res = prog.launch(
+        name,
+        {0: q, 1: k, 2: v, 3: out, 4: np.array([H_q // H_kv], np.int32), 5: np.array([L_k], np.int32), 6: khs, 7: kss,
+         8: vhs, 9: vss, 10: np.array([D**-0.5], np.float32)},
+        constants={**SDPA_VECTOR_CONSTANTS, 26: BLOCKS},
+        grid=(B * H_q, L_q, 1),
+        threadgroup=(1024, 1, 1),
+    )
+    cases.check(cases.from_device(res[3], dtype), ref, dtype, f"{name} {shape}")
+
+
+@pytest.mark.parametrize("dtype,D,tname", SDPA_VECTOR, ids=[t for t, _, _ in SDPA_VECTOR])
+@pytest.mark.parametrize("shape", SDPA_VECTOR_SHAPES, ids=lambda s: "B{}_H{}-{}_L{}-{}".format(*s))
+def test_sdpa_vector_two_pass_matches_reference(dtype, D, tname, shape, defines=()):
+    B, H_q, H_kv, L_q, L_k = shape
+    q, k, v, out, (khs, kss, vhs, vss), ref = sdpa_vector_inputs(dtype, D, *shape, seed=L_k * D)
+    first, second = f"sdpa_vector_2pass_1_{tname}_{D}_{D}", f"sdpa_vector_2pass_2_{tname}_{D}"
+    partials = np.full((B, H_q, L_q, BLOCKS, D), cases.poison(dtype))
+    sums = np.full((B, H_q, L_q, BLOCKS), np.nan, np.float32)
+    maxs = np.full((B, H_q, L_q, BLOCKS), np.nan, np.float32)
+    res = mlx_emu.load("sdpa_vector", only=first, defines=defines).launch(
+        first,
+        {0: q, 1: k, 2: v, 3: partials, 4: sums, 5: maxs, 7: np.array([L_k], np.int32), 8: khs, 9: kss,
+         10: vhs, 11: vss, 12: np.array([D**-0.5], np.float32)},
+        constants={**SDPA_VECTOR_CONSTANTS, 26: BLOCKS},
+        grid=(H_kv, B, BLOCKS),
+        threadgroup=(32, H_q // H_kv, L_q),
+    )
+    res = mlx_emu.load("sdpa_vector", only=second, defines=defines).launch(
+        second,
+        {0: res[3], 1: res[4], 2: res[5], 3: out, 4: np.array([BLOCKS], np.int32)},
+        constants={**SDPA_VECTOR_CONSTANTS, 26: BLOCKS},
+        grid=(B * H_q, L_q, 1),
+        threadgroup=(1024, 1, 1),
+    )
+    cases.check(cases.from_device(res[3], dtype), ref, dtype, f"{first} + {second} {shape}")

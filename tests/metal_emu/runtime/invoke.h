@@ -147,8 +147,17 @@ P kernel_arg(const ParamSpec& s) {
     }
     return static_cast<P>(bound_buffer(s.index));
   } else if constexpr (std::is_reference<P>::value) {
-    return *static_cast<typename std::remove_reference<P>::type*>(
-        bound_buffer(s.index));
+    typedef typename std::remove_reference<P>::type T;
+    void* bound = bound_buffer(s.index);
+    if (bound == nullptr) {
+      // A parameter its function constant disables does not exist; the
+      // reference must still bind to something: all-ones bytes, which the
+      // kernel must not read.
+      alignas(alignof(T)) static unsigned char absent[sizeof(T)];
+      __builtin_memset(absent, 0xff, sizeof(T));
+      bound = absent;
+    }
+    return *static_cast<T*>(bound);
   } else {
     return builtin_value<P>(s.builtin);
   }
