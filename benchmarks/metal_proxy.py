@@ -7,7 +7,8 @@ Metal emulator on any x86-64 Linux machine with g++: there is no Mac here.
 
 Each kernel's threadgroup runs at two short key lengths and its counts are
 fitted as fixed + per key block (tests/metal_emu/proxy.py; the fit is
-checked on a third length by tests/metal_emu/test_proxy.py), then scaled to
+checked on a third length by tests/metal_emu/test_proxy.py, and here on one
+threadgroup of the L = 8192 call, 256 or 512 key blocks), then scaled to
 a whole non-causal call of length L: ceil(L / bq) threadgroups a head,
 ceil(L / bk) key blocks each. Counts are not a time: see RESULTS.md.
 
@@ -56,8 +57,16 @@ def main():
     fits = {}
     for dtype in args.dtypes:
         for D in args.dims:
-            fits[dtype, D] = (proxy.fused_fit(ours, dtype, D),
-                              proxy.mlx_fit(proxy.mlx_program(dtype, D), dtype, D))
+            mlx = proxy.mlx_program(dtype, D)
+            fits[dtype, D] = (proxy.fused_fit(ours, dtype, D), proxy.mlx_fit(mlx, dtype, D))
+            # The fit, checked on one whole threadgroup of the longest call.
+            for fit, run in zip(fits[dtype, D], (lambda n: proxy.fused_counts(ours, dtype, D, n),
+                                                 lambda n: proxy.mlx_counts(mlx, dtype, D, n))):
+                blocks = -(-LENGTHS[-1] // fit.tiles.bk)
+                got = run(blocks)
+                if got != fit.at(blocks):
+                    sys.exit(f"{fit.tiles.name}: {blocks} key blocks count {got}, "
+                             f"the fit predicts {fit.at(blocks)}")
     names = [n for n, _ in proxy.COUNTERS]
 
     print("Per threadgroup and key block (ours | MLX); tiles bq x bk, simdgroups\n")

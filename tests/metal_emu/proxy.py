@@ -6,12 +6,14 @@ attention (mx.fast's Metal kernel).
 A threadgroup of either kernel owns one query block of one head and streams
 every key block of the sequence through the same loop body, so its counts
 are C(n) = fixed + n * per_block for n key blocks: the query tile's load
-and the output's store once, the key block's work n times. Emulating L =
-8192 whole is far too slow (a threadgroup is 128 fibers on one core), so
+and the output's store once, the key block's work n times. Emulating a
+whole call at L = 8192 (256 threadgroups a head, each streaming 256 or 512
+key blocks, as 128 fibers on one core) is far too slow, so
 `fit` counts one threadgroup at two short key lengths and solves for the
-two terms; the test checks the line on a third length. `total` then scales
-to a whole non-causal call: ceil(L / bq) threadgroups a head, each
-streaming ceil(L / bk) key blocks.
+two terms; test_proxy.py checks the line on a third length and
+benchmarks/metal_proxy.py on a threadgroup of the longest call it
+reports. `total` then scales to a whole non-causal call: ceil(L / bq)
+threadgroups a head, each streaming ceil(L / bk) key blocks.
 """
 
 import os
@@ -37,7 +39,7 @@ COUNTERS = (
     ("simdgroup barriers", lambda o: o.simdgroup_barriers),
     ("simd shuffles and reductions", lambda o: o.shuffles + o.reductions),
 )
-# Key blocks the fit counts a threadgroup at, and the one a test checks it on.
+# Key blocks the fit counts a threadgroup at.
 FIT_BLOCKS = (2, 4)
 
 
