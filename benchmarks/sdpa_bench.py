@@ -11,6 +11,7 @@ against the unfused one. Rows print as they finish.
     python benchmarks/sdpa_bench.py --qsl 1 --ksl 4096 --n-kvh 8 --mask causal
     python benchmarks/sdpa_bench.py --full --csv out.csv --plot out.png
     python benchmarks/sdpa_bench.py --memory     # peak memory, L=16384
+    python benchmarks/sdpa_bench.py --metal-variants  # on a Mac: the kernel's variants
 
 Shape flags (--qsl, --ksl, --hdim, --dtype, --tpose) replace the grid by the
 product of their values (a flag not given keeps its default); --batch,
@@ -340,6 +341,135 @@ def memory_case(L=16384, H=8, D=64, dtype=mx.float16):
           f"The unfused path needs the {scores / 2**30:.1f} GiB score matrix.")
 
 
+# ---------------------------------------------------------------------------
+# --metal-variants: the Metal kernel's variants (MLX_FUSED_ATTN_METAL_VARIANT,
+# mlx_fused_attn/backend/metal/attention_variant.h) against mx.fast and the
+# unfused ops, in one run.
+
+METAL_VARIANT_VARIABLE = "MLX_FUSED_ATTN_METAL_VARIANT"
+# "" is the default kernel; the tile words take effect at D = 128 in float16
+# and bfloat16, stride32 at every head dim.
+METAL_VARIANTS = [
+    "",
+    "stride32",
+    "bk32",
+    "bk32,stride32",
+    "q_threadgroup",
+    "q_threadgroup,stride32",
+    "q_threadgroup,bk32",
+    "q_threadgroup,bk32,stride32",
+]
+METAL_VARIANT_LENGTHS = [1024, 4096]
+METAL_VARIANT_COLUMNS = ["qsl", "ksl", "hdim", "dtype", "mask", "variant", "t_ms", "vs_default",
+                         "vs_fast", "vs_unfs", "kernel"]
+
+
+def fused_pipelines():
+    """The fused attention pipelines checked so far in this process (their
+    names hold the tiles and the function constants)."""
+    return {s["what"] for s in fa.kernel_status() if s["what"].startswith("fa_attention_")}
+
+
+# (variant, dtype, hdim): the kernel its first call built; later calls of
+# the same kernel build nothing new.
+_variant_kernels = {}
+
+
+def variant_kernel(variant, case, built):
+    """The kernel the variant's calls of this dtype and head dim run: its
+    name (tiles) and "+stride32" where that function constant is on."""
+    key = (variant, case["dtype"], case["hdim"])
+    if built:
+        labels = {p.split("_has_mask_")[0] + ("+stride32" if "_stride32_t" in p else "") for p in built}
+        _variant_kernels[key] = " ".join(sorted(labels))
+    return _variant_kernels.get(key, "(an earlier variant's)")
+
+
+def metal_variant_rows(case):
+    """One case timed with mx.fast, the unfused ops and each of
+    METAL_VARIANTS (the variable set around its calls); rows in ms, each
+    fused output checked against the unfused one."""
+    B, Lq, Lk, D = case["B"], case["qsl"], case["ksl"], case["hdim"]
+    dtype = getattr(mx, case["dtype"])
+    q, k, v = make_inputs(B, Lq, Lk, D, case["n_qh"], case["n_kvh"], dtype, case["tpose"])
+    mask = make_mask(case["mask"], Lq, Lk, dtype, B)
+    if mask is not None and not isinstance(mask, str):
+        mx.eval(mask)
+    scale = D**-0.5
+    fast = lambda q, k, v: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)  # noqa: E731
+    unfused = lambda q, k, v: attention_unfused(q, k, v, scale, mask)  # noqa: E731
+    fused = lambda q, k, v: fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)  # noqa: E731
+    ref = unfused(q, k, v).astype(mx.float32)
+    t_fast, t_unfs = 1e3 * time_fn(fast, q, k, v), 1e3 * time_fn(unfused, q, k, v)
+    tol = {"float16": 2e-2, "bfloat16": 6e-2, "float32": 2e-4}[case["dtype"]]
+    saved = os.environ.get(METAL_VARIANT_VARIABLE)
+    rows = []
+    try:
+        for variant in METAL_VARIANTS:
+            os.environ[METAL_VARIANT_VARIABLE] = variant
+            before = fused_pipelines()
+            out = fused(q, k, v)
+            err = float(mx.max(mx.abs(out.astype(mx.float32) - ref)))
+            t = 1e3 * time_fn(fused, q, k, v)
+            rows.append(dict(
+                case, variant=variant or "default", t_ms=t, t_fast_ms=t_fast, t_unfs_ms=t_unfs,
+                vs_default=(rows[0]["t_ms"] if rows else t) / t, vs_fast=t_fast / t, vs_unfs=t_unfs / t,
+                kernel=variant_kernel(variant, case, fused_pipelines() - before),
+                fused_path=fa.can_use_fused(q, k, v, scale=scale, mask=mask)[0],
+                max_abs_diff=err, agree=bool(err <= tol)))
+    finally:
+        if saved is None:
+            os.environ.pop(METAL_VARIANT_VARIABLE, None)
+        else:
+            os.environ[METAL_VARIANT_VARIABLE] = saved
+    return rows
+
+
+def print_metal_variant_row(r):
+    vals = [r["qsl"], r["ksl"], r["hdim"], r["dtype"], r["mask"], r["variant"], f"{r['t_ms']:.3f}",
+            f"{r['vs_default']:.2f}x", f"{r['vs_fast']:.2f}x", f"{r['vs_unfs']:.2f}x", r["kernel"]]
+    flag = "" if r["agree"] else f"  <-- DISAGREES (max |diff| {r['max_abs_diff']:.3g})"
+    flag += "" if r["fused_path"] else "  (fallback)"
+    print(" ".join(f"{str(v):>8}" for v in vals) + flag, flush=True)
+
+
+def run_metal_variants(args):
+    """--metal-variants: every case (D = 128 in float16 and bfloat16 at L =
+    1024 and 4096 unless shape flags say otherwise) with each variant, on
+    Metal only. Returns the exit status."""
+    if fa.build_info()["gpu_backend"] != "metal" or mx.default_device() != mx.gpu:
+        print(f"--metal-variants: the variants ({METAL_VARIANT_VARIABLE}) are Metal kernels; this "
+              f"run is on {device_name()} with the {fa.build_info()['gpu_backend']!r} GPU backend, "
+              "so there is nothing to time (run it on a Mac)", flush=True)
+        return 0
+    if not any(f is not None for f in (args.qsl, args.ksl, args.hdim, args.dtype, args.tpose)):
+        args.qsl, args.hdim, args.dtype = METAL_VARIANT_LENGTHS, [128], ["float16", "bfloat16"]
+    cases = grid(args)
+    print(" ".join(f"{c:>8}" for c in METAL_VARIANT_COLUMNS), flush=True)
+    rows = []
+    for case in cases:
+        for row in metal_variant_rows(case):
+            rows.append(row)
+            print_metal_variant_row(row)
+    print(f"t_ms: ms per call of mlx_fused_attn with {METAL_VARIANT_VARIABLE}=<variant>; vs_default, "
+          "vs_fast, vs_unfs: the default kernel's, mx.fast's and the unfused ops' time over it (above "
+          "1x: the variant is faster); kernel: the one the variant ran (its tiles; +stride32: "
+          "that function constant on)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device_name(), "mlx": mx.__version__,
+                       "mlx_fused_attn": fa.__version__, "date": time.strftime("%Y-%m-%d"),
+                       "metal_variants": rows}, f, indent=1)
+    if args.csv:
+        import csv
+
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return 1 if any(not r["agree"] for r in rows) else 0
+
+
 def grid(args):
     """The cases: the quick subset, the --full grid, or the product of the
     shape flags; with the per-case flags applied."""
@@ -393,6 +523,10 @@ def main(argv=None):
     ap.add_argument("--plot", help="write a speedup chart (PNG)")
     ap.add_argument("--memory", action="store_true", help="report peak memory at L=16384")
     ap.add_argument("--device", choices=["cpu", "gpu"], help="default: MLX's default device")
+    ap.add_argument("--metal-variants", action="store_true",
+                    help="on a Mac: time each variant of the Metal kernel "
+                         "(MLX_FUSED_ATTN_METAL_VARIANT) against mx.fast and the unfused ops "
+                         "(default cases: D = 128, float16 and bfloat16, L = 1024 and 4096)")
     args = ap.parse_args(argv)
 
     if args.device:
@@ -403,6 +537,8 @@ def main(argv=None):
     if args.memory:
         memory_case()
         return 0
+    if args.metal_variants:
+        return run_metal_variants(args)
 
     cases = grid(args)
     started = time.perf_counter()

@@ -133,9 +133,16 @@ def split_instances(text):
         if m and "host_name(" in m.group(3):
             params = [p.strip() for p in m.group(2).split(",")]
             macros[m.group(1)] = (params, m.group(3))
+    # A #define's continuation lines are part of the macro, never an
+    # instantiation, whatever they invoke.
+    continued, previous = set(), ""
+    for i, line in enumerate(text.split("\n")):
+        if previous.endswith("\\"):
+            continued.add(i)
+        previous = line
     body, instances = [], []
-    for line in text.split("\n"):
-        m = _INVOCATION.match(line.strip())
+    for i, line in enumerate(text.split("\n")):
+        m = None if i in continued else _INVOCATION.match(line.strip())
         if m and m.group(1) in macros:
             params, definition = macros[m.group(1)]
             args = [a.strip() for a in m.group(2).split(",")]

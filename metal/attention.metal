@@ -11,6 +11,11 @@
 // (mask_blocks; kernels/mask_visits.h). Grid: (query blocks * splits, H_q,
 // B); threadgroup: (32, warps, 1).
 //
+// Besides the default kernels, the variants a Mac user can time
+// (MetalAttnVariant, attention_config.h; backend/metal/attention_variant.h):
+// instances with Q in threadgroup memory or other key blocks, and the
+// function constant stride32 of every instance (attention_features.h).
+//
 // The combine of split keys, fa_split_combine_<dtype>, binds the same
 // indices: 3 out, 4 params, 7 partial outputs, 8 their row statistics, 9
 // the split count; grid (threads): (L_q * D_v or more, H_q, B).
@@ -29,7 +34,11 @@ using namespace metal;
 FA_ATTENTION_FEATURES(FA_DECLARE_FUNCTION_CONSTANT)
 #undef FA_DECLARE_FUNCTION_CONSTANT
 
-template <typename T, int D, int DV, int BQ, int BK, int WM>
+// QS 1: Q in threadgroup memory (a variant to time; MetalAttnVariant in
+// attention_config.h), which adds Q's rows after V's. An int, not a bool:
+// the conformance pass matches instances to the AST's template arguments,
+// where clang writes a bool as 0 or -1.
+template <typename T, int D, int DV, int BQ, int BK, int WM, int QS>
 [[kernel, max_total_threads_per_threadgroup(WM* fa::kSimdWidth)]] void
 fa_attention(
     const device T* q [[buffer(0)]],
@@ -49,18 +58,23 @@ fa_attention(
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
   // Metal's loads are plain (synchronous) loads: one K/V stage.
-  constexpr fa::AttnTiles tiles = {BQ, BK, WM, 1};
+  constexpr fa::AttnTiles tiles = {BQ, BK, WM, 1, 1, false, QS == 1};
   constexpr fa::DType dtype = fa::DTypeOf<T>::value;
   constexpr fa::Backend kMetal = fa::Backend::Metal;
+  constexpr fa::MetalAttnVariant variant = {QS == 1, BK, false};
   static_assert(
-      tiles == fa::choose_attention_tiles(D, DV, dtype, kMetal, false),
+      tiles ==
+          fa::choose_attention_tiles(
+              D, DV, dtype, kMetal, false, false, variant),
       "instantiation list disagrees with choose_attention_tiles");
+  typedef typename fa::MetalTargetOf<QS == 1>::type Target;
   typedef fa::AttnShape<T, D, BQ, BK, WM, tiles.stages, DV> Shape;
 
   FA_SHARED_ARRAY_DECL T
-      k_smem[Shape::kStages * fa::AttnKBlock<fa::MetalTarget, Shape>::kElems];
-  FA_SHARED_ARRAY_DECL T
-      v_smem[Shape::kStages * fa::AttnVBlock<fa::MetalTarget, Shape>::kElems];
+      k_smem[Shape::kStages * fa::AttnKBlock<Target, Shape>::kElems];
+  FA_SHARED_ARRAY_DECL T v_smem
+      [Shape::kStages * fa::AttnVBlock<Target, Shape>::kElems +
+       fa::AttnQOperand<Target, Shape>::kSmemElems];
   static_assert(
       sizeof(k_smem) + sizeof(v_smem) <= fa::kMetalMaxThreadgroupBytes,
       "threadgroup arrays over Metal's threadgroup memory");
@@ -78,7 +92,7 @@ fa_attention(
   const fa::AttnSplit split = {
       o_part, stats, int(tgid.x) % splits, splits};
 
-  fa::attention_block<fa::MetalTarget, Shape>(
+  fa::attention_block<Target, Shape>(
       q,
       k,
       v,
@@ -101,15 +115,25 @@ fa_attention(
 
 // Names must match attention_kernel_name() in
 // mlx_fused_attn/kernels/attention_kernel_name.h (a test compares them).
-#define FA_INSTANTIATE(tname, T, D, DV, BQ, BK, WM)                    \
-  template [[host_name(                                                \
-      "fa_attention_" #tname "_d" #D "_dv" #DV "_bq" #BQ "_bk" #BK     \
-      "_wm" #WM)]] [[kernel]]                                          \
-  decltype(fa_attention<T, D, DV, BQ, BK, WM>)                         \
-      fa_attention<T, D, DV, BQ, BK, WM>;
+// QS: Q in threadgroup memory (the _qs kernels).
+#define FA_ATTENTION_KERNEL(T, D, DV, BQ, BK, WM, QS) \
+  decltype(fa_attention<T, D, DV, BQ, BK, WM, QS>)    \
+      fa_attention<T, D, DV, BQ, BK, WM, QS>
+// Each instantiating macro spells its host_name out: cmake/flatten_source.py
+// reads the names off it for the one-kernel JIT texts.
+#define FA_INSTANTIATE(tname, T, D, DV, BQ, BK, WM)                     \
+  template [[host_name(                                                 \
+      "fa_attention_" #tname "_d" #D "_dv" #DV "_bq" #BQ "_bk" #BK      \
+      "_wm" #WM)]] [[kernel]] FA_ATTENTION_KERNEL(T, D, DV, BQ, BK, WM, 0);
+#define FA_INSTANTIATE_QS(tname, T, D, DV, BQ, BK, WM)                  \
+  template [[host_name(                                                 \
+      "fa_attention_" #tname "_d" #D "_dv" #DV "_bq" #BQ "_bk" #BK      \
+      "_wm" #WM "_qs")]] [[kernel]] FA_ATTENTION_KERNEL(T, D, DV, BQ, BK, WM, 1);
 
 // One kernel per dtype and pair of head dims of FA_ATTENTION_HEAD_DIMS
-// (attention_config.h), with the Metal tiles choose_attention_tiles gives.
+// (attention_config.h), with the Metal tiles choose_attention_tiles gives;
+// then the tile variants of MetalAttnVariant (FA_INSTANTIATE_QS: Q in
+// threadgroup memory).
 // BEGIN INSTANCES (tools/gen_instances.py; do not edit)
 FA_INSTANTIATE(float16, half, 32, 32, 32, 32, 4)
 FA_INSTANTIATE(float16, half, 64, 64, 32, 32, 4)
@@ -117,6 +141,9 @@ FA_INSTANTIATE(float16, half, 72, 72, 32, 32, 4)
 FA_INSTANTIATE(float16, half, 80, 80, 32, 32, 4)
 FA_INSTANTIATE(float16, half, 96, 96, 32, 32, 4)
 FA_INSTANTIATE(float16, half, 128, 128, 32, 16, 4)
+FA_INSTANTIATE(float16, half, 128, 128, 32, 32, 4)
+FA_INSTANTIATE_QS(float16, half, 128, 128, 32, 16, 4)
+FA_INSTANTIATE_QS(float16, half, 128, 128, 32, 32, 4)
 FA_INSTANTIATE(float16, half, 192, 128, 32, 16, 4)
 FA_INSTANTIATE(float16, half, 192, 192, 32, 16, 4)
 FA_INSTANTIATE(float16, half, 256, 256, 32, 16, 4)
@@ -126,6 +153,9 @@ FA_INSTANTIATE(bfloat16, bfloat, 72, 72, 32, 32, 4)
 FA_INSTANTIATE(bfloat16, bfloat, 80, 80, 32, 32, 4)
 FA_INSTANTIATE(bfloat16, bfloat, 96, 96, 32, 32, 4)
 FA_INSTANTIATE(bfloat16, bfloat, 128, 128, 32, 16, 4)
+FA_INSTANTIATE(bfloat16, bfloat, 128, 128, 32, 32, 4)
+FA_INSTANTIATE_QS(bfloat16, bfloat, 128, 128, 32, 16, 4)
+FA_INSTANTIATE_QS(bfloat16, bfloat, 128, 128, 32, 32, 4)
 FA_INSTANTIATE(bfloat16, bfloat, 192, 128, 32, 16, 4)
 FA_INSTANTIATE(bfloat16, bfloat, 192, 192, 32, 16, 4)
 FA_INSTANTIATE(bfloat16, bfloat, 256, 256, 32, 16, 4)

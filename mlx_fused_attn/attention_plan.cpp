@@ -262,14 +262,15 @@ void plan_general_launch(
     fa::Backend backend,
     bool wgmma,
     int sm_count,
-    int cores) {
+    int cores,
+    fa::MetalAttnVariant metal_variant) {
   if (packs_gqa(plan)) {
     pack_gqa_rows(plan);
   }
   const fa::AttnParams& p = plan.params;
   const auto choose = [&](bool large_grid) {
     return fa::choose_attention_tiles(
-        p.D, p.D_v, plan.dtype, backend, wgmma, large_grid);
+        p.D, p.D_v, plan.dtype, backend, wgmma, large_grid, metal_variant);
   };
   fa::AttnTiles tiles = choose(false);
   // More query blocks than one wave of the default tiles (their blocks a

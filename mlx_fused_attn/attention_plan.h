@@ -138,13 +138,15 @@ fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features);
 /// CUDA with the chooser's device inputs `wgmma` and, through `sm_count`,
 /// large_grid). `cores`, the device's multiprocessors or GPU cores, sizes
 /// the wave that split keys fill. A plan whose spec saves the LSE gets
-/// has_lse and no split keys.
+/// has_lse and no split keys. `metal_variant`: on Metal, the variant of the
+/// kernel's tiles to run (choose_attention_tiles).
 void plan_general_launch(
     AttentionPlan& plan,
     fa::Backend backend,
     bool wgmma,
     int sm_count,
-    int cores);
+    int cores,
+    fa::MetalAttnVariant metal_variant = {});
 
 /// The rows of the partials of a plan with split keys: [key_splits, B, H,
 /// L_q] as the kernel's parameters count them (split_keys.h); a row holds

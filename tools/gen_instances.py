@@ -91,9 +91,16 @@ void attention(fa::DType t, int d, int dv) {
       }
     }
   }
-  const fa::AttnTiles m =
-      fa::choose_attention_tiles(d, dv, t, fa::Backend::Metal, false);
-  metal("attention", "FA_INSTANTIATE", t, {d, dv, m.bq, m.bk, m.warps});
+  // The default tiles first, then those of the variants to time
+  // (MetalAttnVariant), each once.
+  for (bool q_threadgroup : {false, true}) {
+    for (int bk : {0, 16, 32}) {
+      const fa::AttnTiles m = fa::choose_attention_tiles(
+          d, dv, t, fa::Backend::Metal, false, false, {q_threadgroup, bk});
+      metal("attention", m.q_shared ? "FA_INSTANTIATE_QS" : "FA_INSTANTIATE",
+            t, {d, dv, m.bq, m.bk, m.warps});
+    }
+  }
 }
 
 void attention_backward(fa::DType t, int d) {

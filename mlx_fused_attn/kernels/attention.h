@@ -138,6 +138,71 @@ FA_FUNC void attention_load_block(
   }
 }
 
+/// As attention_load_block, with the row stride and the offsets from key 0
+/// in 32 bits, and the loader's 32-bit copy (the feature stride32).
+template <typename Block, int kBK, typename T>
+FA_FUNC void attention_load_block_stride32(
+    FA_THREADGROUP T* smem,
+    const FA_DEVICE T* src,
+    int stride,
+    int rows,
+    int kb,
+    int n_full,
+    bool aligned,
+    int tid) {
+  const int key0 = kb * kBK;
+  src += key0 * stride;
+  if (!aligned && kb == n_full) {
+    Block::load_safe_stride32(smem, src, stride, rows - key0, tid);
+  } else {
+    Block::load_stride32(smem, src, stride, tid);
+  }
+}
+
+/// The copy of a K or V block: attention_load_block, or, where the target's
+/// loader has a 32-bit copy (kStride32Loads) and the feature stride32 is
+/// on, attention_load_block_stride32.
+template <bool kStride32Loads>
+struct AttnBlockCopy {
+  template <typename Block, int kBK, typename T>
+  static FA_FUNC void load(
+      FA_THREADGROUP T* smem,
+      const FA_DEVICE T* src,
+      stride_t stride,
+      int rows,
+      int kb,
+      int n_full,
+      bool aligned,
+      bool,
+      int tid) {
+    attention_load_block<Block, kBK>(
+        smem, src, stride, rows, kb, n_full, aligned, tid);
+  }
+};
+
+template <>
+struct AttnBlockCopy<true> {
+  template <typename Block, int kBK, typename T>
+  static FA_FUNC void load(
+      FA_THREADGROUP T* smem,
+      const FA_DEVICE T* src,
+      stride_t stride,
+      int rows,
+      int kb,
+      int n_full,
+      bool aligned,
+      bool stride32,
+      int tid) {
+    if (stride32) {
+      attention_load_block_stride32<Block, kBK>(
+          smem, src, int(stride), rows, kb, n_full, aligned, tid);
+    } else {
+      attention_load_block<Block, kBK>(
+          smem, src, stride, rows, kb, n_full, aligned, tid);
+    }
+  }
+};
+
 /// Where the K/V schedule's own threadgroup memory starts (the TMA ring's
 /// barriers, kv_tma_ring.h): after V's stages, which start at v_smem.
 template <typename Target, typename Shape>
@@ -166,6 +231,7 @@ struct AttnKVSource {
   AttnVisits visits; ///< which key block each of the pipeline's blocks is
   int n_full_kblocks;
   bool align_k;
+  bool stride32; ///< the feature (AttnBlockCopy)
   FA_THREADGROUP elem_type* k_smem;
   FA_THREADGROUP elem_type* v_smem;
 
@@ -179,14 +245,14 @@ struct AttnKVSource {
     return attention_sync_smem<Target, Shape>(v_smem);
   }
   FA_FUNC void load_k(int kb, int stage, int tid) const {
-    attention_load_block<KBlock, Shape::kBK>(
+    AttnBlockCopy<Target::kStride32Loads>::template load<KBlock, Shape::kBK>(
         k_smem + stage * KBlock::kElems, k, p->k_strides[2], p->L_k,
-        visits.block(kb), n_full_kblocks, align_k, tid);
+        visits.block(kb), n_full_kblocks, align_k, stride32, tid);
   }
   FA_FUNC void load_v(int kb, int stage, int tid) const {
-    attention_load_block<VBlock, Shape::kBK>(
+    AttnBlockCopy<Target::kStride32Loads>::template load<VBlock, Shape::kBK>(
         v_smem + stage * VBlock::kElems, v, p->v_strides[2], p->L_k,
-        visits.block(kb), n_full_kblocks, align_k, tid);
+        visits.block(kb), n_full_kblocks, align_k, stride32, tid);
   }
   FA_FUNC void load_kv(int kb, int stage, int tid) const {
     load_k(kb, stage, tid);
@@ -202,7 +268,7 @@ FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
     const FA_DEVICE typename Shape::elem_type* v,
     FA_THREADGROUP typename Shape::elem_type* k_smem,
     FA_THREADGROUP typename Shape::elem_type* v_smem,
-    bool align_k,
+    AttnFeatures f,
     int batch,
     int kv_head,
     AttnVisits visits) {
@@ -210,7 +276,7 @@ FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
       &p,
       k + batch * p.k_strides[0] + kv_head * p.k_strides[1],
       v + batch * p.v_strides[0] + kv_head * p.v_strides[1],
-      visits, p.L_k / Shape::kBK, align_k, k_smem, v_smem};
+      visits, p.L_k / Shape::kBK, f.align_k, f.stride32, k_smem, v_smem};
   return src;
 }
 
@@ -381,7 +447,7 @@ FA_FUNC void attention_block(
 
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
-          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, visits),
+          p, k, v, k_smem, v_smem, f, batch, kv_head, visits),
       n_blocks, warp * kSimdWidth + lane);
   const AttnBlockMasks<T, kBK> masks = attention_masks_of<T, kBK, true>(
       p, mask, f, range, batch, head, q_row0);

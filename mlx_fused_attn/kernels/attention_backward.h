@@ -413,7 +413,7 @@ FA_FUNC void attention_backward_dq(
   }
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
-          p, k, v, k_smem, v_smem, f.align_k, batch, kv_head, visits),
+          p, k, v, k_smem, v_smem, f, batch, kv_head, visits),
       n_blocks, warp * kSimdWidth + lane);
   const BwdScoreGrads<T> grads =
       backward_score_grads<T>(p, lse, d, mask, f, batch, head);

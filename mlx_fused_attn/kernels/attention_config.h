@@ -116,6 +116,51 @@ constexpr AttnTiles choose_large_head_dim_tiles(
                          : AttnTiles{64, 64, 4, 2, 2};
 }
 
+/// A variant of the Metal kernel to time against the default (the host
+/// reads it from MLX_FUSED_ATTN_METAL_VARIANT, backend/metal/
+/// attention_variant.h; benchmarks/sdpa_bench.py --metal-variants). The
+/// default value is the default kernel. Q's place and the key block size
+/// are tiles: each sizes threadgroup arrays and register tiles, which a
+/// function constant cannot, so they are instances of their own
+/// (metal_variant_tiles says which exist); stride32 is a function constant
+/// of every instance (attention_features.h).
+struct MetalAttnVariant {
+  /// Q in threadgroup memory, read a k step at a time
+  /// (tile/q_in_padded_shared.h), instead of each simdgroup's registers.
+  bool q_threadgroup = false;
+  int bk = 0; ///< keys per K/V block: 16 or 32, or 0 for the chooser's
+  bool stride32 = false; ///< the feature stride32
+};
+
+/// The head dim (of q, k and v alike) at which the tile variants have
+/// instances, in 16-bit dtypes: the largest head dim of common models, where
+/// Q's registers (an fp32 fragment a lane holds two of: 32 a lane at D = 128)
+/// and the key block's size weigh most.
+enum { kMetalVariantHeadDim = 128 };
+
+/// `tiles` (Metal's default for the head dims and dtype) as `variant` asks,
+/// where that variant has an instance: at D = D_v = kMetalVariantHeadDim in
+/// float16 and bfloat16, within Metal's threadgroup memory (float32 fits
+/// neither 32-key blocks nor Q beside 16-key ones). Elsewhere, `tiles`.
+constexpr AttnTiles metal_variant_tiles(
+    AttnTiles tiles,
+    int head_dim,
+    int head_dim_v,
+    DType dtype,
+    MetalAttnVariant variant) {
+  if (head_dim != kMetalVariantHeadDim || head_dim_v != kMetalVariantHeadDim ||
+      dtype == DType::Float32) {
+    return tiles;
+  }
+  AttnTiles v = tiles;
+  v.q_shared = variant.q_threadgroup;
+  v.bk = variant.bk == 0 ? tiles.bk : variant.bk;
+  return attention_smem_bytes(v, head_dim, head_dim_v, dtype, Backend::Metal) <=
+          kMetalMaxThreadgroupBytes
+      ? v
+      : tiles;
+}
+
 /// The one tile chooser; docs/gpu_kernels.md ("Why these tiles") gives the
 /// measurements behind each branch. No branch depends on causal: on Metal
 /// causal is a function-constant variant of the same pipeline, and on CUDA
@@ -124,14 +169,16 @@ constexpr AttnTiles choose_large_head_dim_tiles(
 /// `wgmma`: Hopper (sm_90) with kernels built for sm_90a, where 16-bit
 /// kernels take warpgroup products. `large_grid`: the grid holds more query
 /// blocks than one wave of the tiles chosen without it (the host decides,
-/// attention_plan.cpp).
+/// attention_plan.cpp). `metal_variant`: on Metal, a variant to time
+/// (metal_variant_tiles).
 constexpr AttnTiles choose_attention_tiles(
     int head_dim,
     int head_dim_v,
     DType dtype,
     Backend backend,
     bool wgmma,
-    bool large_grid = false) {
+    bool large_grid = false,
+    MetalAttnVariant metal_variant = MetalAttnVariant{}) {
   if (backend == Backend::Metal) {
     // MLX steel's shapes on the same GPUs; bk halves until K and V fit 32 KB.
     AttnTiles tiles = {32, head_dim < 128 ? 32 : 16, 4};
@@ -139,7 +186,8 @@ constexpr AttnTiles choose_attention_tiles(
            kMetalMaxThreadgroupBytes) {
       tiles.bk /= 2;
     }
-    return tiles;
+    return metal_variant_tiles(
+        tiles, head_dim, head_dim_v, dtype, metal_variant);
   }
   // D = 72 runs as 80 (whole k16 steps, zeros past it) and takes its tiles.
   const int d = attention_padded_head_dim(head_dim, backend);

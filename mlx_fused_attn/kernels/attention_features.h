@@ -17,6 +17,11 @@
 //              never with split_keys (plan_general_launch)
 //   mask_blocks the mask's classes by block are bound (buffer 11;
 //              mask_visits.h)
+//   stride32   K's and V's row offsets from their head's key 0 fit in 32
+//              bits, and the loader addresses them so, stepping a pointer
+//              a thread (Metal only, a variant to time: the host sets it on
+//              request, backend/metal/attention_variant.h; targets whose
+//              loader has no such copy ignore it, Target::kStride32Loads)
 #define FA_ATTENTION_FEATURES(X) \
   X(has_mask, 300)               \
   X(bool_mask, 301)              \
@@ -26,7 +31,8 @@
   X(align_k, 201)                \
   X(split_keys, 304)             \
   X(has_lse, 305)                \
-  X(mask_blocks, 306)
+  X(mask_blocks, 306)            \
+  X(stride32, 307)
 
 namespace fa {
 

@@ -24,7 +24,8 @@ inline const char* dtype_name(DType dtype) {
 }
 
 /// The kernel for (dtype, head dim of q and k, head dim of v) with the
-/// tiles choose_attention_tiles gave for it.
+/// tiles choose_attention_tiles gave for it; "_qs" ends the name of a
+/// kernel that keeps Q in threadgroup memory (a Metal variant).
 inline std::string attention_kernel_name(
     DType dtype,
     int head_dim,
@@ -33,7 +34,7 @@ inline std::string attention_kernel_name(
   return std::string("fa_attention_") + dtype_name(dtype) + "_d" +
       std::to_string(head_dim) + "_dv" + std::to_string(head_dim_v) + "_bq" +
       std::to_string(tiles.bq) + "_bk" + std::to_string(tiles.bk) + "_wm" +
-      std::to_string(tiles.warps);
+      std::to_string(tiles.warps) + (tiles.q_shared ? "_qs" : "");
 }
 
 /// The combine of split keys (split_keys.h) writing `dtype`.

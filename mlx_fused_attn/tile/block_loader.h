@@ -75,6 +75,28 @@ struct BlockLoader {
     }
   }
 
+  /// As load, with a 32-bit row stride: each thread's source is one
+  /// pointer, stepped from run to run (as MLX's steel loaders step theirs)
+  /// instead of an offset computed in 64 bits for each (the feature
+  /// stride32: every row offset must fit in an int).
+  static FA_FUNC void load_stride32(
+      FA_THREADGROUP T* dst,
+      const FA_DEVICE T* src,
+      int ld,
+      int tid) {
+    copy_stepped<false>(dst, src, ld, kRows, tid);
+  }
+
+  /// As load_safe, with a 32-bit row stride (load_stride32).
+  static FA_FUNC void load_safe_stride32(
+      FA_THREADGROUP T* dst,
+      const FA_DEVICE T* src,
+      int ld,
+      int rows,
+      int tid) {
+    copy_stepped<true>(dst, src, ld, rows, tid);
+  }
+
   /// Row r of the block alone, from `src` (its first column), its 16-byte
   /// pieces spread over kVecsPerRow neighbouring threads (`piece` is this
   /// one's): a gather of rows that are not one strided run. A row that does
@@ -90,6 +112,46 @@ struct BlockLoader {
     for (int x = 0; x < kVec; ++x) {
       dst[r * kDstLd + c + x] =
           exists && (kSrcCols == kCols || c < kSrcCols) ? src[c + x] : T(0);
+    }
+  }
+
+  /// Between two of a thread's runs lie kThreads runs: kRowStep rows and
+  /// kRunStep runs more, one row more where the runs pass a row's end.
+  FA_CONST int kRowStep = kThreads / kVecsPerRow;
+  FA_CONST int kRunStep = kThreads % kVecsPerRow;
+
+  /// The copy of load_stride32 (kSafe: rows at and past `rows` are
+  /// zero-filled, not read).
+  template <bool kSafe>
+  static FA_FUNC void copy_stepped(
+      FA_THREADGROUP T* dst,
+      const FA_DEVICE T* src,
+      int ld,
+      int rows,
+      int tid) {
+    int r = tid / kVecsPerRow;
+    int c = (tid % kVecsPerRow) * kVec;
+    src += r * ld + c;
+    FA_UNROLL
+    for (int step = 0; step < kSteps; ++step) {
+      if (step > 0) {
+        r += kRowStep;
+        c += kRunStep * kVec;
+        src += kRowStep * ld + kRunStep * kVec;
+        if (kRunStep != 0 && c >= kCols) {
+          r += 1;
+          c -= kCols;
+          src += ld - kCols;
+        }
+      }
+      if (kVecs % kThreads == 0 || step * kThreads + tid < kVecs) {
+        const bool exists =
+            (!kSafe || r < rows) && (kSrcCols == kCols || c < kSrcCols);
+        FA_UNROLL
+        for (int x = 0; x < kVec; ++x) {
+          dst[r * kDstLd + c + x] = exists ? src[x] : T(0);
+        }
+      }
     }
   }
 

@@ -76,6 +76,8 @@ struct CudaTarget {
   /// mma.sync's instances spill more with it (H200, sm_80 code: up to 12%
   /// slower).
   FA_CONST bool kZeroStartLoop = false;
+  /// No 32-bit-stride copy (the feature stride32 is Metal's).
+  FA_CONST bool kStride32Loads = false;
 };
 
 struct CudaWgmmaTarget : CudaTarget {

@@ -72,10 +72,12 @@ RACE = Mode(
     ("-DFA_EMU_TSAN=1", "-fsanitize=undefined", "-fno-sanitize-recover=undefined"),
     ("-fsanitize=thread,undefined",),
 )
-# Device-memory traffic: the kernel instrumented by ThreadSanitizer's
-# compiler pass, whose access hooks runtime/load_count.cpp defines (no
-# ThreadSanitizer runtime is linked, so nothing else of it runs).
-LOADS = Mode("loads", ("-fsanitize=thread",), ("-DFA_EMU_COUNT_LOADS=1",), ())
+# Memory traffic and operation counts: the kernel instrumented by
+# ThreadSanitizer's compiler pass, whose access hooks runtime/load_count.cpp
+# defines (no ThreadSanitizer runtime is linked, so nothing else of it runs),
+# and the runtime counting rendezvous (runtime/op_count.cpp). The other
+# builds compile neither.
+COUNTS = Mode("counts", ("-fsanitize=thread",), ("-DFA_EMU_COUNT=1",), ())
 # How the kernel sources see the emulator: a Metal compiler of Metal 3.1
 # with bfloat, and threadgroup arrays as statics (one threadgroup runs at a
 # time in a driver process, so a static is exactly threadgroup-shared).
@@ -87,7 +89,8 @@ METAL_DEFINES = [
 # On the host every pointer is a plain pointer.
 NO_ADDRESS_SPACES = {q: " " * len(q) for q in metal_source.ADDRESS_SPACES}
 RUNTIME_SOURCES = [
-    "fiber.cpp", "scheduler.cpp", "launch.cpp", "request.cpp", "load_count.cpp", "driver_main.cpp",
+    "fiber.cpp", "scheduler.cpp", "launch.cpp", "request.cpp", "load_count.cpp", "op_count.cpp",
+    "driver_main.cpp",
 ]
 RUN_ENV = {
     "ASAN_OPTIONS": "detect_leaks=0:detect_stack_use_after_return=0:"
@@ -369,6 +372,75 @@ class Loads:
     written: int
 
 
+# Site names (the shim's FA_EMU_HERE) by what the operation is.
+MATRIX_MULTIPLIES = ("simdgroup_multiply_accumulate", "simdgroup_multiply")
+MATRIX_LOADS = ("simdgroup_load",)
+MATRIX_STORES = ("simdgroup_store",)
+BARRIERS = ("threadgroup_barrier",)
+SIMDGROUP_BARRIERS = ("simdgroup_barrier",)
+SHUFFLES = (
+    "simd_shuffle", "simd_shuffle_xor", "simd_shuffle_down", "simd_shuffle_up",
+    "simd_shuffle_rotate_down", "simd_shuffle_rotate_up", "simd_broadcast", "simd_broadcast_first",
+)
+REDUCTIONS = (
+    "simd_sum", "simd_product", "simd_max", "simd_min", "simd_and", "simd_or", "simd_xor",
+    "simd_prefix_inclusive_sum", "simd_prefix_exclusive_sum", "simd_prefix_inclusive_product",
+    "simd_prefix_exclusive_product", "simd_all", "simd_any", "simd_is_first",
+)
+
+
+@dataclass(frozen=True)
+class Ops:
+    """What one launch did (Program.count_ops), summed over its threadgroups.
+
+    by_name: {operation: count} for every simdgroup function, simdgroup
+    matrix operation and barrier that occurred, each counted once per
+    simdgroup that performed it (a barrier once per threadgroup), not per
+    lane. threadgroup_read / threadgroup_written: bytes of threadgroup
+    memory all threads read and wrote (simdgroup_load and simdgroup_store
+    included). loads: {buffer index: Loads}, the device traffic as
+    count_loads gives it. Counts are of the code g++ compiles at -O1 from
+    the kernel source: a value the compiler keeps in a register is not
+    read again.
+    """
+
+    by_name: dict
+    threadgroup_read: int
+    threadgroup_written: int
+    loads: dict
+
+    def _sum(self, names):
+        return sum(self.by_name.get(n, 0) for n in names)
+
+    @property
+    def matrix_multiplies(self):
+        return self._sum(MATRIX_MULTIPLIES)
+
+    @property
+    def matrix_loads(self):
+        return self._sum(MATRIX_LOADS)
+
+    @property
+    def matrix_stores(self):
+        return self._sum(MATRIX_STORES)
+
+    @property
+    def barriers(self):
+        return self._sum(BARRIERS)
+
+    @property
+    def simdgroup_barriers(self):
+        return self._sum(SIMDGROUP_BARRIERS)
+
+    @property
+    def shuffles(self):
+        return self._sum(SHUFFLES)
+
+    @property
+    def reductions(self):
+        return self._sum(REDUCTIONS)
+
+
 @dataclass
 class Param:
     kind: str  # "buffer", "threadgroup" or "builtin"
@@ -467,7 +539,16 @@ class Program:
         """Runs kernel `name` like launch() in a build that counts the
         device-memory traffic. Returns (buffers after the run, {index: Loads}).
         """
-        return self._run(LOADS, name, buffers, constants, grid, threadgroup,
+        out, counts = self._run(COUNTS, name, buffers, constants, grid, threadgroup,
+                                threadgroup_memory, schedule, stack_kb, timeout)
+        return out, counts.loads
+
+    def count_ops(self, name, buffers, constants=None, grid=(1, 1, 1), threadgroup=(32, 1, 1),
+                  threadgroup_memory=None, schedule="fair", stack_kb=256, timeout=600):
+        """Runs kernel `name` like launch() in the counting build (the one
+        count_loads runs). Returns (buffers after the run, Ops).
+        """
+        return self._run(COUNTS, name, buffers, constants, grid, threadgroup,
                          threadgroup_memory, schedule, stack_kb, timeout)
 
     def _run(self, mode, name, buffers, constants, grid, threadgroup, threadgroup_memory,
@@ -533,17 +614,32 @@ class Program:
                 )
             with open(rs, "rb") as fh:
                 data = fh.read()
-            loads = {}
-            if mode is LOADS:
-                with open(rs + ".loads") as fh:
-                    for line in fh:
-                        i, read, distinct, written = (int(v) for v in line.split())
-                        loads[i] = Loads(read, distinct, written)
+            counts = _read_counts(rs) if mode is COUNTS else None
         out, pos = {}, 0
         for (i, n), convert in zip(order, back):
             out[i] = convert(data[pos : pos + n])
             pos += n
-        return out, loads
+        return out, counts
+
+
+def _read_counts(result_path):
+    """The counting build's files beside the result (runtime/load_count.h,
+    runtime/op_count.h) as Ops."""
+    loads, tg = {}, (0, 0)
+    with open(result_path + ".loads") as fh:
+        for line in fh:
+            kind, *values = line.split()
+            if kind == "buffer":
+                i, read, distinct, written = (int(v) for v in values)
+                loads[i] = Loads(read, distinct, written)
+            else:
+                tg = tuple(int(v) for v in values)
+    by_name = {}
+    with open(result_path + ".ops") as fh:
+        for line in fh:
+            op, count = line.split()
+            by_name[op] = int(count)
+    return Ops(by_name, tg[0], tg[1], loads)
 
 
 _programs = {}

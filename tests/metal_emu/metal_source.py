@@ -169,7 +169,9 @@ def _runs_to_semicolon(head):
     from .gen_trampoline import _after_template_parameters, _outside_parens
 
     words = _outside_parens(_after_template_parameters(head))
-    return "=" in words or any(w in words for w in ("struct", "class", "union", "enum"))
+    # `operator==` and its kin name a function; their `=` starts no initialiser.
+    initialised = "=" in words and "operator" not in words
+    return initialised or any(w in words for w in ("struct", "class", "union", "enum"))
 
 
 def drop_repeated_declarations(unit, internal):

@@ -43,13 +43,19 @@ def prog():
     return emu.load(METAL)
 
 
-def kernel_for(prog, dtype, head_dim, head_dim_v, suffix=""):
-    """(host name, bq, bk, warps) of the kernel the instantiation list has."""
+def kernel_for(prog, dtype, head_dim, head_dim_v, suffix="", bk=None):
+    """(host name, bq, bk, warps) of the kernel the instantiation list has:
+    of key blocks of `bk`, or, with bk None, the default one, whose blocks
+    are the smallest (the variants' at D = 128 are 32 keys to its 16)."""
     pat = re.compile(
         rf"fa_attention_{dtype}_d{head_dim}_dv{head_dim_v}_bq(\d+)_bk(\d+)_wm(\d+){re.escape(suffix)}$"
     )
     found = [(n, *map(int, m.groups())) for n in prog.kernels for m in [pat.match(n)] if m]
-    assert len(found) == 1, f"{dtype} d{head_dim} dv{head_dim_v}: kernels {found}"
+    if bk is None:
+        found = [k for k in found if k[2] == min(f[2] for f in found)]
+    else:
+        found = [k for k in found if k[2] == bk]
+    assert len(found) == 1, f"{dtype} d{head_dim} dv{head_dim_v} bk{bk}: kernels {found}"
     return found[0]
 
 
@@ -57,17 +63,19 @@ def kernel_for(prog, dtype, head_dim, head_dim_v, suffix=""):
 # One launch
 
 
-def run_case(prog, *, dtype="float16", D=64, D_v=None, B=1, H_q=2, L_q=33, L_k=65, suffix="", **case):
+def run_case(prog, *, dtype="float16", D=64, D_v=None, B=1, H_q=2, L_q=33, L_k=65, suffix="", bk=None,
+             constants=None, **case):
     """One case of the general kernel (cases.run_case takes the rest of
-    `case`). suffix: that of the kernel's name past the tiles
-    (attention_variants.metal)."""
+    `case`). suffix: that of the kernel's name past the tiles ("_qs": Q in
+    threadgroup memory, or attention_variants.metal's); bk: its key block
+    (kernel_for); constants: function constants besides the features."""
     D_v = D_v or D
-    name, bq, bk, warps = kernel_for(prog, dtype, D, D_v, suffix)
+    name, bq, bk, warps = kernel_for(prog, dtype, D, D_v, suffix, bk)
     launch = cases.Launch(
         name,
         grid=(-(-L_q // bq), H_q, B),
         warps=warps,
-        constants={FC["align_q"]: L_q % bq == 0, FC["align_k"]: L_k % bk == 0},
+        constants={FC["align_q"]: L_q % bq == 0, FC["align_k"]: L_k % bk == 0, **(constants or {})},
         visit_tiles=(bq, bk),
     )
     return cases.run_case(prog, launch, FC, dtype=dtype, D=D, D_v=D_v, B=B, H_q=H_q, L_q=L_q, L_k=L_k, **case)
@@ -527,7 +535,8 @@ def test_strided_copy_instances():
 
 
 def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
-    """attention_kernel_name() with choose_attention_tiles(), and
+    """attention_kernel_name() with choose_attention_tiles(), for the
+    default and every variant (MetalAttnVariant), and
     split_combine_kernel_name(), name exactly the kernels
     metal/attention.metal instantiates."""
     main = tmp_path / "names.cpp"
@@ -538,9 +547,12 @@ def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
         "  for (fa::DType t : dtypes)\n"
         "    for (int d = 1; d <= 256; ++d)\n"
         "      for (int dv = 1; dv <= 256; ++dv)\n"
-        "        if (fa::attention_head_dims_supported(d, dv))\n"
-        '          std::printf("%s\\n", fa::attention_kernel_name(t, d, dv,\n'
-        "              fa::choose_attention_tiles(d, dv, t, fa::Backend::Metal, false)).c_str());\n"
+        "        for (bool q_threadgroup : {false, true})\n"
+        "          for (int bk : {0, 16, 32})\n"
+        "            if (fa::attention_head_dims_supported(d, dv))\n"
+        '              std::printf("%s\\n", fa::attention_kernel_name(t, d, dv,\n'
+        "                  fa::choose_attention_tiles(d, dv, t, fa::Backend::Metal, false, false,\n"
+        "                      {q_threadgroup, bk})).c_str());\n"
         "  for (fa::DType t : dtypes)\n"
         '    std::printf("%s\\n", fa::split_combine_kernel_name(t).c_str());\n'
         "}\n"
@@ -549,7 +561,8 @@ def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
     subprocess.run([emu.CXX, "-std=c++17", "-I", emu.REPO_ROOT, str(main), "-o", str(exe)], check=True)
     host = set(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
     assert host == set(prog.kernels)
-    assert len(host) == len(DTYPES) * (len(HEAD_DIMS) + 1)
+    # Three tile variants at D = 128 in each 16-bit dtype.
+    assert len(host) == len(DTYPES) * (len(HEAD_DIMS) + 1) + 2 * 3
 
 
 def test_flattened_jit_source_is_self_contained_and_matches(prog):

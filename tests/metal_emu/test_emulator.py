@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from . import emu
+from . import emu, metal_source
 
 SEEDS = [1, 2, 3, 4, 5, 6, 7, 8]
 TILE_OPS = "tests/metal_emu/kernels/tile_ops.metal"
@@ -648,3 +648,20 @@ def test_member_template_specialized_in_its_class(tmp_path):
     res = emu.load(str(src)).launch("k", {0: nan_f32(32), 1: np.zeros(32, np.int32)})
     np.testing.assert_array_equal(res[0], -2.0 * np.arange(32))
     np.testing.assert_array_equal(res[1], 2 * np.arange(32) + 3)
+
+
+def test_repeated_declarations_dropped_after_an_operator_definition():
+    # `operator==`'s `=` once read as an initialiser, which ran the scan past
+    # the function's body and out of its namespace.
+    unit = (
+        '# 1 "k.metal"\n'
+        "namespace demo {\n"
+        "struct A { int x; };\n"
+        "constexpr bool operator==(A a, A b) { return a.x == b.x; }\n"
+        "template <typename T> struct P;\n"
+        "template <typename T> struct P;\n"
+        "}\n"
+    )
+    out = metal_source.drop_repeated_declarations(unit, [])
+    assert out.split("\n")[:5] == unit.split("\n")[:5]
+    assert out.split("\n")[5].strip() == "" and out.split("\n")[6] == "}"

@@ -39,11 +39,12 @@ def pack_gqa(p):
 
 
 def run_split(prog, n_splits, *, dtype="float16", D=64, B=1, H_q=2, L_q=1, L_k=200, packed=False, checks=None,
-              **case):
+              suffix="", bk=None, constants=None, **case):
     """One case through the split kernel and the combine. checks(o_part,
     row_max, row_sum, params) may look at the partials (each n_splits rows
-    of [B, H, L])."""
-    name, bq, bk, warps = kernel_for(prog, dtype, D, D)
+    of [B, H, L]). suffix, bk: the kernel (kernel_for); constants: function
+    constants besides the features."""
+    name, bq, bk, warps = kernel_for(prog, dtype, D, D, suffix, bk)
 
     def dispatch(buffers, constants, schedule, race_check):
         p = pack_gqa(buffers[4]) if packed else buffers[4]
@@ -86,7 +87,7 @@ def run_split(prog, n_splits, *, dtype="float16", D=64, B=1, H_q=2, L_q=1, L_k=2
     # for the packed rows, the heads of one query.
     shape = case.get("mask_shape")
     heads_share = shape is not None and (len(shape) < 3 or shape[-3] == 1)
-    launch = cases.Launch(name, grid=None, warps=warps, constants={},
+    launch = cases.Launch(name, grid=None, warps=warps, constants=constants or {},
                           visit_tiles=(bq, bk) if heads_share or not packed else None,
                           visit_rows=H_q // case.get("H_kv", H_q) if packed else None)
     return cases.run_case(

@@ -15,6 +15,7 @@
 #include "mlx/backend/metal/device.h"
 #include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
+#include "mlx_fused_attn/backend/metal/attention_variant.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
 #include "mlx_fused_attn/backend/metal/short_attention_metal.h"
@@ -94,9 +95,11 @@ mx::array temporary_floats(int64_t n, mx::metal::CommandEncoder& enc) {
   return a;
 }
 
-/// Where a call is planned: the stream's device.
+/// Where a call is planned: the stream's device, and the variant of the
+/// general kernel asked for (attention_variant.h).
 struct MetalTarget {
   mx::metal::Device& device;
+  fa::MetalAttnVariant variant;
 };
 
 Support plan_short(const MetalTarget& target, AttentionPlan& plan) {
@@ -108,7 +111,19 @@ Support plan_short(const MetalTarget& target, AttentionPlan& plan) {
 }
 
 Support plan_general(const MetalTarget& target, AttentionPlan& plan) {
-  plan_general_launch(plan, fa::Backend::Metal, false, 0, kMetalGpuCores);
+  plan_general_launch(
+      plan, fa::Backend::Metal, false, 0, kMetalGpuCores, target.variant);
+  // Strides are known at eval: run drops it where offsets need 64 bits, so
+  // the 64-bit pipeline is built here too, not first inside eval.
+  plan.features.stride32 = target.variant.stride32;
+  if (plan.features.stride32) {
+    AttentionPlan wide = plan;
+    wide.features.stride32 = false;
+    if (Support ready = pipeline_ready(target.device, general_pipeline(wide));
+        !ready.ok) {
+      return named(kOp, ready);
+    }
+  }
   if (plan.key_splits > 1) {
     if (Support ready = pipeline_ready(
             target.device, split_combine_pipeline(plan.dtype));
@@ -133,11 +148,13 @@ void plan(const AttentionCall& call, AttentionPlan& plan) {
     return;
   }
   auto& d = mx::metal::device(call.stream.device);
+  // A variable that names no variant raises on every call.
+  const MetalTarget target{d, metal_variant_from_env()};
   // Strided q, k, v and sinks are copied first (with_contiguous_rows), and
   // whether they are is known only at eval.
   if (admitted(
           named(kOp, pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan)) {
-    choose_family(kFamilies, MetalTarget{d}, plan);
+    choose_family(kFamilies, target, plan);
   }
 }
 
@@ -166,6 +183,11 @@ void run(
   // The backward's LSE, where the primitive asked for it (outputs[1]).
   AttentionPlan run_plan = plan;
   run_plan.features.has_lse = outputs.size() > 1;
+  if (plan.features.stride32) {
+    // Only the general kernel's plan sets it.
+    run_plan.features.stride32 =
+        stride32_fits(params, std::get<fa::AttnTiles>(plan.tiles).bk);
+  }
   const MetalPipeline pipeline = plan.family == KernelFamily::ShortAttention
       ? short_attention_pipeline(run_plan)
       : general_pipeline(run_plan);

@@ -6,15 +6,14 @@
 //   here float32 D = 20 and D_v = 12 in 8-wide fragments, padded to 24 and
 //   16 with zero columns in Q, K and V, and only the real columns stored;
 // - Q in threadgroup memory read a k step at a time (q_in_padded_shared.h,
-//   CUDA's fp32 at D >= 192), with a ring of two K/V stages.
+//   CUDA's fp32 at D >= 192; on Metal a variant with one stage,
+//   metal/attention.metal), with a ring of two K/V stages.
 //
 // Buffers, function constants and grid as metal/attention.metal; names as
-// attention_kernel_name() gives them, "_qs" appended for Q in threadgroup
-// memory.
+// attention_kernel_name() gives them ("_qs": Q in threadgroup memory).
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/tile/metal_target.h"
-#include "mlx_fused_attn/tile/q_in_padded_shared.h"
 
 using namespace metal;
 
@@ -22,24 +21,6 @@ using namespace metal;
   constant bool fc_##name [[function_constant(index)]];
 FA_ATTENTION_FEATURES(FA_DECLARE_FUNCTION_CONSTANT)
 #undef FA_DECLARE_FUNCTION_CONSTANT
-
-struct MetalSharedQTarget : fa::MetalTarget {
-  template <
-      typename T,
-      int kRows,
-      int kCols,
-      int kSrcCols,
-      int kWarpRows,
-      int kThreads>
-  using QOperand = fa::QInPaddedShared<
-      fa::MetalTarget,
-      T,
-      kRows,
-      kCols,
-      kSrcCols,
-      kWarpRows,
-      kThreads>;
-};
 
 template <typename Target, typename T, int D, int DV, int BQ, int BK, int ST>
 [[kernel]] void attention_variant(
@@ -85,6 +66,6 @@ template <typename Target, typename T, int D, int DV, int BQ, int BK, int ST>
 
 FA_VARIANT(fa::MetalTarget, "", float32, float, 20, 12, 32, 16, 1)
 FA_VARIANT(fa::MetalTarget, "", float32, float, 20, 20, 32, 16, 1)
-FA_VARIANT(MetalSharedQTarget, "_qs", float32, float, 20, 12, 32, 16, 2)
-FA_VARIANT(MetalSharedQTarget, "_qs", float16, half, 64, 64, 32, 16, 2)
-FA_VARIANT(MetalSharedQTarget, "_qs", bfloat16, bfloat, 192, 128, 32, 16, 2)
+FA_VARIANT(fa::MetalQThreadgroupTarget, "_qs", float32, float, 20, 12, 32, 16, 2)
+FA_VARIANT(fa::MetalQThreadgroupTarget, "_qs", float16, half, 64, 64, 32, 16, 2)
+FA_VARIANT(fa::MetalQThreadgroupTarget, "_qs", bfloat16, bfloat, 192, 128, 32, 16, 2)

@@ -1,13 +1,15 @@
 // The per-.metal-file driver executable: `driver REQUEST RESULT` runs one
 // launch; `driver --list` prints the kernels, parameters and function
 // constants the trampoline found, one per line, for the harness. The
-// load-counting build also writes RESULT.loads (load_count.h).
+// counting build also writes RESULT.loads (load_count.h) and RESULT.ops
+// (op_count.h).
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "kernel_table.h"
 #include "load_count.h"
+#include "op_count.h"
 #include "request.h"
 
 namespace fa_emu {
@@ -64,5 +66,6 @@ int main(int argc, char** argv) {
   fa_emu::run_launch(r);
   fa_emu::write_result(argv[2], r.buffers);
   fa_emu::write_load_counts((std::string(argv[2]) + ".loads").c_str());
+  fa_emu::write_op_counts((std::string(argv[2]) + ".ops").c_str());
   return 0;
 }

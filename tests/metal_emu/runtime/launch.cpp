@@ -147,6 +147,7 @@ void bind_threadgroup_memory(const Request& r, const KernelSpec& k) {
           " is not a multiple of 16 bytes, which Metal requires");
     }
     g_threadgroup_memory[p.index] = {std::malloc(it->second), it->second};
+    count_threadgroup_memory(g_threadgroup_memory[p.index].first, it->second);
     sizes.erase(it);
   }
   if (!sizes.empty()) {
@@ -196,6 +197,7 @@ void run_launch(Request& r) {
   std::vector<std::pair<char*, uint64_t>> shared;
   for (const SharedArray& s : r.shared_arrays) {
     shared.emplace_back(const_cast<char*>(&anchor) + s.offset, s.size);
+    count_threadgroup_memory(shared.back().first, s.size);
   }
   for (int i = 0; i < 3; ++i) {
     g_geometry.grid[i] = r.grid[i];

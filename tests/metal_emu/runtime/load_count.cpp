@@ -1,10 +1,11 @@
 // The access hooks g++'s -fsanitize=thread instrumentation calls, defined
 // here instead of linking ThreadSanitizer: each one attributes the access to
-// the bound buffer that holds it (stack, threadgroup and parameter memory
-// match none and are ignored). See load_count.h.
+// the bound buffer or the threadgroup memory that holds it (stack and
+// parameter memory, a thread's own, match neither and are ignored). See
+// load_count.h.
 #include "load_count.h"
 
-#if defined(FA_EMU_COUNT_LOADS)
+#if defined(FA_EMU_COUNT)
 
 #include <cstdio>
 #include <cstdlib>
@@ -26,8 +27,25 @@ struct Counted {
   std::vector<uint32_t> last_reader;
 };
 
+struct Region {
+  uintptr_t begin;
+  uintptr_t end;
+};
+
 std::vector<Counted> g_counted;
+std::vector<Region> g_threadgroup_memory;
+uint64_t g_threadgroup_read = 0;
+uint64_t g_threadgroup_written = 0;
 uint32_t g_threadgroup = 0;
+
+bool in_threadgroup_memory(uintptr_t a) {
+  for (const Region& r : g_threadgroup_memory) {
+    if (a >= r.begin && a < r.end) {
+      return true;
+    }
+  }
+  return false;
+}
 
 Counted* holder(uintptr_t a) {
   for (Counted& c : g_counted) {
@@ -42,6 +60,9 @@ void on_read(const void* p, uint64_t n) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   Counted* c = holder(a);
   if (c == nullptr) {
+    if (in_threadgroup_memory(a)) {
+      g_threadgroup_read += n;
+    }
     return;
   }
   c->read += n;
@@ -55,9 +76,12 @@ void on_read(const void* p, uint64_t n) {
 }
 
 void on_write(const void* p, uint64_t n) {
-  Counted* c = holder(reinterpret_cast<uintptr_t>(p));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  Counted* c = holder(a);
   if (c != nullptr) {
     c->written += n;
+  } else if (in_threadgroup_memory(a)) {
+    g_threadgroup_written += n;
   }
 }
 
@@ -68,6 +92,11 @@ void count_buffer(unsigned index, const void* data, uint64_t size) {
   Counted c{index, a, a + size};
   c.last_reader.assign(size, 0);
   g_counted.push_back(std::move(c));
+}
+
+void count_threadgroup_memory(const void* data, uint64_t size) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(data);
+  g_threadgroup_memory.push_back(Region{a, a + size});
 }
 
 void count_threadgroup_begins() {
@@ -83,12 +112,17 @@ void write_load_counts(const char* path) {
   for (const Counted& c : g_counted) {
     std::fprintf(
         f,
-        "%u %llu %llu %llu\n",
+        "buffer %u %llu %llu %llu\n",
         c.index,
         static_cast<unsigned long long>(c.read),
         static_cast<unsigned long long>(c.distinct),
         static_cast<unsigned long long>(c.written));
   }
+  std::fprintf(
+      f,
+      "threadgroup %llu %llu\n",
+      static_cast<unsigned long long>(g_threadgroup_read),
+      static_cast<unsigned long long>(g_threadgroup_written));
   std::fclose(f);
 }
 

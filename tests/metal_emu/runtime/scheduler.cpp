@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "op_count.h"
 #include "splitmix.h"
 
 namespace fa_emu {
@@ -202,6 +203,7 @@ void rendezvous_simdgroup(Combine combine, void* arg, Site site) {
     return;
   }
   race_acquire(sync);
+  count_op(site.op);
   s.combining_ = &r;
   combine(r.args, r.arrived);
   s.combining_ = nullptr;
@@ -235,6 +237,7 @@ void rendezvous_threadgroup(Site site) {
     return;
   }
   race_acquire(sync);
+  count_op(site.op);
   s.barrier_arrived_ = 0;
   ++s.barrier_episode_;
   for (ThreadState& o : s.threads_) {
