@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""Metal Shading Language conformance pass: what Metal 3.1 (macOS 14)
-forbids, found in the kernel code of a .metal file as clang's AST shows it
-(templates instantiated, macros expanded), which the emulator, the strict
-pass and the host compile checks all accept because they compile C++.
+"""Metal Shading Language conformance pass: an allowlist. Every construct of
+the kernel code of a .metal file, as clang's AST shows it (templates
+instantiated, macros expanded) and as its text holds Metal's attributes,
+must be of a form in metal_vocabulary.py, where each form cites the Metal
+Shading Language Specification 3.1 or a line of MLX's own Metal kernels;
+anything else is a finding until it is reviewed and added there. The
+emulator, the strict pass and the host compile checks all accept what they
+compile as C++; this pass accepts only what Apple's compiler is known to.
 
     python tests/metal_emu/conformance.py [--flattened] [-v] FILE.metal ...
 
@@ -32,10 +36,12 @@ import tempfile
 from dataclasses import dataclass, field
 
 if __package__:
-    from . import gen_trampoline, metal_source, strict_check
+    from . import gen_trampoline, kernel_attributes, metal_source, metal_vocabulary, strict_check
 else:  # run as a script: import the package so its relative imports work
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from metal_emu import gen_trampoline, metal_source, strict_check
+    from metal_emu import (
+        gen_trampoline, kernel_attributes, metal_source, metal_vocabulary, strict_check,
+    )
 
 REPO_ROOT = strict_check.REPO_ROOT
 FLATTEN = os.path.join(REPO_ROOT, "cmake", "flatten_source.py")
@@ -51,17 +57,25 @@ def _max_threadgroup_bytes():
 MAX_THREADGROUP_BYTES = _max_threadgroup_bytes()
 
 RULES = {
-    "long-long": "`long long` is not a Metal type (Metal's `long` is 64 bits)",
-    "double": "`double` and `long double` are not Metal types",
+    "construct": "the construct is not in the vocabulary (metal_vocabulary.NODES)",
+    "type": "the type is not a Metal type in the vocabulary (metal_vocabulary.TYPES)",
     "address-space": "every pointer and reference needs an address space "
     "(`device`, `constant`, `threadgroup` or `thread`) before Metal 4.1",
+    "implicit-object": "a member function called on an object in `device`, `constant` "
+    "or `threadgroup` memory must be declared for that address space",
+    "declaration": "the declaration is not of a form the vocabulary allows at its scope "
+    "(metal_vocabulary.DECLARATIONS)",
+    "language-level": "Metal 3.1 is C++14; the feature is not one of the later ones the "
+    "vocabulary allows (metal_vocabulary.LATER_FEATURES)",
+    "attribute": "the attribute is not in the vocabulary",
+    "kernel-argument": "every kernel argument has exactly one [[buffer(n)]], "
+    "[[threadgroup(n)]] or builtin attribute, and optionally [[function_constant(name)]]",
+    "argument-index": "a kernel's [[buffer(n)]] and [[threadgroup(n)]] indexes are unique "
+    "integer literals",
+    "function-constant": "[[function_constant(n)]] indexes are unique integer literals "
+    "in a translation unit",
+    "function-pointer": "Metal 3.1 has no function pointers",
     "recursion": "Metal has no recursion",
-    "virtual": "Metal has no virtual functions or virtual bases",
-    "exception": "Metal has no exceptions",
-    "new-delete": "Metal has no `new` or `delete`",
-    "thread-local": "Metal has no `thread_local`",
-    "function-pointer": "Metal has no function pointers",
-    "goto": "Metal has no `goto`",
     "std-header": "kernel sources may include only Metal's <metal_*> headers "
     "and the package's own",
     "threadgroup-memory": f"a kernel may declare at most {MAX_THREADGROUP_BYTES} "
@@ -89,16 +103,36 @@ _CASTS = {
     "CStyleCastExpr", "CXXStaticCastExpr", "CXXReinterpretCastExpr", "CXXConstCastExpr",
     "CXXFunctionalCastExpr",
 }
-_FORBIDDEN_NODES = {
-    "CXXThrowExpr": ("exception", "`throw`"),
-    "CXXTryStmt": ("exception", "`try`"),
-    "CXXNewExpr": ("new-delete", "`new`"),
-    "CXXDeleteExpr": ("new-delete", "`delete`"),
-    "GotoStmt": ("goto", "`goto`"),
-    "IndirectGotoStmt": ("goto", "computed `goto`"),
+_SCOPES = {
+    "TranslationUnitDecl": "program", "NamespaceDecl": "program", "LinkageSpecDecl": "program",
+    "CXXRecordDecl": "class", "ClassTemplateSpecializationDecl": "class",
+    "ClassTemplatePartialSpecializationDecl": "class",
 }
-_LONG_LONG = re.compile(r"\blong long\b")
-_DOUBLE = re.compile(r"\bdouble\b")
+# Node kinds of features past C++14, named so that their finding says which
+# (a kind that is neither here nor in the vocabulary is a `construct`).
+_LATER_NODES = {
+    "DecompositionDecl": "structured binding (C++17)",
+    "BindingDecl": "structured binding (C++17)",
+    "CXXFoldExpr": "fold expression (C++17)",
+    "CXXDeductionGuideDecl": "deduction guide (C++17)",
+    "ConceptDecl": "concept (C++20)",
+    "RequiresExpr": "requires expression (C++20)",
+    "ConceptSpecializationExpr": "concept (C++20)",
+    "CoroutineBodyStmt": "coroutine (C++20)",
+    "CoreturnStmt": "coroutine (C++20)",
+    "CoawaitExpr": "coroutine (C++20)",
+    "CoyieldExpr": "coroutine (C++20)",
+    "CXXRewrittenBinaryOperator": "three-way comparison (C++20)",
+}
+# The words clang prints builtin types with; a run of them (or one reserved
+# identifier, `__int128`, `__SVInt8_t`) is one builtin type, which must be in
+# metal_vocabulary.TYPES.
+_BUILTIN_WORDS = {
+    "void", "bool", "char", "signed", "unsigned", "short", "int", "long", "float",
+    "double", "wchar_t", "char8_t", "char16_t", "char32_t", "_Complex", "_Imaginary",
+}
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_RESERVED = re.compile(r"_[_A-Z]")
 # Pointer to (member) function, reference to function: `void (*)(int)`,
 # `void (A::*)()`, `void (&)(int)`; `T (&)[4]` (an array) does not match.
 _FUNCTION_POINTER = re.compile(r"\((?:[\w:<>, ]*::)?[*&]+\s*(?:const\s*)?\)\s*\(")
@@ -215,6 +249,44 @@ def _unqualified_declarators(type_text):
     return count
 
 
+def _builtin_types(type_text):
+    """The builtin types a printed type names: `const unsigned int *` ->
+    ['unsigned int'], `vec<long long, 2>` -> ['long long']."""
+    found, run = [], []
+    for word in _WORD.findall(_ATTRIBUTE.sub(" ", type_text)) + [""]:
+        if word in _BUILTIN_WORDS:
+            run.append(word)
+            continue
+        if run:
+            found.append(" ".join(run))
+            run = []
+        if _RESERVED.match(word) and word != "__attribute__":
+            found.append(word)
+    return found
+
+
+def _later_feature(node, kind, unit):
+    """The feature past C++14 that a node of a known kind uses, or None."""
+    if kind == "IfStmt" and node.get("isConstexpr"):
+        return "if constexpr"
+    if kind in ("IfStmt", "SwitchStmt") and node.get("hasInit"):
+        return f"init-statement in {kind[:-4].lower()} (C++17)"
+    if kind == "StaticAssertDecl" and len(node.get("inner", [])) < 2:
+        return "static_assert without a message (C++17)"
+    if kind == "NonTypeTemplateParmDecl" and "auto" in _types(node):
+        return "`auto` template parameter (C++17)"
+    begin = node.get("range", {}).get("begin", {}).get("offset")
+    name_at = _offset(node)
+    if kind == "VarDecl" and node.get("inline") and begin is not None and name_at is not None:
+        if re.search(rb"\binline\b", unit[begin:name_at]):
+            return "inline variable (C++17)"
+    if kind == "NamespaceDecl" and name_at is not None and node.get("name"):
+        after = unit[name_at + len(node["name"]) : name_at + len(node["name"]) + 8]
+        if after.lstrip().startswith(b"::"):
+            return "nested namespace definition (C++17)"
+    return None
+
+
 def _args(function):
     """The template arguments of a function template specialization."""
     return [
@@ -255,12 +327,15 @@ class _Checker:
         return self.unit.count(mark, begin, end)
 
     def walk(self, root):
-        # (node, kernel code, in an instantiation, enclosing function, is a callee)
-        stack = [(root, False, False, None, False)]
+        # (node, kernel code, in an instantiation, enclosing function, is a
+        # callee, scope: "program", "class" or "function")
+        stack = [(root, False, False, None, False, "program")]
         while stack:
-            node, kernel, instance, function, callee = stack.pop()
+            node, kernel, instance, function, callee, scope = stack.pop()
             kind = node.get("kind", "")
-            if kind.endswith("Type") or kind == "TemplateArgument" or node.get("isImplicit"):
+            if kind.endswith("Type") or kind == "TemplateArgument":
+                continue
+            if node.get("isImplicit") or node.get("implicit"):
                 continue
             offset = _offset(node)
             if offset is not None:
@@ -273,7 +348,8 @@ class _Checker:
             if kind == "TypedefDecl" and "type" in node:
                 self.typedefs[node["name"]] = node["type"]["qualType"]
             if kernel and offset is not None:
-                self.visit(node, kind, offset, instance, function, callee)
+                self.visit(node, kind, offset, instance, function, callee, scope)
+            inner_scope = _SCOPES.get(kind, "function" if kind in _FUNCTIONS else scope)
             children = node.get("inner", [])
             defines = any(c.get("kind") == "CompoundStmt" for c in children)
             if kind in _FUNCTIONS and not instance and defines:
@@ -285,27 +361,28 @@ class _Checker:
                         self.specializations.append((node.get("name"), _args(c), c["id"]))
                 pattern = templated[0]["id"] if templated else None
                 entries = [
-                    (c, kernel, instance or c["id"] != pattern, function, False)
+                    (c, kernel, instance or c["id"] != pattern, function, False, inner_scope)
                     for c in children
                 ]
             else:
                 entries = [
-                    (c, kernel, instance, function, kind in _CALLS and i == 0)
+                    (c, kernel, instance, function, kind in _CALLS and i == 0, inner_scope)
                     for i, c in enumerate(children)
                 ]
             stack.extend(reversed(entries))
 
-    def visit(self, node, kind, offset, instance, function, callee):
-        if kind in _FORBIDDEN_NODES:
-            rule, what = _FORBIDDEN_NODES[kind]
-            self.report(offset, rule, what)
-        if kind == "CXXMethodDecl" and node.get("virtual"):
-            self.report(offset, "virtual", f"virtual function '{node['name']}'")
-        for base in node.get("bases", []):
-            if base.get("isVirtual"):
-                self.report(offset, "virtual", f"virtual base '{base['type']['qualType']}'")
-        if kind == "VarDecl" and node.get("tls"):
-            self.report(offset, "thread-local", f"'{node['name']}'")
+    def visit(self, node, kind, offset, instance, function, callee, scope):
+        if kind not in metal_vocabulary.NODES:
+            if kind in _LATER_NODES:
+                self.report(offset, "language-level", _LATER_NODES[kind])
+            elif kind.endswith("Attr"):
+                self.report(offset, "attribute", f"`{kind}` in clang's AST")
+            else:
+                self.report(offset, "construct", f"`{kind}` in clang's AST")
+        feature = _later_feature(node, kind, self.unit)
+        if feature and feature not in metal_vocabulary.LATER_FEATURES:
+            self.report(offset, "language-level", feature)
+        self.visit_declaration(node, kind, offset, scope)
         if kind in ("DeclRefExpr", "MemberExpr") and function is not None:
             ref = node.get("referencedDecl", {})
             if ref.get("kind") in _FUNCTIONS:
@@ -324,14 +401,58 @@ class _Checker:
         decays = node.get("castKind") == "FunctionToPointerDecay"
         if kind == "ImplicitCastExpr" and decays and not callee:
             self.report(offset, "function-pointer", "function used as a pointer")
-        if kind == "FloatingLiteral" and "long double" in _types(node):
-            self.report(offset, "double", "`long double` literal")
-        if kind == "IntegerLiteral" and any(_LONG_LONG.search(t) for t in _types(node)):
-            self.report(offset, "long-long", "`long long` literal")
+        if kind in ("IntegerLiteral", "FloatingLiteral"):
+            # An unsuffixed floating literal is a float in Metal, a double here.
+            allowed = set(metal_vocabulary.TYPES) | ({"double"} if kind == "FloatingLiteral" else set())
+            for t in {b for t in _types(node) for b in _builtin_types(t)} - allowed:
+                self.report(offset, "type", f"literal of type '{t}'")
         if kind in _TYPED_DECLS or kind in _FUNCTIONS or kind in _CASTS:
             self.visit_typed(node, kind, offset, instance)
+        if kind == "UnaryExprOrTypeTraitExpr" and "argType" in node:
+            for t in {b for t in _types({"type": node["argType"]}) for b in _builtin_types(t)}:
+                if t not in metal_vocabulary.TYPES:
+                    self.report(offset, "type", f"{node.get('name', 'sizeof')} of '{t}'")
         if kind == "VarDecl" and node.get("storageClass") == "static" and function is not None:
             self.shared.setdefault(function, []).append((node["name"], node["type"]["qualType"]))
+
+    def visit_declaration(self, node, kind, offset, scope):
+        """Declarations by scope: each must be of a form in
+        metal_vocabulary.DECLARATIONS."""
+        name = node.get("name", "")
+        if kind == "VarTemplateDecl":
+            self.report(offset, "declaration", f"variable template '{name}'")
+        if kind == "CXXMethodDecl" and node.get("virtual"):
+            self.report(offset, "declaration", f"virtual function '{name}'")
+        for base in node.get("bases", []):
+            if base.get("isVirtual"):
+                self.report(offset, "declaration", f"virtual base '{base['type']['qualType']}'")
+        if kind != "VarDecl":
+            return
+        type_text = node.get("type", {}).get("qualType", "")
+        # The variable's own address space: that of its type's outermost
+        # declarator (after the last `*` or `&`), arrays aside.
+        own = type_text.split("[")[0]
+        own = own[max(own.rfind("*"), own.rfind("&")) + 1 :]
+        spaces = set(re.findall(r"address_space\((\d+)\)", own))
+        static = node.get("storageClass") == "static"
+        if node.get("tls"):
+            form = None
+        elif scope == "program":
+            form = "program-scope variable in constant" if spaces == {"2"} else None
+        elif scope == "class":
+            form = "static data member in constant" if spaces == {"2"} else None
+        elif static:
+            array = type_text.rstrip().endswith("]")
+            form = "function-scope threadgroup array" if spaces == {"3"} and array else None
+        elif node.get("constexpr"):
+            form = "local constexpr variable"
+        else:
+            form = "local variable" if not spaces else None
+        if form is None or form not in metal_vocabulary.DECLARATIONS:
+            where = {"program": "program-scope variable", "class": "static data member",
+                     "function": "function-scope static variable" if static else "local variable"}
+            what = "`thread_local` variable" if node.get("tls") else where[scope]
+            self.report(offset, "declaration", f"{what} '{name}' of type '{type_text}'")
 
     def visit_typed(self, node, kind, offset, instance):
         types = _types(node)
@@ -342,13 +463,14 @@ class _Checker:
         written = types[0]
         what = f"'{node['name']}'" if node.get("name") else "cast"
         what = f"{what} has type '{written}'"
-        if any(_LONG_LONG.search(t) for t in types):
-            self.report(offset, "long-long", what)
         # A deduced type (auto, a template argument) prints the same sugared
-        # and desugared; an unsuffixed literal is float in Metal, double here.
-        deduced = len(types) == 2 and types[0] == types[1]
-        if not instance and not deduced and any(_DOUBLE.search(t) for t in types):
-            self.report(offset, "double", what)
+        # and desugared, and an instantiation's types are deduced: an
+        # unsuffixed literal is a float in Metal, a double here.
+        deduced = instance or (len(types) == 2 and types[0] == types[1])
+        allowed = set(metal_vocabulary.TYPES) | ({"double"} if deduced else set())
+        unknown = sorted({b for t in types for b in _builtin_types(t)} - allowed)
+        if unknown:
+            self.report(offset, "type", f"{what} ('{', '.join(unknown)}')")
         if _FUNCTION_POINTER.search(written):
             self.report(offset, "function-pointer", what)
             return  # a function has no address space
@@ -509,6 +631,49 @@ def _include_findings(source_map):
 
 
 _NOT_FOUND = re.compile(r"^(.*?):(\d+):(\d+): fatal error: '([^']+)' file not found", re.M)
+_DIAGNOSTIC = re.compile(r"^(.*?):(\d+):(\d+): (error|note|warning): (.*)$")
+# What clang says of a member function called on an object in another
+# address space than its implicit object parameter's (the generic one, which
+# is Metal's `thread`, unless the method is declared for another): the
+# error itself, or a note under an error about a conversion or a call.
+_IMPLICIT_OBJECT = re.compile(
+    r"'this' argument to member function|cannot initialize object parameter|"
+    r"'this' object is in address space")
+
+
+def _diagnostic_findings(stderr, source_map, path):
+    """clang's errors on the unit, one Finding each at the line of kernel
+    code it points to: `implicit-object` where it or a note under it is about
+    a member function's implicit object, `compile` otherwise."""
+    errors = []  # [line of the unit, column, message, implicit object]
+    for line in stderr.splitlines():
+        m = _DIAGNOSTIC.match(line)
+        if not m:
+            continue
+        _, unit_line, col, severity, message = m.groups()
+        implicit = bool(_IMPLICIT_OBJECT.search(message))
+        if severity == "error":
+            errors.append([int(unit_line), int(col), message, implicit])
+        elif severity == "note" and errors:
+            errors[-1][3] |= implicit
+    findings = []
+    for unit_line, col, message, implicit in errors:
+        _, file, line, _ = source_map.origins[unit_line - 1]
+        rule = "implicit-object" if implicit else "compile"
+        findings.append(Finding(file, line, col, rule, f"{message}: {RULES[rule]}"))
+    return findings or [Finding(os.path.abspath(path), 0, 0, "compile", stderr.strip())]
+
+
+def _attribute_findings(pre):
+    """The findings of kernel_attributes over the kernel code of `pre`."""
+    # The emulator's FA_SHARED_ARRAY_DECL, which the pass itself defines.
+    masked = [d.split("=", 1)[1] for d in strict_check.DEFINES if "FA_SHARED_ARRAY_DECL" in d]
+    text = kernel_attributes.KernelText(pre, strict_check.INTERNAL, masked)
+    findings = []
+    for issue in kernel_attributes.check(text):
+        file, line, col = text.locate(issue.offset)
+        findings.append(Finding(file, line, col, issue.rule, f"{issue.message}: {RULES[issue.rule]}"))
+    return findings
 
 
 def check(path, clang=None, include_dirs=()):
@@ -524,9 +689,16 @@ def check(path, clang=None, include_dirs=()):
             if not any(p.startswith(d) for d in strict_check.INTERNAL)
         ]
         return Report(missing or [Finding(os.path.abspath(path), 0, 0, "compile", pre.strip())])
+    attribute_findings = _attribute_findings(pre)
     unit = strict_check.strict_unit(pre, SPELLING)
     source_map = _SourceMap(unit)
-    program = gen_trampoline.parse(pre, strict_check.INTERNAL)
+    try:
+        program = gen_trampoline.parse(pre, strict_check.INTERNAL)
+    except gen_trampoline.ParseError as e:
+        # Kernel arguments the trampoline cannot read; the attribute findings
+        # say which, or else the error does.
+        findings = attribute_findings or [Finding(os.path.abspath(path), 0, 0, "compile", str(e))]
+        return Report(sorted(set(findings)))
     instances = [(k.host_name or k.name, k.name, []) for k in program.kernels if not k.is_template]
     for inst in program.instances:
         ref = gen_trampoline.tokenize(inst.ref)
@@ -542,13 +714,15 @@ def check(path, clang=None, include_dirs=()):
             [clang, *AST_FLAGS, "-x", "c++-cpp-output", ii], capture_output=True, text=True
         )
     if proc.returncode != 0:
-        return Report([Finding(os.path.abspath(path), 0, 0, "compile", proc.stderr.strip())])
+        findings = _diagnostic_findings(proc.stderr, source_map, path) + attribute_findings
+        return Report(sorted(set(findings)))
     checker = _Checker(unit, source_map, instances)
     checker.walk(json.loads(proc.stdout))
     report = Report()
     checker.check_recursion()
     checker.check_threadgroup(report)
-    report.findings = sorted(checker.findings | set(_include_findings(source_map)))
+    findings = checker.findings | set(_include_findings(source_map)) | set(attribute_findings)
+    report.findings = sorted(findings)
     return report
 
 
