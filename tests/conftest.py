@@ -63,6 +63,7 @@ TESTS = pathlib.Path(__file__).parent
 COMPILE_TIER = {
     "test_cpu_na_isa.py",
     "test_metal_conformance.py",
+    "test_metal_conformance_mlx.py",
     "test_build_metallib.py",
     "test_mlx_includes.py",
 }

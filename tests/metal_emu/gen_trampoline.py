@@ -321,6 +321,26 @@ def _outside_parens(tokens):
     return out
 
 
+def _after_template_parameters(tokens):
+    """A declaration without its leading `template <...>`, whose default
+    arguments (`typename MaskType = float`) are no initialiser."""
+    if tokens[:2] != ["template", "<"]:
+        return tokens
+    depth = 0
+    for i, t in enumerate(tokens):
+        if t in ("(", "["):
+            depth += 100
+        elif t in (")", "]"):
+            depth -= 100
+        elif t == "<":
+            depth += 1
+        elif t == ">":
+            depth -= 1
+            if depth == 0:
+                return tokens[i + 1 :]
+    return tokens
+
+
 def parse(preprocessed, internal):
     """Reads the kernel code of a preprocessed translation unit; `internal`
     lists path prefixes (shim, runtime, wrapper) that are not kernel code."""
@@ -350,7 +370,7 @@ def parse(preprocessed, internal):
             ns = tuple(n for parts in scopes for n in parts)
             stmt = tokens[start:i]
             i = skip_balanced(tokens, i, "{", "}")
-            if "=" in _outside_parens(stmt) or (
+            if "=" in _outside_parens(_after_template_parameters(stmt)) or (
                 stmt and stmt[0] in ("struct", "class", "union", "enum")
             ):
                 # An initialiser or a type definition: runs on to its ';'.

@@ -44,6 +44,9 @@ ADDRESS_SPACE_ATTRIBUTE = {
 }
 TARGET = ["-std=c++17", "-target", "aarch64-linux-gnu", "-ffreestanding", "-fno-exceptions"]
 DEFINES = [
+    # Metal's compiler predefines __METAL__; MLX's defines.h puts its
+    # program-scope constants in `constant` space only where it is defined.
+    "-D__METAL__=1",
     "-D__METAL_VERSION__=310",
     "-D__HAVE_BFLOAT__=1",
     "-DFA_SHARED_ARRAY_DECL=static " + ADDRESS_SPACE_ATTRIBUTE["threadgroup"],
@@ -51,6 +54,34 @@ DEFINES = [
 QUIET = ["-Wno-unknown-attributes", "-Wno-unknown-pragmas", "-Wno-ignored-attributes"]
 
 _INSTANCE_ATTRIBUTES = re.compile(r"\btemplate\s*((?:\[\[.*?\]\]\s*)+)(?=[^\s<])")
+# A threadgroup variable declared in a function body, `threadgroup T x[N];`
+# (no pointer or reference declarator before the name).
+_THREADGROUP_VARIABLE = re.compile(
+    r"^(\s*)(threadgroup\s+(?:const\s+)?[A-Za-z_][\w:<>, ]*?\s+[A-Za-z_]\w*\s*[\[;])"
+)
+# A parameter declared as an array in device, constant or threadgroup memory,
+# `constant const int64_t strides[2]`. C++ adjusts it to a pointer to the
+# element, as Metal does, but stock clang rejects the address space on the
+# array before adjusting it (only OpenCL allows it), so it is written as
+# the adjusted pointer, `constant const int64_t* strides` (one dimension;
+# clang reports an array of arrays, which MLX does not declare).
+_ARRAY_PARAMETER = re.compile(
+    r"\b((?:device|constant|threadgroup)\b[^,();{}=\[\]]*?)\s*\b([A-Za-z_]\w*)\s*"
+    r"\[(?!\[)[^\]]*\](?=\s*[,)])"
+)
+# A member function's qualifier for the address space of `this`, after its
+# parameter list (and a `const`): `complex_t() threadgroup : ...`.
+_THIS_QUALIFIER = re.compile(
+    r"(\)\s*(?:const\s+)?)\b(device|constant|threadgroup)\b(?=\s*(?:[:{;]|$))"
+)
+# Stock clang has no address space for `this` outside OpenCL. A method
+# qualified with `thread` (Metal's default) keeps its meaning with the
+# qualifier gone; one qualified with another address space stays a distinct
+# overload that no call can select (an enable_if that is false, distinct per
+# address space), so its body is still checked, and code that needs it (an
+# object constructed in threadgroup or constant memory) does not compile
+# here, rather than silently calling the `thread` overload.
+_THIS_ADDRESS_SPACE = {"device": 1, "constant": 2, "threadgroup": 3}
 
 
 def find_clang():
@@ -87,11 +118,43 @@ def preprocess(path, clang, include_dirs=()):
     return pre.returncode == 0, pre.stdout if pre.returncode == 0 else pre.stderr
 
 
+def _in_kernel_code(preprocessed, transform):
+    """The preprocessed unit with transform applied to each line of kernel
+    code (directives aside)."""
+    return "\n".join(
+        transform(line)
+        if origin[0] == "code" and origin[3] and not line.lstrip().startswith("#")
+        else line
+        for line, origin in metal_source.line_origins(preprocessed, INTERNAL)
+    ) + "\n"
+
+
+def _this_qualifier(m):
+    space = m.group(2)
+    condition = f"!{_THIS_ADDRESS_SPACE[space]}"
+    return f'{m.group(1)}__attribute__((enable_if({condition}, "{space[0]}")))'
+
+
+def _metal_declarations(line):
+    """One line of kernel code with what stock clang cannot read in Metal's
+    own terms written as clang reads it: a threadgroup variable in a
+    function body (shared by the threadgroup, so static, as the package's
+    FA_SHARED_ARRAY_DECL arrays are), an array parameter in an address
+    space, and the address space of `this`."""
+    line = _THREADGROUP_VARIABLE.sub(r"\1static \2", line)
+    line = _ARRAY_PARAMETER.sub(r"\1* \2", line)
+    return _THIS_QUALIFIER.sub(_this_qualifier, line)
+
+
 def strict_unit(preprocessed, spelling=ADDRESS_SPACE_ATTRIBUTE):
-    """The preprocessed unit as stock clang can check it: the address-space
-    qualifiers of the kernel code written as spelling[qualifier], the
-    attributes stock clang rejects on explicit instantiations dropped."""
-    unit = metal_source.rewrite_address_spaces(preprocessed, INTERNAL, spelling)
+    """The preprocessed unit as stock clang can check it: threadgroup
+    variables in function bodies made static, methods qualified with an
+    address space made distinct overloads that no call selects, the
+    address-space qualifiers of the kernel code written as
+    spelling[qualifier], and the attributes stock clang rejects on explicit
+    instantiations dropped."""
+    unit = _in_kernel_code(preprocessed, _metal_declarations)
+    unit = metal_source.rewrite_address_spaces(unit, INTERNAL, spelling)
     return _drop_instance_attributes(unit)
 
 

@@ -126,6 +126,14 @@ T simd_shuffle_rotate_down(T data, ushort delta);
 template <class T>
 T simd_shuffle_rotate_up(T data, ushort delta);
 template <class T>
+T simd_shuffle_and_fill_down(T data, T filling_data, ushort delta);
+template <class T>
+T simd_shuffle_and_fill_down(T data, T filling_data, ushort delta, ushort modulo);
+template <class T>
+T simd_shuffle_and_fill_up(T data, T filling_data, ushort delta);
+template <class T>
+T simd_shuffle_and_fill_up(T data, T filling_data, ushort delta, ushort modulo);
+template <class T>
 T simd_broadcast(T data, ushort lane);
 template <class T>
 T simd_broadcast_first(T data);

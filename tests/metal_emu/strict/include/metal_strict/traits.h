@@ -14,6 +14,8 @@ struct integral_constant {
     return v;
   }
 };
+template <bool B>
+using bool_constant = integral_constant<bool, B>;
 typedef integral_constant<bool, true> true_type;
 typedef integral_constant<bool, false> false_type;
 
@@ -80,6 +82,25 @@ template <class T>
 struct remove_pointer<T*> {
   typedef T type;
 };
+// Metal's thread address space is clang's default one here.
+template <class T>
+struct remove_addrspace {
+  typedef T type;
+};
+template <class T>
+struct remove_addrspace<FA_STRICT_DEVICE T> {
+  typedef T type;
+};
+template <class T>
+struct remove_addrspace<FA_STRICT_CONSTANT T> {
+  typedef T type;
+};
+template <class T>
+struct remove_addrspace<FA_STRICT_THREADGROUP T> {
+  typedef T type;
+};
+template <class T>
+using remove_addrspace_t = typename remove_addrspace<T>::type;
 template <class T>
 using remove_const_t = typename remove_const<T>::type;
 template <class T>
@@ -88,6 +109,11 @@ template <class T>
 using remove_reference_t = typename remove_reference<T>::type;
 template <class T>
 using remove_pointer_t = typename remove_pointer<T>::type;
+
+template <class From, class To>
+struct is_convertible : integral_constant<bool, __is_convertible_to(From, To)> {};
+template <class From, class To>
+constexpr bool is_convertible_v = is_convertible<From, To>::value;
 
 template <class T>
 struct is_pointer : false_type {};

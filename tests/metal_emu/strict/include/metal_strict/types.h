@@ -20,6 +20,14 @@ typedef __SIZE_TYPE__ size_t;
 typedef __PTRDIFF_TYPE__ ptrdiff_t;
 typedef _Float16 half;
 typedef __fp16 bfloat;
+typedef char int8_t;
+typedef uchar uint8_t;
+typedef short int16_t;
+typedef ushort uint16_t;
+typedef int int32_t;
+typedef uint uint32_t;
+typedef long int64_t;
+typedef ulong uint64_t;
 
 template <class T, int N>
 using vec = T __attribute__((ext_vector_type(N)));
@@ -52,6 +60,14 @@ FA_STRICT_VECTORS(float, float)
 
 } // namespace metal
 
+// Metal's half literals, 1.0h: a suffix of the language, a literal
+// operator here (reserved suffixes are the implementation's to define).
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wuser-defined-literals"
+constexpr metal::half operator""h(long double x) {
+  return metal::half(x);
+}
+#pragma clang diagnostic pop
 
 #define bool2(...) ::metal::strict::make_vector<::metal::bool2>(__VA_ARGS__)
 #define bool3(...) ::metal::strict::make_vector<::metal::bool3>(__VA_ARGS__)
