@@ -103,6 +103,7 @@ _CASTS = {
     "CStyleCastExpr", "CXXStaticCastExpr", "CXXReinterpretCastExpr", "CXXConstCastExpr",
     "CXXFunctionalCastExpr",
 }
+_VARIABLES = {"VarDecl", "VarTemplateSpecializationDecl", "VarTemplatePartialSpecializationDecl"}
 _SCOPES = {
     "TranslationUnitDecl": "program", "NamespaceDecl": "program", "LinkageSpecDecl": "program",
     "CXXRecordDecl": "class", "ClassTemplateSpecializationDecl": "class",
@@ -131,7 +132,7 @@ _BUILTIN_WORDS = {
     "void", "bool", "char", "signed", "unsigned", "short", "int", "long", "float",
     "double", "wchar_t", "char8_t", "char16_t", "char32_t", "_Complex", "_Imaginary",
 }
-_WORD = re.compile(r"[A-Za-z_]\w*")
+_TYPE_TOKEN = re.compile(r"[A-Za-z_]\w*|\S")
 _RESERVED = re.compile(r"_[_A-Z]")
 # Pointer to (member) function, reference to function: `void (*)(int)`,
 # `void (A::*)()`, `void (&)(int)`; `T (&)[4]` (an array) does not match.
@@ -253,7 +254,7 @@ def _builtin_types(type_text):
     """The builtin types a printed type names: `const unsigned int *` ->
     ['unsigned int'], `vec<long long, 2>` -> ['long long']."""
     found, run = [], []
-    for word in _WORD.findall(_ATTRIBUTE.sub(" ", type_text)) + [""]:
+    for word in _TYPE_TOKEN.findall(_ATTRIBUTE.sub(" ", type_text)) + [""]:
         if word in _BUILTIN_WORDS:
             run.append(word)
             continue
@@ -266,24 +267,24 @@ def _builtin_types(type_text):
 
 
 def _later_feature(node, kind, unit):
-    """The feature past C++14 that a node of a known kind uses, or None."""
+    """The C++17 feature that a node of a known kind uses, or None."""
     if kind == "IfStmt" and node.get("isConstexpr"):
         return "if constexpr"
     if kind in ("IfStmt", "SwitchStmt") and node.get("hasInit"):
-        return f"init-statement in {kind[:-4].lower()} (C++17)"
+        return f"init-statement in {kind[:-4].lower()}"
     if kind == "StaticAssertDecl" and len(node.get("inner", [])) < 2:
-        return "static_assert without a message (C++17)"
+        return "static_assert without a message"
     if kind == "NonTypeTemplateParmDecl" and "auto" in _types(node):
-        return "`auto` template parameter (C++17)"
+        return "`auto` template parameter"
     begin = node.get("range", {}).get("begin", {}).get("offset")
     name_at = _offset(node)
     if kind == "VarDecl" and node.get("inline") and begin is not None and name_at is not None:
         if re.search(rb"\binline\b", unit[begin:name_at]):
-            return "inline variable (C++17)"
+            return "inline variable"
     if kind == "NamespaceDecl" and name_at is not None and node.get("name"):
         after = unit[name_at + len(node["name"]) : name_at + len(node["name"]) + 8]
         if after.lstrip().startswith(b"::"):
-            return "nested namespace definition (C++17)"
+            return "nested namespace definition"
     return None
 
 
@@ -328,7 +329,8 @@ class _Checker:
 
     def walk(self, root):
         # (node, kernel code, in an instantiation, enclosing function, is a
-        # callee, scope: "program", "class" or "function")
+        # callee, scope: "program", "class" or "function"; "template" for
+        # the variable of a variable template)
         stack = [(root, False, False, None, False, "program")]
         while stack:
             node, kernel, instance, function, callee, scope = stack.pop()
@@ -350,7 +352,11 @@ class _Checker:
             if kernel and offset is not None:
                 self.visit(node, kind, offset, instance, function, callee, scope)
             inner_scope = _SCOPES.get(kind, "function" if kind in _FUNCTIONS else scope)
-            children = node.get("inner", [])
+            if kind == "VarTemplateDecl" and scope == "program":
+                inner_scope = "template"
+            # A user-defined literal is Metal's half literal (`1.0h`), whose
+            # operator the strict library declares: its call is not kernel code.
+            children = node.get("inner", []) if kind != "UserDefinedLiteral" else []
             defines = any(c.get("kind") == "CompoundStmt" for c in children)
             if kind in _FUNCTIONS and not instance and defines:
                 self.specializations.append((node.get("name"), [], node["id"]))
@@ -381,7 +387,7 @@ class _Checker:
                 self.report(offset, "construct", f"`{kind}` in clang's AST")
         feature = _later_feature(node, kind, self.unit)
         if feature and feature not in metal_vocabulary.LATER_FEATURES:
-            self.report(offset, "language-level", feature)
+            self.report(offset, "language-level", f"{feature} (C++17)")
         self.visit_declaration(node, kind, offset, scope)
         if kind in ("DeclRefExpr", "MemberExpr") and function is not None:
             ref = node.get("referencedDecl", {})
@@ -419,14 +425,12 @@ class _Checker:
         """Declarations by scope: each must be of a form in
         metal_vocabulary.DECLARATIONS."""
         name = node.get("name", "")
-        if kind == "VarTemplateDecl":
-            self.report(offset, "declaration", f"variable template '{name}'")
         if kind == "CXXMethodDecl" and node.get("virtual"):
             self.report(offset, "declaration", f"virtual function '{name}'")
         for base in node.get("bases", []):
             if base.get("isVirtual"):
                 self.report(offset, "declaration", f"virtual base '{base['type']['qualType']}'")
-        if kind != "VarDecl":
+        if kind not in _VARIABLES:
             return
         type_text = node.get("type", {}).get("qualType", "")
         # The variable's own address space: that of its type's outermost
@@ -437,8 +441,12 @@ class _Checker:
         static = node.get("storageClass") == "static"
         if node.get("tls"):
             form = None
-        elif scope == "program":
-            form = "program-scope variable in constant" if spaces == {"2"} else None
+        elif scope in ("program", "template"):
+            variable_template = scope == "template" or kind != "VarDecl"
+            form = None
+            if spaces == {"2"}:
+                form = "variable template in constant" if variable_template else (
+                    "program-scope variable in constant")
         elif scope == "class":
             form = "static data member in constant" if spaces == {"2"} else None
         elif static:
@@ -449,7 +457,8 @@ class _Checker:
         else:
             form = "local variable" if not spaces else None
         if form is None or form not in metal_vocabulary.DECLARATIONS:
-            where = {"program": "program-scope variable", "class": "static data member",
+            where = {"program": "program-scope variable", "template": "variable template",
+                     "class": "static data member",
                      "function": "function-scope static variable" if static else "local variable"}
             what = "`thread_local` variable" if node.get("tls") else where[scope]
             self.report(offset, "declaration", f"{what} '{name}' of type '{type_text}'")
@@ -458,7 +467,9 @@ class _Checker:
         types = _types(node)
         if kind in _FUNCTIONS:
             types = [_return_type(t) for t in types]
-        if not types:
+        # Clang specializes a conversion function template for every target
+        # type it tries in overload resolution, written nowhere.
+        if not types or (instance and kind == "CXXConversionDecl"):
             return
         written = types[0]
         what = f"'{node['name']}'" if node.get("name") else "cast"
@@ -510,9 +521,13 @@ class _Checker:
 
     def resolve(self, type_name):
         seen = set()
-        while type_name in self.typedefs and type_name not in seen:
+        while type_name not in seen:
             seen.add(type_name)
-            type_name = self.typedefs[type_name]
+            # Typedefs are recorded by their unqualified names.
+            name = type_name.split("::")[-1]
+            if name not in self.typedefs:
+                break
+            type_name = self.typedefs[name]
         return type_name
 
     def check_threadgroup(self, report):

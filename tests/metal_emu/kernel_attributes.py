@@ -176,9 +176,6 @@ def check(kernel_text):
         for a in attrs:
             if a.name not in _ANYWHERE:
                 issues.append(Issue(a.offset, "attribute", f"[[{a.name}]] is not in the vocabulary"))
-            elif a.name in _LOCATORS:
-                issues.append(Issue(a.offset, "kernel-argument",
-                                    f"[[{a.name}]] outside the parameters of a kernel"))
             elif a.name == "function_constant":
                 if not _INDEX.fullmatch(a.args):
                     issues.append(Issue(a.offset, "function-constant",

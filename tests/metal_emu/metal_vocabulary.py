@@ -54,6 +54,7 @@ NODES = {
     "CXXConversionDecl": Mlx("complex.h", 141, "constexpr operator U() const device {"),
     "CXXMethodDecl": Mlx("steel/attn/mma.h", 71, "METAL_FUNC static constexpr short2 get_coord("),
     "CXXRecordDecl": Mlx("steel/attn/kernels/steel_attention.h", 19, "struct MaxOp {"),
+    "EmptyDecl": Mlx("bf16_math.h", 232, "__METAL_MAYBE_FAST_MATH__);"),  # a `;` after a macro's own
     "EnumConstantDecl": CXX14,
     "EnumDecl": CXX14,
     "FieldDecl": CXX14,
@@ -67,6 +68,10 @@ NODES = {
     "TypeAliasDecl": Mlx("fp_quantized.h", 718, "using W_T = uint32_t;"),
     "TypeAliasTemplateDecl": CXX14,
     "TypedefDecl": Mlx("fp_quantized.h", 292, "typedef float U;"),
+    # Variable templates; their variables are checked as declarations.
+    "VarTemplateDecl": Mlx("complex.h", 14, "static constexpr constant bool is_complex_v = false;"),
+    "VarTemplatePartialSpecializationDecl": Mlx("complex.h", 17, "static constexpr constant bool is_complex_v<complex_t<T>> = true;"),
+    "VarTemplateSpecializationDecl": Mlx("complex.h", 14, "static constexpr constant bool is_complex_v = false;"),
     "UsingDirectiveDecl": Mlx("steel/attn/kernels/steel_attention.h", 5, "using namespace mlx::steel;"),
     "VarDecl": Mlx("steel/attn/kernels/steel_attention.h", 91, "ulong3 tidl{tid.x, tid.y, tid.z};"),
     # Statements.
@@ -77,6 +82,7 @@ NODES = {
     "DeclStmt": CXX14,
     "ForStmt": Mlx("steel/attn/kernels/steel_attention.h", 242, "for (short dd = 0; dd < TDh; dd++) {"),
     "IfStmt": Mlx("steel/attn/kernels/steel_attention.h", 235, "if (!align_Q && int(tid.x) == (params->NQ_aligned)) {"),
+    "NullStmt": CXX14,
     "ReturnStmt": Mlx("steel/attn/kernels/steel_attention.h", 22, "return metal::max(x, y);"),
     "WhileStmt": Mlx("sort.h", 111, "while (A_st < A_ed) {"),
     # Expressions.
@@ -99,7 +105,9 @@ NODES = {
     "CXXNullPtrLiteralExpr": Mlx("fp_quantized.h", 199, "const device float* global_scale = nullptr) thread"),
     "CXXOperatorCallExpr": CXX14,
     "CXXReinterpretCastExpr": Mlx("steel/attn/kernels/steel_attention.h", 339, "reinterpret_cast<threadgroup AccumType*>(KV_smem);"),
+    "CXXScalarValueInitExpr": CXX14,
     "CXXStaticCastExpr": Mlx("steel/attn/kernels/steel_attention.h", 277, "static_cast<AccumType>(sinks[tidl.y]);"),
+    "CXXTemporaryObjectExpr": Mlx("complex.h", 305, "complex_t<half>{1.0h, 2.0h}"),
     "CXXThisExpr": CXX14,
     "CXXUnresolvedConstructExpr": CXX14,
     "DeclRefExpr": CXX14,
@@ -113,6 +121,8 @@ NODES = {
     "MaterializeTemporaryExpr": CXX14,
     "MemberExpr": Mlx("steel/attn/kernels/steel_attention.h", 97, "params->gqa_factor"),
     "OpaqueValueExpr": CXX14,
+    "PackExpansionExpr": Mlx("steel/utils/integral_constant.h", 125, "return x + sum(us...);"),
+    "ParenListExpr": Mlx("complex.h", 35, ": real(real), imag(imag) {};"),
     "ParenExpr": CXX14,
     "StringLiteral": Mlx("steel/attn/kernels/steel_attention.h", 185, '"WN must be 1 or 2"'),
     "SubstNonTypeTemplateParmExpr": CXX14,
@@ -120,8 +130,15 @@ NODES = {
     "UnaryOperator": Mlx("steel/attn/kernels/steel_attention.h", 235, "!align_Q"),
     "UnresolvedLookupExpr": CXX14,
     "UnresolvedMemberExpr": CXX14,
+    # Metal's `h` suffix of half literals, which the strict library declares
+    # as a literal operator (its `long double` parameter is not kernel code).
+    "UserDefinedLiteral": Mlx("complex.h", 305, "complex_t<half>{1.0h, 2.0h}"),
     # Attributes as clang's AST holds them (their spellings: ATTRIBUTES).
     "AlwaysInlineAttr": Mlx("steel/attn/kernels/steel_attention.h", 21, "METAL_FUNC static constexpr T apply(T x, T y) {"),
+    "AlignedAttr": Mlx("steel/attn/loader.h", 42, "struct alignas(alignment * sizeof(T)) ReadVector {"),
+    # The strict pass's spelling of a member function declared for the
+    # device, constant or threadgroup address space (strict_check.py).
+    "EnableIfAttr": Mlx("complex.h", 141, "constexpr operator U() const device {"),
     "LoopHintAttr": Mlx("steel/defines.h", 6, '#define STEEL_PRAGMA_UNROLL _Pragma("clang loop unroll(full)")'),
 }
 
@@ -185,6 +202,7 @@ FUNCTION_CONSTANT_ARGUMENT = Mlx(
 # Declarations by scope. Each declaration in kernel code must take one of
 # these forms; the checker says which it is.
 DECLARATIONS = {
+    "variable template in constant": Mlx("complex.h", 14, "static constexpr constant bool is_complex_v = false;"),
     "program-scope variable in constant": Mlx(
         "steel/attn/kernels/steel_attention.h", 11, "constant bool align_Q [[function_constant(200)]];"),
     # STEEL_CONST is `static constant constexpr const` (steel/defines.h:5).
@@ -205,10 +223,11 @@ DECLARATIONS = {
 # pass compiles as C++17 so that it sees them at all). The checker detects
 # if constexpr, init-statements in if and switch, inline variables, nested
 # namespace definitions, static_assert without a message, `auto` template
-# parameters, structured bindings, fold expressions, deduction guides and
-# concepts; all but these are findings.
+# parameters, structured bindings, fold expressions, deduction guides,
+# concepts and coroutines; all but these are findings.
 LATER_FEATURES = {
     "if constexpr": Mlx("steel/attn/kernels/steel_attention.h", 234, "if constexpr (!q_in_registers) {"),
+    "inline variable": Mlx("utils.h", 80, "inline static constexpr constant complex_t<T> max = complex_t<T>("),
 }
 
 
