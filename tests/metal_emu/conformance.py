@@ -656,24 +656,24 @@ _IMPLICIT_OBJECT = re.compile(
     r"'this' object is in address space")
 
 
-def _diagnostic_findings(stderr, source_map, path):
-    """clang's errors on the unit, one Finding each at the line of kernel
-    code it points to: `implicit-object` where it or a note under it is about
-    a member function's implicit object, `compile` otherwise."""
-    errors = []  # [line of the unit, column, message, implicit object]
+def _diagnostic_findings(stderr, path):
+    """clang's errors on the unit, one Finding each where it points (the line
+    markers make clang name the source file and line): `implicit-object`
+    where it or a note under it is about a member function's implicit
+    object, `compile` otherwise."""
+    errors = []  # [file, line, column, message, implicit object]
     for line in stderr.splitlines():
         m = _DIAGNOSTIC.match(line)
         if not m:
             continue
-        _, unit_line, col, severity, message = m.groups()
+        file, line, col, severity, message = m.groups()
         implicit = bool(_IMPLICIT_OBJECT.search(message))
         if severity == "error":
-            errors.append([int(unit_line), int(col), message, implicit])
+            errors.append([file, int(line), int(col), message, implicit])
         elif severity == "note" and errors:
-            errors[-1][3] |= implicit
+            errors[-1][4] |= implicit
     findings = []
-    for unit_line, col, message, implicit in errors:
-        _, file, line, _ = source_map.origins[unit_line - 1]
+    for file, line, col, message, implicit in errors:
         rule = "implicit-object" if implicit else "compile"
         findings.append(Finding(file, line, col, rule, f"{message}: {RULES[rule]}"))
     return findings or [Finding(os.path.abspath(path), 0, 0, "compile", stderr.strip())]
@@ -729,7 +729,7 @@ def check(path, clang=None, include_dirs=()):
             [clang, *AST_FLAGS, "-x", "c++-cpp-output", ii], capture_output=True, text=True
         )
     if proc.returncode != 0:
-        findings = _diagnostic_findings(proc.stderr, source_map, path) + attribute_findings
+        findings = _diagnostic_findings(proc.stderr, path) + attribute_findings
         return Report(sorted(set(findings)))
     checker = _Checker(unit, source_map, instances)
     checker.walk(json.loads(proc.stdout))

@@ -69,9 +69,9 @@ NODES = {
     "TypeAliasTemplateDecl": CXX14,
     "TypedefDecl": Mlx("fp_quantized.h", 292, "typedef float U;"),
     # Variable templates; their variables are checked as declarations.
-    "VarTemplateDecl": Mlx("complex.h", 14, "static constexpr constant bool is_complex_v = false;"),
-    "VarTemplatePartialSpecializationDecl": Mlx("complex.h", 17, "static constexpr constant bool is_complex_v<complex_t<T>> = true;"),
-    "VarTemplateSpecializationDecl": Mlx("complex.h", 14, "static constexpr constant bool is_complex_v = false;"),
+    "VarTemplateDecl": Mlx("complex.h", 15, "static constexpr constant bool is_complex_v = false;"),
+    "VarTemplatePartialSpecializationDecl": Mlx("complex.h", 18, "static constexpr constant bool is_complex_v<complex_t<T>> = true;"),
+    "VarTemplateSpecializationDecl": Mlx("complex.h", 15, "static constexpr constant bool is_complex_v = false;"),
     "UsingDirectiveDecl": Mlx("steel/attn/kernels/steel_attention.h", 5, "using namespace mlx::steel;"),
     "VarDecl": Mlx("steel/attn/kernels/steel_attention.h", 91, "ulong3 tidl{tid.x, tid.y, tid.z};"),
     # Statements.
@@ -202,7 +202,7 @@ FUNCTION_CONSTANT_ARGUMENT = Mlx(
 # Declarations by scope. Each declaration in kernel code must take one of
 # these forms; the checker says which it is.
 DECLARATIONS = {
-    "variable template in constant": Mlx("complex.h", 14, "static constexpr constant bool is_complex_v = false;"),
+    "variable template in constant": Mlx("complex.h", 15, "static constexpr constant bool is_complex_v = false;"),
     "program-scope variable in constant": Mlx(
         "steel/attn/kernels/steel_attention.h", 11, "constant bool align_Q [[function_constant(200)]];"),
     # STEEL_CONST is `static constant constexpr const` (steel/defines.h:5).
