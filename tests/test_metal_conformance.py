@@ -156,7 +156,9 @@ def test_vocabulary_cites_real_mlx_lines():
     kernels, reason = _mlx_kernels()
     if kernels is None:
         pytest.skip(reason)
-    cited = [(what, c) for what, c in metal_vocabulary.citations() if isinstance(c, metal_vocabulary.Mlx)]
+    cited = [
+        (what, c) for what, c in metal_vocabulary.citations() if isinstance(c, metal_vocabulary.Mlx)
+    ]
     assert cited
     wrong = []
     for what, cite in cited:

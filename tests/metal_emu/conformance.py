@@ -409,7 +409,9 @@ class _Checker:
             self.report(offset, "function-pointer", "function used as a pointer")
         if kind in ("IntegerLiteral", "FloatingLiteral"):
             # An unsuffixed floating literal is a float in Metal, a double here.
-            allowed = set(metal_vocabulary.TYPES) | ({"double"} if kind == "FloatingLiteral" else set())
+            allowed = set(metal_vocabulary.TYPES)
+            if kind == "FloatingLiteral":
+                allowed.add("double")
             for t in {b for t in _types(node) for b in _builtin_types(t)} - allowed:
                 self.report(offset, "type", f"literal of type '{t}'")
         if kind in _TYPED_DECLS or kind in _FUNCTIONS or kind in _CASTS:
@@ -687,7 +689,8 @@ def _attribute_findings(pre):
     findings = []
     for issue in kernel_attributes.check(text):
         file, line, col = text.locate(issue.offset)
-        findings.append(Finding(file, line, col, issue.rule, f"{issue.message}: {RULES[issue.rule]}"))
+        message = f"{issue.message}: {RULES[issue.rule]}"
+        findings.append(Finding(file, line, col, issue.rule, message))
     return findings
 
 

@@ -175,7 +175,7 @@ def check(kernel_text):
             continue
         for a in attrs:
             if a.name not in _ANYWHERE:
-                issues.append(Issue(a.offset, "attribute", f"[[{a.name}]] is not in the vocabulary"))
+                issues.append(Issue(a.offset, "attribute", f"[[{a.name}]]"))
             elif a.name == "function_constant":
                 if not _INDEX.fullmatch(a.args):
                     issues.append(Issue(a.offset, "function-constant",
@@ -216,7 +216,8 @@ def _check_arguments(kernel, tokens, paren, groups, in_parameters):
             continue
         if not _INDEX.fullmatch(a.args):
             issues.append(Issue(a.offset, "argument-index",
-                                f"{where} [[{a.name}({a.args})]]: the index must be an integer literal"))
+                                f"{where} [[{a.name}({a.args})]]: the index must be an "
+                                "integer literal"))
         elif (a.name, a.args) in indexes:
             issues.append(Issue(a.offset, "argument-index",
                                 f"{where} [[{a.name}({a.args})]] is used twice in the kernel"))

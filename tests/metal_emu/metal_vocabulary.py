@@ -46,33 +46,49 @@ SCALARS = Spec("§2.1 Scalar Data Types")
 NODES = {
     # Declarations.
     "AccessSpecDecl": CXX14,
-    "ClassTemplateDecl": Mlx("steel/attn/mma.h", 36, "template <typename T, int kFragRows_, int kFragCols_>"),
+    "ClassTemplateDecl": Mlx(
+        "steel/attn/mma.h", 36, "template <typename T, int kFragRows_, int kFragCols_>",
+    ),
     "ClassTemplatePartialSpecializationDecl": CXX14,
     "ClassTemplateSpecializationDecl": Mlx("sort.h", 32, "template <>"),
-    "CXXConstructorDecl": Mlx("steel/attn/mma.h", 27, "Shape2D(RInt r_, CInt c_) thread : r(r_), c(c_) {}"),
+    "CXXConstructorDecl": Mlx(
+        "steel/attn/mma.h", 27, "Shape2D(RInt r_, CInt c_) thread : r(r_), c(c_) {}",
+    ),
     "CXXCtorInitializer": Mlx("steel/attn/mma.h", 27, ": r(r_), c(c_) {}"),
     "CXXConversionDecl": Mlx("complex.h", 141, "constexpr operator U() const device {"),
     "CXXMethodDecl": Mlx("steel/attn/mma.h", 71, "METAL_FUNC static constexpr short2 get_coord("),
     "CXXRecordDecl": Mlx("steel/attn/kernels/steel_attention.h", 19, "struct MaxOp {"),
-    "EmptyDecl": Mlx("bf16_math.h", 232, "__METAL_MAYBE_FAST_MATH__);"),  # a `;` after a macro's own
+    "EmptyDecl": Mlx(
+        "bf16_math.h", 232, "__METAL_MAYBE_FAST_MATH__);"),  # a `;` after a macro's own
     "EnumConstantDecl": CXX14,
     "EnumDecl": CXX14,
     "FieldDecl": CXX14,
     "FunctionDecl": Mlx("fp_quantized.h", 1218, "[[kernel]] void fp_qmv_quad("),
-    "FunctionTemplateDecl": Mlx("steel/attn/kernels/steel_attention.h", 20, "template <typename T>"),
+    "FunctionTemplateDecl": Mlx(
+        "steel/attn/kernels/steel_attention.h", 20, "template <typename T>",
+    ),
     "NamespaceDecl": Mlx("steel/attn/mma.h", 20, "namespace steel {"),
     "NonTypeTemplateParmDecl": Mlx("fp_quantized.h", 30, "template <typename T, int group_size>"),
     "ParmVarDecl": CXX14,
-    "StaticAssertDecl": Mlx("steel/attn/kernels/steel_attention.h", 185, 'static_assert(WN == 1 || WN == 2, "WN must be 1 or 2");'),
+    "StaticAssertDecl": Mlx(
+        "steel/attn/kernels/steel_attention.h", 185,
+        'static_assert(WN == 1 || WN == 2, "WN must be 1 or 2");',
+    ),
     "TemplateTypeParmDecl": Mlx("fp_quantized.h", 30, "template <typename T, int group_size>"),
     "TypeAliasDecl": Mlx("fp_quantized.h", 718, "using W_T = uint32_t;"),
     "TypeAliasTemplateDecl": CXX14,
     "TypedefDecl": Mlx("fp_quantized.h", 292, "typedef float U;"),
     # Variable templates; their variables are checked as declarations.
     "VarTemplateDecl": Mlx("complex.h", 15, "static constexpr constant bool is_complex_v = false;"),
-    "VarTemplatePartialSpecializationDecl": Mlx("complex.h", 18, "static constexpr constant bool is_complex_v<complex_t<T>> = true;"),
-    "VarTemplateSpecializationDecl": Mlx("complex.h", 15, "static constexpr constant bool is_complex_v = false;"),
-    "UsingDirectiveDecl": Mlx("steel/attn/kernels/steel_attention.h", 5, "using namespace mlx::steel;"),
+    "VarTemplatePartialSpecializationDecl": Mlx(
+        "complex.h", 18, "static constexpr constant bool is_complex_v<complex_t<T>> = true;",
+    ),
+    "VarTemplateSpecializationDecl": Mlx(
+        "complex.h", 15, "static constexpr constant bool is_complex_v = false;",
+    ),
+    "UsingDirectiveDecl": Mlx(
+        "steel/attn/kernels/steel_attention.h", 5, "using namespace mlx::steel;",
+    ),
     "VarDecl": Mlx("steel/attn/kernels/steel_attention.h", 91, "ulong3 tidl{tid.x, tid.y, tid.z};"),
     # Statements.
     "AttributedStmt": Mlx("steel/attn/kernels/steel_attention.h", 241, "STEEL_PRAGMA_UNROLL"),
@@ -80,43 +96,73 @@ NODES = {
     "CompoundStmt": CXX14,
     "ContinueStmt": CXX14,
     "DeclStmt": CXX14,
-    "ForStmt": Mlx("steel/attn/kernels/steel_attention.h", 242, "for (short dd = 0; dd < TDh; dd++) {"),
-    "IfStmt": Mlx("steel/attn/kernels/steel_attention.h", 235, "if (!align_Q && int(tid.x) == (params->NQ_aligned)) {"),
+    "ForStmt": Mlx(
+        "steel/attn/kernels/steel_attention.h", 242, "for (short dd = 0; dd < TDh; dd++) {",
+    ),
+    "IfStmt": Mlx(
+        "steel/attn/kernels/steel_attention.h", 235,
+        "if (!align_Q && int(tid.x) == (params->NQ_aligned)) {",
+    ),
     "NullStmt": CXX14,
     "ReturnStmt": Mlx("steel/attn/kernels/steel_attention.h", 22, "return metal::max(x, y);"),
     "WhileStmt": Mlx("sort.h", 111, "while (A_st < A_ed) {"),
     # Expressions.
     "ArrayInitIndexExpr": CXX14,  # copying a struct with an array member
     "ArrayInitLoopExpr": CXX14,
-    "ArraySubscriptExpr": Mlx("steel/attn/kernels/steel_attention.h", 354, "Stile.elems()[ii] += peer[base + ii];"),
+    "ArraySubscriptExpr": Mlx(
+        "steel/attn/kernels/steel_attention.h", 354, "Stile.elems()[ii] += peer[base + ii];",
+    ),
     "BinaryOperator": Mlx("steel/attn/kernels/steel_attention.h", 29, "return x + y;"),
     "CallExpr": Mlx("steel/attn/kernels/steel_attention.h", 22, "return metal::max(x, y);"),
-    "CompoundAssignOperator": Mlx("steel/attn/kernels/steel_attention.h", 354, "Stile.elems()[ii] += peer[base + ii];"),
-    "ConditionalOperator": Mlx("steel/attn/kernels/steel_attention.h", 130, "tgp_mem_0 > tgp_mem_1 ? tgp_mem_0 : tgp_mem_1;"),
+    "CompoundAssignOperator": Mlx(
+        "steel/attn/kernels/steel_attention.h", 354, "Stile.elems()[ii] += peer[base + ii];",
+    ),
+    "ConditionalOperator": Mlx(
+        "steel/attn/kernels/steel_attention.h", 130,
+        "tgp_mem_0 > tgp_mem_1 ? tgp_mem_0 : tgp_mem_1;",
+    ),
     "ConstantExpr": CXX14,
-    "CStyleCastExpr": Mlx("fp_quantized.h", 311, "auto wl = (const device uint8_t*)(w + row * in_vec_size_w * quads_per_simd);"),
+    "CStyleCastExpr": Mlx(
+        "fp_quantized.h", 311,
+        "auto wl = (const device uint8_t*)(w + row * in_vec_size_w * quads_per_simd);",
+    ),
     "CXXBoolLiteralExpr": CXX14,
     "CXXConstructExpr": CXX14,
     "CXXDefaultArgExpr": CXX14,
     "CXXDefaultInitExpr": CXX14,
     "CXXDependentScopeMemberExpr": CXX14,
-    "CXXFunctionalCastExpr": Mlx("steel/attn/kernels/steel_attention.h", 342, "short(simd_lane_id)"),
-    "CXXMemberCallExpr": Mlx("steel/attn/kernels/steel_attention.h", 354, "Stile.elems()[ii] += peer[base + ii];"),
-    "CXXNullPtrLiteralExpr": Mlx("fp_quantized.h", 199, "const device float* global_scale = nullptr) thread"),
+    "CXXFunctionalCastExpr": Mlx(
+        "steel/attn/kernels/steel_attention.h", 342, "short(simd_lane_id)",
+    ),
+    "CXXMemberCallExpr": Mlx(
+        "steel/attn/kernels/steel_attention.h", 354, "Stile.elems()[ii] += peer[base + ii];",
+    ),
+    "CXXNullPtrLiteralExpr": Mlx(
+        "fp_quantized.h", 199, "const device float* global_scale = nullptr) thread",
+    ),
     "CXXOperatorCallExpr": CXX14,
-    "CXXReinterpretCastExpr": Mlx("steel/attn/kernels/steel_attention.h", 339, "reinterpret_cast<threadgroup AccumType*>(KV_smem);"),
+    "CXXReinterpretCastExpr": Mlx(
+        "steel/attn/kernels/steel_attention.h", 339,
+        "reinterpret_cast<threadgroup AccumType*>(KV_smem);",
+    ),
     "CXXScalarValueInitExpr": CXX14,
-    "CXXStaticCastExpr": Mlx("steel/attn/kernels/steel_attention.h", 277, "static_cast<AccumType>(sinks[tidl.y]);"),
+    "CXXStaticCastExpr": Mlx(
+        "steel/attn/kernels/steel_attention.h", 277, "static_cast<AccumType>(sinks[tidl.y]);",
+    ),
     "CXXTemporaryObjectExpr": Mlx("complex.h", 305, "complex_t<half>{1.0h, 2.0h}"),
     "CXXThisExpr": CXX14,
     "CXXUnresolvedConstructExpr": CXX14,
     "DeclRefExpr": CXX14,
     "DependentScopeDeclRefExpr": CXX14,
     "ExprWithCleanups": CXX14,
-    "ExtVectorElementExpr": Mlx("steel/attn/kernels/steel_attention.h", 219, "const short sm = simd_coord.y;"),
+    "ExtVectorElementExpr": Mlx(
+        "steel/attn/kernels/steel_attention.h", 219, "const short sm = simd_coord.y;",
+    ),
     "FloatingLiteral": CXX14,
     "ImplicitCastExpr": CXX14,
-    "InitListExpr": Mlx("steel/attn/kernels/steel_attention.h", 91, "ulong3 tidl{tid.x, tid.y, tid.z};"),
+    "InitListExpr": Mlx(
+        "steel/attn/kernels/steel_attention.h", 91, "ulong3 tidl{tid.x, tid.y, tid.z};",
+    ),
     "IntegerLiteral": CXX14,
     "MaterializeTemporaryExpr": CXX14,
     "MemberExpr": Mlx("steel/attn/kernels/steel_attention.h", 97, "params->gqa_factor"),
@@ -126,7 +172,9 @@ NODES = {
     "ParenExpr": CXX14,
     "StringLiteral": Mlx("steel/attn/kernels/steel_attention.h", 185, '"WN must be 1 or 2"'),
     "SubstNonTypeTemplateParmExpr": CXX14,
-    "UnaryExprOrTypeTraitExpr": Mlx("steel/attn/kernels/steel_attention.h", 120, "constexpr short padQ = 16 / sizeof(T);"),
+    "UnaryExprOrTypeTraitExpr": Mlx(
+        "steel/attn/kernels/steel_attention.h", 120, "constexpr short padQ = 16 / sizeof(T);",
+    ),
     "UnaryOperator": Mlx("steel/attn/kernels/steel_attention.h", 235, "!align_Q"),
     "UnresolvedLookupExpr": CXX14,
     "UnresolvedMemberExpr": CXX14,
@@ -134,12 +182,19 @@ NODES = {
     # as a literal operator (its `long double` parameter is not kernel code).
     "UserDefinedLiteral": Mlx("complex.h", 305, "complex_t<half>{1.0h, 2.0h}"),
     # Attributes as clang's AST holds them (their spellings: ATTRIBUTES).
-    "AlwaysInlineAttr": Mlx("steel/attn/kernels/steel_attention.h", 21, "METAL_FUNC static constexpr T apply(T x, T y) {"),
-    "AlignedAttr": Mlx("steel/attn/loader.h", 42, "struct alignas(alignment * sizeof(T)) ReadVector {"),
+    "AlwaysInlineAttr": Mlx(
+        "steel/attn/kernels/steel_attention.h", 21,
+        "METAL_FUNC static constexpr T apply(T x, T y) {",
+    ),
+    "AlignedAttr": Mlx(
+        "steel/attn/loader.h", 42, "struct alignas(alignment * sizeof(T)) ReadVector {",
+    ),
     # The strict pass's spelling of a member function declared for the
     # device, constant or threadgroup address space (strict_check.py).
     "EnableIfAttr": Mlx("complex.h", 141, "constexpr operator U() const device {"),
-    "LoopHintAttr": Mlx("steel/defines.h", 6, '#define STEEL_PRAGMA_UNROLL _Pragma("clang loop unroll(full)")'),
+    "LoopHintAttr": Mlx(
+        "steel/defines.h", 6, '#define STEEL_PRAGMA_UNROLL _Pragma("clang loop unroll(full)")',
+    ),
 }
 
 # Builtin types, as clang prints them in the pass's unit (`half` is
@@ -170,9 +225,13 @@ FUNCTION_ATTRIBUTES = {
     "kernel": Mlx("fp_quantized.h", 1218, "[[kernel]] void fp_qmv_quad("),
     "host_name": Mlx("defines.h", 24, "template [[host_name("),
     "max_total_threads_per_threadgroup": Mlx(
-        "steel/attn/kernels/steel_attention.h", 72, "max_total_threads_per_threadgroup(WM * WN * 32)"),
+        "steel/attn/kernels/steel_attention.h", 72,
+        "max_total_threads_per_threadgroup(WM * WN * 32)",
+    ),
     # METAL_FUNC is <metal_stdlib>'s `inline __attribute__((__always_inline__))`.
-    "always_inline": Mlx("steel/attn/kernels/steel_attention.h", 21, "METAL_FUNC static constexpr T apply"),
+    "always_inline": Mlx(
+        "steel/attn/kernels/steel_attention.h", 21, "METAL_FUNC static constexpr T apply",
+    ),
 }
 # Kernel argument attributes that take an index, unique within a kernel for
 # each attribute.
@@ -181,20 +240,35 @@ ARGUMENT_INDEXES = {
     "threadgroup": Mlx("sort.h", 159, "threadgroup ValT* tgp_vals [[threadgroup(0)]],"),
 }
 ARGUMENT_BUILTINS = {
-    "thread_position_in_grid": Mlx("fp_quantized.h", 2230, "uint2 tidx [[thread_position_in_grid]],"),
+    "thread_position_in_grid": Mlx(
+        "fp_quantized.h", 2230, "uint2 tidx [[thread_position_in_grid]],",
+    ),
     "threads_per_grid": Mlx("fp_quantized.h", 2231, "uint2 grid_dim [[threads_per_grid]],"),
-    "threadgroup_position_in_grid": Mlx("fp_quantized.h", 279, "uint3 tid [[threadgroup_position_in_grid]],"),
-    "thread_position_in_threadgroup": Mlx("sort.h", 162, "uint3 lid [[thread_position_in_threadgroup]]) {"),
-    "thread_index_in_threadgroup": Mlx("fp_quantized.h", 831, "uint lid [[thread_index_in_threadgroup]],"),
+    "threadgroup_position_in_grid": Mlx(
+        "fp_quantized.h", 279, "uint3 tid [[threadgroup_position_in_grid]],",
+    ),
+    "thread_position_in_threadgroup": Mlx(
+        "sort.h", 162, "uint3 lid [[thread_position_in_threadgroup]]) {",
+    ),
+    "thread_index_in_threadgroup": Mlx(
+        "fp_quantized.h", 831, "uint lid [[thread_index_in_threadgroup]],",
+    ),
     "threads_per_threadgroup": Mlx("sdpa_vector.h", 203, "uint3 tptg [[threads_per_threadgroup]],"),
-    "simdgroup_index_in_threadgroup": Mlx("fp_quantized.h", 349, "uint simd_gid [[simdgroup_index_in_threadgroup]],"),
-    "thread_index_in_simdgroup": Mlx("fp_quantized.h", 350, "uint simd_lid [[thread_index_in_simdgroup]]) {"),
+    "simdgroup_index_in_threadgroup": Mlx(
+        "fp_quantized.h", 349, "uint simd_gid [[simdgroup_index_in_threadgroup]],",
+    ),
+    "thread_index_in_simdgroup": Mlx(
+        "fp_quantized.h", 350, "uint simd_lid [[thread_index_in_simdgroup]]) {",
+    ),
 }
 # On a program-scope `constant` variable with an index (unique within the
 # translation unit), and on a kernel argument with the name of such a
 # variable, which then enables the argument.
 FUNCTION_CONSTANT = {
-    "function_constant": Mlx("steel/attn/kernels/steel_attention.h", 14, "constant bool has_mask [[function_constant(300)]];"),
+    "function_constant": Mlx(
+        "steel/attn/kernels/steel_attention.h", 14,
+        "constant bool has_mask [[function_constant(300)]];",
+    ),
 }
 FUNCTION_CONSTANT_ARGUMENT = Mlx(
     "steel/attn/kernels/steel_attention.h", 78, "[[buffer(5), function_constant(has_mask)]],")
@@ -202,21 +276,31 @@ FUNCTION_CONSTANT_ARGUMENT = Mlx(
 # Declarations by scope. Each declaration in kernel code must take one of
 # these forms; the checker says which it is.
 DECLARATIONS = {
-    "variable template in constant": Mlx("complex.h", 15, "static constexpr constant bool is_complex_v = false;"),
+    "variable template in constant": Mlx(
+        "complex.h", 15, "static constexpr constant bool is_complex_v = false;",
+    ),
     "program-scope variable in constant": Mlx(
-        "steel/attn/kernels/steel_attention.h", 11, "constant bool align_Q [[function_constant(200)]];"),
+        "steel/attn/kernels/steel_attention.h", 11,
+        "constant bool align_Q [[function_constant(200)]];",
+    ),
     # STEEL_CONST is `static constant constexpr const` (steel/defines.h:5).
     "static data member in constant": Mlx("steel/attn/mma.h", 48, "STEEL_CONST int kFragRows = 8;"),
     # The emulator spells a kernel's `threadgroup` array (FA_SHARED_ARRAY_DECL)
     # as a static in the threadgroup address space.
     "function-scope threadgroup array": Mlx(
         "steel/attn/kernels/steel_attention.h", 134, "threadgroup T Q_smem[q_tgp_mem_s];"),
-    "local variable": Mlx("steel/attn/kernels/steel_attention.h", 219, "const short sm = simd_coord.y;"),
+    "local variable": Mlx(
+        "steel/attn/kernels/steel_attention.h", 219, "const short sm = simd_coord.y;",
+    ),
     "local constexpr variable": Mlx(
         "steel/attn/kernels/steel_attention.h", 120, "constexpr short padQ = 16 / sizeof(T);"),
-    "parameter": Mlx("steel/attn/kernels/steel_attention.h", 73, "const device T* Q [[buffer(0)]],"),
+    "parameter": Mlx(
+        "steel/attn/kernels/steel_attention.h", 73, "const device T* Q [[buffer(0)]],",
+    ),
     "field": Spec("§2.6 Structures and Classes"),
-    "non-virtual member function": Mlx("steel/attn/mma.h", 71, "METAL_FUNC static constexpr short2 get_coord("),
+    "non-virtual member function": Mlx(
+        "steel/attn/mma.h", 71, "METAL_FUNC static constexpr short2 get_coord(",
+    ),
 }
 
 # Language features past C++14 that kernel code may use (C++17 here; the
@@ -226,8 +310,12 @@ DECLARATIONS = {
 # parameters, structured bindings, fold expressions, deduction guides,
 # concepts and coroutines; all but these are findings.
 LATER_FEATURES = {
-    "if constexpr": Mlx("steel/attn/kernels/steel_attention.h", 234, "if constexpr (!q_in_registers) {"),
-    "inline variable": Mlx("utils.h", 80, "inline static constexpr constant complex_t<T> max = complex_t<T>("),
+    "if constexpr": Mlx(
+        "steel/attn/kernels/steel_attention.h", 234, "if constexpr (!q_in_registers) {",
+    ),
+    "inline variable": Mlx(
+        "utils.h", 80, "inline static constexpr constant complex_t<T> max = complex_t<T>(",
+    ),
 }
 
 
