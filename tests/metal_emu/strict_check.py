@@ -55,9 +55,10 @@ QUIET = ["-Wno-unknown-attributes", "-Wno-unknown-pragmas", "-Wno-ignored-attrib
 
 _INSTANCE_ATTRIBUTES = re.compile(r"\btemplate\s*((?:\[\[.*?\]\]\s*)+)(?=[^\s<])")
 # A threadgroup variable declared in a function body, `threadgroup T x[N];`
-# (no pointer or reference declarator before the name).
+# (no pointer or reference declarator before the name; the bound may be on
+# the next line).
 _THREADGROUP_VARIABLE = re.compile(
-    r"^(\s*)(threadgroup\s+(?:const\s+)?[A-Za-z_][\w:<>, ]*?\s+[A-Za-z_]\w*\s*[\[;])"
+    r"^(\s*)(threadgroup\s+(?:const\s+)?[A-Za-z_][\w:<>, ]*?\s+[A-Za-z_]\w*\s*(?:[\[;]|$))"
 )
 # A parameter declared as an array in device, constant or threadgroup memory,
 # `constant const int64_t strides[2]`. C++ adjusts it to a pointer to the
@@ -69,6 +70,20 @@ _ARRAY_PARAMETER = re.compile(
     r"\b((?:device|constant|threadgroup)\b[^,();{}=\[\]]*?)\s*\b([A-Za-z_]\w*)\s*"
     r"\[(?!\[)[^\]]*\](?=\s*[,)])"
 )
+# A vector declared by direct initialisation in a function body,
+# `short2 offset(x, y);`: the strict library's vectors are clang's, built by
+# the function-like macro of their type name, which a declaration does not
+# invoke (nor does the preprocessed unit), so it is written as the macro
+# would, `short2 offset = make_vector<short2>(x, y);`. Only a statement
+# alone on an indented line, whose parentheses hold several arguments (one
+# converts natively) and no two names in a row (a parameter list: a
+# function declaration), is read as one.
+_VECTOR_DIRECT_INIT = re.compile(
+    r"^(\s+(?:const\s+|constexpr\s+)*)((?:bool|char|uchar|short|ushort|int|uint|long|ulong"
+    r"|half|bfloat|float)[234])\s+([A-Za-z_]\w*)\s*\((.*)\);\s*$"
+)
+_TWO_NAMES = re.compile(r"\b[A-Za-z_]\w*\s+[A-Za-z_]\w*\b")
+_NESTED = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|<[^<>()]*>")
 # A member function's qualifier for the address space of `this`, after its
 # parameter list (and a `const`): `complex_t() threadgroup : ...`.
 _THIS_QUALIFIER = re.compile(
@@ -129,10 +144,18 @@ def _in_kernel_code(preprocessed, transform):
     ) + "\n"
 
 
+def _top_level_comma(args):
+    while True:
+        flat = _NESTED.sub("_", args)
+        if flat == args:
+            return "," in flat
+        args = flat
+
+
 def _this_qualifier(m):
     space = m.group(2)
     condition = f"!{_THIS_ADDRESS_SPACE[space]}"
-    return f'{m.group(1)}__attribute__((enable_if({condition}, "{space[0]}")))'
+    return f'{m.group(1)}__attribute__((enable_if({condition}, "{space} this")))'
 
 
 def _metal_declarations(line):
@@ -140,9 +163,14 @@ def _metal_declarations(line):
     own terms written as clang reads it: a threadgroup variable in a
     function body (shared by the threadgroup, so static, as the package's
     FA_SHARED_ARRAY_DECL arrays are), an array parameter in an address
-    space, and the address space of `this`."""
+    space, a vector declared by direct initialisation, and the address
+    space of `this`."""
     line = _THREADGROUP_VARIABLE.sub(r"\1static \2", line)
     line = _ARRAY_PARAMETER.sub(r"\1* \2", line)
+    m = _VECTOR_DIRECT_INIT.match(line)
+    if m and _top_level_comma(m.group(4)) and not _TWO_NAMES.search(m.group(4)):
+        make = f"::metal::strict::make_vector<::metal::{m.group(2)}>"
+        line = f"{m.group(1)}{m.group(2)} {m.group(3)} = {make}({m.group(4)});"
     return _THIS_QUALIFIER.sub(_this_qualifier, line)
 
 
@@ -158,10 +186,11 @@ def strict_unit(preprocessed, spelling=ADDRESS_SPACE_ATTRIBUTE):
     return _drop_instance_attributes(unit)
 
 
-def check(path, clang=None):
-    """(passed, clang's diagnostics) for one .metal file."""
+def check(path, clang=None, include_dirs=()):
+    """(passed, clang's diagnostics) for one .metal file; `include_dirs` are
+    searched before the repository."""
     clang = clang or find_clang()
-    ok, pre = preprocess(path, clang)
+    ok, pre = preprocess(path, clang, include_dirs)
     if not ok:
         return False, pre
     with tempfile.TemporaryDirectory(prefix="fa_strict_") as tmp:

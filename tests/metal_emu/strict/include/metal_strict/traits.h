@@ -46,6 +46,21 @@ struct conditional<false, T, F> {
 template <bool B, class T, class F>
 using conditional_t = typename conditional<B, T, F>::type;
 
+// Metal's internal logical traits (`#pragma METAL internals`), as C++'s
+// disjunction and conjunction.
+template <class... B>
+struct _disjunction : false_type {};
+template <class B>
+struct _disjunction<B> : B {};
+template <class B, class... Rest>
+struct _disjunction<B, Rest...> : conditional_t<bool(B::value), B, _disjunction<Rest...>> {};
+template <class... B>
+struct _conjunction : true_type {};
+template <class B>
+struct _conjunction<B> : B {};
+template <class B, class... Rest>
+struct _conjunction<B, Rest...> : conditional_t<bool(B::value), _conjunction<Rest...>, B> {};
+
 template <class T>
 struct remove_const {
   typedef T type;
