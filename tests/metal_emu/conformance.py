@@ -68,8 +68,9 @@ RULES = {
     "language-level": "Metal 3.1 is C++14; the feature is not one of the later ones the "
     "vocabulary allows (metal_vocabulary.LATER_FEATURES)",
     "attribute": "the attribute is not in the vocabulary",
-    "kernel-argument": "every kernel argument has exactly one [[buffer(n)]], "
-    "[[threadgroup(n)]] or builtin attribute, and optionally [[function_constant(name)]]",
+    "kernel-argument": "a kernel argument has at most one [[buffer(n)]], [[threadgroup(n)]] "
+    "or builtin attribute (Metal assigns the index of one without) and no other attribute "
+    "but [[function_constant(name)]]",
     "argument-index": "a kernel's [[buffer(n)]] and [[threadgroup(n)]] indexes are unique "
     "integer literals",
     "function-constant": "[[function_constant(n)]] indexes are unique integer literals "
@@ -88,7 +89,7 @@ SPELLING = dict(strict_check.ADDRESS_SPACE_ATTRIBUTE, thread=_THREAD_MARK)
 # -fexceptions so that `throw` and `try` reach the AST instead of failing.
 AST_FLAGS = [
     *strict_check.TARGET, "-fexceptions", "-fcxx-exceptions", *strict_check.QUIET,
-    "-fsyntax-only", "-ferror-limit=20", "-Xclang", "-ast-dump=json",
+    "-fsyntax-only", "-ferror-limit=0", "-Xclang", "-ast-dump=json",
 ]
 
 _FUNCTIONS = {
@@ -288,28 +289,25 @@ def _later_feature(node, kind, unit):
     return None
 
 
-def _args(function):
-    """The template arguments of a function template specialization."""
-    return [
-        a["type"]["qualType"] if "type" in a else str(a.get("value"))
-        for a in function.get("inner", [])
-        if a.get("kind") == "TemplateArgument"
-    ]
-
-
 class _Checker:
-    def __init__(self, unit, source_map, kernel_instances):
+    def __init__(self, unit, source_map, kernels, original_lines, recovered=()):
         self.unit = unit.encode()
         self.map = source_map
-        self.instances = kernel_instances
+        self.kernels = kernels  # host names, in the order of _kernel_references
+        # (file, line) -> the line before strict_unit rewrote it.
+        self.original_lines = original_lines
+        # (file, line) of the errors clang recovered from that Metal accepts.
+        self.recovered = set(recovered)
         self.findings = set()
         self.functions = {}  # id -> (name, offset, kernel code)
         self.previous = {}  # redeclaration id -> earlier declaration id
         self.calls = set()  # (caller id, callee id)
-        self.typedefs = {}  # name -> aliased type, to read template arguments
-        # (name, [template arguments], id) of every function template
-        # specialization and function definition outside templates.
-        self.specializations = []
+        self.typedefs = {}  # name -> aliased type, to size threadgroup arrays
+        # (function or record id, name) -> (aliased type, id of the record it
+        # names or None), for the element types of threadgroup arrays
+        # written as members of a class (`typename kernel_t::acc_type`).
+        self.aliases = {}
+        self.kernel_ids = {}  # host name -> id of the function clang resolved
         self.shared = {}  # function id -> [(name, type)] of its static variables
 
     def report(self, offset, rule, detail):
@@ -342,13 +340,25 @@ class _Checker:
             offset = _offset(node)
             if offset is not None:
                 kernel = self.map.locate(offset)[3]
+            if kind == "RecoveryExpr" and offset is not None:
+                if self.map.locate(offset)[:2] in self.recovered:
+                    continue
             if kind in _FUNCTIONS:
                 self.functions[node["id"]] = (node.get("name", ""), offset, kernel)
                 if "previousDecl" in node:
                     self.previous[node["id"]] = node["previousDecl"]
                 function = node["id"]
-            if kind == "TypedefDecl" and "type" in node:
+            if kind in _ALIASES and "type" in node:
                 self.typedefs[node["name"]] = node["type"]["qualType"]
+                if function is not None:
+                    self.aliases[(function, node["name"])] = _alias(node)
+            if kind in ("CXXRecordDecl", "ClassTemplateSpecializationDecl"):
+                for c in node.get("inner", []):
+                    if c.get("kind") in _ALIASES and "type" in c:
+                        self.aliases[(node["id"], c["name"])] = _alias(c)
+            if kind == "VarDecl" and node.get("name", "").startswith(_KERNEL_REFERENCE):
+                index = int(node["name"][len(_KERNEL_REFERENCE) :])
+                self.kernel_ids[self.kernels[index]] = _referenced_function(node)
             if kernel and offset is not None:
                 self.visit(node, kind, offset, instance, function, callee, scope)
             inner_scope = _SCOPES.get(kind, "function" if kind in _FUNCTIONS else scope)
@@ -357,14 +367,8 @@ class _Checker:
             # A user-defined literal is Metal's half literal (`1.0h`), whose
             # operator the strict library declares: its call is not kernel code.
             children = node.get("inner", []) if kind != "UserDefinedLiteral" else []
-            defines = any(c.get("kind") == "CompoundStmt" for c in children)
-            if kind in _FUNCTIONS and not instance and defines:
-                self.specializations.append((node.get("name"), [], node["id"]))
             if kind in _TEMPLATES:
                 templated = [c for c in children if c.get("kind") not in _TEMPLATE_PARAMS]
-                for c in templated[1:]:
-                    if c.get("kind") in _FUNCTIONS:
-                        self.specializations.append((node.get("name"), _args(c), c["id"]))
                 pattern = templated[0]["id"] if templated else None
                 entries = [
                     (c, kernel, instance or c["id"] != pattern, function, False, inner_scope)
@@ -421,7 +425,10 @@ class _Checker:
                 if t not in metal_vocabulary.TYPES:
                     self.report(offset, "type", f"{node.get('name', 'sizeof')} of '{t}'")
         if kind == "VarDecl" and node.get("storageClass") == "static" and function is not None:
-            self.shared.setdefault(function, []).append((node["name"], node["type"]["qualType"]))
+            # The desugared type names the element type of an instantiation
+            # where the written one is a member typedef of a template.
+            type_text = node["type"].get("desugaredQualType", node["type"]["qualType"])
+            self.shared.setdefault(function, []).append((node["name"], type_text, function))
 
     def visit_declaration(self, node, kind, offset, scope):
         """Declarations by scope: each must be of a form in
@@ -488,7 +495,11 @@ class _Checker:
             self.report(offset, "function-pointer", what)
             return  # a function has no address space
         unqualified = _unqualified_declarators(written)
-        if instance or not unqualified:
+        if kind == "ParmVarDecl" and self.array_parameter(node, offset):
+            # C++ makes an array parameter a pointer to its element; the array
+            # is the caller's, in thread memory, and needs no address space.
+            unqualified -= 1
+        if instance or unqualified <= 0:
             return
         # The `thread`s count up to the name, or over the whole of a
         # declaration without one (a cast, a typedef, an unnamed parameter).
@@ -497,6 +508,13 @@ class _Checker:
         begin = node.get("range", {}).get("begin", {}).get("offset", offset)
         if self.marks(begin, end) < unqualified:
             self.report(offset, "address-space", what)
+
+    def array_parameter(self, node, offset):
+        """Whether a parameter is declared as an array (`T x[N]`), as the
+        source writes it (strict_unit writes some as pointers)."""
+        name = node.get("name", "")
+        line = self.original_lines.get(self.map.locate(offset)[:2], "")
+        return bool(name) and re.search(rf"\b{re.escape(name)}\s*\[", line) is not None
 
     def canonical(self, fid):
         while fid in self.previous:
@@ -509,17 +527,23 @@ class _Checker:
             if callee in self.functions:
                 graph.setdefault(self.canonical(caller), set()).add(self.canonical(callee))
         for component in _strongly_connected(graph):
-            if len(component) == 1 and component[0] not in graph.get(component[0], ()):
+            if len(component) == 1 and (
+                component[0] not in graph.get(component[0], ())
+                or "a function that calls itself" in metal_vocabulary.RECURSION
+            ):
                 continue
-            located = sorted(
-                (self.functions[f][1], self.functions[f][0], f)
-                for f in component
-                if self.functions[f][1] is not None and self.functions[f][2]
-            )
+            # Reported at the first function of the cycle in kernel code (a
+            # specialization of a template declared before its definition
+            # has no location of its own).
+            ordered = sorted(component, key=lambda f: (
+                self.functions[f][1] is None, self.functions[f][1] or 0))
+            located = [
+                f for f in ordered if self.functions[f][1] is not None and self.functions[f][2]
+            ]
             if located:
-                names = [name for _, name, _ in located]
+                names = [self.functions[f][0] for f in ordered]
                 cycle = " -> ".join(names + names[:1])
-                self.report(located[0][0], "recursion", cycle)
+                self.report(self.functions[located[0]][1], "recursion", cycle)
 
     def resolve(self, type_name):
         seen = set()
@@ -533,22 +557,20 @@ class _Checker:
         return type_name
 
     def check_threadgroup(self, report):
-        by_args = {}
-        for name, args, fid in self.specializations:
-            by_args[(name, tuple(self.resolve(a) for a in args))] = fid
-        for host, name, args in self.instances:
-            key = (name, tuple(self.resolve(a) for a in args))
-            if key not in by_args:
-                template = f"{name}<{', '.join(args)}>"
-                self.report(0, "threadgroup-memory", f"kernel '{host}': no {template} in the AST")
+        shared = {}
+        for fid, arrays in self.shared.items():
+            shared.setdefault(self.canonical(fid), []).extend(arrays)
+        for host in self.kernels:
+            fid = self.kernel_ids.get(host)
+            if fid is None or fid not in self.functions:
+                self.report(0, "threadgroup-memory", f"kernel '{host}': not found in the AST")
                 continue
-            fid = by_args[key]
             where = self.functions[fid][1]
             total, parts = 0, []
-            for array, type_text in self.shared.get(fid, []):
+            for array, type_text, function in shared.get(self.canonical(fid), []):
                 if "address_space(3)" not in type_text:
                     continue
-                size = self.array_bytes(type_text)
+                size = self.array_bytes(type_text, function)
                 if size is None:
                     self.report(where, "threadgroup-memory",
                                 f"kernel '{host}': cannot size '{array}' of type '{type_text}'")
@@ -561,9 +583,14 @@ class _Checker:
                             f"kernel '{host}' declares {total} bytes of threadgroup memory "
                             f"({', '.join(parts)})")
 
-    def array_bytes(self, type_text):
+    def array_bytes(self, type_text, function):
         text = _ATTRIBUTE.sub("", type_text).replace("const ", "").strip()
-        element = self.resolve(text.split("[")[0].strip())
+        element = text.split("[")[0].strip()
+        if element.startswith("typename "):
+            owner, member = element[len("typename ") :].rsplit("::", 1)
+            record = self.aliases.get((function, owner), (None, None))[1]
+            element = self.aliases.get((record, member), (element, None))[0]
+        element = self.resolve(element)
         count = 1
         for n in re.findall(r"\[(\d+)\]", text):
             count *= int(n)
@@ -617,6 +644,46 @@ def _strongly_connected(graph):
                 yield component
 
 
+_KERNEL_REFERENCE = "fa_conformance_kernel_"
+_ALIASES = ("TypedefDecl", "TypeAliasDecl")
+
+
+def _alias(node):
+    """(the type a typedef or alias names, the id of the record it names or
+    None), read from its type nodes."""
+    type_text = node["type"].get("desugaredQualType", node["type"]["qualType"])
+    stack = list(node.get("inner", []))
+    while stack:
+        n = stack.pop()
+        if n.get("kind") == "RecordType" and "decl" in n:
+            return type_text, n["decl"]["id"]
+        stack.extend(n.get("inner", []))
+    return type_text, None
+
+
+def _kernel_references(kernels):
+    """Lines appended to the unit, outside kernel code (a system-header line
+    marker), that take the address of each kernel, [(host name, namespace,
+    the function as written)], so that clang resolves each to its function
+    (template arguments through typedefs, defaults and all)."""
+    lines = ['# 1 "<conformance: kernel references>" 3']
+    for i, (_, namespace, ref) in enumerate(kernels):
+        opened = "".join(f"namespace {n} {{ " for n in namespace)
+        lines.append(f"{opened}auto* const {_KERNEL_REFERENCE}{i} = &{ref};{' }' * len(namespace)}")
+    return "\n".join(lines) + "\n"
+
+
+def _referenced_function(node):
+    """The id of the first function a DeclRefExpr under node refers to."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.get("kind") == "DeclRefExpr" and n.get("referencedDecl", {}).get("kind") in _FUNCTIONS:
+            return n["referencedDecl"]["id"]
+        stack.extend(reversed(n.get("inner", [])))
+    return None
+
+
 def _include_findings(source_map):
     """Headers entered from kernel code that are neither kernel code nor one
     of Metal's <metal_*> headers (here: the strict library's or the shim's)."""
@@ -648,7 +715,7 @@ def _include_findings(source_map):
 
 
 _NOT_FOUND = re.compile(r"^(.*?):(\d+):(\d+): fatal error: '([^']+)' file not found", re.M)
-_DIAGNOSTIC = re.compile(r"^(.*?):(\d+):(\d+): (error|note|warning): (.*)$")
+_DIAGNOSTIC = re.compile(r"^(.*?):(\d+):(\d+): (fatal error|error|note|warning): (.*)$")
 # What clang says of a member function called on an object in another
 # address space than its implicit object parameter's (the generic one, which
 # is Metal's `thread`, unless the method is declared for another): the
@@ -656,28 +723,55 @@ _DIAGNOSTIC = re.compile(r"^(.*?):(\d+):(\d+): (error|note|warning): (.*)$")
 _IMPLICIT_OBJECT = re.compile(
     r"'this' argument to member function|cannot initialize object parameter|"
     r"'this' object is in address space")
+# A candidate clang declares itself, which Metal declares for every address
+# space.
+_IMPLICIT_MEMBER = re.compile(r"\(the implicit (?:copy|move) (?:assignment operator|constructor)\)")
 
 
-def _diagnostic_findings(stderr, path):
-    """clang's errors on the unit, one Finding each where it points (the line
-    markers make clang name the source file and line): `implicit-object`
-    where it or a note under it is about a member function's implicit
-    object, `compile` otherwise."""
-    errors = []  # [file, line, column, message, implicit object]
-    for line in stderr.splitlines():
-        m = _DIAGNOSTIC.match(line)
+@dataclass
+class _Error:
+    """One error of clang's on the unit, with what its notes say."""
+
+    file: str
+    line: int
+    col: int
+    message: str
+    implicit_object: bool = False  # a method called on an object in another space
+    explicit_candidate: bool = False  # a candidate so refused that the code declares
+
+    @property
+    def implicit_member(self):
+        """Only implicit special members (`=` of a struct) refused for the
+        address space of the object: Metal has them in every space."""
+        return self.implicit_object and not self.explicit_candidate
+
+
+def _errors(stderr):
+    errors = []
+    for text in stderr.splitlines():
+        m = _DIAGNOSTIC.match(text)
         if not m:
             continue
         file, line, col, severity, message = m.groups()
         implicit = bool(_IMPLICIT_OBJECT.search(message))
-        if severity == "error":
-            errors.append([file, int(line), int(col), message, implicit])
-        elif severity == "note" and errors:
-            errors[-1][4] |= implicit
+        if severity in ("error", "fatal error"):
+            errors.append(_Error(file, int(line), int(col), message, implicit, implicit))
+        elif severity == "note" and errors and implicit:
+            errors[-1].implicit_object = True
+            if not _IMPLICIT_MEMBER.search(message):
+                errors[-1].explicit_candidate = True
+    return errors
+
+
+def _error_findings(errors, path, stderr):
+    """One Finding an error, where it points (the line markers make clang
+    name the source file and line): `implicit-object` where it or a note
+    under it is about a member function's implicit object, `compile`
+    otherwise."""
     findings = []
-    for file, line, col, message, implicit in errors:
-        rule = "implicit-object" if implicit else "compile"
-        findings.append(Finding(file, line, col, rule, f"{message}: {RULES[rule]}"))
+    for e in errors:
+        rule = "implicit-object" if e.implicit_object else "compile"
+        findings.append(Finding(e.file, e.line, e.col, rule, f"{e.message}: {RULES[rule]}"))
     return findings or [Finding(os.path.abspath(path), 0, 0, "compile", stderr.strip())]
 
 
@@ -709,20 +803,19 @@ def check(path, clang=None, include_dirs=()):
         return Report(missing or [Finding(os.path.abspath(path), 0, 0, "compile", pre.strip())])
     attribute_findings = _attribute_findings(pre)
     unit = strict_check.strict_unit(pre, SPELLING)
-    source_map = _SourceMap(unit)
     try:
-        program = gen_trampoline.parse(pre, strict_check.INTERNAL)
+        program = gen_trampoline.parse(pre, strict_check.INTERNAL, arguments=False)
     except gen_trampoline.ParseError as e:
-        # Kernel arguments the trampoline cannot read; the attribute findings
-        # say which, or else the error does.
+        # Kernels or function constants the trampoline cannot read; the
+        # attribute findings say which, or else the error does.
         findings = attribute_findings or [Finding(os.path.abspath(path), 0, 0, "compile", str(e))]
         return Report(sorted(set(findings)))
-    instances = [(k.host_name or k.name, k.name, []) for k in program.kernels if not k.is_template]
-    for inst in program.instances:
-        ref = gen_trampoline.tokenize(inst.ref)
-        args = ref[ref.index("<") + 1 : -1]
-        args = [gen_trampoline.join(a) for a in gen_trampoline.split_top_level(args)]
-        instances.append((inst.host_name, inst.base, args))
+    kernels = [
+        (k.host_name or k.name, k.namespace, k.name) for k in program.kernels if not k.is_template
+    ]
+    kernels += [(inst.host_name, inst.namespace, inst.ref) for inst in program.instances]
+    unit += _kernel_references(kernels)
+    source_map = _SourceMap(unit)
 
     with tempfile.TemporaryDirectory(prefix="fa_conformance_") as tmp:
         ii = os.path.join(tmp, os.path.basename(path) + ".ii")
@@ -731,10 +824,25 @@ def check(path, clang=None, include_dirs=()):
         proc = subprocess.run(
             [clang, *AST_FLAGS, "-x", "c++-cpp-output", ii], capture_output=True, text=True
         )
-    if proc.returncode != 0:
-        findings = _diagnostic_findings(proc.stderr, path) + attribute_findings
-        return Report(sorted(set(findings)))
-    checker = _Checker(unit, source_map, instances)
+    # An error about an implicit special member alone (MLX's assignment of
+    # a struct in threadgroup memory) is stock clang's, not Metal's: the AST
+    # clang still dumps is checked, its recovery nodes there aside.
+    errors = _errors(proc.stderr)
+    tolerated = {(e.file, e.line) for e in errors if e.implicit_member}
+    if proc.returncode != 0 and (
+        not tolerated
+        or "implicit special members" not in metal_vocabulary.ADDRESS_SPACES
+        or any(not e.implicit_member for e in errors)
+    ):
+        findings = _error_findings(
+            [e for e in errors if not e.implicit_member], path, proc.stderr)
+        return Report(sorted(set(findings + attribute_findings)))
+    original_lines = {
+        (origin[1], origin[2]): line
+        for line, origin in metal_source.line_origins(pre, strict_check.INTERNAL)
+        if origin[0] == "code"
+    }
+    checker = _Checker(unit, source_map, [k[0] for k in kernels], original_lines, tolerated)
     checker.walk(json.loads(proc.stdout))
     report = Report()
     checker.check_recursion()

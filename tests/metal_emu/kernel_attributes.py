@@ -205,11 +205,11 @@ def _check_arguments(kernel, tokens, paren, groups, in_parameters):
                 issues.append(Issue(a.offset, "kernel-argument",
                                     f"{where} [[{a.name}]] is not a kernel argument attribute"))
         locators = [a for a in attrs if a.name in _LOCATORS]
-        if len(locators) != 1:
-            what = "no" if not locators else "more than one"
+        if len(locators) > 1:
             issues.append(Issue(tokens[first][1], "kernel-argument",
-                                f"{where} has {what} [[buffer(n)]], [[threadgroup(n)]] or "
-                                "builtin attribute"))
+                                f"{where} has more than one [[buffer(n)]], "
+                                "[[threadgroup(n)]] or builtin attribute"))
+        if len(locators) != 1:
             continue
         a = locators[0]
         if a.name not in metal_vocabulary.ARGUMENT_INDEXES:

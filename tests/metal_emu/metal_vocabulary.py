@@ -46,6 +46,7 @@ SCALARS = Spec("§2.1 Scalar Data Types")
 NODES = {
     # Declarations.
     "AccessSpecDecl": CXX14,
+    "ClassScopeFunctionSpecializationDecl": Mlx("reduction/ops.h", 216, "template <>"),
     "ClassTemplateDecl": Mlx(
         "steel/attn/mma.h", 36, "template <typename T, int kFragRows_, int kFragCols_>",
     ),
@@ -257,6 +258,10 @@ ARGUMENT_BUILTINS = {
     "simdgroup_index_in_threadgroup": Mlx(
         "fp_quantized.h", 349, "uint simd_gid [[simdgroup_index_in_threadgroup]],",
     ),
+    "threadgroups_per_grid": Mlx("gemv.h", 804, "uint3 tgpg [[threadgroups_per_grid]],"),
+    "simdgroups_per_threadgroup": Mlx(
+        "reduction/reduce_all.h", 17, "uint simd_per_group [[simdgroups_per_threadgroup]],"
+    ),
     "thread_index_in_simdgroup": Mlx(
         "fp_quantized.h", 350, "uint simd_lid [[thread_index_in_simdgroup]]) {",
     ),
@@ -270,8 +275,20 @@ FUNCTION_CONSTANT = {
         "constant bool has_mask [[function_constant(300)]];",
     ),
 }
+# A kernel argument without an attribute, whose index Metal assigns.
+ARGUMENT_WITHOUT_ATTRIBUTE = Mlx("softmax.h", 12, "const device T* in,")
 FUNCTION_CONSTANT_ARGUMENT = Mlx(
     "steel/attn/kernels/steel_attention.h", 78, "[[buffer(5), function_constant(has_mask)]],")
+
+# Address spaces beyond those of pointers and references.
+ADDRESS_SPACES = {
+    # A struct assigned in threadgroup memory: Metal declares the implicit
+    # special members (copy and move, assignment and construction) for every
+    # address space; stock clang only for the generic one, which is `thread`.
+    "implicit special members": Mlx(
+        "steel/gemm/loader.h", 77, "*((threadgroup ReadVector*)(&dst[i * dst_ld])) =",
+    ),
+}
 
 # Declarations by scope. Each declaration in kernel code must take one of
 # these forms; the checker says which it is.
@@ -303,6 +320,12 @@ DECLARATIONS = {
     ),
 }
 
+# Recursion (Metal 2.4 and later allow it in compute functions, with a call
+# stack). A cycle through two or more functions is not in it.
+RECURSION = {
+    "a function that calls itself": Mlx("utils.h", 242, "next(extra, shape, strides);"),
+}
+
 # Language features past C++14 that kernel code may use (C++17 here; the
 # pass compiles as C++17 so that it sees them at all). The checker detects
 # if constexpr, init-statements in if and switch, inline variables, nested
@@ -325,9 +348,10 @@ def citations():
         "node": NODES, "type": TYPES, "function attribute": FUNCTION_ATTRIBUTES,
         "argument index": ARGUMENT_INDEXES, "argument builtin": ARGUMENT_BUILTINS,
         "function constant": FUNCTION_CONSTANT, "declaration": DECLARATIONS,
-        "feature": LATER_FEATURES,
+        "feature": LATER_FEATURES, "recursion": RECURSION, "address space": ADDRESS_SPACES,
     }
     yield "function constant argument", FUNCTION_CONSTANT_ARGUMENT
+    yield "argument without attribute", ARGUMENT_WITHOUT_ATTRIBUTE
     for table, entries in tables.items():
         for name, cite in entries.items():
             yield f"{table} {name}", cite
