@@ -309,6 +309,10 @@ class _Checker:
         self.aliases = {}
         self.kernel_ids = {}  # host name -> id of the function clang resolved
         self.shared = {}  # function id -> [(name, type)] of its static variables
+        self.deduced = set()  # class templates whose arguments clang deduced
+        # (offset, class template) of variables whose type is a template
+        # specialization written without its arguments.
+        self.written_without_arguments = []
 
     def report(self, offset, rule, detail):
         path, line, col, _ = self.map.locate(offset)
@@ -335,6 +339,13 @@ class _Checker:
             kind = node.get("kind", "")
             if kind.endswith("Type") or kind == "TemplateArgument":
                 continue
+            if node.get("name", "").startswith(_GUIDE) and any(
+                c.get("kind") == "CXXDeductionGuideDecl" and c.get("isUsed")
+                for c in [node, *node.get("inner", [])]
+            ):
+                # A deduction guide used: a class template's arguments were
+                # deduced somewhere (which declaration, check_deduction finds).
+                self.deduced.add(node["name"][len(_GUIDE) : -1])
             if node.get("isImplicit") or node.get("implicit"):
                 continue
             offset = _offset(node)
@@ -424,6 +435,8 @@ class _Checker:
             for t in {b for t in _types({"type": node["argType"]}) for b in _builtin_types(t)}:
                 if t not in metal_vocabulary.TYPES:
                     self.report(offset, "type", f"{node.get('name', 'sizeof')} of '{t}'")
+        if kind == "VarDecl" and not instance:
+            self.note_template_without_arguments(node, offset)
         if kind == "VarDecl" and node.get("storageClass") == "static" and function is not None:
             # The desugared type names the element type of an instantiation
             # where the written one is a member typedef of a template.
@@ -515,6 +528,25 @@ class _Checker:
         name = node.get("name", "")
         line = self.original_lines.get(self.map.locate(offset)[:2], "")
         return bool(name) and re.search(rf"\b{re.escape(name)}\s*\[", line) is not None
+
+    def note_template_without_arguments(self, node, offset):
+        """Notes a variable whose type is a class template specialization and
+        whose declaration writes no template arguments (nor `auto`)."""
+        m = _SPECIALIZATION.match(node.get("type", {}).get("qualType", ""))
+        begin = node.get("range", {}).get("begin", {}).get("offset")
+        if m and begin is not None:
+            written = self.unit[begin:offset]
+            if b"<" not in written and not re.search(rb"\b(auto|decltype)\b", written):
+                self.written_without_arguments.append((offset, m.group(1)))
+
+    def check_deduction(self):
+        """Class template argument deduction (C++17), unless allowed."""
+        if "class template argument deduction" in metal_vocabulary.LATER_FEATURES:
+            return
+        for offset, template in self.written_without_arguments:
+            if template in self.deduced:
+                self.report(offset, "language-level",
+                            f"class template argument deduction of '{template}' (C++17)")
 
     def canonical(self, fid):
         while fid in self.previous:
@@ -645,6 +677,9 @@ def _strongly_connected(graph):
 
 
 _KERNEL_REFERENCE = "fa_conformance_kernel_"
+_GUIDE = "<deduction guide for "
+# A class template specialization as clang prints a type: `const fa::Box<int>`.
+_SPECIALIZATION = re.compile(r"^(?:const |volatile )*(?:[A-Za-z_]\w*::)*([A-Za-z_]\w*)<")
 _ALIASES = ("TypedefDecl", "TypeAliasDecl")
 
 
@@ -846,6 +881,7 @@ def check(path, clang=None, include_dirs=()):
     checker.walk(json.loads(proc.stdout))
     report = Report()
     checker.check_recursion()
+    checker.check_deduction()
     checker.check_threadgroup(report)
     findings = checker.findings | set(_include_findings(source_map)) | set(attribute_findings)
     report.findings = sorted(findings)

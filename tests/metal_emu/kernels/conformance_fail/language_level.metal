@@ -1,6 +1,7 @@
 // Must fail the conformance pass with [language-level] only: C++17 features
 // the vocabulary does not allow (Metal 3.1 is C++14): an init-statement in an
-// `if`, a structured binding, a fold expression, a nested namespace.
+// `if`, a structured binding, a fold expression, a nested namespace, class
+// template argument deduction.
 #include <metal_stdlib>
 
 using namespace metal;
@@ -12,6 +13,12 @@ struct Pair {
 };
 } // namespace outer::inner
 
+template <typename T>
+struct Box {
+  T value;
+  Box(T v) : value(v) {}
+};
+
 template <typename... Ts>
 int sum_of(Ts... xs) {
   return (xs + ... + 0); // FORBIDDEN
@@ -22,7 +29,8 @@ int sum_of(Ts... xs) {
     uint tid [[thread_position_in_grid]]) {
   outer::inner::Pair p = {int(tid), 1};
   auto [x, y] = p; // FORBIDDEN
+  Box box(x); // FORBIDDEN
   if (int z = x + y; z > 0) { // FORBIDDEN
-    out[tid] = sum_of(x, y, z);
+    out[tid] = sum_of(box.value, y, z);
   }
 }
