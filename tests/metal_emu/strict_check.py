@@ -6,12 +6,16 @@ emulator, where every pointer is plain, cannot see that).
     python tests/metal_emu/strict_check.py metal/attention.metal ...
 
 exits 0 when every file passes, 1 (printing clang's diagnostics) otherwise,
-2 when clang is missing. The check preprocesses with clang, rewrites the
-address-space qualifiers into clang address-space attributes in the kernel
-code (the same rewrite the emulator does, with other spellings), drops the
-attributes stock clang rejects on explicit instantiations
-(`template [[host_name("x")]] [[kernel]] ...`, which Metal's clang accepts),
-and checks the result for an aarch64 target, where _Float16 exists.
+2 when clang is missing. The check preprocesses with clang, writes the
+Metal forms stock clang cannot read as it reads them (threadgroup variables
+in function bodies, array parameters in an address space, vectors declared
+by direct initialisation, methods qualified with an address space, half
+literals), rewrites the address-space qualifiers into clang address-space
+attributes in the kernel code (the same rewrite the emulator does, with
+other spellings), drops the attributes stock clang rejects on explicit
+instantiations (`template [[host_name("x")]] [[kernel]] ...`, which Metal's
+clang accepts), and checks the result for an aarch64 target, where _Float16
+exists.
 See README.md for what the pass does and does not catch.
 """
 
@@ -42,7 +46,11 @@ ADDRESS_SPACE_ATTRIBUTE = {
     # Metal's default address space for pointers and references.
     "thread": "",
 }
-TARGET = ["-std=c++17", "-target", "aarch64-linux-gnu", "-ffreestanding", "-fno-exceptions"]
+# Metal's char (int8_t) is signed; aarch64's is not unless told.
+TARGET = [
+    "-std=c++17", "-target", "aarch64-linux-gnu", "-fsigned-char", "-ffreestanding",
+    "-fno-exceptions",
+]
 DEFINES = [
     # Metal's compiler predefines __METAL__; MLX's defines.h puts its
     # program-scope constants in `constant` space only where it is defined.
@@ -58,7 +66,8 @@ _INSTANCE_ATTRIBUTES = re.compile(r"\btemplate\s*((?:\[\[.*?\]\]\s*)+)(?=[^\s<])
 # (no pointer or reference declarator before the name; the bound may be on
 # the next line).
 _THREADGROUP_VARIABLE = re.compile(
-    r"^(\s*)(threadgroup\s+(?:const\s+)?[A-Za-z_][\w:<>, ]*?\s+[A-Za-z_]\w*\s*(?:[\[;]|$))"
+    r"^(\s*)(threadgroup\s+(?:const\s+)?[A-Za-z_][\w:<>, ]*?\s+[A-Za-z_]\w*\s*"
+    r"(?:\[[^;]*\]\s*;|;|$))"
 )
 # A parameter declared as an array in device, constant or threadgroup memory,
 # `constant const int64_t strides[2]`. C++ adjusts it to a pointer to the
@@ -84,6 +93,13 @@ _VECTOR_DIRECT_INIT = re.compile(
 )
 _TWO_NAMES = re.compile(r"\b[A-Za-z_]\w*\s+[A-Za-z_]\w*\b")
 _NESTED = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|<[^<>()]*>")
+# Metal's half literal, `1.0h`, which stock clang cannot lex: written as the
+# float literal converted to half, `((::metal::half)1.0f)` (string and
+# character literals are left alone).
+_HALF_LITERAL = re.compile(
+    r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|(?<![\w.])'
+    r"((?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)[hH]\b"
+)
 # A member function's qualifier for the address space of `this`, after its
 # parameter list (and a `const`): `complex_t() threadgroup : ...`.
 _THIS_QUALIFIER = re.compile(
@@ -152,36 +168,40 @@ def _top_level_comma(args):
         args = flat
 
 
+def _half_literal(m):
+    return f"((::metal::half){m.group(1)}f)" if m.group(1) else m.group()
+
+
 def _this_qualifier(m):
     space = m.group(2)
     condition = f"!{_THIS_ADDRESS_SPACE[space]}"
     return f'{m.group(1)}__attribute__((enable_if({condition}, "{space} this")))'
 
 
-def _metal_declarations(line):
+def _metal_forms(line):
     """One line of kernel code with what stock clang cannot read in Metal's
     own terms written as clang reads it: a threadgroup variable in a
     function body (shared by the threadgroup, so static, as the package's
     FA_SHARED_ARRAY_DECL arrays are), an array parameter in an address
-    space, a vector declared by direct initialisation, and the address
-    space of `this`."""
+    space, a vector declared by direct initialisation, the address space of
+    `this`, and half literals."""
     line = _THREADGROUP_VARIABLE.sub(r"\1static \2", line)
     line = _ARRAY_PARAMETER.sub(r"\1* \2", line)
     m = _VECTOR_DIRECT_INIT.match(line)
     if m and _top_level_comma(m.group(4)) and not _TWO_NAMES.search(m.group(4)):
         make = f"::metal::strict::make_vector<::metal::{m.group(2)}>"
         line = f"{m.group(1)}{m.group(2)} {m.group(3)} = {make}({m.group(4)});"
-    return _THIS_QUALIFIER.sub(_this_qualifier, line)
+    line = _THIS_QUALIFIER.sub(_this_qualifier, line)
+    return _HALF_LITERAL.sub(_half_literal, line)
 
 
 def strict_unit(preprocessed, spelling=ADDRESS_SPACE_ATTRIBUTE):
-    """The preprocessed unit as stock clang can check it: threadgroup
-    variables in function bodies made static, methods qualified with an
-    address space made distinct overloads that no call selects, the
+    """The preprocessed unit as stock clang can check it: the Metal forms
+    it cannot read written as it reads them (_metal_forms), the
     address-space qualifiers of the kernel code written as
     spelling[qualifier], and the attributes stock clang rejects on explicit
     instantiations dropped."""
-    unit = _in_kernel_code(preprocessed, _metal_declarations)
+    unit = _in_kernel_code(preprocessed, _metal_forms)
     unit = metal_source.rewrite_address_spaces(unit, INTERNAL, spelling)
     return _drop_instance_attributes(unit)
 

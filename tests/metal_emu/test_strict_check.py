@@ -35,4 +35,4 @@ def test_mixed_address_spaces_fail():
     reported = {
         int(m) for m in re.findall(r"address_space_mix\.metal:(\d+):\d+: error", diagnostics)
     }
-    assert len(marked) == 5 and reported == marked, diagnostics
+    assert len(marked) == 7 and reported == marked, diagnostics

@@ -1,6 +1,7 @@
 // The declaration forms the trampoline generator must read: kernels and
 // function constants inside namespaces, a host name on a plain kernel, a
-// template kernel instantiated from another namespace, a buffer that exists
+// template kernel instantiated from another namespace (with a defaulted
+// template argument, whose `=` is no initialiser), a buffer that exists
 // only when a function constant says so, and combined attribute lists.
 #include <metal_stdlib>
 
@@ -33,13 +34,13 @@ axpb(
   y[i] = add(Scale{double_gain}.apply(x[i]), has_bias ? bias[i] : 0.0f);
 }
 
-template <typename T, int Repeat>
+template <typename T, int Repeat, typename Step = T>
 [[kernel]] void repeat(
     const device T* x [[buffer(0)]],
     device T* y [[buffer(1)]],
     uint i [[thread_position_in_grid]]) {
   for (int r = 0; r < Repeat; ++r) {
-    y[i * Repeat + r] = x[i] + T(r);
+    y[i * Repeat + r] = x[i] + T(Step(r));
   }
 }
 

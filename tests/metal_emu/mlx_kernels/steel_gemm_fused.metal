@@ -1,6 +1,6 @@
 // MLX's fused steel GEMM, instantiated as MLX's kernels/steel/gemm/kernels/
 // steel_gemm_fused.metal does: each element type, the four transpositions
-// across them, and three of MLX's tile shapes.
+// across them, and four of MLX's tile shapes.
 // clang-format off
 #include "bfloat_arithmetic.h"
 #include "mlx/backend/metal/kernels/utils.h"

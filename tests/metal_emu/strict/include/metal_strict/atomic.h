@@ -7,13 +7,15 @@
 
 namespace metal {
 
+// Metal 3.1 orders atomic operations only relaxed.
 enum memory_order {
   memory_order_relaxed,
-  memory_order_seq_cst,
 };
 
+// Opaque: only the functions below touch its value.
 template <class T>
 struct atomic {
+ private:
   T value;
 };
 

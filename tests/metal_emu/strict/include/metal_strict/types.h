@@ -60,14 +60,6 @@ FA_STRICT_VECTORS(float, float)
 
 } // namespace metal
 
-// Metal's half literals, 1.0h: a suffix of the language, a literal
-// operator here (reserved suffixes are the implementation's to define).
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wuser-defined-literals"
-constexpr metal::half operator""h(long double x) {
-  return metal::half(x);
-}
-#pragma clang diagnostic pop
 
 #define bool2(...) ::metal::strict::make_vector<::metal::bool2>(__VA_ARGS__)
 #define bool3(...) ::metal::strict::make_vector<::metal::bool3>(__VA_ARGS__)
