@@ -375,9 +375,7 @@ class _Checker:
             inner_scope = _SCOPES.get(kind, "function" if kind in _FUNCTIONS else scope)
             if kind == "VarTemplateDecl" and scope == "program":
                 inner_scope = "template"
-            # A user-defined literal is Metal's half literal (`1.0h`), whose
-            # operator the strict library declares: its call is not kernel code.
-            children = node.get("inner", []) if kind != "UserDefinedLiteral" else []
+            children = node.get("inner", [])
             if kind in _TEMPLATES:
                 templated = [c for c in children if c.get("kind") not in _TEMPLATE_PARAMS]
                 pattern = templated[0]["id"] if templated else None

@@ -179,9 +179,6 @@ NODES = {
     "UnaryOperator": Mlx("steel/attn/kernels/steel_attention.h", 235, "!align_Q"),
     "UnresolvedLookupExpr": CXX14,
     "UnresolvedMemberExpr": CXX14,
-    # Metal's `h` suffix of half literals, which the strict library declares
-    # as a literal operator (its `long double` parameter is not kernel code).
-    "UserDefinedLiteral": Mlx("complex.h", 305, "complex_t<half>{1.0h, 2.0h}"),
     # Attributes as clang's AST holds them (their spellings: ATTRIBUTES).
     "AlwaysInlineAttr": Mlx(
         "steel/attn/kernels/steel_attention.h", 21,
