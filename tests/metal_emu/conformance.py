@@ -308,7 +308,8 @@ class _Checker:
         # written as members of a class (`typename kernel_t::acc_type`).
         self.aliases = {}
         self.kernel_ids = {}  # host name -> id of the function clang resolved
-        self.shared = {}  # function id -> [(name, type)] of its static variables
+        # function id -> [(name, type, function id)] of its static variables
+        self.shared = {}
         self.deduced = set()  # class templates whose arguments clang deduced
         # (offset, class template) of variables whose type is a template
         # specialization written without its arguments.
@@ -436,10 +437,8 @@ class _Checker:
         if kind == "VarDecl" and not instance:
             self.note_template_without_arguments(node, offset)
         if kind == "VarDecl" and node.get("storageClass") == "static" and function is not None:
-            # The desugared type names the element type of an instantiation
-            # where the written one is a member typedef of a template.
-            type_text = node["type"].get("desugaredQualType", node["type"]["qualType"])
-            self.shared.setdefault(function, []).append((node["name"], type_text, function))
+            self.shared.setdefault(function, []).append(
+                (node["name"], node["type"]["qualType"], function))
 
     def visit_declaration(self, node, kind, offset, scope):
         """Declarations by scope: each must be of a form in
@@ -477,9 +476,12 @@ class _Checker:
         else:
             form = "local variable" if not spaces else None
         if form is None or form not in metal_vocabulary.DECLARATIONS:
-            where = {"program": "program-scope variable", "template": "variable template",
-                     "class": "static data member",
-                     "function": "function-scope static variable" if static else "local variable"}
+            where = {
+                "program": "program-scope variable",
+                "template": "variable template",
+                "class": "static data member",
+                "function": "function-scope static variable" if static else "local variable",
+            }
             what = "`thread_local` variable" if node.get("tls") else where[scope]
             self.report(offset, "declaration", f"{what} '{name}' of type '{type_text}'")
 
