@@ -311,7 +311,7 @@ DECLARATIONS = {
     "parameter": Mlx(
         "steel/attn/kernels/steel_attention.h", 73, "const device T* Q [[buffer(0)]],",
     ),
-    "field": Spec("§2.6 Structures and Classes"),
+    "field": Mlx("steel/attn/params.h", 13, "int B; ///< Batch Size"),
     "non-virtual member function": Mlx(
         "steel/attn/mma.h", 71, "METAL_FUNC static constexpr short2 get_coord(",
     ),
