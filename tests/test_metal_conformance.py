@@ -192,3 +192,19 @@ def test_pre_fix_na_grid_fails(tmp_path):
     assert re.search(r"\[type\] 'batch_heads' has type 'long long'", lines), lines
     assert re.search(r"\[address-space\] 'axes' has type 'const (fa::)?NaAxis \*'", lines), lines
     assert re.search(r"\[address-space\] 'warps' has type 'const int \*'", lines), lines
+
+
+@pytest.mark.parametrize(
+    "printed, builtins",
+    [
+        ("const __attribute__((address_space(1))) _Float16 *", ["_Float16"]),
+        ("metal::vec<long long, 2>", ["long long"]),
+        ("unsigned __int128", ["unsigned __int128"]),
+        ("__SVInt8_t", ["__SVInt8_t"]),
+        ("conditional_t<1 == 2, float, unsigned int>", ["float", "unsigned int"]),
+    ],
+)
+def test_builtin_types_are_read_off_printed_types(printed, builtins):
+    # The type rule allows builtin types by name, so a type it cannot read
+    # must show up as a name that is not in the vocabulary.
+    assert conformance._builtin_types(printed) == builtins

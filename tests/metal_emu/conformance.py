@@ -132,6 +132,7 @@ _LATER_NODES = {
 _BUILTIN_WORDS = {
     "void", "bool", "char", "signed", "unsigned", "short", "int", "long", "float",
     "double", "wchar_t", "char8_t", "char16_t", "char32_t", "_Complex", "_Imaginary",
+    "_Float16", "__fp16", "__bf16", "__int128", "__float128", "__ibm128",
 }
 _TYPE_TOKEN = re.compile(r"[A-Za-z_]\w*|\S")
 _RESERVED = re.compile(r"_[_A-Z]")
