@@ -280,8 +280,9 @@ ADDRESS_SPACES = {
     ),
 }
 
-# Declarations by scope. Each declaration in kernel code must take one of
-# these forms; the checker says which it is.
+# Declarations by scope. Each variable in kernel code must take one of the
+# variable forms; parameters, fields and member functions are allowed as
+# such (their types, address spaces and `virtual` are checked by the rules).
 DECLARATIONS = {
     "variable template in constant": Mlx(
         "complex.h", 15, "static constexpr constant bool is_complex_v = false;",
