@@ -53,7 +53,7 @@ KERNELS = {
     "steel_gemm_fused.metal": {"gemm": 4},
 }
 # Kernels that declare no threadgroup memory (every other one does).
-NO_THREADGROUP_MEMORY = {"init_reduce", "sdpa_vector_2pass_1"}
+NO_THREADGROUP_MEMORY = {"init_reduce", "row_reduce_small", "sdpa_vector_2pass_1"}
 # Units that Apple compiles and the strict library cannot: the reason.
 STRICT_LIBRARY_CANNOT = {
     "steel_gemm_fused.metal": "steel/gemm/loader.h:77 assigns a struct (ReadVector) "

@@ -254,7 +254,7 @@ def assign_buffer_indices(params):
     return params
 
 
-def parse_kernel_def(tokens, namespace):
+def parse_kernel_def(tokens, namespace, arguments=True):
     is_template = tokens[0] == "template" and tokens[1] == "<"
     i = 0
     if is_template:
@@ -274,8 +274,12 @@ def parse_kernel_def(tokens, namespace):
     if "void" not in tokens[i : paren - 1]:
         raise ParseError(f"kernel {name} must return void")
     end = skip_balanced(tokens, paren, "(", ")")
-    params = assign_buffer_indices(
-        [parse_param(p, name) for p in split_top_level(tokens[paren + 1 : end - 1])]
+    params = (
+        assign_buffer_indices(
+            [parse_param(p, name) for p in split_top_level(tokens[paren + 1 : end - 1])]
+        )
+        if arguments
+        else []
     )
     host = name
     for a in attrs:
@@ -301,7 +305,7 @@ def parse_instance(tokens, namespace):
     return Instance(host, join(ref), base, namespace)
 
 
-def analyse(stmt, has_body, namespace, prog):
+def analyse(stmt, has_body, namespace, prog, arguments=True):
     if not stmt:
         return
     attrs = attributes_outside_parens(stmt)
@@ -312,7 +316,7 @@ def analyse(stmt, has_body, namespace, prog):
         return
     if "kernel" in names:
         if has_body:
-            prog.kernels.append(parse_kernel_def(stmt, namespace))
+            prog.kernels.append(parse_kernel_def(stmt, namespace, arguments))
         return
     if "function_constant" in names and not has_body:
         k = next(
@@ -364,9 +368,12 @@ def _after_template_parameters(tokens):
     return tokens
 
 
-def parse(preprocessed, internal):
+def parse(preprocessed, internal, arguments=True):
     """Reads the kernel code of a preprocessed translation unit; `internal`
-    lists path prefixes (shim, runtime, wrapper) that are not kernel code."""
+    lists path prefixes (shim, runtime, wrapper) that are not kernel code.
+    Without `arguments` the kernels' parameters are not read (the
+    conformance pass checks them itself, and Metal allows some the emulator
+    cannot bind)."""
     tokens = tokenize(kernel_code(preprocessed, internal))
     prog = Program()
     scopes = []  # namespace names, "" for an unnamed one
@@ -400,11 +407,11 @@ def parse(preprocessed, internal):
                 while tokens[i] != ";":
                     i = skip_balanced(tokens, i, "{", "}") if tokens[i] == "{" else i + 1
                 i += 1
-            analyse(stmt, True, ns, prog)
+            analyse(stmt, True, ns, prog, arguments)
             start = i
         elif t == ";":
             ns = tuple(n for parts in scopes for n in parts)
-            analyse(tokens[start:i], False, ns, prog)
+            analyse(tokens[start:i], False, ns, prog, arguments)
             i = start = i + 1
         else:
             i += 1

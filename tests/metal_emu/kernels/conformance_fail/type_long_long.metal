@@ -1,4 +1,4 @@
-// Must fail the conformance pass with [long-long] only: the error review
+// Must fail the conformance pass with [type] only: the error review
 // found in na_grid.h, a `long long` parameter of an FA_HOST_DEVICE helper.
 #include <metal_stdlib>
 

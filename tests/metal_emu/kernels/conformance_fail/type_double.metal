@@ -1,4 +1,4 @@
-// Must fail the conformance pass with [double] only: a `double` variable.
+// Must fail the conformance pass with [type] only: a `double` variable.
 // (An unsuffixed literal such as 0.5 is a float in Metal and is not one.)
 #include <metal_stdlib>
 

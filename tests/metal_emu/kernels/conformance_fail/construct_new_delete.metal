@@ -1,4 +1,4 @@
-// Must fail the conformance pass with [new-delete] only: `new` and `delete`.
+// Must fail the conformance pass with [construct] only: `new` and `delete`.
 #include <metal_stdlib>
 
 using namespace metal;

@@ -1,4 +1,4 @@
-// Must fail the conformance pass with [goto] only.
+// Must fail the conformance pass with [construct] only: a `goto` and its label.
 #include <metal_stdlib>
 
 using namespace metal;
@@ -10,6 +10,6 @@ using namespace metal;
     goto done; // FORBIDDEN
   }
   out[tid] = 0.0f;
-done:
+done: // FORBIDDEN
   out[tid] += 1.0f;
 }

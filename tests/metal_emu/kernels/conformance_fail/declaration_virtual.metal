@@ -1,4 +1,4 @@
-// Must fail the conformance pass with [virtual] only: a virtual function.
+// Must fail the conformance pass with [declaration] only: a virtual function.
 #include <metal_stdlib>
 
 using namespace metal;

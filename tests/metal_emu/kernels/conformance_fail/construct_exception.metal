@@ -1,4 +1,4 @@
-// Must fail the conformance pass with [exception] only: a `throw`.
+// Must fail the conformance pass with [construct] only: a `throw`.
 #include <metal_stdlib>
 
 using namespace metal;

@@ -1,4 +1,4 @@
-// Must fail the conformance pass with [thread-local] only.
+// Must fail the conformance pass with [declaration] only.
 #include <metal_stdlib>
 
 using namespace metal;
