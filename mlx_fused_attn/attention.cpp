@@ -3,7 +3,8 @@
 #include <cmath>
 
 #include "mlx/ops.h"
-#include "mlx_fused_attn/attention_plan.h"
+#include "mlx_fused_attn/attention_planner.h"
+#include "mlx_fused_attn/call_plans.h"
 #include "mlx_fused_attn/errors.h"
 #include "mlx_fused_attn/fallback.h"
 #include "mlx_fused_attn/notices.h"

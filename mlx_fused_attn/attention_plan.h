@@ -1,9 +1,11 @@
 // How one attention call runs: its launch plan, built once from the call
-// and its stream's device when the op is built, carried by the primitive
-// and read by every backend at eval. Which calls a fused kernel covers is
-// the plan's to say: a plan without a family carries the reason. The fused
-// backward is planned the same way, into the same struct (its family is
-// AttentionBackward), from the forward's call.
+// and its stream's device when the op is built (attention_planner.h),
+// carried by the primitive and read by every backend at eval. Which calls a
+// fused kernel covers is the plan's to say: a plan without a family carries
+// the reason. The fused backward is planned the same way, into the same
+// struct (its family is AttentionBackward), from the forward's call. This
+// header holds the plan's data only: the backends read it, and what they
+// compute from it at eval (the strides) is launch_params.h's.
 #pragma once
 
 #include <optional>
@@ -20,7 +22,6 @@
 #include "mlx_fused_attn/kernels/short_attention_config.h"
 #include "mlx_fused_attn/kernels/short_attention_features.h"
 #include "mlx_fused_attn/launch_plan.h"
-#include "mlx_fused_attn/mask_visits.h"
 #include "mlx_fused_attn/params.h"
 
 namespace mlx_fused_attn {
@@ -50,6 +51,13 @@ struct AttentionPlan {
   /// Threadgroups sharing each query block's keys (split_keys.h): more than
   /// one when the grid is under a wave. grid.x counts them.
   int key_splits = 1;
+  /// Where the general kernel reads an array mask's key-block visit list
+  /// (mask_visits.h) among the primitive's inputs: the last, after the
+  /// call's own; -1 where it reads none.
+  int visits_input = -1;
+  /// Where the backward kernels read the mask's block lists among
+  /// FusedAttentionVJP's inputs (the last); -1 where they read none.
+  int lists_input = -1;
   /// Shapes and scale; the strides are known only at eval (launch_params).
   fa::AttnParams params{};
   /// The general kernel's; the short kernel reads the ones it shares
@@ -63,98 +71,5 @@ struct AttentionPlan {
     return family.has_value();
   }
 };
-
-/// The plan for a validated call on its stream's device.
-AttentionPlan plan_attention(const AttentionCall& call);
-
-/// The plan of the fused backward of a validated call (FusedAttentionVJP,
-/// backward_primitive.h) on its stream's device: family AttentionBackward,
-/// or none with the reason gradients run as plain MLX ops.
-AttentionPlan plan_attention_backward(const AttentionCall& call);
-
-/// How plan_note starts for a general-kernel plan that splits the keys
-/// (a grid under one wave): routing.py reads it.
-constexpr const char* kKeySplitsNote = "keys split";
-
-/// What can_use_fused says of a plan that runs: the family where it is not
-/// the general kernel ("short-sequence kernel: ..."), "keys split N ways"
-/// where the general kernel splits the keys, else nothing.
-std::string plan_note(const AttentionPlan& plan);
-
-/// Where the plan's kernel reads an array mask's key-block visit list
-/// (mask_visits.h): the general kernel on a GPU does, as the primitive's
-/// last input; -1 where none is read.
-int visits_index(const AttentionPlan& plan);
-
-/// The plan's parameters with the strides of the arrays the kernel reads at
-/// eval: q, k, v (after any row copies), the output, and the mask and its
-/// visit list if any.
-fa::AttnParams launch_params(
-    const AttentionPlan& plan,
-    const mlx::core::array& q,
-    const mlx::core::array& k,
-    const mlx::core::array& v,
-    const mlx::core::array& out,
-    const mlx::core::array* mask,
-    const mlx::core::array* visits = nullptr);
-
-/// Whether a GPU backward of `plan` reads an array mask's block lists
-/// (mask_visits.h): where each GQA group reads one mask head (the dK/dV
-/// kernel streams the group's heads through one list), unless
-/// MLX_FUSED_ATTN_MASK_BLOCKS=0. attention_backward_covers keeps the answer
-/// in features.mask_blocks.
-bool backward_reads_lists(const AttentionPlan& plan);
-
-/// Where the plan's backward kernels read the block lists among
-/// FusedAttentionVJP's inputs (the last); -1 where they read none.
-int backward_lists_index(const AttentionPlan& plan);
-
-/// What the plan's backward lists are built for, the additive mask cast to
-/// `dtype`.
-BwdListGrid backward_list_grid(const AttentionPlan& plan, mlx::core::Dtype dtype);
-
-/// The block lists among the backward's `inputs` that the kernels read, or
-/// null where they read none; throws where the lists were built for other
-/// shapes (a shapeless compile's).
-const mlx::core::array* backward_lists(
-    const AttentionPlan& plan,
-    const std::vector<mlx::core::array>& inputs);
-
-/// The backward's parameters for inputs {q, k, v, o, lse, dO[, mask]}
-/// (after any row copies), gradients {dq, dk, dv} and the block lists if
-/// read (backward_lists).
-fa::AttnBwdParams backward_launch_params(
-    const AttentionPlan& plan,
-    const std::vector<mlx::core::array>& inputs,
-    const std::vector<mlx::core::array>& grads,
-    const mlx::core::array* lists = nullptr);
-
-/// The short kernel's features, as the general kernel's are for the call.
-fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features);
-
-// The backends' family lists build on these.
-
-/// Sets the general kernel's tiles, key splits and grid for `backend` (on
-/// CUDA with the chooser's device inputs `wgmma` and, through `sm_count`,
-/// large_grid). `cores`, the device's multiprocessors or GPU cores, sizes
-/// the wave that split keys fill. A plan whose spec saves the LSE gets
-/// has_lse and no split keys. `metal_variant`: on Metal, the variant of the
-/// kernel's tiles to run (choose_attention_tiles).
-void plan_general_launch(
-    AttentionPlan& plan,
-    fa::Backend backend,
-    bool wgmma,
-    int sm_count,
-    int cores,
-    fa::MetalAttnVariant metal_variant = {});
-
-/// The rows of the partials of a plan with split keys: [key_splits, B, H,
-/// L_q] as the kernel's parameters count them (split_keys.h); a row holds
-/// D_v outputs and two statistics.
-int64_t split_rows(const AttentionPlan& plan);
-
-/// Sets the short kernel's tiles and grid for `backend`, or says why it
-/// does not take the call.
-Support plan_short_launch(AttentionPlan& plan, fa::Backend backend);
 
 } // namespace mlx_fused_attn

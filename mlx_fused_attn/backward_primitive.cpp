@@ -7,7 +7,9 @@
 #include "mlx/transforms.h"
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 #include "mlx_fused_attn/backend/gpu.h"
+#include "mlx_fused_attn/call_plans.h"
 #include "mlx_fused_attn/fallback.h"
+#include "mlx_fused_attn/launch_params.h"
 #include "mlx_fused_attn/mask_visits.h"
 
 namespace mlx_fused_attn {
@@ -173,7 +175,7 @@ std::vector<array> attention_vjp(
   if (si >= 0) {
     inputs.push_back(primals[si]);
   }
-  if (backward_lists_index(plan) >= 0) {
+  if (plan.lists_input >= 0) {
     // The user's mask: the call's view broadcasts it over batch and heads.
     const array& m = primals[mi];
     const array user = slice(

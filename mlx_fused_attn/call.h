@@ -36,7 +36,7 @@ inline int call_input_count(const AttentionSpec& spec) {
 /// mask only where the call has an array mask, then the sinks where it has
 /// sinks (read only by the plain-ops definition: the kernels take the
 /// sinks' share of each row from the LSE), then the mask's block lists
-/// where the kernels read them (backward_lists_index).
+/// where the kernels read them (AttentionPlan::lists_input).
 enum BackwardInput {
   kBwdQ,
   kBwdK,

@@ -1,6 +1,6 @@
 // How many splits of its keys a call's query blocks take (the FlashDecoding
 // pattern, kernels/split_keys.h): host arithmetic, free of MLX, shared by
-// the planner (attention_plan.cpp) and the standalone decode sweep
+// the planner (attention_planner.cpp) and the standalone decode sweep
 // (benchmarks/cuda_decode_sweep.cu), so that the sweep times the counts the
 // library runs.
 #pragma once

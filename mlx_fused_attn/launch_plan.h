@@ -10,7 +10,7 @@
 #include <string>
 
 #include "mlx/array.h"
-#include "mlx_fused_attn/backend/kernel_family.h"
+#include "mlx_fused_attn/kernel_family.h"
 #include "mlx_fused_attn/spec.h"
 #include "mlx_fused_attn/tile/platform.h"
 

@@ -1,7 +1,8 @@
 // How one neighborhood-attention call runs: its launch plan, built once from
-// the call and its stream's device when the op is built, carried by the
-// primitive and read by every backend at eval. Which calls a fused kernel
-// covers is the plan's to say: a plan without a family carries the reason.
+// the call and its stream's device when the op is built (na_planner.h),
+// carried by the primitive and read by every backend at eval. Which calls a
+// fused kernel covers is the plan's to say: a plan without a family carries
+// the reason. This header holds the plan's data only.
 #pragma once
 
 #include <optional>
@@ -11,8 +12,8 @@
 #include "mlx_fused_attn/kernels/na_config.h"
 #include "mlx_fused_attn/kernels/na_grid.h"
 #include "mlx_fused_attn/launch_plan.h"
-#include "mlx_fused_attn/na_call.h"
 #include "mlx_fused_attn/na_params.h"
+#include "mlx_fused_attn/na_spec.h"
 
 namespace mlx_fused_attn {
 
@@ -29,7 +30,7 @@ struct NaPlan {
   /// (na_launch_params).
   fa::NaParams params{};
   /// What the GPU kernel reads of its grid: the warps over the axes and the
-  /// 1-D runs of tiles (backend/na_grid_choice.h).
+  /// 1-D runs of tiles (na_grid_choice.h).
   fa::NaGrid na_grid{};
   /// Threadgroups (na_grid.blocks, H, B), warps, dynamic shared memory.
   LaunchGrid grid;
@@ -40,17 +41,5 @@ struct NaPlan {
     return family.has_value();
   }
 };
-
-/// The plan for a validated call on its stream's device.
-NaPlan plan_neighborhood(const NaCall& call);
-
-/// The plan's parameters with the strides of the arrays the kernel reads at
-/// eval: q, k, v (after any row copies) and the output.
-fa::NaParams na_launch_params(
-    const NaPlan& plan,
-    const mlx::core::array& q,
-    const mlx::core::array& k,
-    const mlx::core::array& v,
-    const mlx::core::array& out);
 
 } // namespace mlx_fused_attn

@@ -5,7 +5,7 @@
 #include "mlx/ops.h"
 #include "mlx_fused_attn/errors.h"
 #include "mlx_fused_attn/na_fallback.h"
-#include "mlx_fused_attn/na_plan.h"
+#include "mlx_fused_attn/call_plans.h"
 #include "mlx_fused_attn/neighborhood_primitive.h"
 #include "mlx_fused_attn/notices.h"
 

@@ -10,7 +10,7 @@
 #include "mlx_fused_attn/fused_primitive.h"
 #include "mlx_fused_attn/na_call.h"
 #include "mlx_fused_attn/na_fallback.h"
-#include "mlx_fused_attn/na_plan.h"
+#include "mlx_fused_attn/call_plans.h"
 
 namespace mlx_fused_attn {
 

@@ -72,7 +72,7 @@ array fused_attention(
   const AttentionPlan forward = may_take_gradients(inputs)
       ? training_plan(call, plan, saves_lse)
       : plan;
-  if (visits_index(forward) >= 0) {
+  if (forward.visits_input >= 0) {
     const auto& tiles = std::get<fa::AttnTiles>(forward.tiles);
     const array& mask = user_mask ? *user_mask : inputs[mask_index(call.spec)];
     // The plan's L_q: packed GQA's rows are the heads of one query, whose

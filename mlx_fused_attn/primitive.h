@@ -10,6 +10,7 @@
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/call.h"
+#include "mlx_fused_attn/call_plans.h"
 #include "mlx_fused_attn/fallback.h"
 #include "mlx_fused_attn/fused_primitive.h"
 

@@ -10,7 +10,7 @@
 
 #include "mlx_fused_attn/attention.h"
 #include "mlx_fused_attn/backend/gpu.h"
-#include "mlx_fused_attn/backend/kernel_family.h"
+#include "mlx_fused_attn/backend/kernel_availability.h"
 #include "mlx_fused_attn/mask_visits.h"
 #include "mlx_fused_attn/neighborhood.h"
 #include "mlx_fused_attn/notices.h"

@@ -377,7 +377,7 @@ def check(fused, ref, dtype, what):
 
 
 def mask_pairs(mask, L_k, strides):
-    """params.h's mask_pairs as launch_params sets it (attention_plan.cpp);
+    """params.h's mask_pairs as launch_params sets it (launch_params.cpp);
     the placed masks start their storage, so their offset is 0."""
     return int(mask == "additive" and L_k % 2 == 0 and strides[3] == 1
                and all(st % 2 == 0 for st in strides[:3]))

@@ -1,25 +1,24 @@
-// The fused backward of the GPU interface (backend/gpu.h) on CUDA: its plan
-// and its launch, three kernel nodes (attention_backward_kernel.cuh): D =
+// The fused backward of the GPU interface (backend/gpu.h) on CUDA: its
+// kernels built and its launch, three kernel nodes (attention_backward_kernel.cuh): D =
 // rowsum(dO * O) into a temporary, then dK/dV and dQ, which read it.
 //
 // The LSE comes from the forward's general kernel (has_lse), so a call the
 // forward runs with the short kernel keeps plain-op gradients.
 #include <cuda_runtime.h>
 
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <variant>
 
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
-#include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/kernel_families.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/kernels/attention_backward_config.h"
+#include "mlx_fused_attn/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -29,8 +28,6 @@ namespace cu = mlx::core::cu;
 namespace {
 
 constexpr const char* kOp = "[scaled_dot_product_attention] CUDA backward: ";
-/// Grid limits of the y (heads) and z (batch) axes.
-constexpr int kMaxGridYZ = 65535;
 
 cuda::AttentionBackwardKernelKey key_of(
     const AttentionPlan& plan,
@@ -44,46 +41,22 @@ cuda::AttentionBackwardKernelKey key_of(
       plan.features.has_mask};
 }
 
-Support backward_covers(const AttentionCall& call, AttentionPlan& plan) {
-  if (Support covered = attention_backward_covers(kOp, call, plan);
-      !covered.ok) {
-    return covered;
-  }
-  const fa::AttnParams& p = plan.params;
-  if (p.B > kMaxGridYZ || p.H_q > kMaxGridYZ) {
-    std::ostringstream msg;
-    msg << kOp << "batch " << p.B << " or query heads " << p.H_q
-        << " over the grid limit of " << kMaxGridYZ;
-    return Support::no(msg.str());
-  }
-  return Support::yes();
-}
-
 } // namespace
 
-void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
-  if (!admitted(backward_covers(call, plan), plan)) {
-    return;
-  }
-  cu::Device& d = cu::device(call.stream.device);
+Support prepare_backward(const AttentionPlan& plan, mx::Stream s) {
+  cu::Device& d = cu::device(s.device);
   const int device = d.cuda_device();
   const int arch = cuda::arch_of(d);
-  plan.tiles = fa::choose_attention_backward_tiles(
-      plan.params.D, plan.dtype, fa::Backend::Cuda, cuda::has_wgmma(arch));
   for (fa::BwdKernel kernel : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq}) {
-    if (!admitted(
-            named(kOp, cuda::kernel_ready(key_of(plan, kernel), device, arch)),
-            plan)) {
-      return;
+    if (Support ready = cuda::kernel_ready(key_of(plan, kernel), device, arch);
+        !ready.ok) {
+      return named(kOp, ready);
     }
   }
-  if (!admitted(
-          named(kOp, cuda::kernel_ready(
-              cuda::AttentionBackwardRowDotKey{plan.dtype}, device, arch)),
-          plan)) {
-    return;
-  }
-  plan.family = KernelFamily::AttentionBackward;
+  return named(
+      kOp,
+      cuda::kernel_ready(
+          cuda::AttentionBackwardRowDotKey{plan.dtype}, device, arch));
 }
 
 void run_backward(

@@ -1,6 +1,6 @@
-// The GPU interface (backend/gpu.h) on MLX's CUDA backend: the plan of a
-// call (which kernel family runs it on the stream's device), and the plan's
-// launch through MLX's command encoder (a node of the encoder's CUDA graph,
+// The GPU interface (backend/gpu.h) on MLX's CUDA backend: the caps of a
+// stream's device, the kernels of a plan built, and the plan's launch
+// through MLX's command encoder (a node of the encoder's CUDA graph,
 // ordered after the nodes that write its inputs).
 //
 // Kernels come from nvcc (AOT, built into this library for sm_80 and sm_90)
@@ -10,8 +10,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -26,9 +26,9 @@
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/cuda/short_attention_cuda.h"
 #include "mlx_fused_attn/backend/cuda/tensor_map.h"
-#include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
+#include "mlx_fused_attn/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -41,6 +41,14 @@ constexpr const char* kOp = "[scaled_dot_product_attention] CUDA: ";
 /// Grid limits of the y (heads) and z (batch) axes.
 constexpr int kMaxGridYZ = 65535;
 
+/// MLX_FUSED_ATTN_NA_RUN=n: 1-D neighborhood threadgroups take runs of n
+/// tiles where the kernel can (1: a tile each), whatever the device holds;
+/// read at every call, so that tests can set it.
+int na_run_override() {
+  const char* env = std::getenv("MLX_FUSED_ATTN_NA_RUN");
+  return env != nullptr ? std::atoi(env) : 0;
+}
+
 /// The general kernel of a plan with its tiles.
 cuda::AttentionKernelKey general_key(const AttentionPlan& plan) {
   return {
@@ -51,69 +59,6 @@ cuda::AttentionKernelKey general_key(const AttentionPlan& plan) {
       plan.features.causal,
       plan.features.has_mask};
 }
-
-Support smem_fits(const char* kernel, const AttentionPlan& plan, int device) {
-  const int allowed = cuda::max_smem_per_block(device);
-  if (plan.grid.smem_bytes <= allowed) {
-    return Support::yes();
-  }
-  std::ostringstream msg;
-  msg << kOp << "the " << kernel << " for head dims " << plan.params.D
-      << " (q, k) and " << plan.params.D_v << " (v) and "
-      << fa::dtype_name(plan.dtype) << " needs " << plan.grid.smem_bytes
-      << " bytes of shared memory a block; this GPU allows " << allowed;
-  return Support::no(msg.str());
-}
-
-/// Where a call is planned: the stream's device.
-struct CudaTarget {
-  int device;
-  int arch;
-};
-
-Support plan_short(const CudaTarget& target, AttentionPlan& plan) {
-  if (Support covered = plan_short_launch(plan, fa::Backend::Cuda);
-      !covered.ok) {
-    return covered;
-  }
-  if (Support fits = smem_fits("short kernel", plan, target.device); !fits.ok) {
-    return fits;
-  }
-  return named(kOp, cuda::short_attention_ready(plan, target.device, target.arch));
-}
-
-Support plan_general(const CudaTarget& target, AttentionPlan& plan) {
-  const fa::AttnParams& p = plan.params;
-  if (p.B > kMaxGridYZ || p.H_q > kMaxGridYZ) {
-    std::ostringstream msg;
-    msg << kOp << "batch " << p.B << " or query heads " << p.H_q
-        << " over the grid limit of " << kMaxGridYZ;
-    return Support::no(msg.str());
-  }
-  const int sms = cuda::multiprocessor_count(target.device);
-  plan_general_launch(
-      plan, fa::Backend::Cuda, cuda::has_wgmma(target.arch), sms, sms);
-  if (Support fits = smem_fits("kernel", plan, target.device); !fits.ok) {
-    return fits;
-  }
-  if (plan.key_splits > 1) {
-    if (Support ready = cuda::kernel_ready(
-            cuda::SplitCombineKernelKey{plan.dtype}, target.device,
-            target.arch);
-        !ready.ok) {
-      return named(kOp, ready);
-    }
-  }
-  return named(kOp, cuda::kernel_ready(general_key(plan), target.device, target.arch));
-}
-
-/// The families in order of preference: short sequences run the short
-/// kernel (short_attention_covers), whose grid is one axis of sequences;
-/// all others the general one.
-const FamilyCandidate<AttentionPlan, CudaTarget> kFamilies[] = {
-    {KernelFamily::ShortAttention, plan_short},
-    {KernelFamily::Attention, plan_general},
-};
 
 /// An fp32 array of `n` elements, its buffer not yet made
 /// (set_device_data).
@@ -190,21 +135,41 @@ void add_attention_node(
 
 } // namespace
 
-void plan(const AttentionCall& call, AttentionPlan& plan) {
-  if (!admitted(attention_kernel_covers(kOp, call.inputs, plan), plan)) {
-    return;
+DeviceCaps device_caps(mx::Stream s) {
+  cu::Device& d = cu::device(s.device);
+  const int device = d.cuda_device();
+  DeviceCaps caps;
+  caps.gpu = fa::Backend::Cuda;
+  caps.name = "CUDA";
+  caps.refusal = cuda::device_supported("", d).reason;
+  caps.cores = cuda::multiprocessor_count(device);
+  caps.sm_count = caps.cores;
+  caps.max_smem_bytes = cuda::max_smem_per_block(device);
+  caps.max_grid_yz = kMaxGridYZ;
+  caps.wgmma = cuda::has_wgmma(cuda::arch_of(d));
+  caps.na_run_override = na_run_override();
+  return caps;
+}
+
+Support prepare(const AttentionPlan& plan, mx::Stream s) {
+  cu::Device& d = cu::device(s.device);
+  const int device = d.cuda_device();
+  const int arch = cuda::arch_of(d);
+  if (Support copies = cuda::copy_kernels_ready(plan.dtype, device, arch);
+      !copies.ok) {
+    return named(kOp, copies);
   }
-  cu::Device& d = cu::device(call.stream.device);
-  if (!admitted(cuda::device_supported(kOp, d), plan)) {
-    return;
+  if (plan.family == KernelFamily::ShortAttention) {
+    return named(kOp, cuda::short_attention_ready(plan, device, arch));
   }
-  const CudaTarget target{d.cuda_device(), cuda::arch_of(d)};
-  if (admitted(
-          named(kOp, cuda::copy_kernels_ready(
-              plan.dtype, target.device, target.arch)),
-          plan)) {
-    choose_family(kFamilies, target, plan);
+  if (plan.key_splits > 1) {
+    if (Support ready = cuda::kernel_ready(
+            cuda::SplitCombineKernelKey{plan.dtype}, device, arch);
+        !ready.ok) {
+      return named(kOp, ready);
+    }
   }
+  return named(kOp, cuda::kernel_ready(general_key(plan), device, arch));
 }
 
 BackendInfo backend_info() {
@@ -239,7 +204,7 @@ void run(
 
   const fa::DType dtype = plan.dtype;
   const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
-  const int vi = visits_index(plan);
+  const int vi = plan.visits_input;
   // A producer warpgroup copies K and V through tensor maps.
   const bool producer = plan.family == KernelFamily::Attention &&
       std::get<fa::AttnTiles>(plan.tiles).producer;

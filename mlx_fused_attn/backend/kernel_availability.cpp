@@ -1,4 +1,4 @@
-#include "mlx_fused_attn/backend/kernel_family.h"
+#include "mlx_fused_attn/backend/kernel_availability.h"
 
 #include <cstdlib>
 #include <map>
@@ -26,24 +26,6 @@ Registry& registry() {
 }
 
 } // namespace
-
-const char* family_name(KernelFamily family) {
-  switch (family) {
-    case KernelFamily::Attention:
-      return "attention";
-    case KernelFamily::ShortAttention:
-      return "short_attention";
-    case KernelFamily::AttentionBackward:
-      return "attention_backward";
-    case KernelFamily::AttentionBackwardRowDot:
-      return "attention_backward_row_dot";
-    case KernelFamily::Neighborhood:
-      return "neighborhood";
-    case KernelFamily::Copy:
-      return "strided_copy";
-  }
-  return "unknown";
-}
 
 bool family_broken_by_test(KernelFamily family) {
   const char* env = std::getenv("MLX_FUSED_ATTN_BREAK_FAMILY");
@@ -102,23 +84,6 @@ Support kernel_available(
   return Support::no(
       "the " + std::string(family_name(family)) + " kernel family is "
       "unavailable on " + device + " (" + what + "): " + reason);
-}
-
-std::vector<KernelFamily> all_kernel_families() {
-  return {
-      KernelFamily::Attention,
-      KernelFamily::ShortAttention,
-      KernelFamily::AttentionBackward,
-      KernelFamily::AttentionBackwardRowDot,
-      KernelFamily::Neighborhood,
-      KernelFamily::Copy};
-}
-
-std::vector<KernelFamily> cpu_kernel_families() {
-  return {
-      KernelFamily::Attention,
-      KernelFamily::AttentionBackward,
-      KernelFamily::Neighborhood};
 }
 
 Support cpu_kernel_available(KernelFamily family) {
