@@ -16,7 +16,7 @@
 // do not pay; CUPTI's kernel time (gpu_bench.py) is the number to record.
 // The floor is K and V's bytes at the copy bandwidth measured here.
 #include "benchmarks/cuda_attention_case.cuh"
-#include "mlx_fused_attn/key_splits.h"
+#include "mlx_fused_attn/plan/split_count.h"
 
 namespace {
 

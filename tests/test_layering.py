@@ -3,10 +3,10 @@ below the backends, and no cycle.
 
 The planners (attention_planner.cpp, na_planner.cpp) plan from a call and
 the device's caps alone, and what the backends compute from a plan at eval
-(launch_params.cpp) is plan-free: neither reaches a backend's header, nor do
-the kernels, the tile library or the Metal entry points. The backends
+(launch_params.cpp) is plan-free: neither reaches a backend's header or the
+op's (op/), nor do the kernels, the tile library or the Metal entry points. The backends
 execute plans and never plan: none reaches a planner's header. Only the op
-layer (call_plans.cpp, the primitives) includes both. Read from the
+layer (op/call_plans.cpp, the primitives) includes both. Read from the
 `#include "mlx_fused_attn/..."` lines of the sources, so that a new include
 that ties a layer back up fails here, on every machine."""
 
@@ -18,19 +18,20 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"(mlx_fused_attn/[^"]+)"', re.M)
 SOURCES = ("*.h", "*.cpp", "*.cuh", "*.cu", "*.metal")
 
 BACKEND = "mlx_fused_attn/backend/"
+OP = "mlx_fused_attn/op/"
 # Whatever these reach is planning or plan-free and must stay below the
 # backends.
 PLANNING_ROOTS = (
-    "mlx_fused_attn/attention_planner.cpp",
-    "mlx_fused_attn/na_planner.cpp",
-    "mlx_fused_attn/launch_params.cpp",
+    "mlx_fused_attn/plan/attention_planner.cpp",
+    "mlx_fused_attn/plan/na_planner.cpp",
+    "mlx_fused_attn/plan/launch_params.cpp",
 )
 DEVICE_CODE = ("mlx_fused_attn/kernels/", "mlx_fused_attn/tile/", "metal/")
 # The planning entry points the backends must never reach.
 PLANNER_HEADERS = (
-    "mlx_fused_attn/attention_planner.h",
-    "mlx_fused_attn/na_planner.h",
-    "mlx_fused_attn/call_plans.h",
+    "mlx_fused_attn/plan/attention_planner.h",
+    "mlx_fused_attn/plan/na_planner.h",
+    "mlx_fused_attn/op/call_plans.h",
 )
 
 
@@ -78,12 +79,12 @@ def cycles(graph):
 
 def ties_up(graph):
     """(file, included file) pairs where planning, plan-free or device code
-    reaches a backend, or a backend reaches a planner."""
+    reaches a backend or the op, or a backend reaches a planner."""
     ties = []
     below = [f for f in graph if f.startswith(DEVICE_CODE)]
     for start in list(PLANNING_ROOTS) + below:
         for f in sorted(reached(graph, start)):
-            if f.startswith(BACKEND):
+            if f.startswith((BACKEND, OP)):
                 ties.append((start, f))
     for start in (f for f in graph if f.startswith(BACKEND)):
         for f in sorted(reached(graph, start)):
@@ -107,10 +108,10 @@ def test_the_checks_see_a_tie_and_a_cycle():
     graph = {
         PLANNING_ROOTS[0]: ["mlx_fused_attn/plan_part.h"],
         "mlx_fused_attn/plan_part.h": [BACKEND + "gpu.h"],
-        BACKEND + "gpu.h": ["mlx_fused_attn/attention_planner.h"],
+        BACKEND + "gpu.h": ["mlx_fused_attn/plan/attention_planner.h"],
         "mlx_fused_attn/a.h": ["mlx_fused_attn/b.h"],
         "mlx_fused_attn/b.h": ["mlx_fused_attn/a.h"],
     }
     assert (PLANNING_ROOTS[0], BACKEND + "gpu.h") in ties_up(graph)
-    assert (BACKEND + "gpu.h", "mlx_fused_attn/attention_planner.h") in ties_up(graph)
+    assert (BACKEND + "gpu.h", "mlx_fused_attn/plan/attention_planner.h") in ties_up(graph)
     assert ["mlx_fused_attn/a.h", "mlx_fused_attn/b.h", "mlx_fused_attn/a.h"] in cycles(graph)

@@ -8,9 +8,9 @@
 
 #include "mlx/array.h"
 #include "mlx/stream.h"
-#include "mlx_fused_attn/attention_plan.h"
-#include "mlx_fused_attn/device_caps.h"
-#include "mlx_fused_attn/kernel_family.h"
+#include "mlx_fused_attn/plan/attention_plan.h"
+#include "mlx_fused_attn/plan/device_caps.h"
+#include "mlx_fused_attn/plan/kernel_family.h"
 #include "mlx_fused_attn/spec.h"
 
 namespace mlx_fused_attn::gpu {

@@ -7,7 +7,7 @@
 
 #include "mlx/array.h"
 #include "mlx/stream.h"
-#include "mlx_fused_attn/na_plan.h"
+#include "mlx_fused_attn/plan/na_plan.h"
 
 namespace mlx_fused_attn::gpu {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "mlx_fused_attn/kernel_family.h"
+#include "mlx_fused_attn/plan/kernel_family.h"
 #include "mlx_fused_attn/spec.h"
 
 namespace mlx_fused_attn {

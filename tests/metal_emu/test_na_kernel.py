@@ -34,7 +34,7 @@ PROBE = r"""
 #include <cstdlib>
 #include <cstring>
 
-#include "mlx_fused_attn/na_grid_choice.h"
+#include "mlx_fused_attn/plan/na_grid_choice.h"
 #include "mlx_fused_attn/kernels/na_config.h"
 #include "mlx_fused_attn/kernels/na_kernel_name.h"
 

@@ -4,7 +4,7 @@
 
 #include "mlx_fused_attn/backend/cpu/dispatch.h"
 #include "mlx_fused_attn/backend/cpu/problem.h"
-#include "mlx_fused_attn/launch_params.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::cpu {
 

@@ -6,8 +6,8 @@
 
 #include "mlx/array.h"
 #include "mlx/stream.h"
-#include "mlx_fused_attn/attention_plan.h"
-#include "mlx_fused_attn/call.h"
+#include "mlx_fused_attn/plan/attention_plan.h"
+#include "mlx_fused_attn/plan/call.h"
 
 namespace mlx_fused_attn::cpu {
 

@@ -87,28 +87,6 @@ struct Scratch {
   std::vector<stride_t> k_slot, v_slot; ///< offsets of each key row
 };
 
-template <typename T>
-void load_rows(
-    const T* src,
-    stride_t row_stride,
-    stride_t col_stride,
-    int rows,
-    int cols,
-    float mul,
-    float* dst) {
-  for (int r = 0; r < rows; ++r) {
-    const T* s = src + r * row_stride;
-    float* d = dst + r * cols;
-    if (col_stride == 1) {
-      convert_row(s, cols, mul, d);
-    } else {
-      for (int c = 0; c < cols; ++c) {
-        d[c] = to_float(s[c * col_stride]) * mul;
-      }
-    }
-  }
-}
-
 // A batch of key rows' transposed keys in Scratch::kt.
 struct KeysT {
   const float* kt; ///< [key rows][D][stride]

@@ -18,7 +18,7 @@
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/kernels/attention_backward_config.h"
-#include "mlx_fused_attn/launch_params.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 

@@ -28,7 +28,7 @@
 #include "mlx_fused_attn/backend/cuda/tensor_map.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
-#include "mlx_fused_attn/launch_params.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 

@@ -16,7 +16,7 @@
 #include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
 #include "mlx_fused_attn/kernels/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_backward_kernel_name.h"
-#include "mlx_fused_attn/launch_params.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 

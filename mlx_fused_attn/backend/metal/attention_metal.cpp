@@ -20,7 +20,7 @@
 #include "mlx_fused_attn/backend/metal/short_attention_metal.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
 #include "mlx_fused_attn/kernels/strided_copy_params.h"
-#include "mlx_fused_attn/launch_params.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 
