@@ -411,9 +411,10 @@ FA_FUNC void attention_backward_dq(
         lists, bp, bp.dq_lists_start, bp.dq_list_row, batch, head, q_block,
         n_blocks);
   }
+  const AttnSmem<T> kv_smem = {k_smem, v_smem};
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
-          p, k, v, k_smem, v_smem, f, batch, kv_head, visits),
+          p, k, v, kv_smem, f, batch, kv_head, visits),
       n_blocks, warp * kSimdWidth + lane);
   const BwdScoreGrads<T> grads =
       backward_score_grads<T>(p, lse, d, mask, f, batch, head);
