@@ -435,6 +435,32 @@ FA_FUNC void attention_epilogue(
   }
 }
 
+/// The prologue of the attention body: a warp's rows of Q into its operand
+/// (`q_smem`: where the target keeps Q in threadgroup memory). First, and
+/// with no commit of its own: a Q copied into threadgroup memory
+/// (asynchronously) joins the copy group of key block 0, so the wait and
+/// barrier before block 0's products cover it (the TMA ring's start waits
+/// for it alone); that memory follows the V stages and the schedule's own.
+/// Register loads do not block until the first product, so their latency
+/// overlaps the first K/V copies either way.
+template <typename Shape, typename QOperand>
+FA_FUNC void attention_load_q(
+    FA_THREAD QOperand& q_op,
+    const FA_DEVICE typename Shape::elem_type* q,
+    const FA_CONSTANT AttnParams& p,
+    AttnPlace at,
+    bool q_ragged,
+    FA_THREADGROUP typename Shape::elem_type* q_smem,
+    int warp,
+    lane_t lane) {
+  const int row0 = at.q_block * Shape::kBQ;
+  q_load(
+      q_op,
+      q + at.batch * p.q_strides[0] + at.head * p.q_strides[1] +
+          row0 * p.q_strides[2],
+      p.q_strides[2], p.L_q - row0, q_ragged, q_smem, warp, lane);
+}
+
 template <typename Target, typename Shape>
 FA_FUNC void attention_block(
     AttnArrays<typename Shape::elem_type> a,
@@ -492,19 +518,9 @@ FA_FUNC void attention_block(
   // A split past a causal query block's keys visits none, and copies
   // nothing: a copy never waited for could land after the threadgroup ends.
   if (n_blocks > 0) {
-    // -------------------------------------------------------------- load Q
-    // First, and with no commit of its own: a Q copied into threadgroup
-    // memory (asynchronously) joins the copy group of key block 0, so the
-    // wait and barrier before block 0's products cover it (the TMA ring's
-    // start waits for it alone); that memory follows the V stages and the
-    // schedule's own. Register loads do not block until the first product,
-    // so their latency overlaps the first K/V copies either way.
     AttnQOperand<Target, Shape> q_op;
-    q_load(
-        q_op,
-        a.q + batch * p.q_strides[0] + head * p.q_strides[1] +
-            q_block * kBQ * p.q_strides[2],
-        p.q_strides[2], p.L_q - q_block * kBQ, q_ragged,
+    attention_load_q<Shape>(
+        q_op, a.q, p, at, q_ragged,
         pipe.src.sync_smem() + Pipeline::kSyncBytes / int(sizeof(T)), warp,
         lane);
 
