@@ -266,6 +266,7 @@ def run_case(
     race_check=False,
     suffix="",
     run=None,
+    scale=None,
 ):
     n_axes = len(spatial)
     dilation = dilation or (1,) * n_axes
@@ -294,7 +295,7 @@ def run_case(
         grid.blocks = dilation[0] * -(-grid.tiles[0] // run[0])
     if run is not None:
         assert grid.run > 1, f"no runs of tiles for {spatial} {kernel}: {list(grid.tiles)}"
-    scale = D**-0.5
+    scale = D**-0.5 if scale is None else scale
     params = NaParams(
         B=B,
         H=H,
@@ -417,6 +418,15 @@ def test_every_split_of_the_warps(prog, probe, warps):
     """The kernel follows whatever tile shape the grid gives: from 8 x 8
     queries to 1 x 64, ragged on both axes, with dilation on one."""
     run_case(prog, probe, (13, 21), (5, 3), (1, 2), dtype="float32", warps=warps, seed=sum(warps))
+
+
+@pytest.mark.parametrize("scale", [-0.3, 0.0])
+def test_scale_that_is_not_positive(prog, probe, scale):
+    """The softmax's FFMA takes only a positive scale (the mask's -inf must
+    stay -inf), so NaBlockMasks::apply scales the scores first and the FFMA
+    by 1: a negative scale reverses the ranking, zero gives each row the
+    mean of its window's values."""
+    run_case(prog, probe, (33,), (7,), dtype="float32", D=32, scale=scale)
 
 
 def test_3d_split_over_every_axis(prog, probe):

@@ -122,6 +122,17 @@ def test_causal(prog, L_q):
     run_split(prog, 5, L_q=L_q, L_k=300, causal=True, seed=L_q)
 
 
+def test_combine_takes_the_max_over_the_splits_maxima_only(prog):
+    """Equal scores (q = 0): each split's row max is 0 and its sum the 512
+    keys it visits. The combine weighs a split by exp2(its max - the max
+    over splits); a sum taken into that max (stats holds the sums after the
+    maxima) would make every weight exp2(-512) = 0 and the rows NaN."""
+
+    def zero_q(x):
+        x["q"][:] = 0
+
+    run_split(prog, 2, L_q=4, L_k=1024, edit=zero_q)
+
 def test_causal_rows_before_every_key_are_the_mean_of_v(prog):
     run_split(prog, 3, L_q=100, L_k=40, causal=True)
 

@@ -26,12 +26,15 @@ CXX = os.environ.get("FA_EMU_CXX", "g++")
 # source); a mutant that survives it meets every test that can see it.
 QUICK_DESELECT = "not race and not races and not flattened and not late_copies"
 # clang's syntax pass sees nothing there that g++ building the drivers does
-# not; it runs in the second pass only.
-FULL_ONLY = {"test_strict_check.py"}
+# not; it runs in the second pass only, and so does the conformance pass,
+# which kills what the emulator cannot see (a duplicated argument index) but
+# would add its clang run to every mutant the emulator kills.
+FULL_ONLY = {"test_strict_check.py", "test_metal_conformance.py"}
 # Cheapest first, so that -x stops a killed mutant early: host programs,
 # then drivers by build time (neighborhood is the slowest).
 FILE_COST = {
     "test_coverage_rules.py": 0,
+    "test_metal_conformance.py": 0,
     "test_attn_params.py": 0,
     "test_smem_layout.py": 0,
     "test_attention_kernel.py": 2,
@@ -103,7 +106,7 @@ class Worker:
 
     def test_files(self, source):
         files = [t for t, seen in self.seen_by.items() if source in seen]
-        return sorted(files, key=lambda t: (FILE_COST.get(os.path.basename(t), 5), t))
+        return sorted(files, key=lambda t: (FILE_COST.get(_file_name(t), 5), t))
 
     def _pytest(self, files, deselect, timeout):
         """(status, seconds, output tail): 'passed', 'failed' or 'timeout'."""
@@ -126,7 +129,7 @@ class Worker:
 
     def baseline(self, timeout):
         """Builds every driver the tests load, unmutated; the tests must pass."""
-        files = [f for f in sorted(self.seen_by) if os.path.basename(f) not in FULL_ONLY]
+        files = [f for f in sorted(self.seen_by) if _file_name(f) not in FULL_ONLY]
         status, seconds, out = self._pytest(files, QUICK_DESELECT, timeout)
         if status != "passed":
             raise RuntimeError(f"the unmutated tests do not pass in {self.repo}:\n{out}")
@@ -141,7 +144,7 @@ class Worker:
         if self.compiled_unchanged(mutant, mutated_text):
             return "not compiled for Metal", time.monotonic() - start, ""
         files = self.test_files(mutant.path)
-        quick = [f for f in files if os.path.basename(f) not in FULL_ONLY]
+        quick = [f for f in files if _file_name(f) not in FULL_ONLY]
         with self._applied(mutant, mutated_text):
             for phase_files, deselect in ((quick, QUICK_DESELECT), (files, None)):
                 status, _, out = self._pytest(phase_files, deselect, timeout)
@@ -163,6 +166,11 @@ class Worker:
 
     def _applied(self, mutant, mutated_text):
         return self._Applied(self.repo / mutant.path, mutated_text)
+
+
+def _file_name(test):
+    """The file name of a test file or of one test's node id."""
+    return os.path.basename(test.split("::")[0])
 
 
 def _first_failure(out):
