@@ -1,0 +1,56 @@
+// How one neighborhood-attention call runs: its launch plan, built once from
+// the call and its stream's device when the op is built, carried by the
+// primitive and read by every backend at eval. Which calls a fused kernel
+// covers is the plan's to say: a plan without a family carries the reason.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "mlx/array.h"
+#include "mlx_fused_attn/kernels/na_config.h"
+#include "mlx_fused_attn/kernels/na_grid.h"
+#include "mlx_fused_attn/launch_plan.h"
+#include "mlx_fused_attn/na_call.h"
+#include "mlx_fused_attn/na_params.h"
+
+namespace mlx_fused_attn {
+
+struct NaPlan {
+  NaSpec spec;
+  /// KernelFamily::Neighborhood, or none: the call runs as plain MLX ops,
+  /// for `reason`.
+  std::optional<KernelFamily> family;
+  /// The kernels' dtype of q, k, v and the output (set once admitted).
+  fa::DType dtype = fa::DType::Float32;
+  /// The GPU kernel's tiles (choose_na_tiles); the CPU kernel has none.
+  fa::NaTiles tiles{};
+  /// Shapes, geometry and scale; the strides are known only at eval
+  /// (na_launch_params).
+  fa::NaParams params{};
+  /// What the GPU kernel reads of its grid: the warps over the axes and the
+  /// 1-D runs of tiles (backend/na_grid_choice.h).
+  fa::NaGrid na_grid{};
+  /// Threadgroups (na_grid.blocks, H, B), warps, dynamic shared memory.
+  LaunchGrid grid;
+  /// Why no family runs the call (empty when one does).
+  std::string reason;
+
+  bool fused() const {
+    return family.has_value();
+  }
+};
+
+/// The plan for a validated call on its stream's device.
+NaPlan plan_neighborhood(const NaCall& call);
+
+/// The plan's parameters with the strides of the arrays the kernel reads at
+/// eval: q, k, v (after any row copies) and the output.
+fa::NaParams na_launch_params(
+    const NaPlan& plan,
+    const mlx::core::array& q,
+    const mlx::core::array& k,
+    const mlx::core::array& v,
+    const mlx::core::array& out);
+
+} // namespace mlx_fused_attn
