@@ -21,7 +21,7 @@ repeated element shows."""
 import numpy as np
 import pytest
 
-from . import forward_error, mlx_emu
+from . import mlx_emu
 
 N_READS = 4
 MAX_THREADS = 1024
@@ -74,7 +74,8 @@ def sum_case(n, seed=0, defines=()):
 @pytest.mark.parametrize("n", SUM_SIZES, ids=lambda n: f"n{n}")
 def test_all_reduce_sum_half_matches_reference(n):
     got, ref = sum_case(n, seed=n)
-    forward_error.check(got, ref, np.zeros(1), f"all_reduce_sumfloat16 of {n} zeros and ones")
+    # Every partial sum is exact in half: the sum must be the count itself.
+    assert got[0] == ref[0], f"all_reduce_sumfloat16 of {n} zeros and ones: {got[0]}, not {ref[0]}"
 
 
 def and_case(n, zero_at, defines=()):
@@ -94,4 +95,4 @@ def and_case(n, zero_at, defines=()):
 def test_all_reduce_and_matches_reference(n):
     for zero_at in (None, 0, n - 1, n // 3):
         got, ref = and_case(n, zero_at)
-        forward_error.check(got, ref, np.zeros(1), f"all_reduce_andfloat32 of {n}, zero at {zero_at}")
+        assert got[0] == ref[0], f"all_reduce_andfloat32 of {n}, zero at {zero_at}: {got[0]}"
