@@ -118,8 +118,10 @@ using AttnQOperand = typename Target::template QOperand<
 
 /// Block kb of `rows` rows (row stride `stride`, keys from kb * kBK) into
 /// `smem`: block n_full (past the whole blocks) zero-fills its missing rows
-/// unless `aligned`.
-template <typename Block, int kBK, typename T>
+/// unless `aligned`. Where the target's loader has a 32-bit copy
+/// (kStride32Loads) and the feature stride32 is on, the row stride and the
+/// offsets from key 0 are 32 bits and the loader steps its pointers.
+template <typename Block, int kBK, bool kStride32Loads, typename T>
 FA_FUNC void attention_load_block(
     FA_THREADGROUP T* smem,
     const FA_DEVICE T* src,
@@ -128,80 +130,29 @@ FA_FUNC void attention_load_block(
     int kb,
     int n_full,
     bool aligned,
+    bool stride32,
     int tid) {
   const int key0 = kb * kBK;
+  const bool partial = !aligned && kb == n_full;
+  if constexpr (kStride32Loads) {
+    if (stride32) {
+      const int ld = int(stride);
+      src += key0 * ld;
+      if (partial) {
+        Block::load_safe_stride32(smem, src, ld, rows - key0, tid);
+      } else {
+        Block::load_stride32(smem, src, ld, tid);
+      }
+      return;
+    }
+  }
   src += key0 * stride;
-  if (!aligned && kb == n_full) {
+  if (partial) {
     Block::load_safe(smem, src, stride, rows - key0, tid);
   } else {
     Block::load(smem, src, stride, tid);
   }
 }
-
-/// As attention_load_block, with the row stride and the offsets from key 0
-/// in 32 bits, and the loader's 32-bit copy (the feature stride32).
-template <typename Block, int kBK, typename T>
-FA_FUNC void attention_load_block_stride32(
-    FA_THREADGROUP T* smem,
-    const FA_DEVICE T* src,
-    int stride,
-    int rows,
-    int kb,
-    int n_full,
-    bool aligned,
-    int tid) {
-  const int key0 = kb * kBK;
-  src += key0 * stride;
-  if (!aligned && kb == n_full) {
-    Block::load_safe_stride32(smem, src, stride, rows - key0, tid);
-  } else {
-    Block::load_stride32(smem, src, stride, tid);
-  }
-}
-
-/// The copy of a K or V block: attention_load_block, or, where the target's
-/// loader has a 32-bit copy (kStride32Loads) and the feature stride32 is
-/// on, attention_load_block_stride32.
-template <bool kStride32Loads>
-struct AttnBlockCopy {
-  template <typename Block, int kBK, typename T>
-  static FA_FUNC void load(
-      FA_THREADGROUP T* smem,
-      const FA_DEVICE T* src,
-      stride_t stride,
-      int rows,
-      int kb,
-      int n_full,
-      bool aligned,
-      bool,
-      int tid) {
-    attention_load_block<Block, kBK>(
-        smem, src, stride, rows, kb, n_full, aligned, tid);
-  }
-};
-
-template <>
-struct AttnBlockCopy<true> {
-  template <typename Block, int kBK, typename T>
-  static FA_FUNC void load(
-      FA_THREADGROUP T* smem,
-      const FA_DEVICE T* src,
-      stride_t stride,
-      int rows,
-      int kb,
-      int n_full,
-      bool aligned,
-      bool stride32,
-      int tid) {
-    if (stride32) {
-      attention_load_block_stride32<Block, kBK>(
-          smem, src, int(stride), rows, kb, n_full, aligned, tid);
-    } else {
-      attention_load_block<Block, kBK>(
-          smem, src, stride, rows, kb, n_full, aligned, tid);
-    }
-  }
-};
 
 /// Where the K/V schedule's own threadgroup memory starts (the TMA ring's
 /// barriers, kv_tma_ring.h): after V's stages, which start at v_smem.
@@ -231,7 +182,7 @@ struct AttnKVSource {
   AttnVisits visits; ///< which key block each of the pipeline's blocks is
   int n_full_kblocks;
   bool align_k;
-  bool stride32; ///< the feature (AttnBlockCopy)
+  bool stride32; ///< the feature (attention_load_block)
   FA_THREADGROUP elem_type* k_smem;
   FA_THREADGROUP elem_type* v_smem;
 
@@ -245,12 +196,12 @@ struct AttnKVSource {
     return attention_sync_smem<Target, Shape>(v_smem);
   }
   FA_FUNC void load_k(int kb, int stage, int tid) const {
-    AttnBlockCopy<Target::kStride32Loads>::template load<KBlock, Shape::kBK>(
+    attention_load_block<KBlock, Shape::kBK, Target::kStride32Loads>(
         k_smem + stage * KBlock::kElems, k, p->k_strides[2], p->L_k,
         visits.block(kb), n_full_kblocks, align_k, stride32, tid);
   }
   FA_FUNC void load_v(int kb, int stage, int tid) const {
-    AttnBlockCopy<Target::kStride32Loads>::template load<VBlock, Shape::kBK>(
+    attention_load_block<VBlock, Shape::kBK, Target::kStride32Loads>(
         v_smem + stage * VBlock::kElems, v, p->v_strides[2], p->L_k,
         visits.block(kb), n_full_kblocks, align_k, stride32, tid);
   }

@@ -169,13 +169,14 @@ struct BwdQSource {
   }
   FA_FUNC void load_kv(int j, int stage, int tid) const {
     const FA_CONSTANT AttnParams& p = bp->fwd;
-    attention_load_block<QBlock, Shape::kBK>(
+    attention_load_block<QBlock, Shape::kBK, false>(
         q_smem + stage * QBlock::kElems, q + head(j) * p.q_strides[1],
-        p.q_strides[2], p.L_q, q_block(j), n_full_qblocks, align_q, tid);
-    attention_load_block<DOBlock, Shape::kBK>(
+        p.q_strides[2], p.L_q, q_block(j), n_full_qblocks, align_q, false,
+        tid);
+    attention_load_block<DOBlock, Shape::kBK, false>(
         do_smem + stage * DOBlock::kElems,
         dout + head(j) * bp->do_strides[1], bp->do_strides[2], p.L_q,
-        q_block(j), n_full_qblocks, align_q, tid);
+        q_block(j), n_full_qblocks, align_q, false, tid);
   }
 };
 
