@@ -111,23 +111,7 @@ struct WithZeroStartLoop : Base {
   FA_CONST bool kZeroStartLoop = kLoop;
 };
 
-struct CudaSharedQTarget : CudaTarget {
-  template <
-      typename T,
-      int kRows,
-      int kCols,
-      int kSrcCols,
-      int kWarpRows,
-      int kThreads>
-  using QOperand = QInPaddedShared<
-      CudaTarget,
-      T,
-      kRows,
-      kCols,
-      kSrcCols,
-      kWarpRows,
-      kThreads>;
-};
+struct CudaSharedQTarget : WithQInPaddedShared<CudaTarget> {};
 
 /// The target of a kernel instance whose tiles ask for warpgroup products
 /// (AttnTiles::wgmma) or not, with Q in shared memory (AttnTiles::q_shared)

@@ -54,23 +54,7 @@ struct MetalTarget {
 /// The Metal variant with Q in threadgroup memory, read a k step at a time
 /// (q_in_padded_shared.h), which frees Q's registers for a load of
 /// threadgroup memory each k step (MetalAttnVariant, attention_config.h).
-struct MetalQThreadgroupTarget : MetalTarget {
-  template <
-      typename T,
-      int kRows,
-      int kCols,
-      int kSrcCols,
-      int kWarpRows,
-      int kThreads>
-  using QOperand = QInPaddedShared<
-      MetalTarget,
-      T,
-      kRows,
-      kCols,
-      kSrcCols,
-      kWarpRows,
-      kThreads>;
-};
+struct MetalQThreadgroupTarget : WithQInPaddedShared<MetalTarget> {};
 
 /// The Metal target keeping Q in threadgroup memory (kQShared) or in
 /// registers.

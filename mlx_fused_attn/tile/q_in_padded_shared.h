@@ -76,4 +76,19 @@ FA_FUNC void q_load(
   q.smem = smem + warp * kWarpRows * Q::kLd;
 }
 
+/// `Target` with Q in padded shared (threadgroup) memory, read a k step at
+/// a time: the one definition both backends' Q-in-shared targets take.
+template <typename Target>
+struct WithQInPaddedShared : Target {
+  template <
+      typename T,
+      int kRows,
+      int kCols,
+      int kSrcCols,
+      int kWarpRows,
+      int kThreads>
+  using QOperand =
+      QInPaddedShared<Target, T, kRows, kCols, kSrcCols, kWarpRows, kThreads>;
+};
+
 } // namespace fa
