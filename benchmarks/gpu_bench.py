@@ -258,23 +258,33 @@ def host_mask(case, rng):
     return np.where(keep, 0.0, hidden).astype(np.float32)
 
 
-def run_case(case, iters, ceilings, skip_unfused, general=False):
+def case_inputs(case, with_torch=True):
+    """The case's (q, k, v, mask) for MLX, evaluated, and for torch (None
+    without with_torch); the same values for every run of the case."""
     mdt, tdt = DTYPES[case.dtype]
     c = case
-    scale = c.D**-0.5
     rng = np.random.default_rng(c.Lq * c.D + c.Lk)
     host = [rng.standard_normal((c.B, h, n, c.D), dtype=np.float32)
             for h, n in ((c.Hq, c.Lq), (c.Hkv, c.Lk), (c.Hkv, c.Lk))]
     q, k, v = (mx.array(x).astype(mdt) for x in host)
-    tq, tk, tv = (torch.from_numpy(x).to("cuda", tdt) for x in host)
-    mask, tmask = ("causal" if c.causal else None), None
+    mask, m = ("causal" if c.causal else None), None
     if c.mask in ("add", "bool"):
         m = host_mask(c, rng)
         mask = mx.array(m) if c.mask == "bool" else mx.array(m).astype(mdt)
+    mx.eval(q, k, v, *([] if mask is None or isinstance(mask, str) else [mask]))
+    if not with_torch:
+        return (q, k, v, mask), None
+    tq, tk, tv = (torch.from_numpy(x).to("cuda", tdt) for x in host)
+    tmask = None
+    if m is not None:
         tmask = torch.from_numpy(m).to("cuda") if c.mask == "bool" else torch.from_numpy(m).to("cuda", tdt)
-        mx.eval(mask)
-    mx.eval(q, k, v)
-    del host
+    return (q, k, v, mask), (tq, tk, tv, tmask)
+
+
+def run_case(case, iters, ceilings, skip_unfused, general=False):
+    c = case
+    scale = c.D**-0.5
+    (q, k, v, mask), (tq, tk, tv, tmask) = case_inputs(c)
 
     results = {}
     mlx_calls = {
@@ -368,21 +378,9 @@ class Report:
                 f.write("\n".join(self.lines) + "\n")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="a few cases only")
-    ap.add_argument("--short", action="store_true", help="many short sequences (see above)")
-    ap.add_argument("--workload", action="store_true",
-                    help="the calls models make: decode, chunked prefill, array masks, GQA")
-    ap.add_argument("--calls", default=None,
-                    help="with --workload, only these calls, as 'batched decode,no mask'")
-    ap.add_argument("--iters", type=int, default=0, help="calls per measurement (default: by size)")
-    ap.add_argument("--out", default=None, help="also write the markdown table here")
-    ap.add_argument("--lengths", default=None, help="L of the B=1 cases, as 512,4096")
-    ap.add_argument("--dims", default=None, help="head dims of the B=1 cases, as 64,128")
-    ap.add_argument("--dtypes", default=None, help="dtypes of the B=1 cases, as float16")
-    ap.add_argument("--no-large", action="store_true", help="without the B=4 L=8192 cases")
-    args = ap.parse_args()
+def grid_cases(args):
+    """The benchmark grid: B=1 H=32 over lengths, head dims and dtypes, and
+    the large B=4 L=8192 bf16 cases."""
 
     def ints(text, default):
         return default if text is None else [int(x) for x in text.split(",")]
@@ -397,7 +395,29 @@ def main():
     for D in [] if args.no_large else [64, 128]:
         for mask in [None, "causal"]:
             cases.append(Case(4, 32, 8192, D, "bfloat16", mask))
+    return cases
 
+
+def add_grid_arguments(ap):
+    ap.add_argument("--quick", action="store_true", help="a few cases only")
+    ap.add_argument("--lengths", default=None, help="L of the B=1 cases, as 512,4096")
+    ap.add_argument("--dims", default=None, help="head dims of the B=1 cases, as 64,128")
+    ap.add_argument("--dtypes", default=None, help="dtypes of the B=1 cases, as float16")
+    ap.add_argument("--no-large", action="store_true", help="without the B=4 L=8192 cases")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_grid_arguments(ap)
+    ap.add_argument("--short", action="store_true", help="many short sequences (see above)")
+    ap.add_argument("--workload", action="store_true",
+                    help="the calls models make: decode, chunked prefill, array masks, GQA")
+    ap.add_argument("--calls", default=None,
+                    help="with --workload, only these calls, as 'batched decode,no mask'")
+    ap.add_argument("--iters", type=int, default=0, help="calls per measurement (default: by size)")
+    ap.add_argument("--out", default=None, help="also write the markdown table here")
+    args = ap.parse_args()
+    cases = grid_cases(args)
     if args.short:
         short_table(args)
         return

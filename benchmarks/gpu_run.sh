@@ -17,6 +17,11 @@
 # gpu_bench.py (--short: the short-sequence table; --workload: decode,
 # chunked prefill, array masks, GQA); MODEL_BENCH_ARGS extra
 # arguments for model_bench.py. Needs .device-cache/mlx-cuda-site.tar.xz.
+# The step "ab" times the fused kernel on the grid and the workload table for
+# a base build and this tree, alternating (benchmarks/ab_bench.py: the 2%
+# rule of a refactor); it builds the base from .device-cache/base-src.tar,
+# made before the run by `git archive -o .device-cache/base-src.tar BASE`.
+# AB_ROUNDS (default 3) and AB_ARGS (grid flags, as --quick) shape it.
 # The step "models" (issue 14: patch_mx_fast inside mlx-lm) is not in the
 # default list; it also needs the mlx-lm wheel in .device-cache (here:
 # pip download --no-deps mlx-lm==0.32.2 -d .device-cache; the machine's
@@ -120,6 +125,21 @@ fi
 if has memory; then
   log "wall against kernel time, outputs in MLX's allocator"
   $PY benchmarks/memory_bench.py 2>&1 | tee "$OUT/memory_bench.md"
+fi
+
+if has ab; then
+  log "A/B: the base build and this tree, each into its own folder"
+  rm -rf /tmp/fa_base_src /tmp/fa_base /tmp/fa_new && mkdir -p /tmp/fa_base_src
+  tar -xf .device-cache/base-src.tar -C /tmp/fa_base_src || exit 1
+  for pair in "/tmp/fa_base_src /tmp/fa_base" ". /tmp/fa_new"; do
+    set -- $pair
+    $PY -m pip install -v --no-build-isolation --no-deps --target "$2" "$1" \
+      --config-settings=cmake.define.MLX_FUSED_ATTN_CUDA_ARCHITECTURES="$CUDA_ARCHS" \
+      >> "$OUT/ab_build.log" 2>&1 || { tail -40 "$OUT/ab_build.log"; exit 1; }
+  done
+  $PY benchmarks/ab_bench.py --base /tmp/fa_base --new /tmp/fa_new --rounds "${AB_ROUNDS:-3}" \
+    --out "$OUT/ab.md" --json "$OUT/ab.json" ${AB_ARGS:-} > "$OUT/ab.log" 2>&1
+  tail -3 "$OUT/ab.md"
 fi
 
 if has bench; then

@@ -79,3 +79,22 @@ def test_strict_json_writes_null_for_non_finite_floats(tmp_path):
     path = tmp_path / "x.json"
     _strict_json.dump({"a": float("nan"), "b": [1.5, float("inf"), (float("-inf"),)]}, path)
     assert strict_load(path) == {"a": None, "b": [1.5, None, [None]]}
+
+
+def test_ab_bench_flags_a_row_past_two_percent_and_one_that_did_not_run():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import ab_bench
+    finally:
+        sys.path.pop(0)
+    rounds = {
+        "base": [{"a": 10.0, "b": 10.0, "c": 10.0}, {"a": 11.0, "b": 10.4, "c": 10.0}],
+        "new": [{"a": 10.1, "b": 10.3, "c": None}, {"a": 10.2, "b": 10.5, "c": None}],
+    }
+    rows = {r[0]: r for r in ab_bench.compare(rounds)}
+    # a: 10.1 / 10.0 within 2% (the minimum of each build's rounds);
+    # b: 10.3 / 10.0 past it; c: the new build never ran it.
+    assert rows["a"][3] == pytest.approx(1.01) and rows["a"][-1]
+    assert rows["a"][4] == pytest.approx(0.1)
+    assert rows["b"][3] == pytest.approx(1.03) and not rows["b"][-1]
+    assert not rows["c"][-1]
