@@ -71,8 +71,6 @@ target_sources(
           ${FA_CUDA_DIR}/device_limits.cpp
           ${FA_CUDA_DIR}/kernels.cpp ${FA_CUDA_DIR}/launch_common.cpp
           ${FA_CUDA_DIR}/na_cuda.cpp
-          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/attention_covers.cpp
-          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/na_launch.cpp
           ${FA_CUDA_DIR}/attention_backward_cuda.cpp
           ${FA_CUDA_DIR}/nvrtc_compiler.cpp ${FA_CUDA_DIR}/short_attention_cuda.cpp
           ${FA_CUDA_DIR}/tensor_map.cpp

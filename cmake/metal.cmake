@@ -47,8 +47,6 @@ target_sources(
   PRIVATE ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/attention_metal.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/na_metal.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/kernel_library.cpp
-          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/attention_covers.cpp
-          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/na_launch.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/attention_backward_metal.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/short_attention_metal.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/strided_copy_metal.cpp

@@ -89,28 +89,16 @@ fa_attention(
 #undef FA_READ_FUNCTION_CONSTANT
   // Unbound without split keys: read only with them.
   const int splits = features.split_keys ? *n_splits : 1;
-  const fa::AttnSplit split = {
-      o_part, stats, int(tgid.x) % splits, splits};
-
-  fa::attention_block<Target, Shape>(
-      q,
-      k,
-      v,
-      out,
-      params,
-      mask,
-      mask_blocks,
-      sinks,
-      lse,
-      k_smem,
-      v_smem,
-      features,
-      split,
+  const fa::AttnArrays<T> arrays = {
+      q, k, v, out, mask, sinks, lse, mask_blocks};
+  const fa::AttnSmem<T> smem = {k_smem, v_smem};
+  const fa::AttnPlace place = {
+      {o_part, stats, int(tgid.x) % splits, splits},
       int(tgid.x) / splits,
-      tgid.y,
-      tgid.z,
-      warp,
-      lane);
+      int(tgid.y),
+      int(tgid.z)};
+  fa::attention_block<Target, Shape>(
+      arrays, params, smem, features, place, warp, lane);
 }
 
 // Names must match attention_kernel_name() in

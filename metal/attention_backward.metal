@@ -92,9 +92,12 @@ fa_attention_bwd_dkdv(
   typedef BwdShapeOf<T, D, BQ, BK, WM> S;
   FA_SHARED_ARRAY_DECL T q_smem[S::Block::kElems];
   FA_SHARED_ARRAY_DECL T do_smem[S::Block::kElems];
+  const fa::AttnBwdArrays<T> arrays = {
+      q, k, v, dout, lse, d, nullptr, dk, dv, mask, lists};
+  const fa::AttnBwdSmem<T> smem = {q_smem, do_smem, q_smem};
+  const fa::AttnBwdPlace place = {int(tgid.x), int(tgid.y), int(tgid.z)};
   fa::attention_backward_dkdv<fa::MetalTarget, typename S::type>(
-      q, k, v, dout, lse, d, dk, dv, params, mask, lists, q_smem, do_smem,
-      q_smem, read_features(), tgid.x, tgid.y, tgid.z, warp, lane);
+      arrays, params, smem, read_features(), place, warp, lane);
 }
 
 template <typename T, int D, int BQ, int BK, int WM>
@@ -116,9 +119,12 @@ fa_attention_bwd_dq(
   typedef BwdShapeOf<T, D, BQ, BK, WM> S;
   FA_SHARED_ARRAY_DECL T k_smem[S::Block::kElems];
   FA_SHARED_ARRAY_DECL T v_smem[S::Block::kElems];
+  const fa::AttnBwdArrays<T> arrays = {
+      q, k, v, dout, lse, d, dq, nullptr, nullptr, mask, lists};
+  const fa::AttnBwdSmem<T> smem = {k_smem, v_smem, k_smem};
+  const fa::AttnBwdPlace place = {int(tgid.x), int(tgid.y), int(tgid.z)};
   fa::attention_backward_dq<fa::MetalTarget, typename S::type>(
-      q, k, v, dout, lse, d, dq, params, mask, lists, k_smem, v_smem,
-      k_smem, read_features(), tgid.x, tgid.y, tgid.z, warp, lane);
+      arrays, params, smem, read_features(), place, warp, lane);
 }
 
 // Names must match attention_backward_kernel_name() in

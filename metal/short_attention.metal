@@ -58,19 +58,10 @@ fa_short_attention(
   FA_SHORT_ATTENTION_FEATURES(FA_READ_SHORT_FUNCTION_CONSTANT)
 #undef FA_READ_SHORT_FUNCTION_CONSTANT
 
+  const fa::AttnArrays<T> arrays = {
+      q, k, v, out, mask, sinks, nullptr, nullptr};
   fa::short_attention_block<fa::MetalTarget, Shape>(
-      q,
-      k,
-      v,
-      out,
-      params,
-      mask,
-      sinks,
-      smem,
-      features,
-      tgid.x,
-      warp,
-      lane);
+      arrays, params, smem, features, tgid.x, warp, lane);
 }
 
 // Names must match short_attention_kernel_name() in

@@ -30,6 +30,7 @@
 
 #include "mlx_fused_attn/backward_params.h"
 #include "mlx_fused_attn/kernels/attention.h"
+#include "mlx_fused_attn/kernels/attention_backward_args.h"
 #include "mlx_fused_attn/kernels/attention_backward_grads.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/mask_visits.h"
@@ -250,29 +251,40 @@ FA_FUNC void backward_store(
   }
 }
 
+/// The dK/dV kernel's epilogue: a warp's key rows of dK (scaled) and dV.
+template <typename Shape, typename Warp, typename T>
+FA_FUNC void backward_store_dkdv(
+    AttnBwdArrays<T> a,
+    const FA_CONSTANT AttnBwdParams& bp,
+    FA_THREAD typename Warp::Acc& dk_acc,
+    FA_THREAD typename Warp::Acc& dv_acc,
+    AttnBwdPlace at,
+    int k_row0,
+    bool k_ragged,
+    lane_t lane) {
+  const FA_CONSTANT AttnParams& p = bp.fwd;
+  backward_store<Shape::kHeadDim, Warp::kCols>(
+      a.dk + at.batch * bp.dk_strides[0] + at.head * bp.dk_strides[1] +
+          k_row0 * bp.dk_strides[2],
+      dk_acc, p.scale_log2 / FA_LOG2E, bp.dk_strides[2], p.L_k - k_row0,
+      k_ragged, lane);
+  backward_store<Shape::kHeadDim, Warp::kCols>(
+      a.dv + at.batch * bp.dv_strides[0] + at.head * bp.dv_strides[1] +
+          k_row0 * bp.dv_strides[2],
+      dv_acc, 1.0f, bp.dv_strides[2], p.L_k - k_row0, k_ragged, lane);
+}
+
 template <typename Target, typename Shape>
 FA_FUNC void attention_backward_dkdv(
-    const FA_DEVICE typename Shape::elem_type* q,
-    const FA_DEVICE typename Shape::elem_type* k,
-    const FA_DEVICE typename Shape::elem_type* v,
-    const FA_DEVICE typename Shape::elem_type* dout,
-    const FA_DEVICE float* lse,
-    const FA_DEVICE float* d,
-    FA_DEVICE typename Shape::elem_type* dk,
-    FA_DEVICE typename Shape::elem_type* dv,
+    AttnBwdArrays<typename Shape::elem_type> a,
     const FA_CONSTANT AttnBwdParams& bp,
-    const FA_DEVICE unsigned char* mask,
-    const FA_DEVICE unsigned int* lists,
-    FA_THREADGROUP typename Shape::elem_type* q_smem,
-    FA_THREADGROUP typename Shape::elem_type* do_smem,
-    FA_THREADGROUP typename Shape::elem_type* operand_smem,
+    AttnBwdSmem<typename Shape::elem_type> smem,
     AttnFeatures f,
-    int k_block,
-    int kv_head,
-    int batch,
+    AttnBwdPlace at,
     int warp,
     lane_t lane) {
   typedef typename Shape::elem_type T;
+  const int batch = at.batch;
   typedef BwdQSource<Target, Shape> Source;
   typedef typename Source::QBlock QBlock;
   typedef typename Source::DOBlock DOBlock;
@@ -282,20 +294,20 @@ FA_FUNC void attention_backward_dkdv(
   constexpr int kBK = Shape::kBK;
   const FA_CONSTANT AttnParams& p = bp.fwd;
 
-  const int key0 = k_block * Shape::kBQ;
+  const int key0 = at.block * Shape::kBQ;
   const int k_row0 = key0 + warp * kRows;
-  const bool k_ragged = !f.align_k && k_block == p.L_k / Shape::kBQ;
+  const bool k_ragged = !f.align_k && at.block == p.L_k / Shape::kBQ;
   // The query blocks each head of the group streams: the mask's list
   // (shared by the group's heads, or a group of one), or under causal
   // from the first that sees this block's first key (query i sees key j
   // iff j <= i + causal_offset; rows that see no key, causal_offset < 0,
   // reach every key, so then every block).
-  const int head0 = kv_head * p.gqa_factor;
+  const int head0 = at.head * p.gqa_factor;
   int n_qblocks = (p.L_q + kBK - 1) / kBK;
   AttnVisits visits = {nullptr, nullptr, 0};
   if (f.mask_blocks) {
     visits = backward_visits(
-        lists, bp, 0, bp.dkdv_list_row, batch, head0, k_block, n_qblocks);
+        a.lists, bp, 0, bp.dkdv_list_row, batch, head0, at.block, n_qblocks);
   } else if (f.causal && p.causal_offset >= 0 && key0 > p.causal_offset) {
     visits.first = (key0 - p.causal_offset) / kBK;
     n_qblocks -= visits.first;
@@ -303,14 +315,14 @@ FA_FUNC void attention_backward_dkdv(
 
   const Source src = {
       &bp,
-      q + batch * p.q_strides[0] + head0 * p.q_strides[1],
-      dout + batch * bp.do_strides[0] + head0 * bp.do_strides[1],
+      a.q + batch * p.q_strides[0] + head0 * p.q_strides[1],
+      a.dout + batch * bp.do_strides[0] + head0 * bp.do_strides[1],
       visits,
       n_qblocks,
       p.L_q / kBK,
       f.align_q,
-      q_smem,
-      do_smem};
+      smem.first,
+      smem.second};
   const int n_blocks = p.gqa_factor * src.n_qblocks;
   const Pipeline pipe =
       kv_pipeline<Pipeline>(src, n_blocks, warp * kSimdWidth + lane);
@@ -319,14 +331,14 @@ FA_FUNC void attention_backward_dkdv(
   typename Warp::Operand k_op;
   typename Warp::Operand v_op;
   q_load(
-      k_op, k + batch * p.k_strides[0] + kv_head * p.k_strides[1] +
+      k_op, a.k + batch * p.k_strides[0] + at.head * p.k_strides[1] +
           key0 * p.k_strides[2],
-      p.k_strides[2], p.L_k - key0, k_ragged, operand_smem, warp, lane);
+      p.k_strides[2], p.L_k - key0, k_ragged, smem.operands, warp, lane);
   q_load(
-      v_op, v + batch * p.v_strides[0] + kv_head * p.v_strides[1] +
+      v_op, a.v + batch * p.v_strides[0] + at.head * p.v_strides[1] +
           key0 * p.v_strides[2],
       p.v_strides[2], p.L_k - key0, k_ragged,
-      operand_smem + Warp::Operand::kSmemElems, warp, lane);
+      smem.operands + Warp::Operand::kSmemElems, warp, lane);
 
   typename Warp::Scores s_t;
   typename Warp::Scores dp_t;
@@ -346,7 +358,8 @@ FA_FUNC void attention_backward_dkdv(
 
     const int q0 = visit.block * kBK;
     const BwdScoreGrads<T> grads =
-        backward_score_grads<T>(p, lse, d, mask, f, batch, head0 + src.head(j));
+        backward_score_grads<T>(
+            p, a.lse, a.d, a.mask, f, batch, head0 + src.head(j));
     backward_block_grads<true>(
         s_t, dp_t, grads, f,
         backward_interior(p, f, visit.kind, q0, kBK, key0, Shape::kBQ),
@@ -359,39 +372,23 @@ FA_FUNC void attention_backward_dkdv(
   }
 
   // ----------------------------------------------------------- store
-  const float scale = p.scale_log2 / FA_LOG2E;
-  backward_store<Shape::kHeadDim, Warp::kCols>(
-      dk + batch * bp.dk_strides[0] + kv_head * bp.dk_strides[1] +
-          k_row0 * bp.dk_strides[2],
-      dk_acc, scale, bp.dk_strides[2], p.L_k - k_row0, k_ragged, lane);
-  backward_store<Shape::kHeadDim, Warp::kCols>(
-      dv + batch * bp.dv_strides[0] + kv_head * bp.dv_strides[1] +
-          k_row0 * bp.dv_strides[2],
-      dv_acc, 1.0f, bp.dv_strides[2], p.L_k - k_row0, k_ragged, lane);
+  backward_store_dkdv<Shape, Warp>(
+      a, bp, dk_acc, dv_acc, at, k_row0, k_ragged, lane);
 }
 
 template <typename Target, typename Shape>
 FA_FUNC void attention_backward_dq(
-    const FA_DEVICE typename Shape::elem_type* q,
-    const FA_DEVICE typename Shape::elem_type* k,
-    const FA_DEVICE typename Shape::elem_type* v,
-    const FA_DEVICE typename Shape::elem_type* dout,
-    const FA_DEVICE float* lse,
-    const FA_DEVICE float* d,
-    FA_DEVICE typename Shape::elem_type* dq,
+    AttnBwdArrays<typename Shape::elem_type> a,
     const FA_CONSTANT AttnBwdParams& bp,
-    const FA_DEVICE unsigned char* mask,
-    const FA_DEVICE unsigned int* lists,
-    FA_THREADGROUP typename Shape::elem_type* k_smem,
-    FA_THREADGROUP typename Shape::elem_type* v_smem,
-    FA_THREADGROUP typename Shape::elem_type* operand_smem,
+    AttnBwdSmem<typename Shape::elem_type> smem,
     AttnFeatures f,
-    int q_block,
-    int head,
-    int batch,
+    AttnBwdPlace at,
     int warp,
     lane_t lane) {
   typedef typename Shape::elem_type T;
+  const int q_block = at.block;
+  const int head = at.head;
+  const int batch = at.batch;
   typedef AttnKVSource<Target, Shape> Source;
   typedef typename Source::KBlock KBlock;
   typedef typename Source::VBlock VBlock;
@@ -409,29 +406,30 @@ FA_FUNC void attention_backward_dq(
   AttnVisits visits = {nullptr, nullptr, 0};
   if (f.mask_blocks) {
     visits = backward_visits(
-        lists, bp, bp.dq_lists_start, bp.dq_list_row, batch, head, q_block,
+        a.lists, bp, bp.dq_lists_start, bp.dq_list_row, batch, head, q_block,
         n_blocks);
   }
+  const AttnSmem<T> kv_smem = {smem.first, smem.second};
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
-          p, k, v, k_smem, v_smem, f, batch, kv_head, visits),
+          p, a.k, a.v, kv_smem, f, batch, kv_head, visits),
       n_blocks, warp * kSimdWidth + lane);
   const BwdScoreGrads<T> grads =
-      backward_score_grads<T>(p, lse, d, mask, f, batch, head);
+      backward_score_grads<T>(p, a.lse, a.d, a.mask, f, batch, head);
 
   // ----------------------------------------------------- load Q and dO
   typename Warp::Operand q_op;
   typename Warp::Operand do_op;
   q_load(
-      q_op, q + batch * p.q_strides[0] + head * p.q_strides[1] +
+      q_op, a.q + batch * p.q_strides[0] + head * p.q_strides[1] +
           q_block * kBQ * p.q_strides[2],
-      p.q_strides[2], p.L_q - q_block * kBQ, q_ragged, operand_smem, warp,
+      p.q_strides[2], p.L_q - q_block * kBQ, q_ragged, smem.operands, warp,
       lane);
   q_load(
-      do_op, dout + batch * bp.do_strides[0] + head * bp.do_strides[1] +
+      do_op, a.dout + batch * bp.do_strides[0] + head * bp.do_strides[1] +
           q_block * kBQ * bp.do_strides[2],
       bp.do_strides[2], p.L_q - q_block * kBQ, q_ragged,
-      operand_smem + Warp::Operand::kSmemElems, warp, lane);
+      smem.operands + Warp::Operand::kSmemElems, warp, lane);
 
   typename Warp::Scores s;
   typename Warp::Scores dp;
@@ -456,7 +454,7 @@ FA_FUNC void attention_backward_dq(
 
   // ----------------------------------------------------------- store
   backward_store<Shape::kHeadDim, Warp::kCols>(
-      dq + batch * bp.dq_strides[0] + head * bp.dq_strides[1] +
+      a.dq + batch * bp.dq_strides[0] + head * bp.dq_strides[1] +
           q_row0 * bp.dq_strides[2],
       dq_acc, p.scale_log2 / FA_LOG2E, bp.dq_strides[2], p.L_q - q_row0,
       q_ragged, lane);

@@ -1,6 +1,6 @@
 // How a neighborhood-attention launch covers the queries with threadgroups:
 // the query tile's shape, the tiles along each axis, and the warps' places in
-// a tile. Shared by the host (which chooses it, backend/na_grid_choice.h) and
+// a tile. Shared by the host (which chooses it, na_grid_choice.h) and
 // the kernels (which read it, as a second POD beside NaParams).
 //
 // A query tile lies inside one dilation group of every axis, so its queries,
@@ -34,7 +34,7 @@ struct NaGrid {
   /// 1-D: consecutive query tiles of a dilation group that one threadgroup
   /// takes in turn, streaming their keys through a ring of key blocks
   /// (na_attention_run_1d); 1: a tile a threadgroup. na_run_for
-  /// (backend/na_grid_choice.h) chooses it.
+  /// (na_grid_choice.h) chooses it.
   int run;
 };
 

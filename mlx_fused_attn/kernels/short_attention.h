@@ -22,6 +22,7 @@
 // holds bool or T, as the features say.
 #pragma once
 
+#include "mlx_fused_attn/kernels/attention_args.h"
 #include "mlx_fused_attn/kernels/attention_masks.h"
 #include "mlx_fused_attn/kernels/attention_step.h"
 #include "mlx_fused_attn/kernels/short_attention_features.h"
@@ -113,15 +114,13 @@ FA_FUNC void short_load_problems(
   FA_BARRIER();
 }
 
+/// One threadgroup's sequences: `a` holds the call's arrays as the general
+/// kernel's do (attention_args.h); the short kernel writes no LSE and reads
+/// no classes by block, so those two stay unbound.
 template <typename Target, typename Shape>
 FA_FUNC void short_attention_block(
-    const FA_DEVICE typename Shape::elem_type* q,
-    const FA_DEVICE typename Shape::elem_type* k,
-    const FA_DEVICE typename Shape::elem_type* v,
-    FA_DEVICE typename Shape::elem_type* out,
+    AttnArrays<typename Shape::elem_type> a,
     const FA_CONSTANT AttnParams& p,
-    const FA_DEVICE unsigned char* mask,
-    const FA_DEVICE typename Shape::elem_type* sinks,
     FA_THREADGROUP typename Shape::elem_type* smem,
     ShortAttnFeatures f,
     int block,
@@ -146,7 +145,8 @@ FA_FUNC void short_attention_block(
       : Shape::kProblems;
 
   // ------------------------------------------------------- load Q, K, V
-  short_load_problems<Block, Shape>(p, q, k, v, smem, first, problems, tid);
+  short_load_problems<Block, Shape>(
+      p, a.q, a.k, a.v, smem, first, problems, tid);
 
   const int row_groups = (p.L_q + kWarpRows - 1) / kWarpRows;
   for (int item = warp; item < problems * row_groups; item += Shape::kWarps) {
@@ -160,18 +160,19 @@ FA_FUNC void short_attention_block(
     // The whole row is one key block (kb 0), ragged where L_k < kSeq.
     const AttnBlockMasks<T, kSeq> masks =
         attention_block_masks<T, kSeq, true>(
-            p, mask, f.causal, f.has_mask, f.bool_mask, batch, head, row0);
+            p, a.mask, f.causal, f.has_mask, f.bool_mask, batch, head, row0);
 
     QInRegisters<FragA, kWarpRows, D> q_op;
     tile_load_shared<kLd, 1>(q_op.tile, seq + row0 * kLd, lane);
     AttnStep<Target, T, kWarpRows, kSeq, D> st;
-    attention_step_begin(st, f.has_sinks, f.has_sinks ? sinks[head] : T(0));
+    attention_step_begin(
+        st, f.has_sinks, f.has_sinks ? a.sinks[head] : T(0));
     attention_step<Block, Block>(
         st, q_op, masks, kv, 0, masks.visits.at(0), lane);
     attention_step_end(st);
 
     // --------------------------------------------------------- store
-    FA_DEVICE T* o = out + batch * p.o_strides[0] + head * p.o_strides[1] +
+    FA_DEVICE T* o = a.out + batch * p.o_strides[0] + head * p.o_strides[1] +
         row0 * p.o_strides[2];
     const int rows_left = p.L_q - row0;
     if (rows_left >= kWarpRows) {

@@ -8,11 +8,11 @@
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
-#include "mlx_fused_attn/attention.h"
+#include "mlx_fused_attn/op/attention.h"
 #include "mlx_fused_attn/backend/gpu.h"
-#include "mlx_fused_attn/backend/kernel_family.h"
-#include "mlx_fused_attn/mask_visits.h"
-#include "mlx_fused_attn/neighborhood.h"
+#include "mlx_fused_attn/backend/kernel_availability.h"
+#include "mlx_fused_attn/op/mask_block_lists.h"
+#include "mlx_fused_attn/op/neighborhood.h"
 #include "mlx_fused_attn/notices.h"
 
 namespace nb = nanobind;

@@ -1,10 +1,10 @@
 """The coverage rules, as pure functions on every machine: which head dims,
 axis counts and sequence lengths each kernel family takes
 (attention_head_dims_supported, short_attention_covers and the rest of
-kernels/*_config.h), against tables written out here. The host dispatch
-(backend/attention_covers.cpp, backend/na_launch.cpp, the Metal and CUDA
-hosts) asks exactly these functions, so a changed rule sends calls to a
-kernel that is not built, or to the fallback, without a GPU to show it."""
+kernels/*_config.h), against tables written out here. The planners
+(attention_planner.cpp, na_planner.cpp) ask exactly these functions, so a
+changed rule sends calls to a kernel that is not built, or to the fallback,
+without a GPU to show it."""
 
 import itertools
 import subprocess

@@ -26,8 +26,8 @@ FAMILIES = (
 
 
 def injected_error():
-    """The line the C++ test hook appends (mlx_fused_attn/backend/kernel_family.cpp)."""
-    path = os.path.join(emu.REPO_ROOT, "mlx_fused_attn", "backend", "kernel_family.cpp")
+    """The line the C++ test hook appends (mlx_fused_attn/backend/kernel_availability.cpp)."""
+    path = os.path.join(emu.REPO_ROOT, "mlx_fused_attn", "backend", "kernel_availability.cpp")
     with open(path) as fh:
         literal = re.search(r'injected_compile_error\(\) \{\s*return "(.*?)";', fh.read(), re.S).group(1)
     return literal.encode().decode("unicode_escape")

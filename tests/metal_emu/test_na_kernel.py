@@ -6,7 +6,7 @@ Every case binds buffers the way mlx_fused_attn/backend/metal/na_metal.cpp
 does (q 0, k 1, v 2, out 3, NaParams 4, NaGrid 5; grid (blocks, H, B),
 threadgroup (32, warps)), poisons the output with NaN, and checks every
 output element plus the padding between the output's heads, which must stay
-untouched. The NaGrid comes from the C++ chooser (backend/na_grid_choice.h,
+untouched. The NaGrid comes from the C++ chooser (na_grid_choice.h,
 through a small probe program), or from na_make_grid for a given split of the
 warps over the axes, so that tiles of every shape run.
 """
@@ -34,7 +34,7 @@ PROBE = r"""
 #include <cstdlib>
 #include <cstring>
 
-#include "mlx_fused_attn/backend/na_grid_choice.h"
+#include "mlx_fused_attn/plan/na_grid_choice.h"
 #include "mlx_fused_attn/kernels/na_config.h"
 #include "mlx_fused_attn/kernels/na_kernel_name.h"
 

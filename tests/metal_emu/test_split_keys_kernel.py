@@ -4,7 +4,7 @@ a query block's keys, then fa_split_combine merging the partials; checked
 against the float64 reference, with the partials and the output poisoned.
 Covers several split counts, a ragged last split, splits a causal query
 block never reaches, masks (whose classes by block the splits share), sinks
-and decode with GQA packed as the host packs it (attention_plan.cpp: the
+and decode with GQA packed as the host packs it (attention_planner.cpp: the
 query heads sharing a KV head as rows)."""
 
 import numpy as np

@@ -36,28 +36,6 @@ constexpr int BLOCK_K = 64;
 // row masked everywhere averages V uniformly, as mx.fast's finfo.min does.
 constexpr float MASKED = -FLT_MAX;
 
-template <typename T>
-void load_rows(
-    const T* src,
-    stride_t row_stride,
-    stride_t col_stride,
-    int rows,
-    int cols,
-    float mul,
-    float* dst) {
-  for (int r = 0; r < rows; ++r) {
-    const T* s = src + r * row_stride;
-    float* d = dst + r * cols;
-    if (col_stride == 1) {
-      convert_row(s, cols, mul, d);
-    } else {
-      for (int c = 0; c < cols; ++c) {
-        d[c] = to_float(s[c * col_stride]) * mul;
-      }
-    }
-  }
-}
-
 // Kt[d][j] = k[j][d]; columns past `rows` are zero so the score loop can run
 // the full block width.
 template <typename T>

@@ -4,7 +4,7 @@
 
 #include "mlx/dtype.h"
 #include "mlx_fused_attn/backward_params.h"
-#include "mlx_fused_attn/launch_plan.h"
+#include "mlx_fused_attn/plan/launch_plan.h"
 #include "mlx_fused_attn/na_params.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/spec.h"

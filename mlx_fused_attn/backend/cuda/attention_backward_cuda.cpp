@@ -1,25 +1,24 @@
-// The fused backward of the GPU interface (backend/gpu.h) on CUDA: its plan
-// and its launch, three kernel nodes (attention_backward_kernel.cuh): D =
+// The fused backward of the GPU interface (backend/gpu.h) on CUDA: its
+// kernels built and its launch, three kernel nodes (attention_backward_kernel.cuh): D =
 // rowsum(dO * O) into a temporary, then dK/dV and dQ, which read it.
 //
 // The LSE comes from the forward's general kernel (has_lse), so a call the
 // forward runs with the short kernel keeps plain-op gradients.
 #include <cuda_runtime.h>
 
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <variant>
 
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
-#include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/kernel_families.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/kernels/attention_backward_config.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -29,8 +28,6 @@ namespace cu = mlx::core::cu;
 namespace {
 
 constexpr const char* kOp = "[scaled_dot_product_attention] CUDA backward: ";
-/// Grid limits of the y (heads) and z (batch) axes.
-constexpr int kMaxGridYZ = 65535;
 
 cuda::AttentionBackwardKernelKey key_of(
     const AttentionPlan& plan,
@@ -44,47 +41,136 @@ cuda::AttentionBackwardKernelKey key_of(
       plan.features.has_mask};
 }
 
-Support backward_covers(const AttentionCall& call, AttentionPlan& plan) {
-  if (Support covered = attention_backward_covers(kOp, call, plan);
-      !covered.ok) {
-    return covered;
+} // namespace
+
+Support prepare_backward(const AttentionPlan& plan, mx::Stream s) {
+  cu::Device& d = cu::device(s.device);
+  const int device = d.cuda_device();
+  const int arch = cuda::arch_of(d);
+  for (fa::BwdKernel kernel : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq}) {
+    if (Support ready = cuda::kernel_ready(key_of(plan, kernel), device, arch);
+        !ready.ok) {
+      return named(kOp, ready);
+    }
   }
+  return named(
+      kOp,
+      cuda::kernel_ready(
+          cuda::AttentionBackwardRowDotKey{plan.dtype}, device, arch));
+}
+
+namespace {
+
+/// One backward run's launch: the encoder and device, the inputs as the
+/// kernels read them ({q, k, v, o, lse, dO[, mask][, lists]}), D, the
+/// parameters (not const: the encoder takes its kernel arguments by
+/// non-const address) and the optional inputs' device addresses.
+struct BwdLaunch {
+  cu::CommandEncoder& enc;
+  int device;
+  int arch;
+  std::vector<mx::array> in;
+  mx::array d;
+  fa::AttnBwdParams params;
+  const void* mask;
+  const void* lists;
+};
+
+void* ptr(const mx::array& a) {
+  return mx::gpu_ptr<void>(a);
+}
+
+/// D = rowsum(dO * O), into the temporary d.
+void add_row_dot_node(const AttentionPlan& plan, BwdLaunch& at) {
   const fa::AttnParams& p = plan.params;
-  if (p.B > kMaxGridYZ || p.H_q > kMaxGridYZ) {
-    std::ostringstream msg;
-    msg << kOp << "batch " << p.B << " or query heads " << p.H_q
-        << " over the grid limit of " << kMaxGridYZ;
-    return Support::no(msg.str());
+  at.enc.set_input_array(at.in[kBwdOut]);
+  at.enc.set_input_array(at.in[kBwdDout]);
+  at.enc.set_output_array(at.d);
+  const cuda::AttentionBackwardRowDotKey row_dot{plan.dtype};
+  at.enc.add_kernel_node_ex(
+      cuda::kernel_function(row_dot, at.device, at.arch),
+      dim3(
+          (p.L_q + fa::kBwdRowDotWarps - 1) / fa::kBwdRowDotWarps, p.H_q, p.B),
+      dim3(row_dot.threads()),
+      {},
+      0,
+      ptr(at.in[kBwdOut]),
+      ptr(at.in[kBwdDout]),
+      ptr(at.d),
+      at.params);
+}
+
+/// Registers every input and D as read by the next kernel.
+void read_all(BwdLaunch& at) {
+  for (const mx::array& a : at.in) {
+    at.enc.set_input_array(a);
   }
-  return Support::yes();
+  at.enc.set_input_array(at.d);
+}
+
+/// dK and dV, a block of keys a threadgroup.
+void add_dkdv_node(
+    const AttentionPlan& plan,
+    std::vector<mx::array>& grads,
+    BwdLaunch& at) {
+  const fa::AttnParams& p = plan.params;
+  read_all(at);
+  at.enc.set_output_array(grads[1]);
+  at.enc.set_output_array(grads[2]);
+  fa::AttnFeatures features =
+      backward_kernel_features(plan, fa::BwdKernel::DkDv);
+  const cuda::AttentionBackwardKernelKey dkdv =
+      key_of(plan, fa::BwdKernel::DkDv);
+  at.enc.add_kernel_node_ex(
+      cuda::kernel_function(dkdv, at.device, at.arch),
+      dim3((p.L_k + dkdv.tiles.bq - 1) / dkdv.tiles.bq, p.H_kv, p.B),
+      dim3(dkdv.threads()),
+      {},
+      static_cast<uint32_t>(dkdv.smem_bytes()),
+      ptr(at.in[kBwdQ]),
+      ptr(at.in[kBwdK]),
+      ptr(at.in[kBwdV]),
+      ptr(at.in[kBwdDout]),
+      ptr(at.in[kBwdLse]),
+      ptr(at.d),
+      ptr(grads[1]),
+      ptr(grads[2]),
+      at.params,
+      at.mask,
+      at.lists,
+      features);
+}
+
+/// dQ, a block of queries a threadgroup.
+void add_dq_node(
+    const AttentionPlan& plan,
+    std::vector<mx::array>& grads,
+    BwdLaunch& at) {
+  const fa::AttnParams& p = plan.params;
+  read_all(at);
+  at.enc.set_output_array(grads[0]);
+  fa::AttnFeatures features = backward_kernel_features(plan, fa::BwdKernel::Dq);
+  const cuda::AttentionBackwardKernelKey dq = key_of(plan, fa::BwdKernel::Dq);
+  at.enc.add_kernel_node_ex(
+      cuda::kernel_function(dq, at.device, at.arch),
+      dim3((p.L_q + dq.tiles.bq - 1) / dq.tiles.bq, p.H_q, p.B),
+      dim3(dq.threads()),
+      {},
+      static_cast<uint32_t>(dq.smem_bytes()),
+      ptr(at.in[kBwdQ]),
+      ptr(at.in[kBwdK]),
+      ptr(at.in[kBwdV]),
+      ptr(at.in[kBwdDout]),
+      ptr(at.in[kBwdLse]),
+      ptr(at.d),
+      ptr(grads[0]),
+      at.params,
+      at.mask,
+      at.lists,
+      features);
 }
 
 } // namespace
-
-void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
-  if (!admitted(backward_covers(call, plan), plan)) {
-    return;
-  }
-  cu::Device& d = cu::device(call.stream.device);
-  const int device = d.cuda_device();
-  const int arch = cuda::arch_of(d);
-  plan.tiles = fa::choose_attention_backward_tiles(
-      plan.params.D, plan.dtype, fa::Backend::Cuda, cuda::has_wgmma(arch));
-  for (fa::BwdKernel kernel : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq}) {
-    if (!admitted(
-            named(kOp, cuda::kernel_ready(key_of(plan, kernel), device, arch)),
-            plan)) {
-      return;
-    }
-  }
-  if (!admitted(
-          named(kOp, cuda::kernel_ready(
-              cuda::AttentionBackwardRowDotKey{plan.dtype}, device, arch)),
-          plan)) {
-    return;
-  }
-  plan.family = KernelFamily::AttentionBackward;
-}
 
 void run_backward(
     const AttentionPlan& plan,
@@ -100,7 +186,6 @@ void run_backward(
   dev.make_current();
   const int device = dev.cuda_device();
   const int arch = cuda::arch_of(dev);
-  cu::CommandEncoder& enc = cu::get_command_encoder(s);
   const fa::DType dtype = plan.dtype;
   const fa::AttnParams& p = plan.params;
 
@@ -117,88 +202,22 @@ void run_backward(
   mx::array d({p.B, p.H_q, p.L_q}, mx::float32, nullptr, {});
   cuda::set_device_data({&grads[0], &grads[1], &grads[2], &d}, s);
   const mx::array* lists = backward_lists(plan, inputs);
-  fa::AttnBwdParams params = backward_launch_params(plan, in, grads, lists);
-  const auto ptr = [](const mx::array& a) { return mx::gpu_ptr<void>(a); };
-  const void* mask = has_mask ? ptr(in[kBwdMask]) : nullptr;
-  const void* lists_ptr = lists != nullptr ? ptr(*lists) : nullptr;
+  BwdLaunch at{
+      cu::get_command_encoder(s),
+      device,
+      arch,
+      in,
+      d,
+      backward_launch_params(plan, in, grads, lists),
+      has_mask ? ptr(in[kBwdMask]) : nullptr,
+      lists != nullptr ? ptr(*lists) : nullptr};
   if (lists != nullptr) {
-    in.push_back(*lists);
+    at.in.push_back(*lists);
   }
-
-  // ------------------------------------------------------------------- D
-  enc.set_input_array(in[kBwdOut]);
-  enc.set_input_array(in[kBwdDout]);
-  enc.set_output_array(d);
-  const cuda::AttentionBackwardRowDotKey row_dot{dtype};
-  enc.add_kernel_node_ex(
-      cuda::kernel_function(row_dot, device, arch),
-      dim3(
-          (p.L_q + fa::kBwdRowDotWarps - 1) / fa::kBwdRowDotWarps, p.H_q, p.B),
-      dim3(row_dot.threads()),
-      {},
-      0,
-      ptr(in[kBwdOut]),
-      ptr(in[kBwdDout]),
-      ptr(d),
-      params);
-
-  // --------------------------------------------------------- dK, dV, dQ
-  for (const mx::array& a : in) {
-    enc.set_input_array(a);
-  }
-  enc.set_input_array(d);
-  enc.set_output_array(grads[1]);
-  enc.set_output_array(grads[2]);
-  // Not const: the encoder takes its kernel arguments by non-const address.
-  fa::AttnFeatures dkdv_features =
-      backward_kernel_features(plan, fa::BwdKernel::DkDv);
-  const cuda::AttentionBackwardKernelKey dkdv =
-      key_of(plan, fa::BwdKernel::DkDv);
-  enc.add_kernel_node_ex(
-      cuda::kernel_function(dkdv, device, arch),
-      dim3((p.L_k + dkdv.tiles.bq - 1) / dkdv.tiles.bq, p.H_kv, p.B),
-      dim3(dkdv.threads()),
-      {},
-      static_cast<uint32_t>(dkdv.smem_bytes()),
-      ptr(in[kBwdQ]),
-      ptr(in[kBwdK]),
-      ptr(in[kBwdV]),
-      ptr(in[kBwdDout]),
-      ptr(in[kBwdLse]),
-      ptr(d),
-      ptr(grads[1]),
-      ptr(grads[2]),
-      params,
-      mask,
-      lists_ptr,
-      dkdv_features);
-
-  for (const mx::array& a : in) {
-    enc.set_input_array(a);
-  }
-  enc.set_input_array(d);
-  enc.set_output_array(grads[0]);
-  fa::AttnFeatures dq_features =
-      backward_kernel_features(plan, fa::BwdKernel::Dq);
-  const cuda::AttentionBackwardKernelKey dq = key_of(plan, fa::BwdKernel::Dq);
-  enc.add_kernel_node_ex(
-      cuda::kernel_function(dq, device, arch),
-      dim3((p.L_q + dq.tiles.bq - 1) / dq.tiles.bq, p.H_q, p.B),
-      dim3(dq.threads()),
-      {},
-      static_cast<uint32_t>(dq.smem_bytes()),
-      ptr(in[kBwdQ]),
-      ptr(in[kBwdK]),
-      ptr(in[kBwdV]),
-      ptr(in[kBwdDout]),
-      ptr(in[kBwdLse]),
-      ptr(d),
-      ptr(grads[0]),
-      params,
-      mask,
-      lists_ptr,
-      dq_features);
-  enc.add_temporary(d);
+  add_row_dot_node(plan, at);
+  add_dkdv_node(plan, grads, at);
+  add_dq_node(plan, grads, at);
+  at.enc.add_temporary(at.d);
 }
 
 } // namespace mlx_fused_attn::gpu

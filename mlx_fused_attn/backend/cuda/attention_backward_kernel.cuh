@@ -94,10 +94,13 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     const GridBlock g = grid_block<Heaviest::First>(
         kCausal || features.mask_blocks,
         stride_t(params.fwd.L_q) * 2 * D * sizeof(T) * params.fwd.gqa_factor);
+    const AttnBwdArrays<T> arrays = {
+        q, k, v, dout, lse, d, nullptr, dk, dv, mask, lists};
+    const AttnBwdSmem<T> smem = {q_smem, do_smem, operand_smem};
+    const AttnBwdPlace place = {g.x, g.head, g.batch};
     attention_backward_dkdv<typename I::Target, typename I::Shape>(
-        q, k, v, dout, lse, d, dk, dv, params, mask, lists, q_smem, do_smem,
-        operand_smem, features, g.x, g.head, g.batch,
-        threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
+        arrays, params, smem, features, place, threadIdx.x / kSimdWidth,
+        threadIdx.x % kSimdWidth);
   }
 }
 
@@ -131,10 +134,12 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     const GridBlock g = grid_block<Heaviest::Last>(
         kCausal || features.mask_blocks,
         stride_t(params.fwd.L_k) * 2 * D * sizeof(T) / params.fwd.gqa_factor);
+    const AttnBwdArrays<T> arrays = {
+        q, k, v, dout, lse, d, dq, nullptr, nullptr, mask, lists};
+    const AttnBwdSmem<T> smem = {k_smem, v_smem, operand_smem};
+    const AttnBwdPlace place = {g.x, g.head, g.batch};
     attention_backward_dq<typename I::Target, typename I::Shape>(
-        q, k, v, dout, lse, d, dq, params, mask, lists, k_smem, v_smem,
-        operand_smem,
-        features, g.x, g.head, g.batch, threadIdx.x / kSimdWidth,
+        arrays, params, smem, features, place, threadIdx.x / kSimdWidth,
         threadIdx.x % kSimdWidth);
   }
 }

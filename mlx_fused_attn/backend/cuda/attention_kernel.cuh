@@ -55,15 +55,8 @@ constexpr bool kSmemBytesAgree =
 
 /// Where a threadgroup of the grid works (query block, head, batch, split),
 /// and the features that the instance fixes at compile time.
-struct AttnGridPlace {
-  AttnSplit split;
-  int q_block;
-  int head;
-  int batch;
-};
-
 template <typename T, int D, int DV, bool kCausal, bool kHasMask>
-__device__ __forceinline__ AttnGridPlace attention_grid_place(
+__device__ __forceinline__ AttnPlace attention_grid_place(
     AttnFeatures& features,
     const AttnParams& params,
     float* o_part,
@@ -78,7 +71,7 @@ __device__ __forceinline__ AttnGridPlace attention_grid_place(
   const GridBlock g = grid_block<Heaviest::Last>(
       kCausal || features.mask_blocks,
       stride_t(params.L_k) * (D + DV) * sizeof(T) / params.gqa_factor);
-  const AttnGridPlace place = {
+  const AttnPlace place = {
       {o_part, stats, g.x % n_splits, n_splits}, g.x / n_splits, g.head,
       g.batch};
   return place;
@@ -132,26 +125,13 @@ __global__ void __launch_bounds__(
     T* k_smem = reinterpret_cast<T*>(attention_smem);
     T* v_smem = k_smem + t.stages * KBlock::kElems;
 
-    const AttnGridPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
+    const AttnPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
         features, params, o_part, stats, n_splits);
+    const AttnArrays<T> arrays = {
+        q, k, v, out, mask, sinks, lse, mask_blocks};
+    const AttnSmem<T> smem = {k_smem, v_smem};
     attention_block<Target, Shape>(
-        q,
-        k,
-        v,
-        out,
-        params,
-        mask,
-        mask_blocks,
-        sinks,
-        lse,
-        k_smem,
-        v_smem,
-        features,
-        at.split,
-        at.q_block,
-        at.head,
-        at.batch,
-        threadIdx.x / kSimdWidth,
+        arrays, params, smem, features, at, threadIdx.x / kSimdWidth,
         threadIdx.x % kSimdWidth);
   }
 }
@@ -221,7 +201,7 @@ __global__ void __launch_bounds__(
         reinterpret_cast<KVTmaBarriers<t.stages>*>(
             attention_sync_smem<Target, Shape>(v_smem));
 
-    const AttnGridPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
+    const AttnPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
         features, params, o_part, stats, n_splits);
     const int warp = threadIdx.x / kSimdWidth;
     if (threadIdx.x == 0) {
@@ -232,8 +212,7 @@ __global__ void __launch_bounds__(
       warpgroup_registers_decrease<kProducerRegs>();
       if (threadIdx.x == 0) {
         const AttnVisitRange range = attention_visit_range<t.bq, t.bk>(
-            params, mask_blocks, features, at.split, at.q_block, at.head,
-            at.batch);
+            params, mask_blocks, features, at);
         kv_tma_produce<KBlock, VBlock, t.stages, t.bk>(
             bars, k_smem, v_smem, k_map, v_map, range.visits, range.n_blocks,
             at.head / params.gqa_factor, at.batch);
@@ -241,24 +220,11 @@ __global__ void __launch_bounds__(
       return;
     }
     warpgroup_registers_increase<kMathRegs>();
+    const AttnArrays<T> arrays = {
+        q, k, v, out, mask, sinks, lse, mask_blocks};
+    const AttnSmem<T> smem = {k_smem, v_smem};
     attention_block<Target, Shape>(
-        q,
-        k,
-        v,
-        out,
-        params,
-        mask,
-        mask_blocks,
-        sinks,
-        lse,
-        k_smem,
-        v_smem,
-        features,
-        at.split,
-        at.q_block,
-        at.head,
-        at.batch,
-        warp - kProducerWarps,
+        arrays, params, smem, features, at, warp - kProducerWarps,
         threadIdx.x % kSimdWidth);
   }
 }

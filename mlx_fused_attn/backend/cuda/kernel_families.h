@@ -9,7 +9,7 @@
 #include <string>
 
 #include "mlx_fused_attn/backend/cuda/block_sizes.h"
-#include "mlx_fused_attn/backend/kernel_family.h"
+#include "mlx_fused_attn/backend/kernel_availability.h"
 #include "mlx_fused_attn/kernels/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_backward_kernel_name.h"
 #include "mlx_fused_attn/kernels/attention_config.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "mlx_fused_attn/backend/cuda/kernel_families.h"
-#include "mlx_fused_attn/backend/kernel_family.h"
+#include "mlx_fused_attn/backend/kernel_availability.h"
 
 namespace mlx_fused_attn::cuda {
 

@@ -14,7 +14,7 @@
 #include "mlx_fused_attn/backend/poison.h"
 #include "mlx_fused_attn/backend/strided_copy_parts.h"
 #include "mlx_fused_attn/kernels/strided_copy_params.h"
-#include "mlx_fused_attn/launch_plan.h"
+#include "mlx_fused_attn/plan/launch_plan.h"
 
 namespace mlx_fused_attn::cuda {
 

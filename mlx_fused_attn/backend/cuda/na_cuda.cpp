@@ -5,22 +5,18 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
-#include "mlx/utils.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
-#include "mlx_fused_attn/backend/cuda/device_limits.h"
 #include "mlx_fused_attn/backend/cuda/kernel_families.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
-#include "mlx_fused_attn/backend/na_launch.h"
 #include "mlx_fused_attn/kernels/na_config.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -30,62 +26,20 @@ namespace cu = mlx::core::cu;
 namespace {
 
 constexpr const char* kOp = "[neighborhood_attention] CUDA: ";
-/// Grid limits of the y (heads) and z (batch) axes.
-constexpr int kMaxGridYZ = 65535;
-/// MLX_FUSED_ATTN_NA_RUN=n: 1-D threadgroups take runs of n tiles where the
-/// kernel can (1: a tile each), whatever the device holds; read at every
-/// call, so that tests can set it.
-int run_override() {
-  const char* env = std::getenv("MLX_FUSED_ATTN_NA_RUN");
-  return env != nullptr ? std::atoi(env) : 0;
-}
 
 } // namespace
 
-void na_plan(const NaCall& call, NaPlan& plan) {
-  if (!admitted(na_kernel_covers(kOp, call.inputs, plan), plan)) {
-    return;
-  }
-  const fa::NaParams& p = plan.params;
-  if (p.B > kMaxGridYZ || p.H > kMaxGridYZ) {
-    std::ostringstream msg;
-    msg << kOp << "batch " << p.B << " or heads " << p.H
-        << " over the grid limit of " << kMaxGridYZ;
-    plan.reason = msg.str();
-    return;
-  }
-  cu::Device& d = cu::device(call.stream.device);
-  if (!admitted(cuda::device_supported(kOp, d), plan)) {
-    return;
-  }
+Support na_prepare(const NaPlan& plan, mx::Stream s) {
+  cu::Device& d = cu::device(s.device);
   const int device = d.cuda_device();
   const int arch = cuda::arch_of(d);
-  plan_na_launch(
-      plan,
-      fa::Backend::Cuda,
-      cuda::multiprocessor_count(device),
-      run_override());
-  plan.grid.smem_bytes =
-      fa::na_smem_bytes(plan.tiles, p.D, plan.dtype, p.n_axes);
-  if (plan.grid.smem_bytes > cuda::max_smem_per_block(device)) {
-    std::ostringstream msg;
-    msg << kOp << "the kernel for head dim " << p.D << " and "
-        << call.inputs[0].dtype() << " needs " << plan.grid.smem_bytes
-        << " bytes of shared memory a block; this GPU allows "
-        << cuda::max_smem_per_block(device);
-    plan.reason = msg.str();
-    return;
+  if (Support copies = cuda::copy_kernels_ready(plan.dtype, device, arch);
+      !copies.ok) {
+    return named(kOp, copies);
   }
-  const Support copies =
-      named(kOp, cuda::copy_kernels_ready(plan.dtype, device, arch));
-  if (!admitted(copies, plan)) {
-    return;
-  }
-  const cuda::NaKernelKey key{plan.dtype, p.D, p.n_axes, plan.tiles};
-  const Support ready = cuda::kernel_ready(key, device, arch);
-  if (admitted(named(kOp, ready), plan)) {
-    plan.family = KernelFamily::Neighborhood;
-  }
+  const cuda::NaKernelKey key{
+      plan.dtype, plan.params.D, plan.params.n_axes, plan.tiles};
+  return named(kOp, cuda::kernel_ready(key, device, arch));
 }
 
 void na_run(

@@ -6,7 +6,7 @@
 
 #include <cuda.h>
 
-#include "mlx_fused_attn/attention_plan.h"
+#include "mlx_fused_attn/plan/attention_plan.h"
 
 namespace mlx_fused_attn::cuda {
 

@@ -33,19 +33,11 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
   constexpr ShortAttnTiles t = Tiles::value;
   typedef ShortShape<T, D, t.seq, t.warp_rows, t.warps, t.problems> Shape;
   extern __shared__ __align__(16) unsigned char smem[];
+  const AttnArrays<T> arrays = {
+      q, k, v, out, mask, sinks, nullptr, nullptr};
   short_attention_block<CudaTarget, Shape>(
-      q,
-      k,
-      v,
-      out,
-      params,
-      mask,
-      sinks,
-      reinterpret_cast<T*>(smem),
-      features,
-      blockIdx.x,
-      threadIdx.x / kSimdWidth,
-      threadIdx.x % kSimdWidth);
+      arrays, params, reinterpret_cast<T*>(smem), features, blockIdx.x,
+      threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
 }
 
 } // namespace fa

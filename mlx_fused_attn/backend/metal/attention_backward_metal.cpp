@@ -1,5 +1,5 @@
-// The fused backward of the GPU interface (backend/gpu.h) on Metal: its plan
-// and its dispatch, three kernels (metal/attention_backward_row_dot.metal,
+// The fused backward of the GPU interface (backend/gpu.h) on Metal: its
+// pipelines built and its dispatch, three kernels (metal/attention_backward_row_dot.metal,
 // then metal/attention_backward.metal): D = rowsum(dO * O) into a
 // temporary, then dK/dV and dQ, which read it.
 //
@@ -11,12 +11,12 @@
 
 #include "mlx/allocator.h"
 #include "mlx/backend/metal/device.h"
-#include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
 #include "mlx_fused_attn/kernels/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_backward_kernel_name.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -54,13 +54,8 @@ MetalPipeline row_dot_pipeline(fa::DType dtype) {
 
 } // namespace
 
-void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
-  if (!admitted(attention_backward_covers(kOp, call, plan), plan)) {
-    return;
-  }
-  plan.tiles = fa::choose_attention_backward_tiles(
-      plan.params.D, plan.dtype, fa::Backend::Metal);
-  auto& d = mx::metal::device(call.stream.device);
+Support prepare_backward(const AttentionPlan& plan, mx::Stream s) {
+  auto& d = mx::metal::device(s.device);
   // Built here, where the op and its vjp plan the backward before any graph
   // exists: a pipeline that fails leaves plain-op gradients with its reason
   // instead of a throw inside eval (the LSE-writing forward: training_plan).
@@ -69,11 +64,11 @@ void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
         backward_pipeline(plan, fa::BwdKernel::Dq),
         row_dot_pipeline(plan.dtype),
         strided_copy_pipeline(plan.dtype)}) {
-    if (!admitted(named(kOp, pipeline_ready(d, pl)), plan)) {
-      return;
+    if (Support ready = pipeline_ready(d, pl); !ready.ok) {
+      return named(kOp, ready);
     }
   }
-  plan.family = KernelFamily::AttentionBackward;
+  return Support::yes();
 }
 
 void run_backward(

@@ -8,9 +8,9 @@
 #include "mlx_fused_attn/backend/gpu_na.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
-#include "mlx_fused_attn/backend/na_launch.h"
 #include "mlx_fused_attn/kernels/na_config.h"
 #include "mlx_fused_attn/kernels/na_kernel_name.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -32,17 +32,13 @@ MetalPipeline na_pipeline(const NaPlan& plan) {
 
 } // namespace
 
-void na_plan(const NaCall& call, NaPlan& plan) {
-  if (!admitted(na_kernel_covers(kOp, call.inputs, plan), plan)) {
-    return;
+Support na_prepare(const NaPlan& plan, mx::Stream s) {
+  auto& d = mx::metal::device(s.device);
+  if (Support ready = pipeline_ready(d, strided_copy_pipeline(plan.dtype));
+      !ready.ok) {
+    return named(kOp, ready);
   }
-  plan_na_launch(plan, fa::Backend::Metal);
-  auto& d = mx::metal::device(call.stream.device);
-  // A strided view is copied first (with_contiguous_rows).
-  if (admitted(named(kOp, pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan) &&
-      admitted(named(kOp, pipeline_ready(d, na_pipeline(plan))), plan)) {
-    plan.family = KernelFamily::Neighborhood;
-  }
+  return named(kOp, pipeline_ready(d, na_pipeline(plan)));
 }
 
 void na_run(

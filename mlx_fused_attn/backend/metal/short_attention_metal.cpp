@@ -2,6 +2,7 @@
 
 #include "mlx_fused_attn/kernels/short_attention_features.h"
 #include "mlx_fused_attn/kernels/short_attention_kernel_name.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 

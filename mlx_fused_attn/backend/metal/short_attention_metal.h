@@ -3,7 +3,7 @@
 // does the general kernel: both take the same buffers.
 #pragma once
 
-#include "mlx_fused_attn/attention_plan.h"
+#include "mlx_fused_attn/plan/attention_plan.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
 
 namespace mlx_fused_attn::gpu {

@@ -6,7 +6,7 @@
 #include "mlx/allocator.h"
 #include "mlx_fused_attn/backend/strided_copy_parts.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
-#include "mlx_fused_attn/launch_plan.h"
+#include "mlx_fused_attn/plan/launch_plan.h"
 
 namespace mlx_fused_attn::gpu {
 

@@ -1,0 +1,119 @@
+"""The include graph keeps its layers: planners, kernels and tile library
+below the backends, and no cycle.
+
+The planners (attention_planner.cpp, na_planner.cpp) plan from a call and
+the device's caps alone, and what the backends compute from a plan at eval
+(launch_params.cpp) is plan-free: neither reaches a backend's header or the
+op's (op/), nor do the kernels, the tile library or the Metal entry points.
+The backends execute plans and never plan: none reaches a planner's header.
+Only the op layer (op/call_plans.cpp, the primitives) includes both. Read from the
+`#include "mlx_fused_attn/..."` lines of the sources, so that a new include
+that ties a layer back up fails here, on every machine."""
+
+import pathlib
+import re
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+INCLUDE = re.compile(r'^\s*#\s*include\s+"(mlx_fused_attn/[^"]+)"', re.M)
+SOURCES = ("*.h", "*.cpp", "*.cuh", "*.cu", "*.metal")
+
+BACKEND = "mlx_fused_attn/backend/"
+OP = "mlx_fused_attn/op/"
+# Whatever these reach is planning or plan-free and must stay below the
+# backends.
+PLANNING_ROOTS = (
+    "mlx_fused_attn/plan/attention_planner.cpp",
+    "mlx_fused_attn/plan/na_planner.cpp",
+    "mlx_fused_attn/plan/launch_params.cpp",
+)
+DEVICE_CODE = ("mlx_fused_attn/kernels/", "mlx_fused_attn/tile/", "metal/")
+# The planning entry points the backends must never reach.
+PLANNER_HEADERS = (
+    "mlx_fused_attn/plan/attention_planner.h",
+    "mlx_fused_attn/plan/na_planner.h",
+    "mlx_fused_attn/op/call_plans.h",
+)
+
+
+def include_graph(repo):
+    """{file: [files it includes]}, repository-relative, for the package's
+    sources and the Metal entry points."""
+    graph = {}
+    for folder in ("mlx_fused_attn", "metal"):
+        for pattern in SOURCES:
+            for path in (repo / folder).rglob(pattern):
+                rel = path.relative_to(repo).as_posix()
+                graph[rel] = INCLUDE.findall(path.read_text())
+    return graph
+
+
+def reached(graph, start):
+    """Every file `start` includes, directly or through others."""
+    seen, stack = set(), [start]
+    while stack:
+        for child in graph.get(stack.pop(), []):
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return seen
+
+
+def cycles(graph):
+    """The include cycles of `graph`, each as the path that closes it."""
+    found, state = [], {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for child in graph.get(node, []):
+            if state.get(child) == "open":
+                found.append(path[path.index(child):] + [child])
+            elif child not in state:
+                visit(child, path + [child])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return found
+
+
+def ties_up(graph):
+    """(file, included file) pairs where planning, plan-free or device code
+    reaches a backend or the op, or a backend reaches a planner."""
+    ties = []
+    below = [f for f in graph if f.startswith(DEVICE_CODE)]
+    for start in list(PLANNING_ROOTS) + below:
+        for f in sorted(reached(graph, start)):
+            if f.startswith((BACKEND, OP)):
+                ties.append((start, f))
+    for start in (f for f in graph if f.startswith(BACKEND)):
+        for f in sorted(reached(graph, start)):
+            if f in PLANNER_HEADERS:
+                ties.append((start, f))
+    return ties
+
+
+def test_no_tie_runs_back_up():
+    graph = include_graph(REPO)
+    for root in PLANNING_ROOTS:
+        assert root in graph, f"{root} moved: update PLANNING_ROOTS"
+    assert ties_up(graph) == []
+
+
+def test_no_include_cycle():
+    assert cycles(include_graph(REPO)) == []
+
+
+def test_the_checks_see_a_tie_and_a_cycle():
+    graph = {
+        PLANNING_ROOTS[0]: ["mlx_fused_attn/plan_part.h"],
+        "mlx_fused_attn/plan_part.h": [BACKEND + "gpu.h"],
+        BACKEND + "gpu.h": [PLANNER_HEADERS[0]],
+        "mlx_fused_attn/a.h": ["mlx_fused_attn/b.h"],
+        "mlx_fused_attn/b.h": ["mlx_fused_attn/a.h"],
+    }
+    ties = ties_up(graph)
+    assert (PLANNING_ROOTS[0], BACKEND + "gpu.h") in ties
+    assert (BACKEND + "gpu.h", PLANNER_HEADERS[0]) in ties
+    a, b = "mlx_fused_attn/a.h", "mlx_fused_attn/b.h"
+    assert [a, b, a] in cycles(graph)
