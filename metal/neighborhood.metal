@@ -45,21 +45,11 @@ fa_neighborhood(
           fa::kMetalMaxThreadgroupBytes,
       "threadgroup arrays over Metal's threadgroup memory");
 
+  const fa::NaArrays<T> arrays = {q, k, v, out};
+  const fa::NaSmem<T> smem = {k_smem, v_smem, coords};
+  const fa::NaPlace place = {int(tgid.x), int(tgid.y), int(tgid.z)};
   fa::na_attention_block<fa::MetalTarget, Shape, N>(
-      q,
-      k,
-      v,
-      out,
-      params,
-      grid,
-      k_smem,
-      v_smem,
-      coords,
-      tgid.x,
-      tgid.y,
-      tgid.z,
-      warp,
-      lane);
+      arrays, params, grid, smem, place, warp, lane);
 }
 
 // Names must match na_kernel_name() in

@@ -30,6 +30,7 @@
 
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_step.h"
+#include "mlx_fused_attn/kernels/na_args.h"
 #include "mlx_fused_attn/kernels/na_grid.h"
 #include "mlx_fused_attn/na_params.h"
 #include "mlx_fused_attn/na_window.h"
@@ -420,18 +421,11 @@ na_run(const FA_CONSTANT NaParams& p, const FA_CONSTANT NaGrid& grid, int block)
 /// no warp reads.
 template <typename Target, typename Shape>
 FA_FUNC void na_attention_run_1d(
-    const FA_DEVICE typename Shape::elem_type* q,
-    const FA_DEVICE typename Shape::elem_type* k,
-    const FA_DEVICE typename Shape::elem_type* v,
-    FA_DEVICE typename Shape::elem_type* out,
+    NaArrays<typename Shape::elem_type> a,
     const FA_CONSTANT NaParams& p,
     const FA_CONSTANT NaGrid& grid,
-    FA_THREADGROUP typename Shape::elem_type* k_smem,
-    FA_THREADGROUP typename Shape::elem_type* v_smem,
-    FA_THREADGROUP int* coords,
-    int block,
-    int head,
-    int batch,
+    NaSmem<typename Shape::elem_type> smem,
+    NaPlace at,
     int warp,
     lane_t lane) {
   typedef typename Shape::elem_type T;
@@ -445,7 +439,7 @@ FA_FUNC void na_attention_run_1d(
   constexpr int kGroupWarps = Block::kProductWarps;
 
   // ------------------------------------------------------------ the run
-  const NaRun run = na_run(p, grid, block);
+  const NaRun run = na_run(p, grid, at.block);
   if (run.tile_first >= run.tile_end) {
     return;
   }
@@ -455,24 +449,25 @@ FA_FUNC void na_attention_run_1d(
   const int extent = grid.extent[0];
   const stride_t q_ld = axis.d * p.q_strides[1];
   const stride_t o_ld = axis.d * p.o_strides[1];
-  const FA_DEVICE T* q_group = q + batch * p.q_strides[0] +
-      head * p.q_strides[4] + run.group * p.q_strides[1];
-  FA_DEVICE T* o_group = out + batch * p.o_strides[0] +
-      head * p.o_strides[4] + run.group * p.o_strides[1];
+  const FA_DEVICE T* q_group = a.q + at.batch * p.q_strides[0] +
+      at.head * p.q_strides[4] + run.group * p.q_strides[1];
+  FA_DEVICE T* o_group = a.out + at.batch * p.o_strides[0] +
+      at.head * p.o_strides[4] + run.group * p.o_strides[1];
   const NaKeyBox<1> ring = {
       {base}, {m - base}, m - base, {axis.d * p.k_strides[1]},
       {axis.d * p.v_strides[1]}};
   const Source src = {
-      k_smem, v_smem, coords,
-      k + batch * p.k_strides[0] + head * p.k_strides[4] +
+      smem.k, smem.v, smem.coords,
+      a.k + at.batch * p.k_strides[0] + at.head * p.k_strides[4] +
           (run.group + base * axis.d) * p.k_strides[1],
-      v + batch * p.v_strides[0] + head * p.v_strides[4] +
+      a.v + at.batch * p.v_strides[0] + at.head * p.v_strides[4] +
           (run.group + base * axis.d) * p.v_strides[1],
       ring};
   const Pipeline pipe = kv_pipeline<Pipeline>(
       src, (m - base + kBK - 1) / kBK, warp * kSimdWidth + lane);
   NaBlockMasks<1, kBK, Shape::kStages> masks =
-      na_block_masks<1, kBK, Shape::kStages>(axis, m, base, coords, p.scale_log2);
+      na_block_masks<1, kBK, Shape::kStages>(
+          axis, m, base, smem.coords, p.scale_log2);
 
   // ------------------------------------------- the first tile's K, V and Q
   NaRingTile cur = na_ring_tile(axis, m, extent, base, kBK, run.tile_first);
@@ -532,18 +527,11 @@ template <bool kOneAxis>
 struct NaRunPath {
   template <typename Target, typename Shape, typename T>
   FA_FUNC static void run(
-      const FA_DEVICE T*,
-      const FA_DEVICE T*,
-      const FA_DEVICE T*,
-      FA_DEVICE T*,
+      NaArrays<T>,
       const FA_CONSTANT NaParams&,
       const FA_CONSTANT NaGrid&,
-      FA_THREADGROUP T*,
-      FA_THREADGROUP T*,
-      FA_THREADGROUP int*,
-      int,
-      int,
-      int,
+      NaSmem<T>,
+      NaPlace,
       int,
       lane_t) {}
 };
@@ -552,23 +540,14 @@ template <>
 struct NaRunPath<true> {
   template <typename Target, typename Shape, typename T>
   FA_FUNC static void run(
-      const FA_DEVICE T* q,
-      const FA_DEVICE T* k,
-      const FA_DEVICE T* v,
-      FA_DEVICE T* out,
+      NaArrays<T> a,
       const FA_CONSTANT NaParams& p,
       const FA_CONSTANT NaGrid& grid,
-      FA_THREADGROUP T* k_smem,
-      FA_THREADGROUP T* v_smem,
-      FA_THREADGROUP int* coords,
-      int block,
-      int head,
-      int batch,
+      NaSmem<T> smem,
+      NaPlace at,
       int warp,
       lane_t lane) {
-    na_attention_run_1d<Target, Shape>(
-        q, k, v, out, p, grid, k_smem, v_smem, coords, block, head, batch,
-        warp, lane);
+    na_attention_run_1d<Target, Shape>(a, p, grid, smem, at, warp, lane);
   }
 };
 
@@ -712,18 +691,11 @@ FA_FUNC NaKeyRange na_group_keys(
 
 template <typename Target, typename Shape, int kNdim>
 FA_FUNC void na_attention_block(
-    const FA_DEVICE typename Shape::elem_type* q,
-    const FA_DEVICE typename Shape::elem_type* k,
-    const FA_DEVICE typename Shape::elem_type* v,
-    FA_DEVICE typename Shape::elem_type* out,
+    NaArrays<typename Shape::elem_type> a,
     const FA_CONSTANT NaParams& p,
     const FA_CONSTANT NaGrid& grid,
-    FA_THREADGROUP typename Shape::elem_type* k_smem,
-    FA_THREADGROUP typename Shape::elem_type* v_smem,
-    FA_THREADGROUP int* coords,
-    int block,
-    int head,
-    int batch,
+    NaSmem<typename Shape::elem_type> smem,
+    NaPlace at,
     int warp,
     lane_t lane) {
   typedef typename Shape::elem_type T;
@@ -745,13 +717,12 @@ FA_FUNC void na_attention_block(
 
   if (kNdim == 1 && grid.run > 1) {
     NaRunPath<kNdim == 1>::template run<Target, Shape>(
-        q, k, v, out, p, grid, k_smem, v_smem, coords, block, head, batch,
-        warp, lane);
+        a, p, grid, smem, at, warp, lane);
     return;
   }
 
   // ---------------------------------------------------- the tile, the warp
-  const NaTile<kNdim> tile = na_tile<kNdim>(p, grid, block);
+  const NaTile<kNdim> tile = na_tile<kNdim>(p, grid, at.block);
   if (tile.empty) {
     return;
   }
@@ -759,15 +730,16 @@ FA_FUNC void na_attention_block(
   stride_t v_off;
   const NaKeyBox<kNdim> box = na_key_box(p, grid, tile, k_off, v_off);
   const Source src = {
-      k_smem, v_smem, coords,
-      k + batch * p.k_strides[0] + head * p.k_strides[4] + k_off,
-      v + batch * p.v_strides[0] + head * p.v_strides[4] + v_off, box};
+      smem.k, smem.v, smem.coords,
+      a.k + at.batch * p.k_strides[0] + at.head * p.k_strides[4] + k_off,
+      a.v + at.batch * p.v_strides[0] + at.head * p.v_strides[4] + v_off,
+      box};
   const NaWarp<kNdim> w = na_warp<kNdim, kWarpRows>(p, grid, tile, box, warp);
   const NaKeyRange keys = na_group_keys<kNdim, kWarpRows, Block::kProductWarps>(
       p, grid, tile, box, warp, w.keys);
 
   NaBlockMasks<kNdim, kBK, kStages> masks = na_block_masks<kNdim, kBK, kStages>(
-      tile.axes[R], tile.m[R], box.first[R], coords, p.scale_log2);
+      tile.axes[R], tile.m[R], box.first[R], smem.coords, p.scale_log2);
   masks.op.row0 = w.wq_row;
   FA_UNROLL
   for (int a = 0; a < kNdim; ++a) {
@@ -780,7 +752,8 @@ FA_FUNC void na_attention_block(
   const stride_t o_ld = tile.axes[R].d * p.o_strides[1 + R];
   QInRegisters<typename Target::template FragA<T>, kWarpRows, D> q_op;
   na_load_rows<kWarpRows, D>(
-      q_op.tile, q + batch * p.q_strides[0] + head * p.q_strides[4] + w.q_off,
+      q_op.tile,
+      a.q + at.batch * p.q_strides[0] + at.head * p.q_strides[4] + w.q_off,
       q_ld, w.q_rows, lane);
 
   // ------------------------------------------------------- the key blocks
@@ -813,7 +786,8 @@ FA_FUNC void na_attention_block(
   // ----------------------------------------------------------------- store
   attention_step_end(st);
   na_store_rows<kWarpRows, D>(
-      out + batch * p.o_strides[0] + head * p.o_strides[4] + w.o_off, st.o,
+      a.out + at.batch * p.o_strides[0] + at.head * p.o_strides[4] + w.o_off,
+      st.o,
       o_ld, w.q_rows, lane);
 }
 

@@ -39,20 +39,12 @@ __global__ void __launch_bounds__(
   T* v_smem = k_smem + Shape::kSmemElems;
   int* coords = reinterpret_cast<int*>(v_smem + Shape::kSmemElems);
 
+  const NaArrays<T> arrays = {q, k, v, out};
+  const NaSmem<T> stages = {k_smem, v_smem, coords};
+  const NaPlace place = {
+      int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
   na_attention_block<CudaTarget, Shape, N>(
-      q,
-      k,
-      v,
-      out,
-      params,
-      grid,
-      k_smem,
-      v_smem,
-      coords,
-      blockIdx.x,
-      blockIdx.y,
-      blockIdx.z,
-      threadIdx.x / kSimdWidth,
+      arrays, params, grid, stages, place, threadIdx.x / kSimdWidth,
       threadIdx.x % kSimdWidth);
 }
 

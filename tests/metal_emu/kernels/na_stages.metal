@@ -40,9 +40,11 @@ template <typename Target, typename T, int D, int BQ, int BK, int WM, int ST, in
   FA_SHARED_ARRAY_DECL T k_smem[Shape::kSmemElems];
   FA_SHARED_ARRAY_DECL T v_smem[Shape::kSmemElems];
   FA_SHARED_ARRAY_DECL int coords[kCoordInts > 0 ? kCoordInts : 1];
+  const fa::NaArrays<T> arrays = {q, k, v, out};
+  const fa::NaSmem<T> smem = {k_smem, v_smem, coords};
+  const fa::NaPlace place = {int(tgid.x), int(tgid.y), int(tgid.z)};
   fa::na_attention_block<Target, Shape, N>(
-      q, k, v, out, params, grid, k_smem, v_smem, coords, tgid.x, tgid.y,
-      tgid.z, warp, lane);
+      arrays, params, grid, smem, place, warp, lane);
 }
 
 #define NA_STAGES_OF(Target, suffix, tname, T, D, ST, N)                     \
