@@ -86,9 +86,9 @@ MISTAKES = [
     ),
     (
         "backend/gpu.h function defined under a misspelt name",
-        r"\bvoid plan\(const AttentionCall",
-        "void plans(const AttentionCall",
-        "no previous prototype for function 'plans'",
+        r"\bSupport prepare\(const AttentionPlan",
+        "Support prepares(const AttentionPlan",
+        "no previous prototype for function 'prepares'",
     ),
     (
         "metallib looked up by family instead of directory",
