@@ -22,9 +22,9 @@
 // features.has_lse.
 #pragma once
 
-#include "mlx_fused_attn/backend/cuda/block_sizes.h"
-#include "mlx_fused_attn/backend/cuda/grid_order.cuh"
-#include "mlx_fused_attn/backend/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/kernels/cuda/block_sizes.h"
+#include "mlx_fused_attn/kernels/cuda/grid_order.cuh"
+#include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"

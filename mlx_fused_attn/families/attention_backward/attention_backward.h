@@ -28,10 +28,10 @@
 // shown ones take the interior op.
 #pragma once
 
-#include "mlx_fused_attn/backward_params.h"
+#include "mlx_fused_attn/families/attention_backward/backward_params.h"
 #include "mlx_fused_attn/kernels/attention.h"
-#include "mlx_fused_attn/kernels/attention_backward_args.h"
-#include "mlx_fused_attn/kernels/attention_backward_grads.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_args.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_grads.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/mask_visits.h"
 #include "mlx_fused_attn/tile/language.h"

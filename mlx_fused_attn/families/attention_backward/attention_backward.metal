@@ -16,8 +16,8 @@
 // are whole blocks of the kernel: bq keys and bk queries for dK/dV, bq
 // queries and bk keys for dQ.
 
-#include "mlx_fused_attn/kernels/attention_backward.h"
-#include "mlx_fused_attn/kernels/attention_backward_config.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 #include "mlx_fused_attn/tile/metal_target.h"
@@ -128,7 +128,7 @@ fa_attention_bwd_dq(
 }
 
 // Names must match attention_backward_kernel_name() in
-// mlx_fused_attn/kernels/attention_backward_kernel_name.h.
+// mlx_fused_attn/families/attention_backward/attention_backward_kernel_name.h.
 #define FA_BWD_INSTANTIATE(tname, T, D, BQ, BK, WM)                     \
   template [[host_name(                                                 \
       "fa_attention_bwd_dkdv_" #tname "_d" #D "_bq" #BQ "_bk" #BK       \

@@ -1,5 +1,5 @@
 // The arguments of the backward's two bodies (attention_backward.h),
-// gathered once in each entry point (metal/attention_backward.metal,
+// gathered once in each entry point (mlx_fused_attn/families/attention_backward/attention_backward.metal,
 // backend/cuda/attention_backward_kernel.cuh) and read by name: the arrays
 // they read and write, their threadgroup memory, and where in the grid a
 // threadgroup works. Every pointer names its address space, as Metal

@@ -6,7 +6,7 @@
 // unless their row sees no key at all (LSE = -inf: P = 1 / L_k).
 #pragma once
 
-#include "mlx_fused_attn/backward_params.h"
+#include "mlx_fused_attn/families/attention_backward/backward_params.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/attention_masks.h"
 #include "mlx_fused_attn/tile/language.h"

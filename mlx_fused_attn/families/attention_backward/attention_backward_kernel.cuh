@@ -1,5 +1,5 @@
 // CUDA entry points of the fused attention backward. The bodies are
-// mlx_fused_attn/kernels/attention_backward.h, the ones Metal runs; this
+// mlx_fused_attn/families/attention_backward/attention_backward.h, the ones Metal runs; this
 // file declares the shared memory, fills the features and maps the grid.
 // The products are each warp's mma.sync on padded blocks or, on sm_90a,
 // the warpgroup products on swizzled ones (AttnTiles::wgmma), with the
@@ -20,11 +20,11 @@
 // attention_backward_smem_bytes(tiles, D, dtype, Backend::Cuda).
 #pragma once
 
-#include "mlx_fused_attn/backend/cuda/grid_order.cuh"
-#include "mlx_fused_attn/backend/cuda/kernel_tiles.h"
-#include "mlx_fused_attn/backward_params.h"
-#include "mlx_fused_attn/kernels/attention_backward.h"
-#include "mlx_fused_attn/kernels/attention_backward_config.h"
+#include "mlx_fused_attn/kernels/cuda/grid_order.cuh"
+#include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/families/attention_backward/backward_params.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
 #include "mlx_fused_attn/tile/dtype_of.h"

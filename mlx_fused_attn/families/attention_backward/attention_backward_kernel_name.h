@@ -1,12 +1,12 @@
 // Host-side names of the backward kernels: the one place they are built.
-// The Metal instantiation lists (metal/attention_backward.metal and
+// The Metal instantiation lists (mlx_fused_attn/families/attention_backward/attention_backward.metal and
 // attention_backward_row_dot.metal, written by tools/gen_instances.py)
 // spell the same names from the same tiles.
 #pragma once
 
 #include <string>
 
-#include "mlx_fused_attn/kernels/attention_backward_config.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
 
 namespace fa {

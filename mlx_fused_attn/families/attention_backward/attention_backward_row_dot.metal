@@ -6,7 +6,7 @@
 // Buffers: 0 o, 1 dO, 2 D, 3 params. Grid (ceil(L_q / warps), H_q, B);
 // threadgroup (32, warps, 1): a warp a row.
 
-#include "mlx_fused_attn/kernels/attention_backward.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward.h"
 
 using namespace metal;
 
@@ -26,7 +26,7 @@ template <typename T>
 }
 
 // Names must match attention_backward_row_dot_name() in
-// mlx_fused_attn/kernels/attention_backward_kernel_name.h.
+// mlx_fused_attn/families/attention_backward/attention_backward_kernel_name.h.
 #define FA_BWD_ROW_DOT_INSTANTIATE(tname, T)                          \
   template [[host_name("fa_attention_bwd_row_dot_" #tname)]] [[kernel]] \
   decltype(fa_attention_bwd_row_dot<T>) fa_attention_bwd_row_dot<T>;

@@ -30,9 +30,9 @@
 
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_step.h"
-#include "mlx_fused_attn/kernels/na_args.h"
-#include "mlx_fused_attn/kernels/na_grid.h"
-#include "mlx_fused_attn/na_params.h"
+#include "mlx_fused_attn/families/neighborhood/na_args.h"
+#include "mlx_fused_attn/families/neighborhood/na_grid.h"
+#include "mlx_fused_attn/families/neighborhood/na_params.h"
 #include "mlx_fused_attn/na_window.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/language.h"

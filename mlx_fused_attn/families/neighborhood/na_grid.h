@@ -12,7 +12,7 @@
 // threadgroup spread over the axes as `warps` says.
 #pragma once
 
-#include "mlx_fused_attn/na_params.h"
+#include "mlx_fused_attn/families/neighborhood/na_params.h"
 #include "mlx_fused_attn/na_window.h"
 
 namespace fa {

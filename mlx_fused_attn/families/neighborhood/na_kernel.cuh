@@ -1,5 +1,5 @@
 // CUDA entry point of the fused neighborhood-attention kernel. The body is
-// mlx_fused_attn/kernels/na_attention.h, the same one Metal runs; this file
+// mlx_fused_attn/families/neighborhood/na_attention.h, the same one Metal runs; this file
 // makes the shared geometry (na_window.h, na_grid.h) device code, declares
 // the shared memory and maps the grid.
 //
@@ -12,11 +12,11 @@
 
 #define FA_HOST_DEVICE __host__ __device__ inline
 
-#include "mlx_fused_attn/backend/cuda/kernel_tiles.h"
-#include "mlx_fused_attn/kernels/na_attention.h"
-#include "mlx_fused_attn/kernels/na_config.h"
-#include "mlx_fused_attn/kernels/na_grid.h"
-#include "mlx_fused_attn/na_params.h"
+#include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/families/neighborhood/na_attention.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_grid.h"
+#include "mlx_fused_attn/families/neighborhood/na_params.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
 
 namespace fa {

@@ -1,5 +1,5 @@
 // Host-side names of the Metal neighborhood-attention kernels: the one
-// place they are built. metal/neighborhood.metal spells the same names in
+// place they are built. mlx_fused_attn/families/neighborhood/neighborhood.metal spells the same names in
 // its instantiation list (written by tools/gen_instances.py), and
 // tests/metal_emu/test_na_kernel.py checks that they agree.
 #pragma once
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
-#include "mlx_fused_attn/kernels/na_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
 
 namespace fa {
 

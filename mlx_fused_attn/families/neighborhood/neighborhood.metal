@@ -1,5 +1,5 @@
 // Metal entry point of the fused neighborhood-attention kernel and its
-// instantiation list. The body is mlx_fused_attn/kernels/na_attention.h;
+// instantiation list. The body is mlx_fused_attn/families/neighborhood/na_attention.h;
 // this file binds buffers, declares the threadgroup memory, and names one
 // kernel per (axes, dtype, head dim) with the tiles choose_na_tiles picks.
 //
@@ -7,8 +7,8 @@
 // 4 params (fa::NaParams), 5 grid (fa::NaGrid). Grid: (grid.blocks, H, B);
 // threadgroup: (32, warps, 1).
 
-#include "mlx_fused_attn/kernels/na_attention.h"
-#include "mlx_fused_attn/kernels/na_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_attention.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 #include "mlx_fused_attn/tile/metal_target.h"
 
@@ -53,7 +53,7 @@ fa_neighborhood(
 }
 
 // Names must match na_kernel_name() in
-// mlx_fused_attn/kernels/na_kernel_name.h (a test compares them).
+// mlx_fused_attn/families/neighborhood/na_kernel_name.h (a test compares them).
 #define FA_NA_INSTANTIATE(tname, T, D, BQ, BK, WM, N)             \
   template [[host_name(                                           \
       "fa_na" #N "d_" #tname "_d" #D "_bq" #BQ "_bk" #BK "_wm" #WM)]] \

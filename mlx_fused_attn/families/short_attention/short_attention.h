@@ -25,7 +25,7 @@
 #include "mlx_fused_attn/kernels/attention_args.h"
 #include "mlx_fused_attn/kernels/attention_masks.h"
 #include "mlx_fused_attn/kernels/attention_step.h"
-#include "mlx_fused_attn/kernels/short_attention_features.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_features.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/language.h"
 #include "mlx_fused_attn/tile/kv_pipeline.h"

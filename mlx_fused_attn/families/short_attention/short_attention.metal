@@ -1,6 +1,6 @@
 // Metal entry point of the short-sequence attention kernel (L_q, L_k <= 64)
 // and its instantiation list. The body is
-// mlx_fused_attn/kernels/short_attention.h; this file binds buffers,
+// mlx_fused_attn/families/short_attention/short_attention.h; this file binds buffers,
 // declares the threadgroup memory and the function constants, and names one
 // kernel per (dtype, head dim, sequence capacity) with the tiles
 // choose_short_attention_tiles picks, wherever one sequence fits in a
@@ -10,9 +10,9 @@
 // bool_mask says), 6 sinks (has_sinks). Grid: (ceil(B * H_q / problems), 1,
 // 1); threadgroup: (32, warps, 1).
 
-#include "mlx_fused_attn/kernels/short_attention.h"
-#include "mlx_fused_attn/kernels/short_attention_config.h"
-#include "mlx_fused_attn/kernels/short_attention_features.h"
+#include "mlx_fused_attn/families/short_attention/short_attention.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_config.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_features.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 #include "mlx_fused_attn/tile/metal_target.h"
 
@@ -65,7 +65,7 @@ fa_short_attention(
 }
 
 // Names must match short_attention_kernel_name() in
-// mlx_fused_attn/kernels/short_attention_kernel_name.h (a test compares them).
+// mlx_fused_attn/families/short_attention/short_attention_kernel_name.h (a test compares them).
 #define FA_SHORT_INSTANTIATE(tname, T, D, SEQ, WR, WM, NP)          \
   template [[host_name(                                             \
       "fa_short_attention_" #tname "_d" #D "_s" #SEQ "_wr" #WR "_wm" #WM \

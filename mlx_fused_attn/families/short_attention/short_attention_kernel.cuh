@@ -1,5 +1,5 @@
 // CUDA entry point of the short-sequence attention kernel. The body is
-// mlx_fused_attn/kernels/short_attention.h, the same one Metal runs; this
+// mlx_fused_attn/families/short_attention/short_attention.h, the same one Metal runs; this
 // file only declares the shared memory and maps the grid.
 //
 // Template: element type, head dim and the tiles (a type whose `value` is a
@@ -11,9 +11,9 @@
 // shared memory: short_attention_smem_bytes(tiles, D, dtype).
 #pragma once
 
-#include "mlx_fused_attn/backend/cuda/kernel_tiles.h"
-#include "mlx_fused_attn/kernels/short_attention.h"
-#include "mlx_fused_attn/kernels/short_attention_features.h"
+#include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/families/short_attention/short_attention.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_features.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
 

@@ -1,5 +1,5 @@
 // Host-side names of the short-sequence kernels (the Metal instantiation
-// list, metal/short_attention.metal, written by tools/gen_instances.py,
+// list, mlx_fused_attn/families/short_attention/short_attention.metal, written by tools/gen_instances.py,
 // spells the same names from the same tiles; tests/metal_emu checks that
 // they agree), and the sentence that
 // can_use_fused reports when a call runs on them.
@@ -8,8 +8,8 @@
 #include <string>
 
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
-#include "mlx_fused_attn/kernels/short_attention_config.h"
-#include "mlx_fused_attn/kernels/short_attention_features.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_config.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_features.h"
 
 namespace fa {
 

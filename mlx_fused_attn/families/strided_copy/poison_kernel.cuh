@@ -3,7 +3,7 @@
 // an element the kernel fails to write then fails the tests.
 #pragma once
 
-#include "mlx_fused_attn/backend/cuda/block_sizes.h"
+#include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 
 namespace fa {
 

@@ -4,7 +4,7 @@
 // not exported to extensions).
 #pragma once
 
-#include "mlx_fused_attn/kernels/strided_copy_params.h"
+#include "mlx_fused_attn/families/strided_copy/strided_copy_params.h"
 #include "mlx_fused_attn/tile/language.h"
 
 namespace fa {

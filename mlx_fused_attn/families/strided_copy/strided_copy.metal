@@ -1,8 +1,8 @@
 // Metal entry point of the strided copy
-// (mlx_fused_attn/kernels/strided_copy.h). Buffers: 0 source, 1 destination, 2
+// (mlx_fused_attn/families/strided_copy/strided_copy.h). Buffers: 0 source, 1 destination, 2
 // params. Grid (threads): (shape[2] * shape[3], shape[1], shape[0]).
 
-#include "mlx_fused_attn/kernels/strided_copy.h"
+#include "mlx_fused_attn/families/strided_copy/strided_copy.h"
 
 using namespace metal;
 

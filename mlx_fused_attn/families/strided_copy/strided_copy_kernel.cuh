@@ -4,8 +4,8 @@
 // shape[0]); block: kStridedCopyThreads.
 #pragma once
 
-#include "mlx_fused_attn/backend/cuda/block_sizes.h"
-#include "mlx_fused_attn/kernels/strided_copy.h"
+#include "mlx_fused_attn/kernels/cuda/block_sizes.h"
+#include "mlx_fused_attn/families/strided_copy/strided_copy.h"
 
 namespace fa {
 

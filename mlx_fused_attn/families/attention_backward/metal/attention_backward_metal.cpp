@@ -1,6 +1,6 @@
 // The fused backward of the GPU interface (backend/gpu.h) on Metal: its
-// pipelines built and its dispatch, three kernels (metal/attention_backward_row_dot.metal,
-// then metal/attention_backward.metal): D = rowsum(dO * O) into a
+// pipelines built and its dispatch, three kernels (mlx_fused_attn/families/attention_backward/attention_backward_row_dot.metal,
+// then mlx_fused_attn/families/attention_backward/attention_backward.metal): D = rowsum(dO * O) into a
 // temporary, then dK/dV and dQ, which read it.
 //
 // The LSE comes from the forward's general kernel (has_lse), so a call the
@@ -13,9 +13,9 @@
 #include "mlx/backend/metal/device.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
-#include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
-#include "mlx_fused_attn/kernels/attention_backward_config.h"
-#include "mlx_fused_attn/kernels/attention_backward_kernel_name.h"
+#include "mlx_fused_attn/families/strided_copy/metal/strided_copy_metal.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_kernel_name.h"
 #include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {

@@ -1,5 +1,5 @@
 // The neighborhood half of the GPU interface (backend/gpu_na.h) on Metal:
-// the kernel of metal/neighborhood.metal, dispatched through MLX's Metal
+// the kernel of mlx_fused_attn/families/neighborhood/neighborhood.metal, dispatched through MLX's Metal
 // device and command encoder, from its family's library (kernel_library.h).
 #include <string>
 
@@ -7,9 +7,9 @@
 #include "mlx/backend/metal/device.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
-#include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
-#include "mlx_fused_attn/kernels/na_config.h"
-#include "mlx_fused_attn/kernels/na_kernel_name.h"
+#include "mlx_fused_attn/families/strided_copy/metal/strided_copy_metal.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_kernel_name.h"
 #include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {

@@ -1,4 +1,4 @@
-#include "mlx_fused_attn/backend/cuda/short_attention_cuda.h"
+#include "mlx_fused_attn/families/short_attention/cuda/short_attention_cuda.h"
 
 #include <variant>
 

@@ -1,7 +1,7 @@
-#include "mlx_fused_attn/backend/metal/short_attention_metal.h"
+#include "mlx_fused_attn/families/short_attention/metal/short_attention_metal.h"
 
-#include "mlx_fused_attn/kernels/short_attention_features.h"
-#include "mlx_fused_attn/kernels/short_attention_kernel_name.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_features.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_kernel_name.h"
 #include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {

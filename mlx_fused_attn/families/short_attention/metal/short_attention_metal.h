@@ -1,4 +1,4 @@
-// The short-sequence kernel on Metal (metal/short_attention.metal): its
+// The short-sequence kernel on Metal (mlx_fused_attn/families/short_attention/short_attention.metal): its
 // pipeline for a plan. attention_metal.cpp plans and dispatches it as it
 // does the general kernel: both take the same buffers.
 #pragma once

@@ -1,4 +1,4 @@
-#include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
+#include "mlx_fused_attn/families/strided_copy/metal/strided_copy_metal.h"
 
 #include <algorithm>
 #include <string>

@@ -1,4 +1,4 @@
-// The strided copy kernel on Metal (metal/strided_copy.metal): row-contiguous
+// The strided copy kernel on Metal (mlx_fused_attn/families/strided_copy/strided_copy.metal): row-contiguous
 // copies of the inputs a kernel cannot read in place, for both ops.
 #pragma once
 
