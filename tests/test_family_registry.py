@@ -45,7 +45,6 @@ DISCOVERING = (
     "mlx_fused_attn/plan/kernel_family.h",
     "mlx_fused_attn/plan/kernel_family.cpp",
     "mlx_fused_attn/backend/metal/kernel_library.cpp",
-    "mlx_fused_attn/backend/cuda/kernels.cpp",
 )
 
 
