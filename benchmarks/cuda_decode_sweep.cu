@@ -1,7 +1,7 @@
 // Times calls whose keys the library splits (decoding against a long cache,
 // GQA; few queries against one) through the library's kernels as the
 // library plans them: at L_q = 1 a KV head's query heads packed as rows
-// (attention_plan.cpp, pack_gqa_rows), the keys split across threadgroups
+// (attention_planner.cpp, pack_gqa_rows), the keys split across threadgroups
 // up to a wave (key_splits), then the combine; under the tiles the library
 // runs there and their nearest rivals, each with the split count its wave
 // gives. Standalone: no MLX.
@@ -16,7 +16,7 @@
 // do not pay; CUPTI's kernel time (gpu_bench.py) is the number to record.
 // The floor is K and V's bytes at the copy bandwidth measured here.
 #include "benchmarks/cuda_attention_case.cuh"
-#include "mlx_fused_attn/key_splits.h"
+#include "mlx_fused_attn/plan/split_count.h"
 
 namespace {
 
@@ -31,7 +31,7 @@ struct Decode {
   int heads() const { return packed() ? Hkv : Hq; }
 };
 
-/// The library's split count (attention_plan.cpp, at the share of a grid
+/// The library's split count (attention_planner.cpp, at the share of a grid
 /// that fills a wave).
 int splits_for(const Decode& d, const fa::AttnTiles& t, int D) {
   const int rows = d.rows();

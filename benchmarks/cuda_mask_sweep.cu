@@ -2,7 +2,7 @@
 // by block (kernels/mask_visits.h), against the same call without a mask:
 // the cost of each class alone. B=1 H=32 L=2048 D=64 fp16, the tiles the
 // library runs there (64 x 128, warpgroup products). Standalone: no MLX;
-// the classes are built here on the host as mask_visits.cpp builds them.
+// the classes are built here on the host as op/mask_block_lists.cpp builds them.
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
 //     benchmarks/cuda_mask_sweep.cu -o mask_sweep
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "benchmarks/cuda_sweep_util.cuh"
-#include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
+#include "mlx_fused_attn/families/attention/attention_kernel.cuh"
 #include "mlx_fused_attn/kernels/mask_visits.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// Times the CUDA neighborhood kernel (kernels/na_attention.h on the CUDA
+// Times the CUDA neighborhood kernel (families/neighborhood/na_attention.h on the CUDA
 // target) under several tile shapes on the issue's 1-D and 2-D cases, to
 // choose choose_na_tiles' CUDA entries from measurements. Standalone: no
 // MLX; nvcc builds it on the GPU machine.
@@ -20,9 +20,9 @@
 #include <cstring>
 
 #include "benchmarks/cuda_sweep_util.cuh"
-#include "mlx_fused_attn/backend/cuda/na_kernel.cuh"
-#include "mlx_fused_attn/backend/na_grid_choice.h"
-#include "mlx_fused_attn/kernels/na_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_kernel.cuh"
+#include "mlx_fused_attn/plan/na_grid_choice.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 
 

@@ -1,4 +1,4 @@
-// Times the CUDA short-sequence kernel (kernels/short_attention.h on the CUDA
+// Times the CUDA short-sequence kernel (families/short_attention/short_attention.h on the CUDA
 // target) under several tile shapes on the two shapes it was built for, to
 // choose choose_short_attention_tiles' CUDA entries from measurements.
 // Standalone: no MLX; nvcc builds it on the GPU machine.
@@ -16,8 +16,8 @@
 #include <cstring>
 
 #include "benchmarks/cuda_sweep_util.cuh"
-#include "mlx_fused_attn/backend/cuda/short_attention_kernel.cuh"
-#include "mlx_fused_attn/kernels/short_attention_config.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_kernel.cuh"
+#include "mlx_fused_attn/families/short_attention/short_attention_config.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 
 

@@ -1,4 +1,4 @@
-"""The split count of a call's keys (mlx_fused_attn/key_splits.h): within
+"""The split count of a call's keys (mlx_fused_attn/plan/split_count.h): within
 the planner's bounds, every split visits keys (split_key_blocks gives each
 an equal run, so a count past the fewest with that run leaves the last
 splits empty), and the run stays the one the bounds asked for. Host C++
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler on the PATH
 PROGRAM = r"""
 #include <algorithm>
 #include <cstdio>
-#include "mlx_fused_attn/key_splits.h"
+#include "mlx_fused_attn/plan/split_count.h"
 
 using namespace mlx_fused_attn;
 

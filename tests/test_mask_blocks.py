@@ -1,5 +1,5 @@
 """Array masks classified by block: the visit lists and shown bits the GPU
-kernels read (mlx_fused_attn/mask_visits.cpp, kernels/mask_visits.h) against
+kernels read (mlx_fused_attn/op/mask_block_lists.cpp, kernels/mask_visits.h) against
 the numpy mirror the emulator tests use, its cache, mlx-lm's causal and
 sliding-window masks, two-valued masks, and the op on every device with
 masks made of whole blocks."""

@@ -8,33 +8,34 @@
 
 #include "mlx/array.h"
 #include "mlx/stream.h"
-#include "mlx_fused_attn/attention_plan.h"
-#include "mlx_fused_attn/backend/kernel_family.h"
-#include "mlx_fused_attn/call.h"
+#include "mlx_fused_attn/plan/attention_plan.h"
+#include "mlx_fused_attn/plan/device_caps.h"
+#include "mlx_fused_attn/plan/kernel_family.h"
+#include "mlx_fused_attn/spec.h"
 
 namespace mlx_fused_attn::gpu {
 
-/// Plans a validated call for its GPU stream's device: admits the dtype,
-/// then sets `plan`'s family to the first of this backend's families
-/// (short, then general) that can run it, or leaves the reason none can.
-/// `plan` comes with the shapes, scale and mask features set.
-void plan(const AttentionCall& call, AttentionPlan& plan);
+/// What the planners may know of the device of the GPU stream `s`.
+DeviceCaps device_caps(mlx::core::Stream s);
+
+/// Builds (or finds) every kernel a plan that has a family runs on the
+/// device of `s`, before the graph exists; a no names the kernel and why,
+/// and the call then plans without that family (call_plans.h).
+Support prepare(const AttentionPlan& plan, mlx::core::Stream s);
 
 /// Runs a plan that has a family on the GPU stream `s`; inputs are
 /// {q, k, v[, mask][, sinks]} as the primitive receives them, outputs
 /// {out[, lse]}: the row log-sum-exp (backward_params.h) only where the
-/// fused backward will run (plan_backward said yes).
+/// fused backward will run (its plan has a family).
 void run(
     const AttentionPlan& plan,
     const std::vector<mlx::core::array>& inputs,
     std::vector<mlx::core::array>& outputs,
     mlx::core::Stream s);
 
-/// Plans the fused backward of a validated call for its GPU stream's
-/// device: family AttentionBackward, or the reason gradients run as plain
-/// MLX ops. A yes also promises that `run` writes the forward's LSE. `plan`
-/// comes with the shapes, scale and mask features set.
-void plan_backward(const AttentionCall& call, AttentionPlan& plan);
+/// Builds (or finds) the kernels of a backward plan on the device of `s`,
+/// as prepare does for the forward.
+Support prepare_backward(const AttentionPlan& plan, mlx::core::Stream s);
 
 /// Runs a backward plan on the GPU stream `s`: inputs {q, k, v, o, lse,
 /// dO[, mask]} (BackwardInput, call.h), grads {dq, dk, dv} to allocate and

@@ -1,21 +1,19 @@
 // The neighborhood-attention half of the GPU interface (gpu.h is the
 // attention half). Exactly one implementation is compiled into a build:
-// backend/metal/na_metal.cpp, backend/cuda/na_cuda.cpp, or backend/no_gpu.cpp.
+// families/neighborhood/metal/na_metal.cpp, families/neighborhood/cuda/na_cuda.cpp, or backend/no_gpu.cpp.
 #pragma once
 
 #include <vector>
 
 #include "mlx/array.h"
 #include "mlx/stream.h"
-#include "mlx_fused_attn/na_call.h"
-#include "mlx_fused_attn/na_plan.h"
+#include "mlx_fused_attn/plan/na_plan.h"
 
 namespace mlx_fused_attn::gpu {
 
-/// Plans a validated call for its GPU stream's device: admits the call and
-/// sets `plan`'s tiles, grid and family, or leaves the reason the kernel
-/// cannot run it. `plan` comes with the shapes set.
-void na_plan(const NaCall& call, NaPlan& plan);
+/// Builds (or finds) the kernel a plan that has a family runs on the
+/// device of `s` (gpu.h's prepare, for neighborhood attention).
+Support na_prepare(const NaPlan& plan, mlx::core::Stream s);
 
 /// Runs a plan that has a family on the GPU stream `s`; called from
 /// NeighborhoodAttention::eval_gpu. The inputs may have any strides: the

@@ -1,6 +1,7 @@
 // The GPU interface (gpu.h, gpu_na.h; the backward is no_gpu_backward.cpp)
 // for builds against an MLX without a GPU backend: MLX itself cannot make a
-// GPU stream there, so this only answers the checks.
+// GPU stream there, so this only answers the checks (the caps say why no
+// kernel runs, and the planners pass that on).
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
 
@@ -8,10 +9,22 @@
 
 namespace mlx_fused_attn::gpu {
 
-void plan(const AttentionCall&, AttentionPlan& plan) {
-  plan.reason =
-      "this build of mlx_fused_attn has no GPU kernels (MLX has no Metal or "
-      "CUDA backend here); GPU calls run as plain MLX ops";
+namespace {
+
+constexpr const char* kNoKernels =
+    "this build of mlx_fused_attn has no GPU kernels (MLX has no Metal or "
+    "CUDA backend here); GPU calls run as plain MLX ops";
+
+} // namespace
+
+DeviceCaps device_caps(mlx::core::Stream) {
+  DeviceCaps caps;
+  caps.refusal = kNoKernels;
+  return caps;
+}
+
+Support prepare(const AttentionPlan&, mlx::core::Stream) {
+  return Support::no(kNoKernels);
 }
 
 void run(
@@ -24,11 +37,8 @@ void run(
       "kernels");
 }
 
-void na_plan(const NaCall&, NaPlan& plan) {
-  plan.reason =
-      "this build of mlx_fused_attn has no GPU kernels (MLX has no Metal or "
-      "CUDA backend here); GPU calls run as plain MLX ops with an explicit "
-      "neighborhood mask";
+Support na_prepare(const NaPlan&, mlx::core::Stream) {
+  return Support::no(kNoKernels);
 }
 
 void na_run(

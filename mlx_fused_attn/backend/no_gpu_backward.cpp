@@ -1,6 +1,6 @@
 // The fused backward of the GPU interface (gpu.h) for GPU backends without
 // a backward kernel (a backend with one builds its own in place of this
-// file): every plan says so and gradients run as plain MLX ops, so the
+// file): no backward kernel builds and gradients run as plain MLX ops, so the
 // forward is never asked for its LSE.
 #include <stdexcept>
 
@@ -8,10 +8,10 @@
 
 namespace mlx_fused_attn::gpu {
 
-void plan_backward(const AttentionCall&, AttentionPlan& plan) {
-  plan.reason =
+Support prepare_backward(const AttentionPlan&, mlx::core::Stream) {
+  return Support::no(
       "[scaled_dot_product_attention] this build has no fused GPU backward "
-      "kernel; GPU gradients run as plain MLX ops";
+      "kernel; GPU gradients run as plain MLX ops");
 }
 
 void run_backward(

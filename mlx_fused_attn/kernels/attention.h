@@ -40,6 +40,7 @@
 // (has_lse, backward_params.h).
 #pragma once
 
+#include "mlx_fused_attn/kernels/attention_args.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/attention_masks.h"
 #include "mlx_fused_attn/kernels/attention_step.h"
@@ -217,8 +218,7 @@ FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
     const FA_CONSTANT AttnParams& p,
     const FA_DEVICE typename Shape::elem_type* k,
     const FA_DEVICE typename Shape::elem_type* v,
-    FA_THREADGROUP typename Shape::elem_type* k_smem,
-    FA_THREADGROUP typename Shape::elem_type* v_smem,
+    AttnSmem<typename Shape::elem_type> smem,
     AttnFeatures f,
     int batch,
     int kv_head,
@@ -227,7 +227,7 @@ FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
       &p,
       k + batch * p.k_strides[0] + kv_head * p.k_strides[1],
       v + batch * p.v_strides[0] + kv_head * p.v_strides[1],
-      visits, p.L_k / Shape::kBK, f.align_k, f.stride32, k_smem, v_smem};
+      visits, p.L_k / Shape::kBK, f.align_k, f.stride32, smem.k, smem.v};
   return src;
 }
 
@@ -283,20 +283,17 @@ FA_FUNC AttnVisitRange attention_visit_range(
     const FA_CONSTANT AttnParams& p,
     const FA_DEVICE unsigned int* mask_blocks,
     AttnFeatures f,
-    AttnSplit split,
-    int q_block,
-    int head,
-    int batch) {
+    AttnPlace at) {
   AttnVisitRange r;
-  r.blocks = attention_key_blocks<kBQ, kBK>(p, f.causal, q_block);
+  r.blocks = attention_key_blocks<kBQ, kBK>(p, f.causal, at.q_block);
   int n_visits = r.blocks.end;
   r.off_row = 0;
   r.off_col = 0;
   r.visits = attention_visits<kBQ>(
-      p, f.mask_blocks ? mask_blocks : 0, batch, head, q_block, n_visits,
-      r.off_row, r.off_col);
+      p, f.mask_blocks ? mask_blocks : 0, at.batch, at.head, at.q_block,
+      n_visits, r.off_row, r.off_col);
   const AttnSplitBlocks mine =
-      split_key_blocks(n_visits, split.index, split.count);
+      split_key_blocks(n_visits, at.split.index, at.split.count);
   r.visits.first = mine.first;
   r.n_blocks = mine.end - mine.first;
   return r;
@@ -347,27 +344,87 @@ FA_FUNC AttnBlockMasks<T, kBK, kValuesStart> attention_masks_of(
   return masks;
 }
 
+/// The epilogue of the attention body, its last named part: where a warp's
+/// finished rows go. With split keys, the split's partial output and its
+/// softmax statistics (split_keys.h); without, the output, and before it
+/// each row's log-sum-exp where the backward reads it (has_lse).
+template <typename Shape, int kVCols, typename Step>
+FA_FUNC void attention_epilogue(
+    FA_THREAD Step& st,
+    AttnArrays<typename Shape::elem_type> a,
+    const FA_CONSTANT AttnParams& p,
+    AttnFeatures f,
+    AttnPlace at,
+    int q_row0,
+    bool q_ragged,
+    lane_t lane) {
+  const int batch = at.batch;
+  const int head = at.head;
+  if (f.split_keys) {
+    attention_step_end(st, true);
+    const stride_t row = split_row(p, at.split.index, batch, head, q_row0);
+    const stride_t sums = split_row(p, at.split.count, 0, 0, 0);
+    tile_store_rows<typename Step::OTile>(
+        at.split.stats + row, st.softmax.row_max, p.L_q - q_row0, lane);
+    tile_store_rows<typename Step::OTile>(
+        at.split.stats + sums + row, st.softmax.row_sum, p.L_q - q_row0,
+        lane);
+    attention_store_rows<Shape, kVCols>(
+        at.split.o + row * p.D_v, st.o, p.D_v, p.L_q - q_row0, q_ragged, lane);
+  } else {
+    // Before the end: it reads the row sum that the end divides by.
+    if (f.has_lse) {
+      attention_step_store_lse(
+          st, a.lse + (stride_t(batch) * p.H_q + head) * p.L_q + q_row0,
+          p.L_q - q_row0, lane);
+    }
+    attention_step_end(st);
+    attention_store_rows<Shape, kVCols>(
+        a.out + batch * p.o_strides[0] + head * p.o_strides[1] +
+            q_row0 * p.o_strides[2],
+        st.o, p.o_strides[2], p.L_q - q_row0, q_ragged, lane);
+  }
+}
+
+/// The prologue of the attention body: a warp's rows of Q into its operand
+/// (`q_smem`: where the target keeps Q in threadgroup memory). First, and
+/// with no commit of its own: a Q copied into threadgroup memory
+/// (asynchronously) joins the copy group of key block 0, so the wait and
+/// barrier before block 0's products cover it (the TMA ring's start waits
+/// for it alone); that memory follows the V stages and the schedule's own.
+/// Register loads do not block until the first product, so their latency
+/// overlaps the first K/V copies either way.
+template <typename Shape, typename QOperand>
+FA_FUNC void attention_load_q(
+    FA_THREAD QOperand& q_op,
+    const FA_DEVICE typename Shape::elem_type* q,
+    const FA_CONSTANT AttnParams& p,
+    AttnPlace at,
+    bool q_ragged,
+    FA_THREADGROUP typename Shape::elem_type* q_smem,
+    int warp,
+    lane_t lane) {
+  const int row0 = at.q_block * Shape::kBQ;
+  q_load(
+      q_op,
+      q + at.batch * p.q_strides[0] + at.head * p.q_strides[1] +
+          row0 * p.q_strides[2],
+      p.q_strides[2], p.L_q - row0, q_ragged, q_smem, warp, lane);
+}
+
 template <typename Target, typename Shape>
 FA_FUNC void attention_block(
-    const FA_DEVICE typename Shape::elem_type* q,
-    const FA_DEVICE typename Shape::elem_type* k,
-    const FA_DEVICE typename Shape::elem_type* v,
-    FA_DEVICE typename Shape::elem_type* out,
+    AttnArrays<typename Shape::elem_type> a,
     const FA_CONSTANT AttnParams& p,
-    const FA_DEVICE unsigned char* mask,
-    const FA_DEVICE unsigned int* mask_blocks,
-    const FA_DEVICE typename Shape::elem_type* sinks,
-    FA_DEVICE float* lse,
-    FA_THREADGROUP typename Shape::elem_type* k_smem,
-    FA_THREADGROUP typename Shape::elem_type* v_smem,
+    AttnSmem<typename Shape::elem_type> smem,
     AttnFeatures f,
-    AttnSplit split,
-    int q_block,
-    int head,
-    int batch,
+    AttnPlace at,
     int warp,
     lane_t lane) {
   typedef typename Shape::elem_type T;
+  const int q_block = at.q_block;
+  const int head = at.head;
+  const int batch = at.batch;
   typedef AttnKVSource<Target, Shape> Source;
   typedef typename Source::KBlock KBlock;
   typedef typename Source::VBlock VBlock;
@@ -391,40 +448,30 @@ FA_FUNC void attention_block(
   const int q_row0 = q_block * kBQ + warp * Shape::kWarpRows;
   const bool q_ragged = !f.align_q && q_block == p.L_q / kBQ;
   const int kv_head = head / p.gqa_factor;
-  const AttnVisitRange range = attention_visit_range<kBQ, kBK>(
-      p, mask_blocks, f, split, q_block, head, batch);
+  const AttnVisitRange range =
+      attention_visit_range<kBQ, kBK>(p, a.mask_blocks, f, at);
   const AttnVisits visits = range.visits;
   const int n_blocks = range.n_blocks;
 
   const Pipeline pipe = kv_pipeline<Pipeline>(
       attention_kv_source<Target, Shape>(
-          p, k, v, k_smem, v_smem, f, batch, kv_head, visits),
+          p, a.k, a.v, smem, f, batch, kv_head, visits),
       n_blocks, warp * kSimdWidth + lane);
   const AttnBlockMasks<T, kBK> masks = attention_masks_of<T, kBK, true>(
-      p, mask, f, range, batch, head, q_row0);
+      p, a.mask, f, range, batch, head, q_row0);
 
   typedef AttnStep<Target, T, Shape::kWarpRows, kBK, kVCols> Step;
   Step st;
   // The sink is one logit of the row: split 0 counts it.
-  const bool sink = f.has_sinks && split.index == 0;
-  attention_step_begin(st, sink, sink ? sinks[head] : T(0));
+  const bool sink = f.has_sinks && at.split.index == 0;
+  attention_step_begin(st, sink, sink ? a.sinks[head] : T(0));
 
   // A split past a causal query block's keys visits none, and copies
   // nothing: a copy never waited for could land after the threadgroup ends.
   if (n_blocks > 0) {
-    // -------------------------------------------------------------- load Q
-    // First, and with no commit of its own: a Q copied into threadgroup
-    // memory (asynchronously) joins the copy group of key block 0, so the
-    // wait and barrier before block 0's products cover it (the TMA ring's
-    // start waits for it alone); that memory follows the V stages and the
-    // schedule's own. Register loads do not block until the first product,
-    // so their latency overlaps the first K/V copies either way.
     AttnQOperand<Target, Shape> q_op;
-    q_load(
-        q_op,
-        q + batch * p.q_strides[0] + head * p.q_strides[1] +
-            q_block * kBQ * p.q_strides[2],
-        p.q_strides[2], p.L_q - q_block * kBQ, q_ragged,
+    attention_load_q<Shape>(
+        q_op, a.q, p, at, q_ragged,
         pipe.src.sync_smem() + Pipeline::kSyncBytes / int(sizeof(T)), warp,
         lane);
 
@@ -442,44 +489,21 @@ FA_FUNC void attention_block(
       // registers made both loops 5-10% slower (H200).
       const AttnBlockMasks<T, kBK> values_start =
           attention_masks_of<T, kBK, true>(
-              p, mask, f, range, batch, head, q_row0);
+              p, a.mask, f, range, batch, head, q_row0);
       if (values_start.starts_with_values(n_blocks, lane)) {
         KeyLoop::template run<KBlock, VBlock>(
             st, q_op, values_start, pipe, visits, n_blocks, lane);
       } else {
         const AttnBlockMasks<T, kBK, false> zero_start =
             attention_masks_of<T, kBK, false>(
-                p, mask, f, range, batch, head, q_row0);
+                p, a.mask, f, range, batch, head, q_row0);
         KeyLoop::template run<KBlock, VBlock>(
             st, q_op, zero_start, pipe, visits, n_blocks, lane);
       }
     }
   }
 
-  // ----------------------------------------------------------------- store
-  if (f.split_keys) {
-    attention_step_end(st, true);
-    const stride_t row = split_row(p, split.index, batch, head, q_row0);
-    const stride_t sums = split_row(p, split.count, 0, 0, 0);
-    tile_store_rows<typename Step::OTile>(
-        split.stats + row, st.softmax.row_max, p.L_q - q_row0, lane);
-    tile_store_rows<typename Step::OTile>(
-        split.stats + sums + row, st.softmax.row_sum, p.L_q - q_row0, lane);
-    attention_store_rows<Shape, kVCols>(
-        split.o + row * p.D_v, st.o, p.D_v, p.L_q - q_row0, q_ragged, lane);
-  } else {
-    // Before the end: it reads the row sum that the end divides by.
-    if (f.has_lse) {
-      attention_step_store_lse(
-          st, lse + (stride_t(batch) * p.H_q + head) * p.L_q + q_row0,
-          p.L_q - q_row0, lane);
-    }
-    attention_step_end(st);
-    attention_store_rows<Shape, kVCols>(
-        out + batch * p.o_strides[0] + head * p.o_strides[1] +
-            q_row0 * p.o_strides[2],
-        st.o, p.o_strides[2], p.L_q - q_row0, q_ragged, lane);
-  }
+  attention_epilogue<Shape, kVCols>(st, a, p, f, at, q_row0, q_ragged, lane);
 }
 
 } // namespace fa

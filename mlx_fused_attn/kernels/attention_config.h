@@ -169,7 +169,7 @@ constexpr AttnTiles metal_variant_tiles(
 /// `wgmma`: Hopper (sm_90) with kernels built for sm_90a, where 16-bit
 /// kernels take warpgroup products. `large_grid`: the grid holds more query
 /// blocks than one wave of the tiles chosen without it (the host decides,
-/// attention_plan.cpp). `metal_variant`: on Metal, a variant to time
+/// attention_planner.cpp). `metal_variant`: on Metal, a variant to time
 /// (metal_variant_tiles).
 constexpr AttnTiles choose_attention_tiles(
     int head_dim,

@@ -1,4 +1,4 @@
-// An array mask classified by block (mlx_fused_attn/mask_visits.cpp builds
+// An array mask classified by block (op/mask_block_lists.cpp builds
 // it with MLX ops before the kernel runs, once per mask array). Per (mask
 // batch, mask head) slice, uint32:
 //

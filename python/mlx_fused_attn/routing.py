@@ -97,7 +97,7 @@ CUDA_SPLIT_KEYS_PER_QUERY = 32
 # "Short sequences").
 SHORT_KERNEL_REASON = "short-sequence kernel"
 # can_use_fused's reason where the general kernel splits the keys over a
-# grid under one wave (attention_plan.h's kKeySplitsNote).
+# grid under one wave (attention_planner.h's kKeySplitsNote).
 KEY_SPLITS_REASON = "keys split"
 
 

@@ -137,7 +137,7 @@ def score_classes(mask, kind, L_q, L_k):
 
 
 def backward_mask_lists(mask, kind, L_q, L_k, dkdv_keys, dkdv_queries, dq_queries, dq_keys):
-    """uint32 [B_m, H_m, total] as mlx_fused_attn/mask_visits.cpp's
+    """uint32 [B_m, H_m, total] as mlx_fused_attn/op/mask_block_lists.cpp's
     backward_mask_lists builds it: a row per key block of dkdv_keys keys
     (the count of listed blocks of dkdv_queries queries, then qb * 4 + class
     of each, qb ascending), then a row per query block of dq_queries queries
@@ -177,7 +177,7 @@ def backward_mask_lists(mask, kind, L_q, L_k, dkdv_keys, dkdv_queries, dq_querie
 
 def mask_visits(mask, kind, L_q, L_k, bq, bk):
     """uint32 [B_m, H_m, n_qb * visit + n_qb * bq * words] as
-    mlx_fused_attn/mask_visits.cpp builds it: per query block the count of
+    mlx_fused_attn/op/mask_block_lists.cpp builds it: per query block the count of
     visited key blocks, the off value's row and column, then kb * 4 + class
     for each, kb ascending; then the shown bits of every row. mask: bool, or
     the float64 values the kernel reads (additive), of rank <= 4."""
@@ -377,7 +377,7 @@ def check(fused, ref, dtype, what):
 
 
 def mask_pairs(mask, L_k, strides):
-    """params.h's mask_pairs as launch_params sets it (attention_plan.cpp);
+    """params.h's mask_pairs as launch_params sets it (launch_params.cpp);
     the placed masks start their storage, so their offset is 0."""
     return int(mask == "additive" and L_k % 2 == 0 and strides[3] == 1
                and all(st % 2 == 0 for st in strides[:3]))

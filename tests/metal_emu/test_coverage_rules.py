@@ -1,10 +1,10 @@
 """The coverage rules, as pure functions on every machine: which head dims,
 axis counts and sequence lengths each kernel family takes
 (attention_head_dims_supported, short_attention_covers and the rest of
-kernels/*_config.h), against tables written out here. The host dispatch
-(backend/attention_covers.cpp, backend/na_launch.cpp, the Metal and CUDA
-hosts) asks exactly these functions, so a changed rule sends calls to a
-kernel that is not built, or to the fallback, without a GPU to show it."""
+kernels/*_config.h), against tables written out here. The planners
+(attention_planner.cpp, na_planner.cpp) ask exactly these functions, so a
+changed rule sends calls to a kernel that is not built, or to the fallback,
+without a GPU to show it."""
 
 import itertools
 import subprocess
@@ -39,8 +39,8 @@ PROGRAM = r"""
 #include <cstdio>
 
 #include "mlx_fused_attn/kernels/attention_config.h"
-#include "mlx_fused_attn/kernels/na_config.h"
-#include "mlx_fused_attn/kernels/short_attention_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_config.h"
 
 int main() {
   const fa::DType types[] = {

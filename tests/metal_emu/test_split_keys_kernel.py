@@ -1,10 +1,10 @@
 """Split keys (mlx_fused_attn/kernels/split_keys.h) on Metal in the emulator:
-metal/attention.metal's kernel with split_keys, each threadgroup one split of
+mlx_fused_attn/families/attention/attention.metal's kernel with split_keys, each threadgroup one split of
 a query block's keys, then fa_split_combine merging the partials; checked
 against the float64 reference, with the partials and the output poisoned.
 Covers several split counts, a ragged last split, splits a causal query
 block never reaches, masks (whose classes by block the splits share), sinks
-and decode with GQA packed as the host packs it (attention_plan.cpp: the
+and decode with GQA packed as the host packs it (attention_planner.cpp: the
 query heads sharing a KV head as rows)."""
 
 import numpy as np

@@ -2,17 +2,13 @@
 
 #include <stdexcept>
 
-#include "mlx_fused_attn/backend/cpu/cpu_covers.h"
 #include "mlx_fused_attn/backend/cpu/dispatch.h"
 #include "mlx_fused_attn/backend/cpu/problem.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::cpu {
 
 using namespace mlx::core;
-
-void plan(const AttentionCall& call, AttentionPlan& plan) {
-  plan_cpu_kernel(KernelFamily::Attention, call.inputs[0].dtype(), plan);
-}
 
 void run(
     const AttentionPlan& plan,
@@ -45,11 +41,6 @@ void run(
         pr.lse = out.size() > 1 ? out[1].data<float>() : nullptr;
         run_best(pr);
       });
-}
-
-void plan_backward(const AttentionCall& call, AttentionPlan& plan) {
-  plan_cpu_kernel(
-      KernelFamily::AttentionBackward, call.inputs[0].dtype(), plan);
 }
 
 void run_backward(

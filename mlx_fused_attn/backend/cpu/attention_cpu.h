@@ -1,21 +1,19 @@
-// The fused CPU attention: the plans (whether the CPU kernels take a call)
-// and eval_cpu of the forward and backward primitives.
+// The fused CPU attention: eval_cpu of the forward and backward primitives
+// (the planners decide which calls the CPU kernels take).
 #pragma once
 
 #include <vector>
 
 #include "mlx/array.h"
 #include "mlx/stream.h"
-#include "mlx_fused_attn/attention_plan.h"
-#include "mlx_fused_attn/call.h"
+#include "mlx_fused_attn/plan/attention_plan.h"
+#include "mlx_fused_attn/plan/call.h"
 
 namespace mlx_fused_attn::cpu {
 
 /// Admits the call's dtype and sets `plan`'s family to the CPU kernel, or
 /// leaves the reason it cannot run. `plan` comes with the shapes, scale and
 /// mask features set.
-void plan(const AttentionCall& call, AttentionPlan& plan);
-
 /// Allocates the outputs {out[, lse]} and schedules the kernel on the CPU
 /// stream `s` through MLX's command encoder, so it runs after the inputs
 /// are computed; the LSE (backward_params.h) where it is asked for.
@@ -25,9 +23,8 @@ void run(
     std::vector<mlx::core::array>& outputs,
     mlx::core::Stream s);
 
-/// The backward's plan and eval, as gpu.h's plan_backward and run_backward
-/// on the GPU; the CPU's kernel takes every call its forward takes.
-void plan_backward(const AttentionCall& call, AttentionPlan& plan);
+/// The backward's eval, as gpu.h's run_backward on the GPU; the CPU's
+/// kernel takes every call its forward takes.
 void run_backward(
     const AttentionPlan& plan,
     const std::vector<mlx::core::array>& inputs,

@@ -1,16 +1,12 @@
 #include "mlx_fused_attn/backend/cpu/na_cpu.h"
 
-#include "mlx_fused_attn/backend/cpu/cpu_covers.h"
 #include "mlx_fused_attn/backend/cpu/dispatch.h"
 #include "mlx_fused_attn/backend/cpu/problem.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::cpu {
 
 using namespace mlx::core;
-
-void na_plan(const NaCall& call, NaPlan& plan) {
-  plan_cpu_kernel(KernelFamily::Neighborhood, call.inputs[0].dtype(), plan);
-}
 
 void na_run(
     const NaPlan& plan,

@@ -1,20 +1,17 @@
-// The fused CPU neighborhood attention: its plan (whether the CPU kernel
-// takes a call) and eval_cpu of NeighborhoodAttention.
+// The fused CPU neighborhood attention: eval_cpu of NeighborhoodAttention
+// (na_planner.h decides which calls the CPU kernel takes).
 #pragma once
 
 #include <vector>
 
 #include "mlx/array.h"
 #include "mlx/stream.h"
-#include "mlx_fused_attn/na_call.h"
-#include "mlx_fused_attn/na_plan.h"
+#include "mlx_fused_attn/plan/na_plan.h"
 
 namespace mlx_fused_attn::cpu {
 
 /// Admits the call's dtype and sets `plan`'s family to the CPU kernel, or
 /// leaves the reason it cannot run. `plan` comes with the shapes set.
-void na_plan(const NaCall& call, NaPlan& plan);
-
 /// Allocates `out` and schedules the kernel on the CPU stream `s`; the
 /// kernel reads q, k, v through any strides.
 void na_run(

@@ -87,34 +87,120 @@ struct Scratch {
   std::vector<stride_t> k_slot, v_slot; ///< offsets of each key row
 };
 
-template <typename T>
-void load_rows(
-    const T* src,
-    stride_t row_stride,
-    stride_t col_stride,
-    int rows,
-    int cols,
-    float mul,
-    float* dst) {
-  for (int r = 0; r < rows; ++r) {
-    const T* s = src + r * row_stride;
-    float* d = dst + r * cols;
-    if (col_stride == 1) {
-      convert_row(s, cols, mul, d);
-    } else {
-      for (int c = 0; c < cols; ++c) {
-        d[c] = to_float(s[c * col_stride]) * mul;
-      }
-    }
-  }
-}
-
 // A batch of key rows' transposed keys in Scratch::kt.
 struct KeysT {
   const float* kt; ///< [key rows][D][stride]
   int stride; ///< floats between consecutive d
   int row_stride; ///< floats between key rows
 };
+
+// The accumulators of one score tile: SPLIT partial sums over d (the
+// products of consecutive d in separate registers), KEY_ROWS key rows,
+// GROUP queries, 8 * VECS key columns. The parts of score_group below take
+// them by reference and are forced inline, so that the tile stays in
+// registers as it did in one function.
+template <int GROUP, int KEY_ROWS, int VECS, int SPLIT>
+using ScoreAcc = F32x8[SPLIT][KEY_ROWS][GROUP][VECS];
+
+#define FA_CPU_TILE_PART inline __attribute__((always_inline))
+
+template <int GROUP, int KEY_ROWS, int VECS, int SPLIT>
+FA_CPU_TILE_PART void zero_scores(ScoreAcc<GROUP, KEY_ROWS, VECS, SPLIT>& acc) {
+  for (int h = 0; h < SPLIT; ++h) {
+    for (int kr = 0; kr < KEY_ROWS; ++kr) {
+      for (int r = 0; r < GROUP; ++r) {
+        for (int v = 0; v < VECS; ++v) {
+          acc[h][kr][r][v] = F32x8{};
+        }
+      }
+    }
+  }
+}
+
+// acc += Q[i0 + r][d] * K_kr^T[d][c0 ...] over every d, SPLIT d at a time
+// into SPLIT partial sums, the remainder into the first.
+template <int GROUP, int KEY_ROWS, int VECS, int SPLIT>
+FA_CPU_TILE_PART void accumulate_scores(
+    ScoreAcc<GROUP, KEY_ROWS, VECS, SPLIT>& acc,
+    const float* q,
+    int i0,
+    int D,
+    const KeysT& k,
+    int c0) {
+  int d = 0;
+  for (; d + SPLIT <= D; d += SPLIT) {
+    for (int h = 0; h < SPLIT; ++h) {
+      for (int kr = 0; kr < KEY_ROWS; ++kr) {
+        const F32x8* kd = reinterpret_cast<const F32x8*>(
+            k.kt + kr * k.row_stride + (d + h) * k.stride + c0);
+        for (int r = 0; r < GROUP; ++r) {
+          const float qd = q[(i0 + r) * D + d + h];
+          for (int v = 0; v < VECS; ++v) {
+            acc[h][kr][r][v] += qd * kd[v];
+          }
+        }
+      }
+    }
+  }
+  for (; d < D; ++d) {
+    for (int kr = 0; kr < KEY_ROWS; ++kr) {
+      const F32x8* kd = reinterpret_cast<const F32x8*>(
+          k.kt + kr * k.row_stride + d * k.stride + c0);
+      for (int r = 0; r < GROUP; ++r) {
+        const float qd = q[(i0 + r) * D + d];
+        for (int v = 0; v < VECS; ++v) {
+          acc[0][kr][r][v] += qd * kd[v];
+        }
+      }
+    }
+  }
+}
+
+// The partial sums added into the first.
+template <int GROUP, int KEY_ROWS, int VECS, int SPLIT>
+FA_CPU_TILE_PART void sum_splits(ScoreAcc<GROUP, KEY_ROWS, VECS, SPLIT>& acc) {
+  for (int h = 1; h < SPLIT; ++h) {
+    for (int kr = 0; kr < KEY_ROWS; ++kr) {
+      for (int r = 0; r < GROUP; ++r) {
+        for (int v = 0; v < VECS; ++v) {
+          acc[0][kr][r][v] += acc[h][kr][r][v];
+        }
+      }
+    }
+  }
+}
+
+// The tile's columns from c0 stored, each row keeping the columns of its
+// own window. A loop of fixed length: one over [from, to) became a memmove
+// call per row.
+template <int GROUP, int KEY_ROWS, int VECS, int SPLIT>
+FA_CPU_TILE_PART void store_scores(
+    const ScoreAcc<GROUP, KEY_ROWS, VECS, SPLIT>& acc,
+    const Tile& t,
+    int i0,
+    int c0,
+    int k_fast,
+    float* s,
+    int s_stride) {
+  constexpr int COLS = 8 * VECS;
+  for (int r = 0; r < GROUP; ++r) {
+    const int lo = t.lo[i0 + r];
+    const int from = std::max(c0, lo) - c0;
+    const int to = std::min(c0 + COLS, lo + t.count[i0 + r]) - c0;
+    for (int kr = 0; kr < KEY_ROWS; ++kr) {
+      float row[COLS];
+      std::memcpy(row, &acc[0][kr][r][0], sizeof(row));
+      float* dst = s + (i0 + r) * s_stride + kr * k_fast + (c0 - lo);
+      for (int c = 0; c < COLS; ++c) {
+        if (c >= from && c < to) {
+          dst[c] = row[c];
+        }
+      }
+    }
+  }
+}
+
+#undef FA_CPU_TILE_PART
 
 // S[i][r * k + c] = Q[i] . K_r[lo_i + c] for c < count_i, for the rows of a
 // group of GROUP queries from i0 and KEY_ROWS key rows, stored at
@@ -143,69 +229,11 @@ inline void score_group(
     end = std::max(end, t.lo[i0 + r] + t.count[i0 + r]);
   }
   for (int c0 = start; c0 < end; c0 += COLS) {
-    F32x8 acc[SPLIT][KEY_ROWS][GROUP][VECS];
-    for (int h = 0; h < SPLIT; ++h) {
-      for (int kr = 0; kr < KEY_ROWS; ++kr) {
-        for (int r = 0; r < GROUP; ++r) {
-          for (int v = 0; v < VECS; ++v) {
-            acc[h][kr][r][v] = F32x8{};
-          }
-        }
-      }
-    }
-    int d = 0;
-    for (; d + SPLIT <= D; d += SPLIT) {
-      for (int h = 0; h < SPLIT; ++h) {
-        for (int kr = 0; kr < KEY_ROWS; ++kr) {
-          const F32x8* kd = reinterpret_cast<const F32x8*>(
-              k.kt + kr * k.row_stride + (d + h) * k.stride + c0);
-          for (int r = 0; r < GROUP; ++r) {
-            const float qd = q[(i0 + r) * D + d + h];
-            for (int v = 0; v < VECS; ++v) {
-              acc[h][kr][r][v] += qd * kd[v];
-            }
-          }
-        }
-      }
-    }
-    for (; d < D; ++d) {
-      for (int kr = 0; kr < KEY_ROWS; ++kr) {
-        const F32x8* kd = reinterpret_cast<const F32x8*>(
-            k.kt + kr * k.row_stride + d * k.stride + c0);
-        for (int r = 0; r < GROUP; ++r) {
-          const float qd = q[(i0 + r) * D + d];
-          for (int v = 0; v < VECS; ++v) {
-            acc[0][kr][r][v] += qd * kd[v];
-          }
-        }
-      }
-    }
-    for (int h = 1; h < SPLIT; ++h) {
-      for (int kr = 0; kr < KEY_ROWS; ++kr) {
-        for (int r = 0; r < GROUP; ++r) {
-          for (int v = 0; v < VECS; ++v) {
-            acc[0][kr][r][v] += acc[h][kr][r][v];
-          }
-        }
-      }
-    }
-    // Each row keeps the columns of its own window. A loop of fixed length:
-    // one over [from, to) became a memmove call per row.
-    for (int r = 0; r < GROUP; ++r) {
-      const int lo = t.lo[i0 + r];
-      const int from = std::max(c0, lo) - c0;
-      const int to = std::min(c0 + COLS, lo + t.count[i0 + r]) - c0;
-      for (int kr = 0; kr < KEY_ROWS; ++kr) {
-        float row[COLS];
-        std::memcpy(row, &acc[0][kr][r][0], sizeof(row));
-        float* dst = s + (i0 + r) * s_stride + kr * k_fast + (c0 - lo);
-        for (int c = 0; c < COLS; ++c) {
-          if (c >= from && c < to) {
-            dst[c] = row[c];
-          }
-        }
-      }
-    }
+    ScoreAcc<GROUP, KEY_ROWS, VECS, SPLIT> acc;
+    zero_scores<GROUP, KEY_ROWS, VECS, SPLIT>(acc);
+    accumulate_scores<GROUP, KEY_ROWS, VECS, SPLIT>(acc, q, i0, D, k, c0);
+    sum_splits<GROUP, KEY_ROWS, VECS, SPLIT>(acc);
+    store_scores<GROUP, KEY_ROWS, VECS, SPLIT>(acc, t, i0, c0, k_fast, s, s_stride);
   }
 }
 
@@ -569,6 +597,94 @@ inline int lines_per_block(const fa::NaParams& p, const AxisRoles& ax) {
   return lines;
 }
 
+/// The block of `lines` lines of the block axis from group index jb0 (of a
+/// dilation group of m_block positions): each line's window, from the
+/// union's first key `union_first`.
+inline Block line_block(
+    fa::NaAxis block_ax,
+    int m_block,
+    int jb0,
+    int lines,
+    int& union_first) {
+  Block blk;
+  blk.lines = lines;
+  union_first = fa::na_group_window(block_ax, m_block, jb0).first;
+  for (int l = 0; l < blk.lines; ++l) {
+    const fa::NaWindow w = fa::na_group_window(block_ax, m_block, jb0 + l);
+    blk.lo[l] = w.first - union_first;
+    blk.count[l] = w.count;
+  }
+  blk.span = blk.lo[blk.lines - 1] + blk.count[blk.lines - 1];
+  return blk;
+}
+
+/// A tile's rows of head 0 and the strides between them: q and the output
+/// from the block's first line, k and v at the tile's first key (of slot
+/// 0); steps along the fastest axis's group, lines along the block axis's.
+template <typename T>
+struct TileRows {
+  const T* q;
+  T* o;
+  const T* k;
+  const T* v;
+  stride_t q_step, k_step, v_step, o_step;
+  stride_t q_line, o_line;
+};
+
+/// Asks for the rows of head `hn` ahead of their use.
+template <typename T>
+void prefetch_head(
+    const NaProblem& pr,
+    const Tile& t,
+    const Block& blk,
+    const TileRows<T>& r,
+    int hn,
+    const Scratch& sc) {
+  const fa::NaParams& p = pr.p;
+  for (size_t slot = 0; slot < sc.k_slot.size(); ++slot) {
+    prefetch_rows(
+        r.k + hn * p.k_strides[4] + sc.k_slot[slot], r.k_step, t.keys, p.D,
+        pr.k_dstride, false);
+    prefetch_rows(
+        r.v + hn * p.v_strides[4] + sc.v_slot[slot], r.v_step, t.keys, p.D_v,
+        pr.v_dstride, false);
+  }
+  for (int l = 0; l < blk.lines; ++l) {
+    prefetch_rows(
+        r.q + hn * p.q_strides[4] + l * r.q_line, r.q_step, t.rows, p.D,
+        pr.q_dstride, false);
+    prefetch_rows(
+        r.o + hn * p.o_strides[4] + l * r.o_line, r.o_step, t.rows, p.D_v, 1,
+        true);
+  }
+}
+
+/// Every head of a tile's block: each head's K and V converted once, then
+/// its lines attended, with the rows of the head two on loaded meanwhile
+/// (the first head also starts its own and the next one's).
+template <typename T>
+void attend_heads(
+    const NaProblem& pr,
+    const Tile& t,
+    const Block& blk,
+    const TileRows<T>& r,
+    Scratch& sc) {
+  const fa::NaParams& p = pr.p;
+  for (int h = 0; h < p.H; ++h) {
+    for (int ahead = h == 0 ? 0 : 2; ahead <= 2 && h + ahead < p.H; ++ahead) {
+      prefetch_head(pr, t, blk, r, h + ahead, sc);
+    }
+    convert_slots(
+        pr, t, r.k + h * p.k_strides[4], r.v + h * p.v_strides[4], r.k_step,
+        r.v_step, sc);
+    for (int l = 0; l < blk.lines; ++l) {
+      attend_line(
+          pr, t, blk, l, r.q + h * p.q_strides[4] + l * r.q_line,
+          r.o + h * p.o_strides[4] + l * r.o_line, r.q_step, r.o_step, sc);
+    }
+  }
+}
+
 template <typename T>
 void run_typed(const NaProblem& pr) {
   const fa::NaParams& p = pr.p;
@@ -608,15 +724,10 @@ void run_typed(const NaProblem& pr) {
 
     Tile t;
     tile_windows(fast_ax, m, j0, std::min(TILE_Q, m - j0), t);
-    Block blk;
-    blk.lines = std::min(lines_max, m_block - jb0);
-    const int union_first = fa::na_group_window(block_ax, m_block, jb0).first;
-    for (int l = 0; l < blk.lines; ++l) {
-      const fa::NaWindow w = fa::na_group_window(block_ax, m_block, jb0 + l);
-      blk.lo[l] = w.first - union_first;
-      blk.count[l] = w.count;
-    }
-    blk.span = blk.lo[blk.lines - 1] + blk.count[blk.lines - 1];
+    int union_first = 0;
+    Block blk = line_block(
+        block_ax, m_block, jb0, std::min(lines_max, m_block - jb0),
+        union_first);
     const fa::NaWindow outer_win = fa::na_window(outer_ax, outer_pos);
     blk.outer = outer_win.count;
 
@@ -643,57 +754,27 @@ void run_typed(const NaProblem& pr) {
     sc.l.resize(TILE_Q);
 
     // Strides along the groups: d positions of the fastest and block axes.
-    const stride_t q_step = fast_ax.d * p.q_strides[qf];
-    const stride_t k_step = fast_ax.d * p.k_strides[qf];
-    const stride_t v_step = fast_ax.d * p.v_strides[qf];
-    const stride_t o_step = fast_ax.d * p.o_strides[qf];
-    const stride_t q_line = block_ax.d * p.q_strides[qb];
-    const stride_t o_line = block_ax.d * p.o_strides[qb];
     const int q_pos = group + j0 * fast_ax.d;
     const int k_pos = group + t.first * fast_ax.d;
     const int line_pos = block_group + jb0 * block_ax.d;
-    const T* q = static_cast<const T*>(pr.q) + b * p.q_strides[0] +
-        outer_pos * p.q_strides[qo] + line_pos * p.q_strides[qb] +
-        q_pos * p.q_strides[qf];
-    T* o = static_cast<T*>(pr.out) + b * p.o_strides[0] +
-        outer_pos * p.o_strides[qo] + line_pos * p.o_strides[qb] +
-        q_pos * p.o_strides[qf];
-    const T* k = static_cast<const T*>(pr.k) + b * p.k_strides[0] +
-        k_pos * p.k_strides[qf];
-    const T* v = static_cast<const T*>(pr.v) + b * p.v_strides[0] +
-        k_pos * p.v_strides[qf];
-
-    for (int h = 0; h < p.H; ++h) {
-      // The rows of the head two on load while this head computes (the
-      // first head also starts its own and the next one's).
-      for (int ahead = h == 0 ? 0 : 2; ahead <= 2 && h + ahead < p.H; ++ahead) {
-        const int hn = h + ahead;
-        for (int slot = 0; slot < slots; ++slot) {
-          prefetch_rows(
-              k + hn * p.k_strides[4] + sc.k_slot[slot], k_step, t.keys, p.D,
-              pr.k_dstride, false);
-          prefetch_rows(
-              v + hn * p.v_strides[4] + sc.v_slot[slot], v_step, t.keys,
-              p.D_v, pr.v_dstride, false);
-        }
-        for (int l = 0; l < blk.lines; ++l) {
-          prefetch_rows(
-              q + hn * p.q_strides[4] + l * q_line, q_step, t.rows, p.D,
-              pr.q_dstride, false);
-          prefetch_rows(
-              o + hn * p.o_strides[4] + l * o_line, o_step, t.rows, p.D_v, 1,
-              true);
-        }
-      }
-      convert_slots(
-          pr, t, k + h * p.k_strides[4], v + h * p.v_strides[4], k_step,
-          v_step, sc);
-      for (int l = 0; l < blk.lines; ++l) {
-        attend_line(
-            pr, t, blk, l, q + h * p.q_strides[4] + l * q_line,
-            o + h * p.o_strides[4] + l * o_line, q_step, o_step, sc);
-      }
-    }
+    const TileRows<T> r = {
+        static_cast<const T*>(pr.q) + b * p.q_strides[0] +
+            outer_pos * p.q_strides[qo] + line_pos * p.q_strides[qb] +
+            q_pos * p.q_strides[qf],
+        static_cast<T*>(pr.out) + b * p.o_strides[0] +
+            outer_pos * p.o_strides[qo] + line_pos * p.o_strides[qb] +
+            q_pos * p.o_strides[qf],
+        static_cast<const T*>(pr.k) + b * p.k_strides[0] +
+            k_pos * p.k_strides[qf],
+        static_cast<const T*>(pr.v) + b * p.v_strides[0] +
+            k_pos * p.v_strides[qf],
+        fast_ax.d * p.q_strides[qf],
+        fast_ax.d * p.k_strides[qf],
+        fast_ax.d * p.v_strides[qf],
+        fast_ax.d * p.o_strides[qf],
+        block_ax.d * p.q_strides[qb],
+        block_ax.d * p.o_strides[qb]};
+    attend_heads(pr, t, blk, r, sc);
   });
 }
 

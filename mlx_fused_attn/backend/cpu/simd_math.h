@@ -1,5 +1,5 @@
 // Scalar helpers of the CPU kernels, written so loops over them vectorise:
-// dtype conversion and exp2. Included by each kernel_*_impl.h inside the
+// dtype conversion (of a row, and of strided rows into fp32) and exp2. Included by each kernel_*_impl.h inside the
 // instruction-set namespace FA_CPU_ISA (kernel_<isa>.cpp defines it).
 #pragma once
 
@@ -12,6 +12,7 @@
 #endif
 
 #include "mlx/types/half_types.h"
+#include "mlx_fused_attn/params.h"
 
 namespace mlx_fused_attn::cpu::FA_CPU_ISA {
 
@@ -99,6 +100,31 @@ inline void store_row(const float* src, int n, float mul, T* dst) {
 #endif
   for (; c < n; ++c) {
     dst[c] = from_float<T>(src[c] * mul);
+  }
+}
+
+// dst[r * cols + c] = src[r * row_stride + c * col_stride] * mul: `rows`
+// strided rows converted to a dense fp32 block, the unit-stride ones a row
+// at a time through convert_row.
+template <typename T>
+void load_rows(
+    const T* src,
+    fa::stride_t row_stride,
+    fa::stride_t col_stride,
+    int rows,
+    int cols,
+    float mul,
+    float* dst) {
+  for (int r = 0; r < rows; ++r) {
+    const T* s = src + r * row_stride;
+    float* d = dst + r * cols;
+    if (col_stride == 1) {
+      convert_row(s, cols, mul, d);
+    } else {
+      for (int c = 0; c < cols; ++c) {
+        d[c] = to_float(s[c * col_stride]) * mul;
+      }
+    }
   }
 }
 

@@ -1,6 +1,6 @@
-// The GPU interface (backend/gpu.h) on MLX's CUDA backend: the plan of a
-// call (which kernel family runs it on the stream's device), and the plan's
-// launch through MLX's command encoder (a node of the encoder's CUDA graph,
+// The GPU interface (backend/gpu.h) on MLX's CUDA backend: the caps of a
+// stream's device, the kernels of a plan built, and the plan's launch
+// through MLX's command encoder (a node of the encoder's CUDA graph,
 // ordered after the nodes that write its inputs).
 //
 // Kernels come from nvcc (AOT, built into this library for sm_80 and sm_90)
@@ -10,8 +10,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,14 +21,14 @@
 #include "mlx/utils.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/device_limits.h"
-#include "mlx_fused_attn/backend/cuda/kernel_families.h"
+#include "mlx_fused_attn/families/attention/cuda/attention_kernel_key.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
-#include "mlx_fused_attn/backend/cuda/short_attention_cuda.h"
+#include "mlx_fused_attn/families/short_attention/cuda/short_attention_cuda.h"
 #include "mlx_fused_attn/backend/cuda/tensor_map.h"
-#include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -41,6 +41,14 @@ constexpr const char* kOp = "[scaled_dot_product_attention] CUDA: ";
 /// Grid limits of the y (heads) and z (batch) axes.
 constexpr int kMaxGridYZ = 65535;
 
+/// MLX_FUSED_ATTN_NA_RUN=n: 1-D neighborhood threadgroups take runs of n
+/// tiles where the kernel can (1: a tile each), whatever the device holds;
+/// read at every call, so that tests can set it.
+int na_run_override() {
+  const char* env = std::getenv("MLX_FUSED_ATTN_NA_RUN");
+  return env != nullptr ? std::atoi(env) : 0;
+}
+
 /// The general kernel of a plan with its tiles.
 cuda::AttentionKernelKey general_key(const AttentionPlan& plan) {
   return {
@@ -51,69 +59,6 @@ cuda::AttentionKernelKey general_key(const AttentionPlan& plan) {
       plan.features.causal,
       plan.features.has_mask};
 }
-
-Support smem_fits(const char* kernel, const AttentionPlan& plan, int device) {
-  const int allowed = cuda::max_smem_per_block(device);
-  if (plan.grid.smem_bytes <= allowed) {
-    return Support::yes();
-  }
-  std::ostringstream msg;
-  msg << kOp << "the " << kernel << " for head dims " << plan.params.D
-      << " (q, k) and " << plan.params.D_v << " (v) and "
-      << fa::dtype_name(plan.dtype) << " needs " << plan.grid.smem_bytes
-      << " bytes of shared memory a block; this GPU allows " << allowed;
-  return Support::no(msg.str());
-}
-
-/// Where a call is planned: the stream's device.
-struct CudaTarget {
-  int device;
-  int arch;
-};
-
-Support plan_short(const CudaTarget& target, AttentionPlan& plan) {
-  if (Support covered = plan_short_launch(plan, fa::Backend::Cuda);
-      !covered.ok) {
-    return covered;
-  }
-  if (Support fits = smem_fits("short kernel", plan, target.device); !fits.ok) {
-    return fits;
-  }
-  return named(kOp, cuda::short_attention_ready(plan, target.device, target.arch));
-}
-
-Support plan_general(const CudaTarget& target, AttentionPlan& plan) {
-  const fa::AttnParams& p = plan.params;
-  if (p.B > kMaxGridYZ || p.H_q > kMaxGridYZ) {
-    std::ostringstream msg;
-    msg << kOp << "batch " << p.B << " or query heads " << p.H_q
-        << " over the grid limit of " << kMaxGridYZ;
-    return Support::no(msg.str());
-  }
-  const int sms = cuda::multiprocessor_count(target.device);
-  plan_general_launch(
-      plan, fa::Backend::Cuda, cuda::has_wgmma(target.arch), sms, sms);
-  if (Support fits = smem_fits("kernel", plan, target.device); !fits.ok) {
-    return fits;
-  }
-  if (plan.key_splits > 1) {
-    if (Support ready = cuda::kernel_ready(
-            cuda::SplitCombineKernelKey{plan.dtype}, target.device,
-            target.arch);
-        !ready.ok) {
-      return named(kOp, ready);
-    }
-  }
-  return named(kOp, cuda::kernel_ready(general_key(plan), target.device, target.arch));
-}
-
-/// The families in order of preference: short sequences run the short
-/// kernel (short_attention_covers), whose grid is one axis of sequences;
-/// all others the general one.
-const FamilyCandidate<AttentionPlan, CudaTarget> kFamilies[] = {
-    {KernelFamily::ShortAttention, plan_short},
-    {KernelFamily::Attention, plan_general},
-};
 
 /// An fp32 array of `n` elements, its buffer not yet made
 /// (set_device_data).
@@ -190,21 +135,41 @@ void add_attention_node(
 
 } // namespace
 
-void plan(const AttentionCall& call, AttentionPlan& plan) {
-  if (!admitted(attention_kernel_covers(kOp, call.inputs, plan), plan)) {
-    return;
+DeviceCaps device_caps(mx::Stream s) {
+  cu::Device& d = cu::device(s.device);
+  const int device = d.cuda_device();
+  DeviceCaps caps;
+  caps.gpu = fa::Backend::Cuda;
+  caps.name = "CUDA";
+  caps.refusal = cuda::device_supported("", d).reason;
+  caps.cores = cuda::multiprocessor_count(device);
+  caps.sm_count = caps.cores;
+  caps.max_smem_bytes = cuda::max_smem_per_block(device);
+  caps.max_grid_yz = kMaxGridYZ;
+  caps.wgmma = cuda::has_wgmma(cuda::arch_of(d));
+  caps.na_run_override = na_run_override();
+  return caps;
+}
+
+Support prepare(const AttentionPlan& plan, mx::Stream s) {
+  cu::Device& d = cu::device(s.device);
+  const int device = d.cuda_device();
+  const int arch = cuda::arch_of(d);
+  if (Support copies = cuda::copy_kernels_ready(plan.dtype, device, arch);
+      !copies.ok) {
+    return named(kOp, copies);
   }
-  cu::Device& d = cu::device(call.stream.device);
-  if (!admitted(cuda::device_supported(kOp, d), plan)) {
-    return;
+  if (plan.family == KernelFamily::ShortAttention) {
+    return named(kOp, cuda::short_attention_ready(plan, device, arch));
   }
-  const CudaTarget target{d.cuda_device(), cuda::arch_of(d)};
-  if (admitted(
-          named(kOp, cuda::copy_kernels_ready(
-              plan.dtype, target.device, target.arch)),
-          plan)) {
-    choose_family(kFamilies, target, plan);
+  if (plan.key_splits > 1) {
+    if (Support ready = cuda::kernel_ready(
+            cuda::SplitCombineKernelKey{plan.dtype}, device, arch);
+        !ready.ok) {
+      return named(kOp, ready);
+    }
   }
+  return named(kOp, cuda::kernel_ready(general_key(plan), device, arch));
 }
 
 BackendInfo backend_info() {
@@ -214,16 +179,118 @@ BackendInfo backend_info() {
   const bool aot = false;
 #endif
   // The backward's row dot is part of the attention_backward family here.
-  return {
-      "cuda",
-      aot,
-      cuda::use_jit(),
-      {KernelFamily::Attention,
-       KernelFamily::ShortAttention,
-       KernelFamily::AttentionBackward,
-       KernelFamily::Neighborhood,
-       KernelFamily::Copy}};
+  return {"cuda", aot, cuda::use_jit(), cuda_kernel_families()};
 }
+
+namespace {
+
+/// Where a run launches: the stream, its device and its encoder.
+struct Launch {
+  mx::Stream s;
+  cu::CommandEncoder& enc;
+  int device;
+  int arch;
+};
+
+/// The arrays the kernel reads, as it reads them: q, k and v with rows it
+/// can read (K and V as tensor maps read them, for a producer warpgroup),
+/// the sinks contiguous, the mask and its visit list as the primitive
+/// received them; and their device addresses, the absent ones null.
+struct RunInputs {
+  mx::array q, k, v;
+  std::optional<mx::array> sinks;
+  const mx::array* mask = nullptr;
+  const mx::array* visits = nullptr;
+  const void* mask_ptr = nullptr;
+  const void* sinks_ptr = nullptr;
+  const uint32_t* visits_ptr = nullptr;
+};
+
+RunInputs run_inputs(
+    const AttentionPlan& plan,
+    const std::vector<mx::array>& inputs,
+    bool producer,
+    const Launch& at) {
+  const auto kv_rows = producer ? cuda::tensor_map_rows : cuda::readable_rows;
+  RunInputs in{
+      cuda::readable_rows(inputs[0], plan.dtype, at.s, at.device, at.arch),
+      kv_rows(inputs[1], plan.dtype, at.s, at.device, at.arch),
+      kv_rows(inputs[2], plan.dtype, at.s, at.device, at.arch)};
+  // Sinks are read as sinks[head]: a strided view is copied.
+  if (const int si = sinks_index(plan.spec); si >= 0) {
+    in.sinks = needs_row_copy(inputs[si])
+        ? cuda::contiguous_copy(
+              inputs[si], plan.dtype, at.s, at.device, at.arch)
+        : inputs[si];
+  }
+  if (const int mi = mask_index(plan.spec); mi >= 0) {
+    in.mask = &inputs[mi];
+  }
+  if (plan.visits_input >= 0) {
+    in.visits = &inputs[plan.visits_input];
+  }
+  return in;
+}
+
+/// Registers the reads of `in` with the encoder and takes the optional
+/// ones' device addresses.
+void read_inputs(RunInputs& in, cu::CommandEncoder& enc) {
+  if (in.mask != nullptr) {
+    in.mask_ptr = mx::gpu_ptr<void>(*in.mask);
+    enc.set_input_array(*in.mask);
+  }
+  if (in.visits != nullptr) {
+    in.visits_ptr = mx::gpu_ptr<uint32_t>(*in.visits);
+    enc.set_input_array(*in.visits);
+  }
+  if (in.sinks) {
+    in.sinks_ptr = mx::gpu_ptr<void>(*in.sinks);
+    enc.set_input_array(*in.sinks);
+  }
+  enc.set_input_array(in.q);
+  enc.set_input_array(in.k);
+  enc.set_input_array(in.v);
+}
+
+/// The partials of split keys, which the kernel writes and the combine
+/// merges: temporaries, kept until the encoder's graph has run.
+struct SplitPartials {
+  std::optional<mx::array> o_part, stats;
+  float* o_part_ptr = nullptr;
+  float* stats_ptr = nullptr;
+};
+
+/// Makes the buffers of the output, the LSE (`has_lse`: outputs[1]) and
+/// the partials, all at once (one node, not one each), before the first
+/// set_*_array: set_device_data adds a node of its own, which would take
+/// the dependencies registered for the next.
+SplitPartials make_buffers(
+    const AttentionPlan& plan,
+    std::vector<mx::array>& outputs,
+    bool has_lse,
+    const Launch& at) {
+  SplitPartials parts;
+  std::vector<mx::array*> buffers = {&outputs[0]};
+  if (has_lse) {
+    buffers.push_back(&outputs[1]);
+  }
+  if (plan.key_splits > 1) {
+    parts.o_part = unmade_floats(split_rows(plan) * plan.params.D_v);
+    parts.stats = unmade_floats(2 * split_rows(plan));
+    buffers.push_back(&*parts.o_part);
+    buffers.push_back(&*parts.stats);
+  }
+  cuda::set_device_data(buffers, at.s);
+  if (parts.o_part) {
+    at.enc.add_temporary(*parts.o_part);
+    at.enc.add_temporary(*parts.stats);
+    parts.o_part_ptr = mx::gpu_ptr<float>(*parts.o_part);
+    parts.stats_ptr = mx::gpu_ptr<float>(*parts.stats);
+  }
+  return parts;
+}
+
+} // namespace
 
 void run(
     const AttentionPlan& plan,
@@ -233,27 +300,12 @@ void run(
   mx::array& out = outputs[0];
   cu::Device& dev = cu::device(s.device);
   dev.make_current();
-  const int device = dev.cuda_device();
-  const int arch = cuda::arch_of(dev);
-  cu::CommandEncoder& enc = cu::get_command_encoder(s);
-
-  const fa::DType dtype = plan.dtype;
-  const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
-  const int vi = visits_index(plan);
+  const Launch at{
+      s, cu::get_command_encoder(s), dev.cuda_device(), cuda::arch_of(dev)};
   // A producer warpgroup copies K and V through tensor maps.
   const bool producer = plan.family == KernelFamily::Attention &&
       std::get<fa::AttnTiles>(plan.tiles).producer;
-  const auto kv_rows = producer ? cuda::tensor_map_rows : cuda::readable_rows;
-  const mx::array q = cuda::readable_rows(inputs[0], dtype, s, device, arch);
-  const mx::array k = kv_rows(inputs[1], dtype, s, device, arch);
-  const mx::array v = kv_rows(inputs[2], dtype, s, device, arch);
-  // Sinks are read as sinks[head]: a strided view is copied.
-  std::optional<mx::array> sinks;
-  if (si >= 0) {
-    sinks = needs_row_copy(inputs[si])
-        ? cuda::contiguous_copy(inputs[si], dtype, s, device, arch)
-        : inputs[si];
-  }
+  RunInputs in = run_inputs(plan, inputs, producer, at);
   // The backward's LSE, where the primitive asked for it (outputs[1]); a
   // plan that saves it has no split keys (plan_general_launch).
   fa::AttnFeatures features = plan.features;
@@ -262,87 +314,48 @@ void run(
     throw std::logic_error(
         "[FusedAttention] internal error: split keys with the LSE");
   }
-  // Split keys: the kernel writes partials, which the combine merges;
-  // they are temporaries, kept until the encoder's graph has run.
-  std::optional<mx::array> o_part, stats;
-  std::vector<mx::array*> buffers = {&out};
-  if (features.has_lse) {
-    buffers.push_back(&outputs[1]);
-  }
-  if (plan.key_splits > 1) {
-    o_part = unmade_floats(split_rows(plan) * plan.params.D_v);
-    stats = unmade_floats(2 * split_rows(plan));
-    buffers.push_back(&*o_part);
-    buffers.push_back(&*stats);
-  }
-  // Every buffer at once (one node, not one each), before the first
-  // set_*_array: set_device_data adds a node of its own, which would take
-  // the dependencies registered for the next.
-  cuda::set_device_data(buffers, s);
+  const SplitPartials parts = make_buffers(plan, outputs, features.has_lse, at);
   float* lse = features.has_lse ? mx::gpu_ptr<float>(outputs[1]) : nullptr;
-  float* o_part_ptr = nullptr;
-  float* stats_ptr = nullptr;
-  if (o_part) {
-    enc.add_temporary(*o_part);
-    enc.add_temporary(*stats);
-    o_part_ptr = mx::gpu_ptr<float>(*o_part);
-    stats_ptr = mx::gpu_ptr<float>(*stats);
-  }
-  cuda::poison(out, enc, device, arch);
+  cuda::poison(out, at.enc, at.device, at.arch);
 
-  const mx::array* mask = mi >= 0 ? &inputs[mi] : nullptr;
-  const mx::array* visits = vi >= 0 ? &inputs[vi] : nullptr;
   const fa::AttnParams params =
-      launch_params(plan, q, k, v, out, mask, visits);
-  const void* mask_ptr = nullptr;
-  if (mask != nullptr) {
-    mask_ptr = mx::gpu_ptr<void>(*mask);
-    enc.set_input_array(*mask);
-  }
-  const uint32_t* visits_ptr = nullptr;
-  if (visits != nullptr) {
-    visits_ptr = mx::gpu_ptr<uint32_t>(*visits);
-    enc.set_input_array(*visits);
-  }
-  const void* sinks_ptr = nullptr;
-  if (sinks) {
-    sinks_ptr = mx::gpu_ptr<void>(*sinks);
-    enc.set_input_array(*sinks);
-  }
-  enc.set_input_array(q);
-  enc.set_input_array(k);
-  enc.set_input_array(v);
-  enc.set_output_array(out);
-
+      launch_params(plan, in.q, in.k, in.v, out, in.mask, in.visits);
+  read_inputs(in, at.enc);
+  at.enc.set_output_array(out);
   if (plan.family == KernelFamily::ShortAttention) {
     add_attention_node(
-        enc, cuda::short_attention_function(plan, device, arch), plan, params,
-        q, k, v, out, mask_ptr, sinks_ptr, short_features(plan.features));
+        at.enc, cuda::short_attention_function(plan, at.device, at.arch),
+        plan, params, in.q, in.k, in.v, out, in.mask_ptr, in.sinks_ptr,
+        short_features(plan.features));
     return;
   }
   if (lse != nullptr) {
-    enc.set_output_array(outputs[1]);
+    at.enc.set_output_array(outputs[1]);
   }
-  if (o_part) {
-    enc.set_output_array(*o_part);
-    enc.set_output_array(*stats);
+  if (parts.o_part) {
+    at.enc.set_output_array(*parts.o_part);
+    at.enc.set_output_array(*parts.stats);
   }
   const CUfunction function =
-      cuda::kernel_function(general_key(plan), device, arch);
+      cuda::kernel_function(general_key(plan), at.device, at.arch);
   if (producer) {
     const int rows = std::get<fa::AttnTiles>(plan.tiles).bk;
     add_attention_node(
-        enc, function, plan, params, q, k, v, out, mask_ptr, sinks_ptr,
-        features, o_part_ptr, stats_ptr, plan.key_splits, lse, visits_ptr,
-        cuda::panel_tensor_map(k, dtype, rows),
-        cuda::panel_tensor_map(v, dtype, rows));
+        at.enc, function, plan, params, in.q, in.k, in.v, out, in.mask_ptr,
+        in.sinks_ptr, features, parts.o_part_ptr, parts.stats_ptr,
+        plan.key_splits, lse, in.visits_ptr,
+        cuda::panel_tensor_map(in.k, plan.dtype, rows),
+        cuda::panel_tensor_map(in.v, plan.dtype, rows));
   } else {
     add_attention_node(
-        enc, function, plan, params, q, k, v, out, mask_ptr, sinks_ptr,
-        features, o_part_ptr, stats_ptr, plan.key_splits, lse, visits_ptr);
+        at.enc, function, plan, params, in.q, in.k, in.v, out, in.mask_ptr,
+        in.sinks_ptr, features, parts.o_part_ptr, parts.stats_ptr,
+        plan.key_splits, lse, in.visits_ptr);
   }
-  if (o_part) {
-    add_combine_node(enc, plan, params, *o_part, *stats, out, device, arch);
+  if (parts.o_part) {
+    add_combine_node(
+        at.enc, plan, params, *parts.o_part, *parts.stats, out, at.device,
+        at.arch);
   }
 }
 

@@ -1,8 +1,8 @@
-// The GPU interface (backend/gpu.h) on Metal: the plan of a call (which
-// kernel family runs it on the stream's device) and the plan's dispatch
-// through MLX's Metal device and command encoder.
+// The GPU interface (backend/gpu.h) on Metal: the caps of a stream's
+// device, the pipelines of a plan built, and the plan's dispatch through
+// MLX's Metal device and command encoder.
 //
-// Kernels come from their family's library (kernel_library.h). Planning
+// Kernels come from their family's library (kernel_library.h). prepare
 // builds the pipeline a call will use and checks it against the dispatch,
 // so that a kernel that cannot run makes the call fall back before its
 // graph exists; MLX's Device caches the libraries and pipelines for eval.
@@ -13,14 +13,14 @@
 
 #include "mlx/allocator.h"
 #include "mlx/backend/metal/device.h"
-#include "mlx_fused_attn/backend/attention_covers.h"
 #include "mlx_fused_attn/backend/gpu.h"
-#include "mlx_fused_attn/backend/metal/attention_variant.h"
+#include "mlx_fused_attn/families/attention/metal/attention_variant.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
-#include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
-#include "mlx_fused_attn/backend/metal/short_attention_metal.h"
+#include "mlx_fused_attn/families/strided_copy/metal/strided_copy_metal.h"
+#include "mlx_fused_attn/families/short_attention/metal/short_attention_metal.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
-#include "mlx_fused_attn/kernels/strided_copy_params.h"
+#include "mlx_fused_attn/families/strided_copy/strided_copy_params.h"
+#include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
 
@@ -95,67 +95,45 @@ mx::array temporary_floats(int64_t n, mx::metal::CommandEncoder& enc) {
   return a;
 }
 
-/// Where a call is planned: the stream's device, and the variant of the
-/// general kernel asked for (attention_variant.h).
-struct MetalTarget {
-  mx::metal::Device& device;
-  fa::MetalAttnVariant variant;
-};
+} // namespace
 
-Support plan_short(const MetalTarget& target, AttentionPlan& plan) {
-  if (Support covered = plan_short_launch(plan, fa::Backend::Metal);
-      !covered.ok) {
-    return covered;
-  }
-  return named(kOp, pipeline_ready(target.device, short_attention_pipeline(plan)));
+DeviceCaps device_caps(mx::Stream) {
+  DeviceCaps caps;
+  caps.gpu = fa::Backend::Metal;
+  caps.name = "Metal";
+  caps.cores = kMetalGpuCores;
+  // A variable that names no variant raises on every call.
+  caps.metal_variant = metal_variant_from_env();
+  return caps;
 }
 
-Support plan_general(const MetalTarget& target, AttentionPlan& plan) {
-  plan_general_launch(
-      plan, fa::Backend::Metal, false, 0, kMetalGpuCores, target.variant);
-  // Strides are known at eval: run drops it where offsets need 64 bits, so
-  // the 64-bit pipeline is built here too, not first inside eval.
-  plan.features.stride32 = target.variant.stride32;
+Support prepare(const AttentionPlan& plan, mx::Stream s) {
+  auto& d = mx::metal::device(s.device);
+  // Strided q, k, v and sinks are copied first (with_contiguous_rows), and
+  // whether they are is known only at eval.
+  if (Support ready = pipeline_ready(d, strided_copy_pipeline(plan.dtype));
+      !ready.ok) {
+    return named(kOp, ready);
+  }
+  if (plan.family == KernelFamily::ShortAttention) {
+    return named(kOp, pipeline_ready(d, short_attention_pipeline(plan)));
+  }
+  // Strides are known at eval: run drops stride32 where offsets need 64
+  // bits, so the 64-bit pipeline is built here too, not first inside eval.
   if (plan.features.stride32) {
     AttentionPlan wide = plan;
     wide.features.stride32 = false;
-    if (Support ready = pipeline_ready(target.device, general_pipeline(wide));
-        !ready.ok) {
+    if (Support ready = pipeline_ready(d, general_pipeline(wide)); !ready.ok) {
       return named(kOp, ready);
     }
   }
   if (plan.key_splits > 1) {
-    if (Support ready = pipeline_ready(
-            target.device, split_combine_pipeline(plan.dtype));
+    if (Support ready = pipeline_ready(d, split_combine_pipeline(plan.dtype));
         !ready.ok) {
       return named(kOp, ready);
     }
   }
-  return named(kOp, pipeline_ready(target.device, general_pipeline(plan)));
-}
-
-/// The families in order of preference: short sequences run the short
-/// kernel (short_attention_covers), all others the general one.
-const FamilyCandidate<AttentionPlan, MetalTarget> kFamilies[] = {
-    {KernelFamily::ShortAttention, plan_short},
-    {KernelFamily::Attention, plan_general},
-};
-
-} // namespace
-
-void plan(const AttentionCall& call, AttentionPlan& plan) {
-  if (!admitted(attention_kernel_covers(kOp, call.inputs, plan), plan)) {
-    return;
-  }
-  auto& d = mx::metal::device(call.stream.device);
-  // A variable that names no variant raises on every call.
-  const MetalTarget target{d, metal_variant_from_env()};
-  // Strided q, k, v and sinks are copied first (with_contiguous_rows), and
-  // whether they are is known only at eval.
-  if (admitted(
-          named(kOp, pipeline_ready(d, strided_copy_pipeline(plan.dtype))), plan)) {
-    choose_family(kFamilies, target, plan);
-  }
+  return named(kOp, pipeline_ready(d, general_pipeline(plan)));
 }
 
 void run(
@@ -167,7 +145,7 @@ void run(
   auto& d = mx::metal::device(s.device);
   auto& enc = mx::metal::get_command_encoder(s);
   const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
-  const int vi = visits_index(plan);
+  const int vi = plan.visits_input;
   const mx::array q = with_contiguous_rows(inputs[0], plan.dtype, d, enc);
   const mx::array k = with_contiguous_rows(inputs[1], plan.dtype, d, enc);
   const mx::array v = with_contiguous_rows(inputs[2], plan.dtype, d, enc);

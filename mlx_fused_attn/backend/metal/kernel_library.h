@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "mlx/backend/metal/device.h"
-#include "mlx_fused_attn/backend/kernel_family.h"
+#include "mlx_fused_attn/backend/kernel_availability.h"
 
 namespace mlx_fused_attn::gpu {
 

@@ -7,9 +7,9 @@
 //   16 with zero columns in Q, K and V, and only the real columns stored;
 // - Q in threadgroup memory read a k step at a time (q_in_padded_shared.h,
 //   CUDA's fp32 at D >= 192; on Metal a variant with one stage,
-//   metal/attention.metal), with a ring of two K/V stages.
+//   mlx_fused_attn/families/attention/attention.metal), with a ring of two K/V stages.
 //
-// Buffers, function constants and grid as metal/attention.metal; names as
+// Buffers, function constants and grid as mlx_fused_attn/families/attention/attention.metal; names as
 // attention_kernel_name() gives them ("_qs": Q in threadgroup memory).
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
@@ -50,11 +50,13 @@ template <typename Target, typename T, int D, int DV, int BQ, int BK, int ST>
   FA_ATTENTION_FEATURES(FA_READ_FUNCTION_CONSTANT)
 #undef FA_READ_FUNCTION_CONSTANT
 
-  const fa::AttnSplit unsplit = {nullptr, nullptr, 0, 1};
+  const fa::AttnArrays<T> arrays = {
+      q, k, v, out, mask, sinks, lse, mask_blocks};
+  const fa::AttnSmem<T> smem = {k_smem, v_smem};
+  const fa::AttnPlace place = {
+      {nullptr, nullptr, 0, 1}, int(tgid.x), int(tgid.y), int(tgid.z)};
   fa::attention_block<Target, Shape>(
-      q, k, v, out, params, mask, mask_blocks, sinks, lse, k_smem, v_smem,
-      features,
-      unsplit, tgid.x, tgid.y, tgid.z, warp, lane);
+      arrays, params, smem, features, place, warp, lane);
 }
 
 #define FA_VARIANT(Target, suffix, tname, T, D, DV, BQ, BK, ST)            \

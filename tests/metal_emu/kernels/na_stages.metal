@@ -1,4 +1,4 @@
-// The neighborhood kernel body (mlx_fused_attn/kernels/na_attention.h) with
+// The neighborhood kernel body (mlx_fused_attn/families/neighborhood/na_attention.h) with
 // CUDA's pipeline: several K/V stages (a ring of blocks in threadgroup
 // memory, with their key coordinates, or a whole key box resident) and
 // 32-key blocks under 8 warps. The Metal entry point runs one stage; this
@@ -7,9 +7,9 @@
 // stages, which on CUDA only a GPU would exercise. The `_pg4` instances run
 // the per-warp products with warps in groups of four that skip key blocks
 // together, as Hopper's warpgroup products require (swizzled_block.h).
-// Buffers and grid as metal/neighborhood.metal.
-#include "mlx_fused_attn/kernels/na_attention.h"
-#include "mlx_fused_attn/kernels/na_config.h"
+// Buffers and grid as mlx_fused_attn/families/neighborhood/neighborhood.metal.
+#include "mlx_fused_attn/families/neighborhood/na_attention.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
 #include "mlx_fused_attn/tile/metal_target.h"
 
 using namespace metal;
@@ -40,9 +40,11 @@ template <typename Target, typename T, int D, int BQ, int BK, int WM, int ST, in
   FA_SHARED_ARRAY_DECL T k_smem[Shape::kSmemElems];
   FA_SHARED_ARRAY_DECL T v_smem[Shape::kSmemElems];
   FA_SHARED_ARRAY_DECL int coords[kCoordInts > 0 ? kCoordInts : 1];
+  const fa::NaArrays<T> arrays = {q, k, v, out};
+  const fa::NaSmem<T> smem = {k_smem, v_smem, coords};
+  const fa::NaPlace place = {int(tgid.x), int(tgid.y), int(tgid.z)};
   fa::na_attention_block<Target, Shape, N>(
-      q, k, v, out, params, grid, k_smem, v_smem, coords, tgid.x, tgid.y,
-      tgid.z, warp, lane);
+      arrays, params, grid, smem, place, warp, lane);
 }
 
 #define NA_STAGES_OF(Target, suffix, tname, T, D, ST, N)                     \

@@ -1,0 +1,47 @@
+// The arguments of the attention body (attention.h), gathered once in each
+// entry point (mlx_fused_attn/families/attention/attention.metal, backend/cuda/attention_kernel.cuh)
+// from its bindings and read by name in the body: the arrays one call reads
+// and writes, the threadgroup memory of the K and V stages, and where in the
+// grid a threadgroup works. Every pointer names its address space, as Metal
+// requires of a pointer in a struct (MLX's steel BlockLoader holds its
+// device and threadgroup pointers the same way).
+#pragma once
+
+#include "mlx_fused_attn/kernels/split_keys.h"
+#include "mlx_fused_attn/tile/language.h"
+
+namespace fa {
+
+/// The arrays of one attention call. The optional ones are read only where
+/// the features say (has_mask, has_sinks, has_lse, mask_blocks) and may be
+/// unbound otherwise.
+template <typename T>
+struct AttnArrays {
+  const FA_DEVICE T* q;
+  const FA_DEVICE T* k;
+  const FA_DEVICE T* v;
+  FA_DEVICE T* out;
+  const FA_DEVICE unsigned char* mask; ///< bool, or T, as bool_mask says
+  const FA_DEVICE T* sinks; ///< [H_q]
+  FA_DEVICE float* lse; ///< fp32 [B, H_q, L_q] (backward_params.h)
+  const FA_DEVICE unsigned int* mask_blocks; ///< kernels/mask_visits.h
+};
+
+/// K's stages and V's (Q's rows, where the target keeps Q there, and the
+/// schedule's own memory follow V's).
+template <typename T>
+struct AttnSmem {
+  FA_THREADGROUP T* k;
+  FA_THREADGROUP T* v;
+};
+
+/// Where a threadgroup of the grid works: its split of the query block's
+/// keys (split_keys.h), the query block, the head and the batch entry.
+struct AttnPlace {
+  AttnSplit split;
+  int q_block;
+  int head;
+  int batch;
+};
+
+} // namespace fa

@@ -1,0 +1,203 @@
+#include "mlx_fused_attn/op/attention.h"
+
+#include <cmath>
+
+#include "mlx/ops.h"
+#include "mlx_fused_attn/plan/attention_planner.h"
+#include "mlx_fused_attn/op/call_plans.h"
+#include "mlx_fused_attn/op/errors.h"
+#include "mlx_fused_attn/op/fallback.h"
+#include "mlx_fused_attn/notices.h"
+#include "mlx_fused_attn/op/primitive.h"
+
+namespace mlx_fused_attn {
+
+using namespace mlx::core;
+
+namespace {
+
+template <typename... Parts>
+std::string message(const Parts&... parts) {
+  return op_message("scaled_dot_product_attention", parts...);
+}
+
+bool is_float(Dtype t) {
+  return issubdtype(t, floating);
+}
+
+/// Checks q, k and v against mx.fast's rules; returns the dtype they run
+/// in, their promoted type.
+Dtype check_qkv(const array& q, const array& k, const array& v) {
+  const char* names[] = {"q", "k", "v"};
+  const array* qkv[] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    if (qkv[i]->ndim() != 4) {
+      throw std::invalid_argument(message(
+          names[i], " must have rank 4 [B, H, L, D]; got shape ",
+          qkv[i]->shape()));
+    }
+  }
+  // Like mx.fast, only the promoted type must be floating (an integer q with
+  // float16 k, v runs in float16), and a bad dtype is a ValueError there too.
+  const Dtype dt = promote_types(promote_types(q.dtype(), k.dtype()), v.dtype());
+  if (!is_float(dt)) {
+    throw std::invalid_argument(message(
+        "q, k, v must promote to a floating-point type (float16, bfloat16, "
+        "float32); got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype(),
+        " (promoted: ", dt, ")"));
+  }
+  if (k.shape(0) != q.shape(0) || v.shape(0) != q.shape(0)) {
+    throw std::invalid_argument(message(
+        "q, k, v must have the same batch size; got shapes ", q.shape(), ", ",
+        k.shape(), ", ", v.shape()));
+  }
+  if (k.shape(3) != q.shape(3)) {
+    throw std::invalid_argument(message(
+        "k must have the head dim of q (", q.shape(3), "); got k of shape ",
+        k.shape()));
+  }
+  if (v.shape(1) != k.shape(1) || v.shape(2) != k.shape(2)) {
+    throw std::invalid_argument(message(
+        "v must have the heads and length of k ", k.shape(),
+        "; got v of shape ", v.shape()));
+  }
+  const int H_q = q.shape(1), H_kv = k.shape(1);
+  if (H_kv == 0 || H_q % H_kv != 0) {
+    throw std::invalid_argument(message(
+        "the query heads (", H_q, ") must be a multiple of the key/value "
+        "heads (", H_kv, ")"));
+  }
+  return dt;
+}
+
+/// Checks an array mask against the scores `full` ([B, H_q, L_q, L_k]) and
+/// `dt`, and appends it to `inputs`, broadcast (bool, or additive in `dt`);
+/// `spec` gets its kind and what it shares.
+void add_array_mask(
+    const array& m,
+    const Shape& full,
+    Dtype dt,
+    AttentionSpec& spec,
+    std::vector<array>& inputs,
+    Stream s) {
+  if (m.ndim() > 4) {
+    throw std::invalid_argument(message(
+        "mask must have rank at most 4; got shape ", m.shape()));
+  }
+  for (int i = 1; i <= static_cast<int>(m.ndim()); ++i) {
+    int have = m.shape(-i), want = full[4 - i];
+    if (have != want && have != 1) {
+      throw std::invalid_argument(message(
+          "mask of shape ", m.shape(), " does not broadcast to ", full));
+    }
+  }
+  spec.mask_shared_by_heads = m.ndim() < 3 || m.shape(-3) == 1;
+  spec.mask_shared_by_batch = m.ndim() < 4 || m.shape(-4) == 1;
+  if (m.dtype() == bool_) {
+    spec.mask = MaskKind::Bool;
+    inputs.push_back(broadcast_to(m, full, s));
+  } else if (promote_types(m.dtype(), dt) == dt) {
+    // Integer masks are additive after promotion, as in mx.fast.
+    spec.mask = MaskKind::Additive;
+    inputs.push_back(broadcast_to(astype(m, dt, s), full, s));
+  } else {
+    throw std::invalid_argument(message(
+        "mask must be bool or a type that promotes to ", dt,
+        " (the dtype of q, k, v), such as ", dt, " or an integer type; got ",
+        m.dtype()));
+  }
+}
+
+/// Checks the sinks against the query heads `H_q` and `dt`; returns them in
+/// `dt`.
+array checked_sinks(const array& sinks, int H_q, Dtype dt, Stream s) {
+  if (sinks.ndim() != 1 || sinks.shape(0) != H_q) {
+    throw std::invalid_argument(message(
+        "sinks must have shape [", H_q, "] (one per query head); got ",
+        sinks.shape()));
+  }
+  // bool and integer sinks promote, as in mx.fast.
+  if (promote_types(sinks.dtype(), dt) != dt) {
+    throw std::invalid_argument(message(
+        "sinks must have a type that promotes to ", dt,
+        " (the dtype of q, k, v), such as ", dt,
+        ", bool or an integer type; got ", sinks.dtype()));
+  }
+  return astype(sinks, dt, s);
+}
+
+// Mirrors mx.fast.scaled_dot_product_attention's argument rules, with error
+// messages that name the argument and what it accepts.
+AttentionCall validate(
+    const array& q,
+    const array& k,
+    const array& v,
+    float scale,
+    const Mask& mask,
+    const std::optional<array>& sinks,
+    StreamOrDevice sd) {
+  const Dtype dt = check_qkv(q, k, v);
+  if (!std::isfinite(scale)) {
+    throw std::invalid_argument(message("scale must be finite; got ", scale));
+  }
+
+  Stream s = to_stream(sd);
+  AttentionSpec spec{scale, MaskKind::None, sinks.has_value()};
+  std::vector<array> inputs = {
+      astype(q, dt, s), astype(k, dt, s), astype(v, dt, s)};
+
+  if (const auto* mode = std::get_if<std::string>(&mask)) {
+    if (*mode != "causal") {
+      throw std::invalid_argument(message(
+          "mask must be None, \"causal\" or an array; got the string \"",
+          *mode, "\""));
+    }
+    spec.mask = MaskKind::Causal;
+  } else if (const auto* m = std::get_if<array>(&mask)) {
+    const Shape full = {q.shape(0), q.shape(1), q.shape(2), k.shape(2)};
+    add_array_mask(*m, full, dt, spec, inputs, s);
+  }
+  if (sinks) {
+    inputs.push_back(checked_sinks(*sinks, q.shape(1), dt, s));
+  }
+  return {spec, std::move(inputs), s};
+}
+
+} // namespace
+
+array scaled_dot_product_attention(
+    const array& q,
+    const array& k,
+    const array& v,
+    float scale,
+    const Mask& mask,
+    const std::optional<array>& sinks,
+    bool force_fused,
+    StreamOrDevice s) {
+  AttentionCall call = validate(q, k, v, scale, mask, sinks, s);
+  const AttentionPlan plan = plan_attention(call);
+  if (plan.fused()) {
+    return fused_attention(call, plan, std::get_if<array>(&mask));
+  }
+  if (force_fused) {
+    throw std::invalid_argument(
+        message("force_fused=True but no fused kernel runs: ", plan.reason));
+  }
+  note_fallback("scaled_dot_product_attention", call.stream.device, plan.reason);
+  return attention_fallback(call.spec, call.inputs, call.stream);
+}
+
+std::pair<bool, std::string> can_use_fused(
+    const array& q,
+    const array& k,
+    const array& v,
+    float scale,
+    const Mask& mask,
+    const std::optional<array>& sinks,
+    StreamOrDevice s) {
+  const AttentionPlan plan =
+      plan_attention(validate(q, k, v, scale, mask, sinks, s));
+  return {plan.fused(), plan.fused() ? plan_note(plan) : plan.reason};
+}
+
+} // namespace mlx_fused_attn

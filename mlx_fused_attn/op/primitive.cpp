@@ -1,0 +1,162 @@
+#include "mlx_fused_attn/op/primitive.h"
+
+#include "mlx_fused_attn/op/backward_primitive.h"
+#include "mlx_fused_attn/op/mask_block_lists.h"
+#include "mlx_fused_attn/notices.h"
+
+namespace mlx_fused_attn {
+
+using namespace mlx::core;
+
+namespace {
+
+// Whether gradients may be taken of a call on `inputs`. MLX asks
+// detail::in_grad_tracing(), which libmlx does not export (an inline read
+// of a hidden counter); array::is_tracer() is exported, and true for arrays
+// made under any transform's trace (grad, vjp, jvp, vmap, compile). So a
+// traced call saves its LSE, one fp32 a query row, and an untraced call,
+// all inference, costs nothing.
+bool may_take_gradients(const std::vector<array>& inputs) {
+  for (const array& x : inputs) {
+    if (x.is_tracer()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Shape lse_shape(const std::vector<array>& inputs) {
+  const array& q = inputs[0];
+  return {q.shape(0), q.shape(1), q.shape(2)};
+}
+
+/// The forward plan of a call gradients may be taken of, with `saves_lse`
+/// set where the fused backward runs: the backward's kernels and the
+/// forward that writes the LSE, each planned (on Metal, its pipelines
+/// built) here, before the graph exists, so that a kernel that cannot run
+/// leaves plain-op gradients with its reason instead of failing in eval.
+AttentionPlan training_plan(
+    const AttentionCall& call,
+    const AttentionPlan& plan,
+    bool& saves_lse) {
+  saves_lse = false;
+  const AttentionPlan backward = plan_attention_backward(call);
+  std::string reason = backward.reason;
+  if (backward.fused()) {
+    AttentionCall lse_call = call;
+    lse_call.spec.saves_lse = true;
+    AttentionPlan forward = plan_attention(lse_call);
+    if (forward.fused()) {
+      saves_lse = true;
+      return forward;
+    }
+    reason = forward.reason;
+  }
+  note_fallback(
+      "the backward of scaled_dot_product_attention", call.stream.device,
+      reason);
+  return plan;
+}
+
+} // namespace
+
+array fused_attention(
+    const AttentionCall& call,
+    const AttentionPlan& plan,
+    const array* user_mask) {
+  // A vmap's folded call still carries the visit list of the unfolded one.
+  const int n_call = call_input_count(call.spec);
+  std::vector<array> inputs(
+      call.inputs.begin(), call.inputs.begin() + n_call);
+  bool saves_lse = false;
+  const AttentionPlan forward = may_take_gradients(inputs)
+      ? training_plan(call, plan, saves_lse)
+      : plan;
+  if (forward.visits_input >= 0) {
+    const auto& tiles = std::get<fa::AttnTiles>(forward.tiles);
+    const array& mask = user_mask ? *user_mask : inputs[mask_index(call.spec)];
+    // The plan's L_q: packed GQA's rows are the heads of one query, whose
+    // mask row they share (AttentionSpec::mask_shared_by_heads).
+    const VisitGrid grid = {
+        call.spec.mask, inputs[0].dtype(), forward.params.L_q,
+        inputs[1].shape(2), tiles.bq, tiles.bk};
+    inputs.push_back(cached_mask_visits(mask, grid, call.stream));
+  }
+  auto primitive = std::make_shared<FusedAttention>(
+      call.stream, forward, inputs, saves_lse);
+  const Dtype dt = inputs[0].dtype();
+  if (!saves_lse) {
+    return array(output_shape(inputs), dt, primitive, inputs);
+  }
+  return array::make_arrays(
+      {output_shape(inputs), lse_shape(inputs)}, {dt, float32},
+      primitive, inputs)[0];
+}
+
+FusedAttention::FusedAttention(
+    Stream stream,
+    AttentionPlan plan,
+    const std::vector<array>& inputs,
+    bool saves_lse)
+    : FusedPrimitive(stream, std::move(plan), inputs), saves_lse_(saves_lse) {}
+
+std::vector<array> FusedAttention::vjp(
+    const std::vector<array>& primals,
+    const std::vector<array>& cotangents,
+    const std::vector<int>& argnums,
+    const std::vector<array>& outputs) {
+  if (!saves_lse_) {
+    return FusedPrimitive::vjp(primals, cotangents, argnums, outputs);
+  }
+  // The LSE's cotangent is left out: only FusedAttentionVJP reads the LSE,
+  // and its definition does not depend on it, so that cotangent is zero.
+  return attention_vjp(
+      plan().spec, primals, outputs[0], outputs[1], cotangents[0], argnums,
+      stream());
+}
+
+std::vector<Shape> FusedAttention::output_shapes(
+    const std::vector<array>& inputs) {
+  std::vector<Shape> shapes = FusedPrimitive::output_shapes(inputs);
+  if (saves_lse_) {
+    shapes.push_back(lse_shape(inputs));
+  }
+  return shapes;
+}
+
+bool FusedAttention::is_equivalent(const Primitive& other) const {
+  return FusedPrimitive::is_equivalent(other) &&
+      saves_lse_ == static_cast<const FusedAttention&>(other).saves_lse_;
+}
+
+Definitions FusedAttention::definitions() {
+  if (!saves_lse_) {
+    return FusedPrimitive::definitions();
+  }
+  return [spec = plan().spec, s = stream()](const std::vector<array>& in) {
+    return std::vector<array>{
+        attention_fallback(spec, in, s), attention_lse_fallback(spec, in, s)};
+  };
+}
+
+std::vector<array> FusedAttention::apply_to(
+    const std::vector<array>& inputs) {
+  if (!saves_lse_) {
+    return FusedPrimitive::apply_to(inputs);
+  }
+  // The call as the user made it: fused_attention decides whether it saves
+  // the LSE, so that its plan and its outputs agree.
+  AttentionCall call{plan().spec, inputs, stream()};
+  call.spec.saves_lse = false;
+  const AttentionPlan plan = plan_attention(call);
+  if (plan.fused()) {
+    const array out = fused_attention(call, plan, nullptr);
+    if (!out.siblings().empty()) {
+      return out.outputs();
+    }
+    return {out, attention_lse_fallback(call.spec, inputs, stream())};
+  }
+  return definitions()(inputs);
+}
+
+} // namespace mlx_fused_attn

@@ -1,0 +1,255 @@
+#include "mlx_fused_attn/plan/attention_planner.h"
+
+#include <sstream>
+
+#include "mlx/utils.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_kernel_name.h"
+#include "mlx_fused_attn/plan/family_planning.h"
+#include "mlx_fused_attn/plan/kernel_switches.h"
+
+namespace mlx_fused_attn {
+
+using namespace mlx::core;
+
+namespace {
+
+std::string op_name(const DeviceCaps& caps, const char* part) {
+  return "[scaled_dot_product_attention] " + caps.name + part + ": ";
+}
+
+/// The plan's family-independent part: shapes, scale and mask features.
+AttentionPlan shape_plan(const AttentionCall& call) {
+  const array& q = call.inputs[0];
+  const array& k = call.inputs[1];
+  AttentionPlan plan;
+  plan.spec = call.spec;
+  fa::AttnParams& p = plan.params;
+  p.B = q.shape(0);
+  p.H_q = q.shape(1);
+  p.H_kv = k.shape(1);
+  p.gqa_factor = p.H_q / p.H_kv;
+  p.L_q = q.shape(2);
+  p.L_k = k.shape(2);
+  p.D = q.shape(3);
+  p.D_v = call.inputs[2].shape(3);
+  p.causal_offset = p.L_k - p.L_q;
+  p.scale_log2 = call.spec.scale * kLog2e;
+
+  fa::AttnFeatures& f = plan.features;
+  f.has_mask = mask_index(call.spec) >= 0;
+  f.bool_mask = call.spec.mask == MaskKind::Bool;
+  f.causal = call.spec.mask == MaskKind::Causal;
+  f.has_sinks = call.spec.has_sinks;
+  return plan;
+}
+
+/// Whether any input is empty: empty calls run as plain MLX ops.
+bool has_empty_input(const AttentionCall& call, AttentionPlan& plan) {
+  for (const auto& a : call.inputs) {
+    if (a.size() == 0) {
+      plan.reason = "an input is empty; empty calls run as plain MLX ops";
+      return true;
+    }
+  }
+  return false;
+}
+
+/// The head dims with a kernel, from FA_ATTENTION_HEAD_DIMS: "32, 64, ...
+/// and 256 (q, k and v alike); 192 for q and k with 128 for v".
+std::string head_dims_with_a_kernel() {
+  std::ostringstream equal, pairs;
+  int n_equal = 0;
+#define FA_COUNT_EQUAL(d, dv) n_equal += d == dv;
+  FA_ATTENTION_HEAD_DIMS(FA_COUNT_EQUAL)
+#undef FA_COUNT_EQUAL
+  int i = 0;
+#define FA_DESCRIBE(d, dv)                                           \
+  if (d == dv) {                                                     \
+    equal << (i == 0 ? "" : i + 1 == n_equal ? " and " : ", ") << d; \
+    ++i;                                                             \
+  } else {                                                           \
+    pairs << "; " << d << " for q and k with " << dv << " for v";   \
+  }
+  FA_ATTENTION_HEAD_DIMS(FA_DESCRIBE)
+#undef FA_DESCRIBE
+  return equal.str() + " (q, k and v alike)" + pairs.str();
+}
+
+/// The CPU kernels' one limit, their element types; on yes, `plan.dtype`
+/// is the kernels'.
+Support cpu_kernel_covers(const AttentionCall& call, AttentionPlan& plan) {
+  const Dtype dtype = call.inputs[0].dtype();
+  const auto kernel = kernel_dtype(dtype);
+  if (!kernel) {
+    std::ostringstream msg;
+    msg << "the fused CPU kernel takes float16, bfloat16 or float32, not "
+        << dtype << "; this call runs as plain MLX ops";
+    return Support::no(msg.str());
+  }
+  plan.dtype = *kernel;
+  return Support::yes();
+}
+
+/// The GPU kernels' own limits (dtype, head dims), each "no" naming `op`.
+/// On yes, `plan.dtype` is the kernels'.
+Support gpu_kernel_covers(
+    const std::string& op,
+    const AttentionCall& call,
+    AttentionPlan& plan) {
+  const array& q = call.inputs[0];
+  const auto dtype = kernel_dtype(q.dtype());
+  if (!dtype) {
+    std::ostringstream msg;
+    msg << op << "no kernel for dtype " << q.dtype()
+        << " (float16, bfloat16 and float32 have one)";
+    return Support::no(msg.str());
+  }
+  plan.dtype = *dtype;
+  const int D = plan.params.D;
+  const int D_v = plan.params.D_v;
+  if (!fa::attention_head_dims_supported(D, D_v)) {
+    std::ostringstream msg;
+    msg << op << "no kernel for head dim " << D;
+    if (D_v != D) {
+      msg << " for q and k with " << D_v << " for v";
+    }
+    msg << "; head dims with one: " << head_dims_with_a_kernel();
+    return Support::no(msg.str());
+  }
+  return Support::yes();
+}
+
+/// The GPU families the op tries, in the registry's order of preference
+/// (FA_ATTENTION_CANDIDATES): short sequences run the short kernel
+/// (short_attention_covers), whose grid is one axis of sequences; all
+/// others the general one.
+const FamilyCandidate<AttentionPlan, PlanTarget> kFamilies[] = {
+#define FA_FAMILY_CANDIDATE(e, name) {KernelFamily::e, plan_##name},
+    FA_ATTENTION_CANDIDATES(FA_FAMILY_CANDIDATE)
+#undef FA_FAMILY_CANDIDATE
+};
+
+/// Whether the backward reads an array mask's block lists
+/// (kernels/mask_visits.h): where each GQA group reads one mask head (the
+/// dK/dV kernel streams the group's heads through one list), unless
+/// MLX_FUSED_ATTN_MASK_BLOCKS=0.
+bool backward_reads_lists(const AttentionPlan& plan) {
+  return plan.features.has_mask &&
+      (plan.params.gqa_factor == 1 || plan.spec.mask_shared_by_heads) &&
+      mask_blocks_enabled();
+}
+
+/// The GPU backward's limits on top of the forward kernel's, each "no"
+/// naming the op; on yes its tiles and the block lists it reads are set.
+Support plan_gpu_backward(
+    const PlanTarget& target,
+    const AttentionCall& call,
+    const AttentionPlan& forward,
+    AttentionPlan& plan) {
+  if (Support covered = gpu_kernel_covers(target.op, call, plan);
+      !covered.ok) {
+    return covered;
+  }
+  const fa::AttnParams& p = plan.params;
+  if (!fa::attention_backward_head_dims_supported(p.D, p.D_v)) {
+    std::ostringstream msg;
+    msg << target.op << "head dims " << p.D << " (q, k) and " << p.D_v
+        << " (v): the backward kernels take equal head dims of 32, 64, 96 "
+           "or 128";
+    return Support::no(msg.str());
+  }
+  if (forward.family != KernelFamily::Attention) {
+    return Support::no(
+        target.op +
+        "the forward does not run the general kernel, the one that saves "
+        "the row log-sum-exp");
+  }
+  plan.features.mask_blocks = backward_reads_lists(plan);
+  if (Support fits = grid_fits(target, plan); !fits.ok) {
+    return fits;
+  }
+  plan.tiles = fa::choose_attention_backward_tiles(
+      p.D, plan.dtype, *target.caps.gpu, target.caps.wgmma);
+  plan.lists_input =
+      plan.features.mask_blocks ? kBwdMask + 1 + plan.features.has_sinks : -1;
+  return family_built(target.caps, KernelFamily::AttentionBackward);
+}
+
+/// Plans `family` on the CPU kernels: the element types, then whether
+/// they are built.
+void plan_cpu(
+    const AttentionCall& call,
+    const DeviceCaps& caps,
+    KernelFamily family,
+    AttentionPlan& plan) {
+  if (admitted(cpu_kernel_covers(call, plan), plan) &&
+      admitted(family_built(caps, family), plan)) {
+    plan.family = family;
+  }
+}
+
+} // namespace
+
+AttentionPlan attention_plan_for(
+    const AttentionCall& call,
+    const DeviceCaps& caps) {
+  AttentionPlan plan = shape_plan(call);
+  if (has_empty_input(call, plan)) {
+    return plan;
+  }
+  if (caps.cpu) {
+    plan_cpu(call, caps, KernelFamily::Attention, plan);
+    return plan;
+  }
+  if (!caps.gpu) {
+    plan.reason = caps.refusal;
+    return plan;
+  }
+  const PlanTarget target{caps, op_name(caps, "")};
+  if (!admitted(gpu_kernel_covers(target.op, call, plan), plan)) {
+    return plan;
+  }
+  if (!caps.refusal.empty()) {
+    plan.reason = target.op + caps.refusal;
+    return plan;
+  }
+  choose_family(kFamilies, target, plan);
+  return plan;
+}
+
+AttentionPlan attention_backward_plan_for(
+    const AttentionCall& call,
+    const DeviceCaps& caps,
+    const AttentionPlan& forward) {
+  AttentionPlan plan = shape_plan(call);
+  if (has_empty_input(call, plan)) {
+    return plan;
+  }
+  if (caps.cpu) {
+    plan_cpu(call, caps, KernelFamily::AttentionBackward, plan);
+    return plan;
+  }
+  if (!caps.gpu) {
+    plan.reason = caps.refusal;
+    return plan;
+  }
+  const PlanTarget target{caps, op_name(caps, " backward")};
+  if (admitted(plan_gpu_backward(target, call, forward, plan), plan)) {
+    plan.family = KernelFamily::AttentionBackward;
+  }
+  return plan;
+}
+
+std::string plan_note(const AttentionPlan& plan) {
+  if (plan.family == KernelFamily::ShortAttention) {
+    return fa::short_attention_note(std::get<fa::ShortAttnTiles>(plan.tiles));
+  }
+  if (plan.key_splits > 1) {
+    return std::string(kKeySplitsNote) + " " + std::to_string(plan.key_splits) +
+        " ways";
+  }
+  return "";
+}
+
+} // namespace mlx_fused_attn

@@ -1,0 +1,60 @@
+// How many splits of its keys a call's query blocks take (the FlashDecoding
+// pattern, kernels/split_keys.h): host arithmetic, free of MLX, shared by
+// the planner (attention_planner.cpp) and the standalone decode sweep
+// (benchmarks/cuda_decode_sweep.cu), so that the sweep times the counts the
+// library runs.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace mlx_fused_attn {
+
+/// A split visits at least this many key blocks, so that its fixed costs
+/// (loading Q, writing a partial row) stay small beside its keys: at
+/// decode with 4096 keys of 128-key blocks, 16 splits of 2 blocks fill
+/// twice the threadgroups of 8 splits of 4 (unmeasured).
+constexpr int kMinSplitKeyBlocks = 2;
+/// At most this many splits: bounds the partials and the combine's loop.
+constexpr int kMaxKeySplits = 128;
+
+/// The most splits of L_k keys whose partial outputs stay within 1/share
+/// of the K and V bytes each streams: a split writes rows x D_v fp32
+/// partials that the combine reads back (8 bytes an element), which short
+/// key ranges of many rows do not repay (RESULTS.md, "Split keys: when a
+/// split pays").
+inline int64_t splits_worth_their_partials(
+    int64_t L_k,
+    int rows,
+    int D,
+    int D_v,
+    int itemsize,
+    int share) {
+  const int64_t partial_bytes = 8 * int64_t(rows) * D_v;
+  const int64_t kv_bytes_a_key = int64_t(D + D_v) * itemsize;
+  return L_k * kv_bytes_a_key / (share * partial_bytes);
+}
+
+/// Splits of each query block's keys so that `groups` threadgroups come
+/// near a wave of `wave` without passing it (a second, partial wave would
+/// idle most multiprocessors at the end), at most `most`; 1 when they fill
+/// one already. Splits take equal runs of blocks (split_key_blocks), so
+/// the count is the fewest that gives the same run: 256 blocks in 33
+/// splits of 8 would leave the last one empty, a threadgroup and a
+/// partial for the combine to read for nothing.
+inline int key_split_count(
+    int64_t groups,
+    int64_t wave,
+    int key_blocks,
+    int64_t most) {
+  if (groups >= wave) {
+    return 1;
+  }
+  most = std::min<int64_t>(
+      {most, key_blocks / kMinSplitKeyBlocks, int64_t(kMaxKeySplits)});
+  const int64_t splits = std::max<int64_t>(1, std::min(wave / groups, most));
+  const int64_t run = (key_blocks + splits - 1) / splits;
+  return static_cast<int>((key_blocks + run - 1) / run);
+}
+
+} // namespace mlx_fused_attn
