@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "mlx_fused_attn/op/attention.h"
+#include "mlx_fused_attn/backend/metal/attention_variant.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/kernel_availability.h"
 #include "mlx_fused_attn/op/mask_block_lists.h"
@@ -34,6 +35,34 @@ mx::StreamOrDevice to_stream_or_device(const StreamArg& s) {
   return {};
 }
 
+// The plan hint (plan_hint.h) from the private keywords of the op and of
+// plan_summary: the tuned table's choice for the call.
+mlx_fused_attn::PlanHint to_hint(
+    bool short_kernel,
+    int max_key_splits,
+    const std::optional<std::string>& metal_variant) {
+  if (max_key_splits < 0) {
+    throw std::invalid_argument(
+        "[scaled_dot_product_attention] max_key_splits must be 0 (the "
+        "planner's count) or a positive cap; got " +
+        std::to_string(max_key_splits));
+  }
+  mlx_fused_attn::PlanHint hint;
+  hint.short_kernel = short_kernel;
+  hint.max_key_splits = max_key_splits;
+  if (metal_variant) {
+    try {
+      hint.metal_variant = mlx_fused_attn::parse_metal_variant(*metal_variant);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(
+          std::string("[scaled_dot_product_attention] metal_variant, in the "
+                      "grammar of ") +
+          e.what());
+    }
+  }
+  return hint;
+}
+
 } // namespace
 
 NB_MODULE(_ext, m) {
@@ -56,14 +85,19 @@ NB_MODULE(_ext, m) {
          const mlx_fused_attn::Mask& mask,
          const std::optional<mx::array>& sinks,
          bool force_fused,
-         const StreamArg& stream) {
+         const StreamArg& stream,
+         bool short_kernel,
+         int max_key_splits,
+         const std::optional<std::string>& metal_variant) {
         return mlx_fused_attn::scaled_dot_product_attention(
             q, k, v, scale, mask, sinks, force_fused,
-            to_stream_or_device(stream));
+            to_stream_or_device(stream),
+            to_hint(short_kernel, max_key_splits, metal_variant));
       },
       "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
       "sinks"_a = nb::none(), "force_fused"_a = false,
-      "stream"_a = nb::none());
+      "stream"_a = nb::none(), "short_kernel"_a = true,
+      "max_key_splits"_a = 0, "metal_variant"_a = nb::none());
 
   m.def(
       "can_use_fused",
@@ -79,6 +113,41 @@ NB_MODULE(_ext, m) {
       },
       "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
       "sinks"_a = nb::none(), "stream"_a = nb::none());
+
+  m.def(
+      "plan_summary",
+      [](const mx::array& q,
+         const mx::array& k,
+         const mx::array& v,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         const std::optional<mx::array>& sinks,
+         const StreamArg& stream,
+         bool short_kernel,
+         int max_key_splits,
+         const std::optional<std::string>& metal_variant) {
+        const auto plan = mlx_fused_attn::plan_summary(
+            q, k, v, scale, mask, sinks, to_stream_or_device(stream),
+            to_hint(short_kernel, max_key_splits, metal_variant));
+        nb::dict tiles;
+        for (const auto& [name, value] : plan.tiles) {
+          tiles[name.c_str()] = value;
+        }
+        nb::dict d;
+        d["code"] = mlx_fused_attn::plan_code_name(plan.code);
+        d["message"] = plan.message;
+        d["family"] = plan.family;
+        d["key_splits"] = plan.key_splits;
+        d["packed_gqa"] = plan.packed_gqa;
+        d["tiles"] = tiles;
+        return d;
+      },
+      "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
+      "sinks"_a = nb::none(), "stream"_a = nb::none(),
+      "short_kernel"_a = true, "max_key_splits"_a = 0,
+      "metal_variant"_a = nb::none(),
+      "The plan of a call as a dict: code, message, family, key_splits, "
+      "packed_gqa, tiles.");
 
   // For tests: the visit list the GPU kernels read for an array mask, built
   // as the op builds it (through its cache).
