@@ -6,7 +6,7 @@ where no tuned table covers a call.
 An entry serves the calls of its shape class (``shape_class.py``) on
 devices of its backend; where entries of the running device exist for a
 class (its name contains the entry's ``device``), they win over other
-devices' entries. An entry with ``superseded`` (a measurement of a kernel
+devices' entries, and among those the newest wins. An entry with ``superseded`` (a measurement of a kernel
 that no longer runs its call) is kept for the record and not used.
 """
 
@@ -75,12 +75,14 @@ def measurements() -> tuple[Measurement, ...]:
 @cache
 def defaults_for(backend: str, device_name: str) -> dict[ShapeClass, Measurement]:
     """The defaults on a device of ``backend`` named ``device_name``: one
-    measurement per shape class, the running device's own first."""
+    measurement per shape class, the running device's own first, then the
+    newest."""
     table: dict[ShapeClass, Measurement] = {}
-    ours_first = sorted(
+    # Later entries overwrite earlier ones: the preferred go last.
+    preferred_last = sorted(
         (m for m in measurements() if m.backend == backend and not m.superseded),
-        key=lambda m: m.device.lower() in device_name.lower(),
+        key=lambda m: (m.device.lower() in device_name.lower(), m.date),
     )
-    for m in ours_first:
+    for m in preferred_last:
         table[m.shape_class()] = m
     return table
