@@ -224,6 +224,8 @@ def tune(
     order = sorted(by_class, key=lambda c: (c.queries * c.keys, c))
     with mx.stream(device):
         stream = mx.default_stream(device)
+        # Unevaluated until timed, and dropped once their class is: the
+        # calls' arrays never all exist at once.
         prepared = {c: [(call, *call.arrays(i)) for i, call in enumerate(by_class[c])]
                     for c in order}  # fmt: skip
         plans = {}
@@ -239,6 +241,8 @@ def tune(
         lost: dict[ShapeClass, dict[str, tuple[ShapeClass, float]]] = {}
         results = []
         for c in order:
+            timed = prepared.pop(c)
+            mx.eval([x for _, *arrays in timed for x in arrays if isinstance(x, mx.array)])
             us, skipped = {}, {}
             for x in plans[c]:
                 beaten = [(small, r) for small, r in lost.get(_series(c), {}).get(x.name, [])
@@ -246,10 +250,10 @@ def tune(
                 if prune and beaten:
                     small, ratio = beaten[0]
                     skipped[x.name] = f"{ratio:.1f}x slower than the winner at {small.key()}"
-                    done += len(prepared[c])
+                    done += len(timed)
                     continue
                 total_us = 0.0
-                for call, q, k, v, mask in prepared[c]:
+                for call, q, k, v, mask in timed:
                     if progress:
                         progress(done, total, f"{call.describe()} {x.name}")
                     run = _run(x, q, k, v, mask, call.D**-0.5, stream)
