@@ -320,3 +320,12 @@ def test_the_cli_tunes_a_tiny_config(tmp_path, table_file):
 def test_the_cli_names_bad_arguments(tmp_path, args, message):
     done = run_cli(*args, "--device", "cpu", env_file=tmp_path / "t.json")
     assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_the_key_counts_the_device_cores():
+    assert tuned_table.device_key(CPU)["cores"] == os.cpu_count()
+    ioreg = '+-o AGXAcceleratorG15X  <class AGXAcceleratorG15X>\n  |   "gpu-core-count" = 40\n'
+    assert tuned_table.apple_gpu_cores(ioreg) == 40
+    assert tuned_table.apple_gpu_cores("no such line") is None
+    if fa.build_info()["gpu_backend"] != "cuda":
+        assert fa._ext.cuda_multiprocessors() == 0

@@ -26,6 +26,8 @@ import json
 import os
 import pathlib
 import platform
+import re
+import subprocess
 import tempfile
 import warnings
 from functools import cache
@@ -80,15 +82,42 @@ def _device_key(kind: mx.DeviceType) -> dict:
         for k, v in sorted(info.items())
         if isinstance(v, (str, int)) and "free" not in k and "used" not in k
     }
+    backend = _backend(device)
     return {
-        "backend": _backend(device),
+        "backend": backend,
         "device": str(info.get("device_name", device)),
         "device_info": described,
-        "cores": os.cpu_count() if kind == mx.DeviceType.cpu else None,
+        "cores": _cores(backend),
         "os": f"{platform.system()} {platform.release()}",
         "mlx": mx.__version__,
         "package": __version__,
     }
+
+
+def _cores(backend: str) -> int | None:
+    """The CPU's cores, the CUDA GPU's multiprocessors, or the Apple GPU's
+    cores (IORegistry's gpu-core-count: MLX reports none, and one name
+    covers GPUs of several core counts); None where unknown."""
+    if backend == "cpu":
+        return os.cpu_count()
+    if backend == "cuda":
+        from . import _ext
+
+        return _ext.cuda_multiprocessors()
+    if backend == "metal":
+        try:
+            out = subprocess.run(["ioreg", "-r", "-d", "1", "-c", "AGXAccelerator"],
+                                 capture_output=True, text=True, timeout=10).stdout  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return apple_gpu_cores(out)
+    return None
+
+
+def apple_gpu_cores(ioreg_text: str) -> int | None:
+    """The ``"gpu-core-count" = N`` of ``ioreg -r -d 1 -c AGXAccelerator``."""
+    match = re.search(r'"gpu-core-count"\s*=\s*(\d+)', ioreg_text)
+    return int(match.group(1)) if match else None
 
 
 class TunedClass(NamedTuple):

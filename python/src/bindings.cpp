@@ -275,6 +275,19 @@ NB_MODULE(_ext, m) {
       "those of this build's GPU backend (none without one).");
 
   m.def(
+      "cuda_multiprocessors",
+      [] {
+        if (!mx::is_available(mx::Device::gpu)) {
+          return 0;
+        }
+        const auto caps = mlx_fused_attn::gpu::device_caps(
+            mx::default_stream(mx::Device::gpu));
+        return caps.gpu == fa::Backend::Cuda ? caps.cores : 0;
+      },
+      "The CUDA GPU's multiprocessors (0 without a CUDA GPU backend): part "
+      "of the key of a tuned table.");
+
+  m.def(
       "build_info",
       [] {
         const auto info = mlx_fused_attn::gpu::backend_info();
