@@ -46,6 +46,7 @@ __all__ = [
     "plan_summary",
     "MxFastPatch",
     "PatchStats",
+    "PlanHint",
     "PlanSummary",
     "Route",
 ]
