@@ -329,3 +329,18 @@ def test_the_key_counts_the_device_cores():
     assert tuned_table.apple_gpu_cores("no such line") is None
     if fa.build_info()["gpu_backend"] != "cuda":
         assert fa._ext.cuda_multiprocessors() == 0
+
+
+@pytest.mark.parametrize(
+    "code, splits, backend, expected",
+    [("short_kernel", 1, "cuda", ["fused", "fused[short=off]"]),
+     ("keys_split", 8, "cuda", ["fused", "fused[splits<=1]", "fused[splits<=4]"]),
+     ("keys_split", 2, "cuda", ["fused", "fused[splits<=1]"]),
+     ("general_kernel", 1, "cuda", ["fused"]),
+     ("general_kernel", 1, "metal", ["fused"] + [f"fused[metal={v}]" for v in candidates.METAL_VARIANTS]),
+     ("cpu_kernel", 1, "cpu", ["fused"])],
+)  # fmt: skip
+def test_the_plans_worth_timing(code, splits, backend, expected):
+    base = fa.PlanSummary(code, "", "attention", splits, False, {})
+    hints = candidates.hints_to_try(base, backend)
+    assert [candidates.Candidate("fused", h).name for h in hints] == expected

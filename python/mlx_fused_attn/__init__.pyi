@@ -134,7 +134,7 @@ def tune(
     *,
     device: mx.Device | None = None,
     warmup: int = 1,
-    repeats: int = 5,
+    repeats: int = 10,
     budget_s: float = 1.0,
     prune: float = 4.0,
     clock: Callable[[], float] = ...,

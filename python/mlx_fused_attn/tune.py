@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", default="8", help="batched decoding's batch sizes, comma-separated")
     p.add_argument("--dtype", choices=sorted(tuning.DTYPES), help="instead of the config's")
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--budget", type=float, default=1.0,
                    help="timed seconds after which a candidate's runs stop")  # fmt: skip
     p.add_argument("--no-save", action="store_true", help="time and print, keep no table")

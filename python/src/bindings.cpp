@@ -63,6 +63,58 @@ mlx_fused_attn::PlanHint to_hint(
   return hint;
 }
 
+/// The plan of a call as Python reads it (routing, the tuner), and the
+/// device's cores for the tuned table's key.
+void bind_plans(nb::module_& m) {
+  m.def(
+      "plan_summary",
+      [](const mx::array& q,
+         const mx::array& k,
+         const mx::array& v,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         const std::optional<mx::array>& sinks,
+         const StreamArg& stream,
+         bool short_kernel,
+         int max_key_splits,
+         const std::optional<std::string>& metal_variant) {
+        const auto plan = mlx_fused_attn::plan_summary(
+            q, k, v, scale, mask, sinks, to_stream_or_device(stream),
+            to_hint(short_kernel, max_key_splits, metal_variant));
+        nb::dict tiles;
+        for (const auto& [name, value] : plan.tiles) {
+          tiles[name.c_str()] = value;
+        }
+        nb::dict d;
+        d["code"] = mlx_fused_attn::plan_code_name(plan.code);
+        d["message"] = plan.message;
+        d["family"] = plan.family;
+        d["key_splits"] = plan.key_splits;
+        d["packed_gqa"] = plan.packed_gqa;
+        d["tiles"] = tiles;
+        return d;
+      },
+      "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
+      "sinks"_a = nb::none(), "stream"_a = nb::none(),
+      "short_kernel"_a = true, "max_key_splits"_a = 0,
+      "metal_variant"_a = nb::none(),
+      "The plan of a call as a dict: code, message, family, key_splits, "
+      "packed_gqa, tiles.");
+
+  m.def(
+      "cuda_multiprocessors",
+      [] {
+        if (!mx::is_available(mx::Device::gpu)) {
+          return 0;
+        }
+        const auto caps = mlx_fused_attn::gpu::device_caps(
+            mx::default_stream(mx::Device::gpu));
+        return caps.gpu == fa::Backend::Cuda ? caps.cores : 0;
+      },
+      "The CUDA GPU's multiprocessors (0 without a CUDA GPU backend): part "
+      "of the key of a tuned table.");
+}
+
 } // namespace
 
 NB_MODULE(_ext, m) {
@@ -113,41 +165,6 @@ NB_MODULE(_ext, m) {
       },
       "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
       "sinks"_a = nb::none(), "stream"_a = nb::none());
-
-  m.def(
-      "plan_summary",
-      [](const mx::array& q,
-         const mx::array& k,
-         const mx::array& v,
-         float scale,
-         const mlx_fused_attn::Mask& mask,
-         const std::optional<mx::array>& sinks,
-         const StreamArg& stream,
-         bool short_kernel,
-         int max_key_splits,
-         const std::optional<std::string>& metal_variant) {
-        const auto plan = mlx_fused_attn::plan_summary(
-            q, k, v, scale, mask, sinks, to_stream_or_device(stream),
-            to_hint(short_kernel, max_key_splits, metal_variant));
-        nb::dict tiles;
-        for (const auto& [name, value] : plan.tiles) {
-          tiles[name.c_str()] = value;
-        }
-        nb::dict d;
-        d["code"] = mlx_fused_attn::plan_code_name(plan.code);
-        d["message"] = plan.message;
-        d["family"] = plan.family;
-        d["key_splits"] = plan.key_splits;
-        d["packed_gqa"] = plan.packed_gqa;
-        d["tiles"] = tiles;
-        return d;
-      },
-      "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
-      "sinks"_a = nb::none(), "stream"_a = nb::none(),
-      "short_kernel"_a = true, "max_key_splits"_a = 0,
-      "metal_variant"_a = nb::none(),
-      "The plan of a call as a dict: code, message, family, key_splits, "
-      "packed_gqa, tiles.");
 
   // For tests: the visit list the GPU kernels read for an array mask, built
   // as the op builds it (through its cache).
@@ -275,19 +292,6 @@ NB_MODULE(_ext, m) {
       "those of this build's GPU backend (none without one).");
 
   m.def(
-      "cuda_multiprocessors",
-      [] {
-        if (!mx::is_available(mx::Device::gpu)) {
-          return 0;
-        }
-        const auto caps = mlx_fused_attn::gpu::device_caps(
-            mx::default_stream(mx::Device::gpu));
-        return caps.gpu == fa::Backend::Cuda ? caps.cores : 0;
-      },
-      "The CUDA GPU's multiprocessors (0 without a CUDA GPU backend): part "
-      "of the key of a tuned table.");
-
-  m.def(
       "build_info",
       [] {
         const auto info = mlx_fused_attn::gpu::backend_info();
@@ -299,4 +303,6 @@ NB_MODULE(_ext, m) {
       },
       "The GPU backend this build has, whether its kernels were built ahead "
       "of time, and whether they are compiled at run time now.");
+
+  bind_plans(m);
 }
