@@ -561,7 +561,8 @@ def routing_cases():
     for B in (1, 2, 4, 8):
         for L in (512, 2048, 8192):
             for label, mask in BATCHED_PREFILL_MASKS:
-                cases.append((f"batched prefill, {label}", Case(B, 32, L, 128, "bfloat16", Hkv=8, **mask)))
+                case = Case(B, 32, L, 128, "bfloat16", Hkv=8, **mask)
+                cases.append((f"batched prefill, {label}", case))
     for D in (64, 96, 128, 256):
         cases.append(("decode", Case(1, 32, 1, D, "bfloat16", Hkv=8, Lk=8192)))
         cases.append(("prefill", Case(1, 32, 4096, D, "bfloat16", "causal", Hkv=8)))
@@ -640,7 +641,8 @@ def routing_table(args):
         hint = "" if route.hint == fa.PlanHint() else f" {route.hint}"
         report.row([label, str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.Lk), str(c.D), c.dtype,
                     c.mask_label(), *timing_cells(res, ["fused", "mx_fast", "auto"]),
-                    f"{ratio:.3f}", "yes" if ok else "NO", f"{route.choice} ({route.source}){hint}"])
+                    f"{ratio:.3f}", "yes" if ok else "NO",
+                    f"{route.choice} ({route.source}){hint}"])
         rows.append({"call": label, "B": c.B, "H_q": c.Hq, "H_kv": c.Hkv, "L_q": c.Lq, "L_k": c.Lk,
                      "D": c.D, "dtype": c.dtype, "mask": c.mask_label(),
                      **{f"{n}_kernel_us": t[0] for n, t in res.items()},

@@ -219,7 +219,8 @@ def print_table(result, file=sys.stdout):
     if result["tuned"] is not None:
         print(f"tuned {len(result['tuned'])} shape classes in {result['tune_s']:.1f} s", file=file)
     print("| attention | prefill tok/s | decode tok/s | LoRA step s | prefill s | decode s "
-          "| calls fused / fallback / passthrough | tokens equal to mx.fast's |", file=file)  # fmt: skip
+          "| calls fused / fallback / passthrough | tokens equal to mx.fast's |",
+          file=file)  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---|---:|", file=file)
     for name, r in result["runs"].items():
         print(
@@ -233,7 +234,8 @@ def print_table(result, file=sys.stdout):
         if base and name != "mx.fast":
             lora = (f", LoRA step {base['lora_step_s'] / r['lora_step_s']:.2f}x"
                     if r["lora_step_s"] else "")  # fmt: skip
-            print(f"{name} against mx.fast: prefill {r['prefill_tok_s'] / base['prefill_tok_s']:.2f}x, "
+            prefill = r["prefill_tok_s"] / base["prefill_tok_s"]
+            print(f"{name} against mx.fast: prefill {prefill:.2f}x, "
                   f"decode {r['decode_tok_s'] / base['decode_tok_s']:.2f}x{lora}; routes: "
                   + "; ".join(f"{k} -> {v['choice']} ({v['source']})"
                               for k, v in result["routes"][name].items()),
@@ -272,12 +274,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--config", help="an mlx-lm config.json or its folder (default: Llama 3 8B's shape)")
+    ap.add_argument("--config",
+                    help="an mlx-lm config.json or its folder (default: Llama 3 8B's shape)")
     ap.add_argument("--layers", type=int, default=2, help="decoder layers (Llama 3 8B has 32)")
     ap.add_argument("--prompt", type=int, default=512, help="prompt tokens")
     ap.add_argument("--gen", type=int, default=32, help="greedy decode steps")
     ap.add_argument("--batch", type=int, default=1, help="requests decoded together")
-    ap.add_argument("--train-len", type=int, default=256, help="LoRA step tokens a sequence (0: none)")
+    ap.add_argument("--train-len", type=int, default=256,
+                    help="LoRA step tokens a sequence (0: none)")
     ap.add_argument("--dtype", choices=list(DTYPES), default="float16")
     ap.add_argument("--vocab", type=int, default=32000, help="vocabulary (Llama 3: 128256)")
     ap.add_argument("--repeats", type=int, default=1, help="rounds; the median is reported")
@@ -346,7 +350,8 @@ def main(argv=None):
             "prefill_tok_s": args.batch * (args.prompt - 1) / prefill,
             "decode_tok_s": args.batch * args.gen / decode,
             "lora_step_s": statistics.median(lora_times[name]) if lora_times[name] else None,
-            "calls": f"{stats.fused} / {stats.fallback} / {stats.passed_through}" if stats else None,
+            "calls": (f"{stats.fused} / {stats.fallback} / {stats.passed_through}"
+                      if stats else None),
             # Random weights give near ties, so rounding flips a greedy token
             # sooner or later; a flip at the first token would point at a bug.
             "tokens_agree": agreeing_prefix(reference, ts[0][2]),

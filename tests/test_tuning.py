@@ -66,7 +66,8 @@ def tune_small(durations, calls=(SMALL,), **kw):
 def test_the_faster_candidate_wins_by_its_median(fused, fast, winner):
     (result,) = tune_small(fused + fast, save=False)
     assert result.shape_class == SMALL.shape_class()
-    assert result.us == pytest.approx({"fused": 1e6 * sorted(fused)[1], "mx.fast": 1e6 * sorted(fast)[1]})
+    medians = {"fused": 1e6 * sorted(fused)[1], "mx.fast": 1e6 * sorted(fast)[1]}
+    assert result.us == pytest.approx(medians)
     assert result.winner == winner
     assert result.speedup() == pytest.approx(result.us["mx.fast"] / result.us[winner])
 
@@ -337,7 +338,8 @@ def test_the_key_counts_the_device_cores():
      ("keys_split", 8, "cuda", ["fused", "fused[splits<=1]", "fused[splits<=4]"]),
      ("keys_split", 2, "cuda", ["fused", "fused[splits<=1]"]),
      ("general_kernel", 1, "cuda", ["fused"]),
-     ("general_kernel", 1, "metal", ["fused"] + [f"fused[metal={v}]" for v in candidates.METAL_VARIANTS]),
+     ("general_kernel", 1, "metal",
+      ["fused"] + [f"fused[metal={v}]" for v in candidates.METAL_VARIANTS]),
      ("cpu_kernel", 1, "cpu", ["fused"])],
 )  # fmt: skip
 def test_the_plans_worth_timing(code, splits, backend, expected):

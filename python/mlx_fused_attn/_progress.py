@@ -21,7 +21,8 @@ class ProgressBar:
             return
         filled = self.width * done // max(total, 1)
         elapsed = time.monotonic() - self.start
-        line = f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {elapsed:5.1f}s {label}"
+        bar = "#" * filled + "." * (self.width - filled)
+        line = f"[{bar}] {done}/{total} {elapsed:5.1f}s {label}"
         columns = shutil.get_terminal_size((100, 20)).columns
         end = "\n" if done >= total else ""
         self.stream.write("\r" + line[: columns - 1].ljust(columns - 1) + end)

@@ -343,9 +343,11 @@ def _measured(q, k, v, mask, sinks, device: mx.Device) -> tuple[str, Candidate, 
     table = tuned_table.table_for(device)
     if table and c in table.classes:
         entry = table.classes[c]
-        times = ", ".join(f"{name} {us:.1f} us" for name, us in sorted(entry.us.items(), key=lambda x: x[1]))
+        fastest_first = sorted(entry.us.items(), key=lambda x: x[1])
+        times = ", ".join(f"{name} {us:.1f} us" for name, us in fastest_first)
         return TUNED, Candidate.parse(entry.winner), (
-            f"tuned on {table.key['device']} ({table.tuned}): {entry.winner} for {c.key()} ({times})"
+            f"tuned on {table.key['device']} ({table.tuned}): {entry.winner} for "
+            f"{c.key()} ({times})"
         )
     key = tuned_table.device_key(device)
     m = routing_defaults.defaults_for(key["backend"], key["device"]).get(c)

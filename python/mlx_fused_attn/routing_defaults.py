@@ -6,8 +6,9 @@ where no tuned table covers a call.
 An entry serves the calls of its shape class (``shape_class.py``) on
 devices of its backend; where entries of the running device exist for a
 class (its name contains the entry's ``device``), they win over other
-devices' entries, and among those the newest wins. An entry with ``superseded`` (a measurement of a kernel
-that no longer runs its call) is kept for the record and not used.
+devices' entries, and among those the newest wins. An entry with
+``superseded`` (a measurement of a kernel that no longer runs its call)
+is kept for the record and not used.
 """
 
 from __future__ import annotations

@@ -75,8 +75,9 @@ def print_results(results: list[tuning.ClassResult], out=sys.stdout) -> None:
             fast_text = "skipped"
         else:
             fast_text = _us(fast)
+        speedup_text = "-" if speedup is None else f"{speedup:.2f}x"
         rows.append((r.shape_class.key(), r.winner, _us(r.us[r.winner]), fast_text,
-                     "-" if speedup is None else f"{speedup:.2f}x", "; ".join(r.calls)))  # fmt: skip
+                     speedup_text, "; ".join(r.calls)))  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
         cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]

@@ -82,7 +82,8 @@ class Call(NamedTuple):
                 raise ValueError(
                     f"call {text!r}: {part!r} is not one of {', '.join(f + '=' for f in fields)}"
                 )
-            given[fields[name]] = value if name in ("dtype", "mask") else _positive(text, name, value)
+            text_field = name in ("dtype", "mask")
+            given[fields[name]] = value if text_field else _positive(text, name, value)
         missing = {"B", "H_q", "H_kv", "L_q", "L_k", "D", "dtype"} - given.keys()
         if missing:
             raise ValueError(f"call {text!r}: missing {', '.join(sorted(missing))}")
