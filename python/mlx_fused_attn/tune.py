@@ -89,7 +89,7 @@ def _show(device: mx.Device) -> int:
     table = tuned_table.table_for(device)
     if table is None:
         print(f"no tuned table for {tuned_table.device_key(device)['device']} in "
-              f"{tuned_table.path()}: routing uses the shipped defaults")  # fmt: skip
+              f"{tuned_table.path()}: routing uses the shipped defaults and rules")  # fmt: skip
         return 0
     print(f"{table.key['device']}, tuned {table.tuned} ({tuned_table.path()}):")
     results = [tuning.ClassResult(c, e.winner, e.us, e.skipped, e.calls)
