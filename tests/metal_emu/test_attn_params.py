@@ -14,7 +14,7 @@ from .attn_params import AttnParams
 
 STRUCTS = [
     (AttnParams, "fa::AttnParams", "mlx_fused_attn/params.h"),
-    (AttnBwdParams, "fa::AttnBwdParams", "mlx_fused_attn/backward_params.h"),
+    (AttnBwdParams, "fa::AttnBwdParams", "mlx_fused_attn/families/attention_backward/backward_params.h"),
 ]
 
 
