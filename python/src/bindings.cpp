@@ -9,7 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "mlx_fused_attn/op/attention.h"
-#include "mlx_fused_attn/backend/metal/attention_variant.h"
+#include "mlx_fused_attn/families/attention/metal/attention_variant.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/kernel_availability.h"
 #include "mlx_fused_attn/op/mask_block_lists.h"
@@ -114,10 +114,6 @@ void bind_plans(nb::module_& m) {
       "The CUDA GPU's multiprocessors (0 without a CUDA GPU backend): part "
       "of the key of a tuned table.");
 }
-
-} // namespace
-
-namespace {
 
 /// The attention op and whether a call takes the fused kernel.
 void bind_attention(nb::module_& m) {
@@ -305,8 +301,6 @@ void bind_build_info(nb::module_& m) {
       },
       "The GPU backend this build has, whether its kernels were built ahead "
       "of time, and whether they are compiled at run time now.");
-
-  bind_plans(m);
 }
 
 } // namespace
@@ -326,4 +320,5 @@ NB_MODULE(_ext, m) {
   bind_mask_lists(m);
   bind_neighborhood(m);
   bind_build_info(m);
+  bind_plans(m);
 }
