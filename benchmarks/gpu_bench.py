@@ -14,7 +14,7 @@ come from two ceilings measured at the start: a bf16 8192^3 matmul (torch)
 and a device-to-device copy; `floor` is the larger of FLOPs / matmul rate
 and (q, k, v, o bytes) / copy bandwidth.
 
-    python benchmarks/gpu_bench.py [--quick | --short | --workload] [--out results.md]
+    python benchmarks/gpu_bench.py [--quick | --short | --workload | --routing] [--out results.md]
 
 `--short` times many short sequences (L <= 64, thousands of (batch, head)
 pairs), where the short-sequence kernel runs: it adds this package's
@@ -23,10 +23,16 @@ and reports the fused kernel's bandwidth, (q, k, v, o bytes) / kernel time,
 as a share of the measured copy bandwidth. `--workload` times the calls
 models make: decoding against a long cache, chunked prefill, GQA and array
 masks, with each kernel's distance from its floor and wall-clock against
-kernel time.
+kernel time. `--routing` (issue 42) tunes routing on the workload's calls
+and on batched prefill (B 1-8, L 512-8192, random, causal-array, window and
+padding bool masks) and head dims 64-256 (`mlx_fused_attn.tune`, the
+table in MLX_FUSED_ATTN_TUNED_FILE where set), then times the patched
+mx.fast (`auto`) against the fused kernel and mx.fast, and checks each row
+within 3% of the faster of the two (`--json` writes the rows).
 """
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -41,6 +47,8 @@ from torch.nn.attention.bias import causal_lower_right
 from torch.profiler import ProfilerActivity, profile
 
 import mlx_fused_attn as fa
+from mlx_fused_attn import _strict_json as strict_json
+from mlx_fused_attn.tuning import Call
 from sdpa_bench import left_padding
 
 DTYPES = {
@@ -412,8 +420,11 @@ def main():
     ap.add_argument("--short", action="store_true", help="many short sequences (see above)")
     ap.add_argument("--workload", action="store_true",
                     help="the calls models make: decode, chunked prefill, array masks, GQA")
+    ap.add_argument("--routing", action="store_true",
+                    help="tune, then auto against fused and mx.fast (issue 42; see above)")
     ap.add_argument("--calls", default=None,
-                    help="with --workload, only these calls, as 'batched decode,no mask'")
+                    help="with --workload or --routing, only these calls, as 'batched decode,no mask'")
+    ap.add_argument("--json", default=None, help="with --routing, also write the rows as JSON")
     ap.add_argument("--iters", type=int, default=0, help="calls per measurement (default: by size)")
     ap.add_argument("--out", default=None, help="also write the markdown table here")
     args = ap.parse_args()
@@ -423,6 +434,9 @@ def main():
         return
     if args.workload:
         workload_table(args)
+        return
+    if args.routing:
+        routing_table(args)
         return
 
     ceilings = measure_ceilings()
@@ -548,6 +562,115 @@ def workload_table(args):
                     f"{100 * floor_us / fk:.0f}", *timing_cells(res, WORKLOAD_PROVIDERS),
                     f"{mk / fk:.2f}", f"{fw / fk:.2f}", f"{mw / mk:.2f}", f"{err:.2e}"])
     report.close()
+
+
+
+# Issue 42: auto (patch_mx_fast after tune) within 3% of the faster of
+# mx.fast and the fused kernel on every row of the calls models make.
+ROUTING_TOLERANCE = 1.03
+BATCHED_PREFILL_MASKS = [
+    ("random bool", dict(mask="bool")),
+    ("causal array", dict(mask="bool", window=0)),
+    ("window 512", dict(mask="bool", window=512)),
+    ("padding", dict(mask="bool", padding=True)),
+]
+
+
+def routing_cases():
+    cases = list(WORKLOAD_CASES)
+    for B in (1, 2, 4, 8):
+        for L in (512, 2048, 8192):
+            for label, mask in BATCHED_PREFILL_MASKS:
+                case = Case(B, 32, L, 128, "bfloat16", Hkv=8, **mask)
+                cases.append((f"batched prefill, {label}", case))
+    for D in (64, 96, 128, 256):
+        cases.append(("decode", Case(1, 32, 1, D, "bfloat16", Hkv=8, Lk=8192)))
+        cases.append(("prefill", Case(1, 32, 4096, D, "bfloat16", "causal", Hkv=8)))
+    return cases
+
+
+def tune_call(c):
+    """The case as mlx_fused_attn.tune takes it (its shape class is the case's)."""
+    if c.mask in (None, "causal"):
+        mask = c.mask or "none"
+    elif c.padding:
+        mask = "bool-padding"
+    elif c.mask == "bool" and c.window:
+        mask = f"bool-window={c.window}"
+    else:
+        kind = "bool" if c.mask == "bool" else "additive"
+        mask = kind if c.window is None and not c.alibi else f"{kind}-causal"
+    return Call(c.B, c.Hq, c.Hkv, c.Lq, c.Lk, c.D, c.D, c.dtype, mask)
+
+
+def run_routed_case(c, iters):
+    """(kernel us, wall us) of the fused kernel, mx.fast and the patched
+    mx.fast (auto) on one case, and the route auto took."""
+    scale = c.D**-0.5
+    (q, k, v, mask), _ = case_inputs(c, with_torch=False)
+    original = mx.fast.scaled_dot_product_attention
+    calls = {
+        "fused": lambda: fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask),
+        "mx_fast": lambda: original(q, k, v, scale=scale, mask=mask),
+        # Looked up at each call: the patched function inside the patch.
+        "auto": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask),
+    }
+    results = {}
+    for name, make in calls.items():
+        with fa.patch_mx_fast() if name == "auto" else contextlib.nullcontext():
+            results[name] = measure_mlx(make, iters)
+    route = fa.route(q, k, v, scale=scale, mask=mask)
+    del q, k, v, mask
+    mx.clear_cache()
+    return results, route
+
+
+def routing_table(args):
+    wanted = args.calls.split(",") if args.calls else None
+    cases = [(label, c) for label, c in routing_cases() if not wanted or label in wanted]
+    start = time.perf_counter()
+    tuned = fa.tune([tune_call(c) for _, c in cases], device=mx.Device(mx.gpu))
+    tune_s = time.perf_counter() - start
+    print(f"tuned {len(tuned)} shape classes in {tune_s:.1f} s", flush=True)
+    report = Report(
+        args.out, measure_ceilings(),
+        "Kernel time per call in us (CUPTI, one evaluation a call); wall-clock per call in "
+        f"parentheses. `auto`: mx.fast under patch_mx_fast() after tuning ({tune_s:.1f} s); "
+        "`auto / best`: its kernel time over the faster of fused and mx.fast; ok: within "
+        f"{ROUTING_TOLERANCE:.2f}x. `route`: auto's choice, the source that decided and its hint.",
+        ["call", "B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "mask", "fused", "mx_fast", "auto",
+         "auto / best", "ok", "route"],
+        text_columns=1,
+    )
+    rows = []
+    for label, c in cases:
+        iters = args.iters or max(10, min(100, int(2e11 / c.work())))
+        res, route = run_routed_case(c, iters)
+        best = min(res["fused"][0], res["mx_fast"][0])
+        ratio = res["auto"][0] / best
+        ok = ratio <= ROUTING_TOLERANCE
+        hint = "" if route.hint == fa.PlanHint() else f" {route.hint}"
+        report.row([label, str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.Lk), str(c.D), c.dtype,
+                    c.mask_label(), *timing_cells(res, ["fused", "mx_fast", "auto"]),
+                    f"{ratio:.3f}", "yes" if ok else "NO",
+                    f"{route.choice} ({route.source}){hint}"])
+        rows.append({"call": label, "B": c.B, "H_q": c.Hq, "H_kv": c.Hkv, "L_q": c.Lq, "L_k": c.Lk,
+                     "D": c.D, "dtype": c.dtype, "mask": c.mask_label(),
+                     **{f"{n}_kernel_us": t[0] for n, t in res.items()},
+                     **{f"{n}_wall_us": t[1] for n, t in res.items()},
+                     "auto_over_best": ratio, "ok": ok, "route": route.choice,
+                     "source": route.source, "hint": route.hint._asdict()})
+    failed = [r["call"] for r in rows if not r["ok"]]
+    summary = f"{len(rows) - len(failed)} of {len(rows)} rows within {ROUTING_TOLERANCE:.2f}x"
+    report.lines.append("")
+    report.lines.append(summary)
+    print(summary, flush=True)
+    report.close()
+    if args.json:
+        strict_json.dump({"gpu": torch.cuda.get_device_name(), "mlx": mx.__version__,
+                          "tune_s": tune_s, "rows": rows,
+                          "tuned": [{"class": r.shape_class.key(), "winner": r.winner, "us": r.us}
+                                    for r in tuned]}, args.json)
 
 
 if __name__ == "__main__":

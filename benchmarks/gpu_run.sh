@@ -28,6 +28,12 @@
 # image has transformers and mlx-lm's other needs):
 #
 #   STEPS="build models" benchmarks/gpu_run.sh OUTPUT_DIR
+#
+# The step "tune" (issue 42) tunes routing for Llama 3 8B's config (timed:
+# under 30 s is the aim) and runs gpu_bench.py --routing (ROUTING_ARGS: more
+# arguments, e.g. --calls 'decode,prefill'). Every step keeps its tuned
+# table in OUTPUT_DIR/tuned.json (MLX_FUSED_ATTN_TUNED_FILE), not in the
+# machine's cache directory.
 set -uo pipefail
 OUT=${1:?usage: gpu_run.sh OUTPUT_DIR}
 STEPS=${STEPS:-"build test sanitize sweep bench"}
@@ -35,6 +41,7 @@ CUDA_ARCHS=${CUDA_ARCHS:-90a}
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+export MLX_FUSED_ATTN_TUNED_FILE=${MLX_FUSED_ATTN_TUNED_FILE:-$OUT/tuned.json}
 PY=python3
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 log() { echo "== $(date +%T) $*"; }
@@ -112,14 +119,24 @@ if has models; then
   $PY -m pytest -q -rs tests/test_mlx_lm.py tests/test_patching.py tests/test_mx_fast_parity.py \
     -p no:cacheprovider > "$OUT/models_pytest.log" 2>&1
   tail -15 "$OUT/models_pytest.log"
-  # policy "fused" times the package's kernels inside the model where the
-  # routing rule keeps mx.fast.
-  for run in "bfloat16 auto" "bfloat16 fused" "float32 auto"; do
-    set -- $run
-    $PY benchmarks/model_bench.py --layers 4 --prompt 4096 --gen 128 --dtype $1 --policy $2 \
-      --repeats 3 --json "$OUT/model_bench_$1_$2.json" --plot "$OUT/model_bench_$1_$2.png" \
-      ${MODEL_BENCH_ARGS:-} 2>&1 | tee "$OUT/model_bench_$1_$2.md"
+  # mx.fast, auto (after tuning the benchmark's calls) and fused, which
+  # runs the package's kernels where routing keeps mx.fast.
+  for dtype in bfloat16 float32; do
+    $PY benchmarks/model_bench.py --layers 4 --prompt 4096 --gen 128 --train-len 1024 \
+      --dtype $dtype --tune --repeats 3 --json "$OUT/model_bench_$dtype.json" \
+      --plot "$OUT/model_bench_$dtype.png" ${MODEL_BENCH_ARGS:-} 2>&1 | tee "$OUT/model_bench_$dtype.md"
   done
+fi
+
+if has tune; then
+  log "tune routing (issue 42): Llama 3 8B's calls, then auto against fused and mx.fast"
+  start=$SECONDS
+  $PY -m mlx_fused_attn.tune benchmarks/llama3_8b_config.json --json "$OUT/tune_llama.json" \
+    2>&1 | tee "$OUT/tune_llama.txt"
+  log "tuned in $((SECONDS - start)) s, the import of MLX included"
+  $PY benchmarks/gpu_bench.py --routing --out "$OUT/routing.md" --json "$OUT/routing.json" \
+    ${ROUTING_ARGS:-} > "$OUT/routing.log" 2>&1
+  cat "$OUT/routing.md"
 fi
 
 if has memory; then

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "mlx_fused_attn/plan/plan_hint.h"
+
 namespace mlx_fused_attn {
 
 enum class MaskKind {
@@ -25,6 +27,8 @@ struct AttentionSpec {
   /// The forward also writes the rows' log-sum-exp for the fused backward,
   /// which only the general kernel does.
   bool saves_lse = false;
+  /// The caller's choice among equivalent plans (plan_hint.h).
+  PlanHint hint{};
 };
 
 /// The answer of every support check: whether a fused kernel runs, and if not

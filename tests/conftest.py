@@ -25,6 +25,12 @@ os.environ.setdefault("MLX_FUSED_ATTN_POISON", "1")
 # MLX's CUDA backend multiplies float32 matrices in TF32 unless told not to;
 # the references and the fallback path are meant to be float32.
 os.environ.setdefault("MLX_ENABLE_TF32", "0")
+# Routing reads a tuned table where one exists: the tests read none but
+# their own (a file in a fresh temporary directory, absent until written).
+os.environ.setdefault(
+    "MLX_FUSED_ATTN_TUNED_FILE",
+    os.path.join(__import__("tempfile").mkdtemp(prefix="mlx_fused_attn_tests_"), "tuned.json"),
+)
 
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402

@@ -98,3 +98,28 @@ def test_ab_bench_flags_a_row_past_two_percent_and_one_that_did_not_run():
     assert rows["a"][4] == pytest.approx(0.1)
     assert rows["b"][3] == pytest.approx(1.03) and not rows["b"][-1]
     assert not rows["c"][-1]
+
+
+def test_model_bench_compares_three_attentions_in_strict_json(tmp_path, monkeypatch):
+    """A tiny mlx-lm Llama from a config: generation and a LoRA step under
+    mx.fast, auto (tuned first, into this test's own table) and fused."""
+    pytest.importorskip("mlx_lm")
+    monkeypatch.setenv("MLX_FUSED_ATTN_TUNED_FILE", str(tmp_path / "tuned.json"))
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 128, "rms_norm_eps": 1e-5}))  # fmt: skip
+    out = bench("model_bench.py", "--config", "config.json", "--layers", "1", "--prompt", "16",
+                "--gen", "3", "--train-len", "8", "--vocab", "100", "--dtype", "float32",
+                "--tune", "--json", "r.json", tmp_path=tmp_path)  # fmt: skip
+    assert "| auto |" in out and "LoRA step" in out, out
+    data = strict_load(tmp_path / "r.json")
+    assert list(data["runs"]) == ["mx.fast", "auto", "fused"]
+    for name, run in data["runs"].items():
+        assert run["prefill_s"] > 0 and run["decode_s"] > 0 and run["lora_step_s"] > 0, name
+        assert run["tokens_agree"] == 3, name  # float32: the same greedy tokens
+    assert data["runs"]["mx.fast"]["calls"] is None
+    assert data["runs"]["fused"]["calls"].endswith("/ 0 / 0")
+    # The CPU's tuned table covers the benchmark's calls: auto reads it.
+    assert {r["source"] for r in data["routes"]["auto"].values()} == {"tuned"}
+    assert {c for r in data["tuned"] for c in r["calls"]} >= {
+        "prompt: B=1 H=4/2 Lq=15 Lk=15 D=16 float32 causal"}

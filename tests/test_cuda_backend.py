@@ -32,7 +32,7 @@ def test_fused_path_is_taken_on_the_gpu():
     assert ok and reason == "", reason
     ok, reason = fa.can_use_fused(q192, q192, v64, scale=0.1, stream=mx.gpu)
     assert not ok and "head dim 192 for q and k with 64 for v" in reason, reason
-    # A grid under one wave: the note routing.py reads.
+    # A grid under one wave: its keys are split (fa.plan_summary's code).
     q16, kv = rand((1, 32, 16, 128), mx.bfloat16, 5), rand((1, 8, 4096, 128), mx.bfloat16, 6)
     ok, reason = fa.can_use_fused(q16, kv, kv, scale=0.1, mask="causal", stream=mx.gpu)
     assert ok and reason.startswith("keys split ") and reason.endswith(" ways"), reason
@@ -207,3 +207,31 @@ def test_producer_tiles_save_the_lse():
     k = rand((1, 8, 600, 128), mx.bfloat16, 42)
     v = rand((1, 8, 600, 128), mx.bfloat16, 43)
     check_gradients(mx.gpu, q, k, v, what="producer tiles, gradients")
+
+
+def test_plan_summary_and_hints_on_the_gpu():
+    """The plan's code and tiles for the short kernel, the general kernel
+    and split keys, and the hints that pick another plan of the same call
+    (the tuner's candidates), each giving the unhinted result."""
+    from mlx_fused_attn.plans import GENERAL_KERNEL, KEYS_SPLIT, SHORT_KERNEL, PlanHint
+
+    short = [rand((2, 4, 32, 64), mx.float16, i) for i in range(3)]
+    q16, kv = rand((1, 32, 16, 128), mx.bfloat16, 5), rand((1, 8, 4096, 128), mx.bfloat16, 6)
+    cases = [
+        (short, None, PlanHint(short_kernel=False), SHORT_KERNEL, GENERAL_KERNEL),
+        ((q16, kv, kv), "causal", PlanHint(max_key_splits=1), KEYS_SPLIT, GENERAL_KERNEL),
+    ]
+    for (q, k, v), mask, hint, code, hinted_code in cases:
+        plan = fa.plan_summary(q, k, v, scale=0.1, mask=mask, stream=mx.gpu)
+        assert plan.code == code, plan
+        hinted = fa.plan_summary(q, k, v, scale=0.1, mask=mask, stream=mx.gpu, hint=hint)
+        assert (hinted.code, hinted.family, hinted.key_splits) == (hinted_code, "attention", 1)
+        assert {"bq", "bk", "warps"} <= hinted.tiles.keys(), hinted
+        got = fa._attention(q, k, v, scale=0.1, mask=mask, stream=mx.gpu, hint=hint)
+        assert_close(got, q, k, v, 0.1, mask, what=str(hint))
+    assert "seq" in fa.plan_summary(*short, scale=0.1, stream=mx.gpu).tiles
+    split = fa.plan_summary(q16, kv, kv, scale=0.1, mask="causal", stream=mx.gpu)
+    assert split.key_splits >= 4, split  # 32 query blocks against a wave of 100+
+    half = fa.plan_summary(q16, kv, kv, scale=0.1, mask="causal", stream=mx.gpu,
+                           hint=PlanHint(max_key_splits=split.key_splits // 2))  # fmt: skip
+    assert 1 < half.key_splits <= split.key_splits // 2

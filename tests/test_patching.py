@@ -242,11 +242,6 @@ def test_route_reads_the_device_of_every_stream_kind(stream):
     assert fa.route(*inputs(), scale=1.0, stream=stream)[0] == routing.FUSED
 
 
-def test_measurements_name_their_run():
-    for m in routing.MEASUREMENTS:
-        assert m.device in ("cpu", "cuda", "metal") and m.run and m.ours_us > 0 and m.mx_fast_us > 0
-
-
 @pytest.mark.parametrize(
     "backend, shape_q, shape_kv, dtype",
     [
@@ -302,11 +297,13 @@ def test_cuda_array_mask_rule(monkeypatch, head_dim, mask_dtype, expected):
 )
 def test_cuda_long_cache_rule(monkeypatch, note, expected):
     """Few queries against a long cache on CUDA, checked without a GPU: ours
-    where the plan splits the keys (can_use_fused's note), cuDNN otherwise;
+    where the plan splits the keys (its code, KEYS_SPLIT), cuDNN otherwise;
     with fewer keys a query the shapes alone send the call to cuDNN."""
     monkeypatch.setattr(routing, "_gpu_backend", lambda: "cuda")
     monkeypatch.setattr(routing, "_device", lambda stream: mx.Device(mx.gpu))
-    monkeypatch.setattr(fa, "can_use_fused", lambda *a, **kw: (True, note))
+    code = fa.plans.KEYS_SPLIT if note else fa.plans.GENERAL_KERNEL
+    plan = fa.PlanSummary(code, note, "attention", 4 if note else 1, False, {})
+    monkeypatch.setattr(fa, "plan_summary", lambda *a, **kw: plan)
     q = mx.zeros((1, 32, 16, 128), mx.bfloat16)
     kv = mx.zeros((1, 8, 16 * routing.CUDA_SPLIT_KEYS_PER_QUERY, 128), mx.bfloat16)
     choice, reason = fa.route(q, kv, kv, scale=1.0, mask="causal")
@@ -316,7 +313,7 @@ def test_cuda_long_cache_rule(monkeypatch, note, expected):
     def no_check(*a, **kw):
         raise AssertionError("the shapes decide: no coverage check")
 
-    monkeypatch.setattr(fa, "can_use_fused", no_check)
+    monkeypatch.setattr(fa, "plan_summary", no_check)
     short = kv[:, :, : 16 * routing.CUDA_SPLIT_KEYS_PER_QUERY - 1]
     assert fa.route(q, short, short, scale=1.0, mask="causal")[0] == routing.PASSTHROUGH
 
@@ -383,9 +380,9 @@ def test_metal_route_by_gpu_and_head_dim(monkeypatch, gpu, head_dim, expected):
 
     def covered(*a, **kw):
         checked.append(True)
-        return True, ""
+        return fa.PlanSummary(fa.plans.GENERAL_KERNEL, "", "attention", 1, False, {})
 
-    monkeypatch.setattr(fa, "can_use_fused", covered)
+    monkeypatch.setattr(fa, "plan_summary", covered)
     q = mx.zeros((1, 8, 256, head_dim), mx.float16)
     choice, reason = fa.route(q, q, q, scale=1.0)
     assert (choice, reason[:6]) == (expected, "Metal:"), reason

@@ -135,7 +135,8 @@ AttentionCall validate(
     float scale,
     const Mask& mask,
     const std::optional<array>& sinks,
-    StreamOrDevice sd) {
+    StreamOrDevice sd,
+    const PlanHint& hint) {
   const Dtype dt = check_qkv(q, k, v);
   if (!std::isfinite(scale)) {
     throw std::invalid_argument(message("scale must be finite; got ", scale));
@@ -143,6 +144,7 @@ AttentionCall validate(
 
   Stream s = to_stream(sd);
   AttentionSpec spec{scale, MaskKind::None, sinks.has_value()};
+  spec.hint = hint;
   std::vector<array> inputs = {
       astype(q, dt, s), astype(k, dt, s), astype(v, dt, s)};
 
@@ -173,8 +175,9 @@ array scaled_dot_product_attention(
     const Mask& mask,
     const std::optional<array>& sinks,
     bool force_fused,
-    StreamOrDevice s) {
-  AttentionCall call = validate(q, k, v, scale, mask, sinks, s);
+    StreamOrDevice s,
+    const PlanHint& hint) {
+  AttentionCall call = validate(q, k, v, scale, mask, sinks, s, hint);
   const AttentionPlan plan = plan_attention(call);
   if (plan.fused()) {
     return fused_attention(call, plan, std::get_if<array>(&mask));
@@ -194,10 +197,24 @@ std::pair<bool, std::string> can_use_fused(
     float scale,
     const Mask& mask,
     const std::optional<array>& sinks,
-    StreamOrDevice s) {
+    StreamOrDevice s,
+    const PlanHint& hint) {
   const AttentionPlan plan =
-      plan_attention(validate(q, k, v, scale, mask, sinks, s));
+      plan_attention(validate(q, k, v, scale, mask, sinks, s, hint));
   return {plan.fused(), plan.fused() ? plan_note(plan) : plan.reason};
+}
+
+PlanSummary plan_summary(
+    const array& q,
+    const array& k,
+    const array& v,
+    float scale,
+    const Mask& mask,
+    const std::optional<array>& sinks,
+    StreamOrDevice s,
+    const PlanHint& hint) {
+  return summarize_plan(
+      plan_attention(validate(q, k, v, scale, mask, sinks, s, hint)));
 }
 
 } // namespace mlx_fused_attn

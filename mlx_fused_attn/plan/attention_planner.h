@@ -29,7 +29,8 @@ AttentionPlan attention_backward_plan_for(
     const AttentionPlan& forward);
 
 /// How plan_note starts for a general-kernel plan that splits the keys
-/// (a grid under one wave): routing.py reads it.
+/// (a grid under one wave); the plan summary (plan_summary.h) gives it
+/// a code of its own.
 constexpr const char* kKeySplitsNote = "keys split";
 
 /// What can_use_fused says of a plan that runs: the family where it is not

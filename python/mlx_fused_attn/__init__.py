@@ -26,7 +26,9 @@ except ImportError as error:
     raise explain_load_error(error, _build_info) from error
 
 from .patching import MxFastPatch, PatchStats, patch_mx_fast, patch_stats, unpatch_mx_fast  # noqa: E402
-from .routing import route  # noqa: E402
+from .plans import PlanHint, PlanSummary, plan_summary  # noqa: E402
+from .routing import Route, route  # noqa: E402
+from .tuning import tune  # noqa: E402
 
 __all__ = [
     "FallbackWarning",
@@ -40,8 +42,13 @@ __all__ = [
     "unpatch_mx_fast",
     "patch_stats",
     "route",
+    "tune",
+    "plan_summary",
     "MxFastPatch",
     "PatchStats",
+    "PlanHint",
+    "PlanSummary",
+    "Route",
 ]
 __version__ = "0.1.0"
 
@@ -190,11 +197,20 @@ def scaled_dot_product_attention(
         ``[B, H_q, L_q, D_v]`` in the promoted dtype of q, k, v. The softmax
         statistics and accumulation are float32 whatever the input dtype.
     """
+    return _attention(
+        q, k, v, scale=scale, mask=mask, sinks=sinks, force_fused=force_fused, stream=stream
+    )
+
+
+def _attention(q, k, v, *, scale, mask=None, sinks=None, force_fused=False, stream=None,
+               hint: PlanHint = PlanHint()):  # fmt: skip
+    """``scaled_dot_product_attention`` with a plan hint: the tuned table's
+    choice among the plans of the call (``route``, ``tune``)."""
     scale = _check_types(q, k, v, scale, mask, sinks)
     try:
         return _ext.scaled_dot_product_attention(
             q, k, v, scale=scale, mask=mask, sinks=sinks,
-            force_fused=bool(force_fused), stream=stream,
+            force_fused=bool(force_fused), stream=stream, **hint.kwargs(),
         )
     finally:
         _report_notices()

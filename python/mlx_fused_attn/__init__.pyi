@@ -1,6 +1,10 @@
+from collections.abc import Callable, Iterable
 from typing import Literal, NamedTuple
 
 import mlx.core as mx
+
+from .shape_class import ShapeClass
+from .tuning import Call
 
 __version__: str
 
@@ -80,4 +84,60 @@ def route(
     sinks: mx.array | None = None,
     stream: None | mx.Stream | mx.Device = None,
     policy: Literal["auto", "fused"] = "auto",
-) -> tuple[Literal["fused", "fallback", "passthrough"], str]: ...
+) -> Route: ...
+
+class Route(tuple[Literal["fused", "fallback", "passthrough"], str]):
+    source: Literal["tuned", "defaults", "rule", "coverage", "policy"]
+    hint: PlanHint
+    @property
+    def choice(self) -> Literal["fused", "fallback", "passthrough"]: ...
+    @property
+    def reason(self) -> str: ...
+
+class PlanHint(NamedTuple):
+    short_kernel: bool = True
+    max_key_splits: int = 0
+    metal_variant: str | None = None
+
+class PlanSummary(NamedTuple):
+    code: Literal["cpu_kernel", "short_kernel", "keys_split", "general_kernel", "no_kernel"]
+    message: str
+    family: str
+    key_splits: int
+    packed_gqa: bool
+    tiles: dict[str, int]
+    @property
+    def fused(self) -> bool: ...
+
+def plan_summary(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    *,
+    scale: float,
+    mask: None | str | mx.array = None,
+    sinks: mx.array | None = None,
+    stream: None | mx.Stream | mx.Device = None,
+    hint: PlanHint = ...,
+) -> PlanSummary: ...
+
+class ClassResult(NamedTuple):
+    shape_class: ShapeClass
+    winner: str
+    us: dict[str, float]
+    skipped: dict[str, str]
+    calls: list[str]
+    def speedup(self) -> float | None: ...
+
+def tune(
+    calls: Iterable[Call],
+    *,
+    device: mx.Device | None = None,
+    warmup: int = 1,
+    repeats: int = 10,
+    budget_s: float = 1.0,
+    prune: float = 4.0,
+    clock: Callable[[], float] = ...,
+    save: bool = True,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[ClassResult]: ...

@@ -81,18 +81,19 @@ def scaled_dot_product_attention(
 ) -> mx.array:
     """``mx.fast.scaled_dot_product_attention`` as ``patch_mx_fast`` installs
     it: the same arguments and results, run by this package's fused kernel
-    where ``route`` says so and by the original mx.fast otherwise.
+    (with the plan hint of the tuned table, where it has one) where ``route``
+    says so and by the original mx.fast otherwise.
     ``force_fused=True`` takes this package's kernel wherever one covers the
     call, and otherwise passes the flag on to mx.fast (which raises where it
     has no fused kernel either)."""
     original = _original
     policy = "fused" if force_fused else _policy
-    choice, _ = route(q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream, policy=policy)
+    decided = route(q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream, policy=policy)
     with _lock:
-        _counts[_FIELD[choice]] += 1
-    if choice == FUSED:
-        return _package.scaled_dot_product_attention(
-            q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream
+        _counts[_FIELD[decided.choice]] += 1
+    if decided.choice == FUSED:
+        return _package._attention(
+            q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream, hint=decided.hint
         )
     return original(
         q, k, v, scale=scale, mask=mask, sinks=sinks, force_fused=force_fused, stream=stream
@@ -179,9 +180,10 @@ def patch_mx_fast(*, policy: str = "auto") -> MxFastPatch:
         print(patch.stats)  # PatchStats(fused=..., fallback=..., passed_through=...)
 
     Args:
-        policy: ``"auto"``: the per-device rule of ``route`` (this package
-            where it is faster than mx.fast); ``"fused"``: every call a fused
-            kernel of this package covers.
+        policy: ``"auto"``: ``route``'s lookup (this package where it is
+            faster than mx.fast: the tuned table of ``tune``, else the shipped
+            defaults, else the per-device rule); ``"fused"``: every call a
+            fused kernel of this package covers.
 
     Returns:
         The patch's handle (``stats``, ``active``, ``remove()``).

@@ -1,7 +1,9 @@
 """Which attention a call through the patched ``mx.fast`` runs: this
 package's fused kernel or MLX's own, decided per device from measurements.
 
-``route(...)`` returns ``(choice, reason)``; the choice is one of
+``route(...)`` returns a ``Route``: ``(choice, reason)`` as a tuple, with
+the ``source`` of the decision and the plan ``hint`` the call runs with.
+The choice is one of
 
 - ``"fused"``: this package's fused kernel runs the call;
 - ``"fallback"``: no fused kernel of this package covers the call (or the
@@ -10,8 +12,23 @@ package's fused kernel or MLX's own, decided per device from measurements.
   the call, so ``mx.fast`` runs it (where the shapes alone decide that,
   whether a kernel of this package covers the call is not checked).
 
-The rules, one per device, rest on the numbers in ``MEASUREMENTS`` (and in
-``benchmarks/RESULTS.md``):
+The decision is a lookup of the call's shape class (``shape_class.py``),
+the first of these sources that has one:
+
+1. ``"tuned"``: the tuned table of this device (``tune``, ``python -m
+   mlx_fused_attn.tune``; ``tuned_table.py``), whose winner may also be one
+   of the fused kernel's plans (a ``PlanHint``);
+2. ``"defaults"``: the shipped measurements of this device's backend
+   (``routing_defaults.json``), the running device's own first;
+3. ``"rule"``: the per-device rules below, written from those
+   measurements for the classes none of them covers.
+
+A call no kernel covers gets ``"fallback"`` from the plan (source
+``"coverage"``); ``policy="fused"`` sends every covered call here (source
+``"policy"``).
+
+The rules, one per device, rest on the numbers in ``routing_defaults.json``
+(and in ``benchmarks/RESULTS.md``):
 
 - CPU: always ours. MLX's CPU attention is unfused (matmul, softmax,
   matmul through a slow CPU sgemm): 35x slower for prefill, 5.5x for
@@ -48,16 +65,25 @@ model).
 from __future__ import annotations
 
 from functools import cache
-from typing import NamedTuple
 
 import mlx.core as mx
 
 import mlx_fused_attn as _package  # this module loads while the package does
 
+from . import plans, routing_defaults, tuned_table
+from .candidates import MX_FAST, Candidate
+from .shape_class import shape_class
+
 FUSED = "fused"
 FALLBACK = "fallback"
 PASSTHROUGH = "passthrough"
 POLICIES = ("auto", "fused")
+# Where a decision came from (Route.source).
+TUNED = "tuned"
+DEFAULTS = "defaults"
+RULE = "rule"
+COVERAGE = "coverage"
+POLICY = "policy"
 
 # Metal: the smallest L_q routed to our kernel (see the module docstring:
 # a full query block, not a measurement).
@@ -93,222 +119,33 @@ CUDA_LARGEST_WAVE = 3 * 192
 # under one wave, was measured faster than cuDNN (1.62x-4.64x from 32 on;
 # 0.56x at one key a query, where cuDNN's own blocks fill the GPU).
 CUDA_SPLIT_KEYS_PER_QUERY = 32
-# can_use_fused's reason for calls the short-sequence kernel takes (README,
-# "Short sequences").
-SHORT_KERNEL_REASON = "short-sequence kernel"
-# can_use_fused's reason where the general kernel splits the keys over a
-# grid under one wave (attention_planner.h's kKeySplitsNote).
-KEY_SPLITS_REASON = "keys split"
 
 
-class Measurement(NamedTuple):
-    """One timed case behind a routing rule."""
+class Route(tuple):
+    """``(choice, reason)``, as ``route`` has always returned it, with the
+    decision's ``source`` (TUNED, DEFAULTS, RULE, COVERAGE or POLICY) and
+    the ``hint`` the fused kernel runs the call with."""
 
-    device: str  # the rule it supports: "cpu", "cuda" or "metal"
-    case: str  # shapes and dtype
-    ours_us: float  # this package, per call
-    mx_fast_us: float  # mx.fast.scaled_dot_product_attention, per call
-    run: str  # machine, date, commit and where the numbers are written
+    def __new__(cls, choice: str, reason: str, source: str,
+                hint: plans.PlanHint = plans.PlanHint()):  # fmt: skip
+        route = super().__new__(cls, (choice, reason))
+        route.source = source
+        route.hint = hint
+        return route
 
+    @property
+    def choice(self) -> str:
+        return self[0]
 
-_CPU_RUN = (
-    "2-core AMD EPYC (x86-64, AVX2), MLX 0.32.4, 2026-11-29, sdpa_bench.py; "
-    "benchmarks/RESULTS.md 'CPU: 2-core AMD EPYC, Linux', 'Attention'"
-)
-_CPU_DECODE_RUN = (
-    "2-core AMD EPYC (x86-64, AVX2), MLX 0.32.4, 2026-12-01 11:47 UTC, "
-    "kernels of commit e78961d, wall-clock median of 20 calls, machine shared "
-    "(load average 10); benchmarks/RESULTS.md 'CPU', 'mlx-lm model'"
-)
-_H200_LONG_RUN = (
-    "H200, MLX 0.32.4 CUDA, 2026-11-29, commit 4e93279, CUPTI kernel time; "
-    "benchmarks/RESULTS.md 'Attention, head dims 64-128'"
-)
-_H200_SHORT_RUN = (
-    "H200, MLX 0.32.4 CUDA, 2026-11-29 17:12 UTC, tree of ec8f870, CUPTI; "
-    "benchmarks/RESULTS.md 'Many short sequences (L <= 64)'"
-)
-_H200_PRODUCER_RUN = (
-    "H200, MLX 0.32.4 CUDA, 2026-12-02, commit 8f32aeb (the D = 128 forward's "
-    "producer warpgroup), CUPTI kernel time; benchmarks/RESULTS.md 'Attention, "
-    "head dims 64-128'"
-)
-_H200_OLD_RUN = (
-    "H200, MLX 0.32.4 CUDA, 2026-11-29, commit 504d6f3 (older general "
-    "kernel, managed-memory outputs), CUPTI; benchmarks/RESULTS.md "
-    "'Attention, fp32 and L <= 256'"
-)
-_H200_WORKLOAD_RUN = (
-    "H200, MLX 0.32.4 CUDA, 2026-12-01 18:41 UTC, commit 4daadc6, CUPTI kernel "
-    "time; benchmarks/RESULTS.md 'Calls models make'"
-)
-_H200_MASK_RUN = (
-    "H200, MLX 0.32.4 CUDA, 2026-12-02 05:36 UTC, commit 8265377, CUPTI kernel "
-    "time; benchmarks/RESULTS.md 'Calls models make'"
-)
-_H200_LONG_CACHE_RUN = (
-    "H200, MLX 0.32.4 CUDA, 2026-12-02 11:56 UTC, commit 4482bde, CUPTI kernel "
-    "time; benchmarks/RESULTS.md 'Calls models make'"
-)
-_H200_BATCHED_RUN = (
-    "H200, MLX 0.32.4 CUDA, 2026-12-03, tree of commit 14b5e3c, CUPTI kernel "
-    "time; benchmarks/RESULTS.md 'Calls models make'"
-)
-_H200_SPLIT_RULE_RUN = (
-    "H200, MLX 0.32.4 CUDA, 2026-12-03 12:22 UTC, tree of 5d68310 with the split rule "
-    "of the next commit, CUPTI kernel time; benchmarks/RESULTS.md 'Calls models make'"
-)
-_H200_HEAD_DIM_RUN = (
-    "H200, MLX 0.32.4 CUDA, 2026-12-01 13:27 UTC, commit 8109ed7, CUPTI kernel time; "
-    "mx.fast runs plain MLX ops past cuDNN's head dims"
-)
+    @property
+    def reason(self) -> str:
+        return self[1]
 
-MEASUREMENTS = (
-    Measurement("cpu", "B=1 H=32 L=128 D=64 float16", 2060, 60300, _CPU_RUN),
-    Measurement("cpu", "B=1 H=32 L=1024 D=64 float16", 111300, 3927300, _CPU_RUN),
-    Measurement("cpu", "B=1 H=32 L=1024 D=128 float32", 269700, 8294400, _CPU_RUN),
-    Measurement(
-        "cpu",
-        "decode B=1 H_q=32 H_kv=8 L_q=1 L_k=4096 D=128 float16",
-        40233,
-        222443,
-        _CPU_DECODE_RUN,
-    ),
-    Measurement(
-        "cpu",
-        "decode B=1 H_q=32 H_kv=8 L_q=1 L_k=4096 D=128 float32",
-        56837,
-        58412,
-        _CPU_DECODE_RUN,
-    ),
-    Measurement("cuda", "B=1 H=32 L=512 D=128 float16", 17.4, 11.5, _H200_LONG_RUN),
-    Measurement("cuda", "B=1 H=32 L=4096 D=128 bfloat16", 458.5, 410.7, _H200_PRODUCER_RUN),
-    Measurement("cuda", "B=1 H=32 L=4096 D=64 float16", 350.9, 301.0, _H200_LONG_RUN),
-    Measurement("cuda", "B=4 H=32 L=8192 D=64 bfloat16", 4846.9, 4396.3, _H200_LONG_RUN),
-    Measurement("cuda", "B=4 H=32 L=8192 D=128 bfloat16", 6569.3, 6242.6, _H200_PRODUCER_RUN),
-    Measurement("cuda", "B=1 H=32 L=1024 D=192 bfloat16", 83.5, 131.8, _H200_HEAD_DIM_RUN),
-    Measurement("cuda", "B=1 H=32 L=4096 D=192 bfloat16", 1003.1, 1664.8, _H200_HEAD_DIM_RUN),
-    Measurement("cuda", "B=1 H=32 L=1024 D=256 bfloat16", 107.6, 144.1, _H200_HEAD_DIM_RUN),
-    Measurement("cuda", "B=1 H=32 L=4096 D=256 bfloat16", 1275.0, 1811.1, _H200_HEAD_DIM_RUN),
-    Measurement("cuda", "B=1000 H=80 L=32 D=64 float16", 338.7, 1276.6, _H200_SHORT_RUN),
-    Measurement("cuda", "B=1000 H=160 L=48 D=32 float16", 515.0, 2548.4, _H200_SHORT_RUN),
-    Measurement("cuda", "B=1000 H=80 L=32 D=64 float32", 733.2, 3040.7, _H200_SHORT_RUN),
-    Measurement("cuda", "B=2000 H=64 L=16 D=64 float16", 312.4, 2044.2, _H200_SHORT_RUN),
-    Measurement("cuda", "B=1000 H=40 L=64 D=128 float16", 763.7, 855.9, _H200_SHORT_RUN),
-    Measurement("cuda", "B=1 H=8 L=64 D=64 float16", 3.5, 5.2, _H200_SHORT_RUN),
-    Measurement("cuda", "B=1 H=32 L=256 D=128 float16", 13.1, 8.0, _H200_OLD_RUN),
-    Measurement("cuda", "B=1 H=32 L=1024 D=64 float32", 237.6, 197.1, _H200_OLD_RUN),
-    Measurement("cuda", "B=1 H=32 L=1024 D=128 float32", 576.9, 217.8, _H200_OLD_RUN),
-    Measurement("cuda", "B=1 H=32 L=32 D=64 float16", 8.3, 4.7, _H200_OLD_RUN),
-    Measurement(
-        "cuda", "decode B=1 H_q=32 H_kv=8 L_k=32768 D=128 bfloat16", 43.2, 44.7, _H200_WORKLOAD_RUN
-    ),
-    Measurement(
-        "cuda", "decode B=1 H_q=32 H_kv=8 L_k=4096 D=128 bfloat16", 12.9, 17.1, _H200_WORKLOAD_RUN
-    ),
-    Measurement(
-        "cuda", "decode B=8 H_q=32 H_kv=8 L_k=32768 D=128 bfloat16", 247.7, 307.2, _H200_WORKLOAD_RUN
-    ),
-    Measurement(
-        "cuda", "decode B=8 H_q=32 H_kv=8 L_k=4096 D=128 bfloat16", 40.3, 74.9, _H200_WORKLOAD_RUN
-    ),
-    Measurement(
-        "cuda",
-        "chunked prefill B=1 H_q=32 H_kv=8 L_q=128 L_k=32768 D=128 bfloat16 causal",
-        164.4,
-        393.5,
-        _H200_LONG_CACHE_RUN,
-    ),
-    Measurement(
-        "cuda",
-        "chunked prefill B=1 H_q=32 H_kv=8 L_q=128 L_k=4096 D=128 bfloat16 causal",
-        33.3,
-        53.9,
-        _H200_LONG_CACHE_RUN,
-    ),
-    Measurement(
-        "cuda",
-        "speculative verify B=1 H_q=32 H_kv=8 L_q=16 L_k=4096 D=128 bfloat16 causal",
-        18.4,
-        53.3,
-        _H200_LONG_CACHE_RUN,
-    ),
-    Measurement(
-        "cuda",
-        "speculative verify B=1 H_q=32 H_kv=8 L_q=16 L_k=32768 D=128 bfloat16 causal",
-        84.3,
-        390.6,
-        _H200_LONG_CACHE_RUN,
-    ),
-    Measurement(
-        "cuda", "small grid B=1 H=8 L=1024 D=128 bfloat16 (keys not split)", 18.6, 16.7, _H200_SPLIT_RULE_RUN
-    ),
-    Measurement(
-        "cuda",
-        "B=1 H=32 L=2048 D=64 float16, bool mask [1,1,L,L]",
-        129.1,
-        634.7,
-        _H200_MASK_RUN,
-    ),
-    Measurement(
-        "cuda",
-        "B=1 H=32 L=2048 D=64 float16, bool mask [1,32,L,L]",
-        132.4,
-        519.3,
-        _H200_MASK_RUN,
-    ),
-    Measurement(
-        "cuda",
-        "B=1 H=32 L=2048 D=64 float16, mlx-lm's causal mask as bool",
-        76.3,
-        630.0,
-        _H200_MASK_RUN,
-    ),
-    Measurement(
-        "cuda",
-        "B=1 H=32 L=2048 D=64 float16, additive mask [1,1,L,L]",
-        129.0,
-        144.1,
-        _H200_MASK_RUN,
-    ),
-    Measurement(
-        "cuda",
-        "B=1 H=32 L=2048 D=64 float16, additive mask [1,32,L,L]",
-        132.8,
-        159.7,
-        _H200_MASK_RUN,
-    ),
-    Measurement(
-        "cuda",
-        "B=1 H=32 L=2048 D=64 float16, ALiBi causal [1,32,L,L]",
-        141.4,
-        160.5,
-        _H200_MASK_RUN,
-    ),
-    Measurement(
-        "cuda",
-        "batched decode B=8 H_q=32 H_kv=8 L_k=4096 D=128 bfloat16, "
-        "mlx-lm's left-padding bool mask [B,1,1,L_k]",
-        33.9,
-        285.1,
-        _H200_BATCHED_RUN,
-    ),
-    Measurement(
-        "cuda",
-        "batched decode B=8 H_q=32 H_kv=8 L_k=32768 D=128 bfloat16, "
-        "mlx-lm's left-padding bool mask [B,1,1,L_k]",
-        212.7,
-        2141.4,
-        _H200_BATCHED_RUN,
-    ),
-    Measurement(
-        "cuda",
-        "batched prefill B=8 H_q=32 H_kv=8 L=512 D=128 bfloat16, mlx-lm's causal left-padding bool mask",
-        101.6,
-        420.5,
-        _H200_BATCHED_RUN,
-    ),
-)
+    def __repr__(self) -> str:
+        return (
+            f"Route(choice={self[0]!r}, reason={self[1]!r}, source={self.source!r}, "
+            f"hint={self.hint!r})"
+        )
 
 
 @cache
@@ -351,7 +188,7 @@ def _long_cache(q: mx.array, k: mx.array) -> bool:
     """Queries against a cache of at least CUDA_SPLIT_KEYS_PER_QUERY keys a
     query (chunked prefill, speculative verification) in a grid of query
     blocks that may be under one wave on some GPU, where ours splits the keys
-    (its can_use_fused note says so); checked only then, so that other calls
+    (its plan's code is KEYS_SPLIT); checked only then, so that other calls
     skip the check."""
     batch, heads, queries = q.shape[0], q.shape[1], q.shape[2]
     query_blocks = batch * heads * -(-queries // CUDA_SMALLEST_QUERY_BLOCK)
@@ -384,9 +221,9 @@ def _cuda_by_shape(q: mx.array, k: mx.array, v: mx.array, mask) -> tuple[str, st
 
 
 def _cuda_by_kernel(
-    q: mx.array, k: mx.array, v: mx.array, mask, fused_reason: str
+    q: mx.array, k: mx.array, v: mx.array, mask, plan: plans.PlanSummary
 ) -> tuple[str, str]:
-    if fused_reason.startswith(SHORT_KERNEL_REASON):
+    if plan.code == plans.SHORT_KERNEL:
         return FUSED, (
             "CUDA: the short-sequence kernel takes it (1.12x-6.5x mx.fast on "
             "an H200: B=1000 H=80 L=32 D=64 fp16 339 us against 1277 us)"
@@ -404,10 +241,10 @@ def _cuda_by_kernel(
             "17; B=8 L_k=32768 248 against 307)"
         )
     if _long_cache(q, k) and not _cuda_mask_wins(q, mask):
-        if fused_reason.startswith(KEY_SPLITS_REASON):
+        if plan.code == plans.KEYS_SPLIT:
             return FUSED, (
                 f"CUDA: few queries against a long cache, whose keys ours splits "
-                f"({fused_reason}) and cuDNN does not (H200, 32/8 heads, D=128 bf16 "
+                f"({plan.message}) and cuDNN does not (H200, 32/8 heads, D=128 bf16 "
                 "causal: L_q=128 L_k=32768 164 us against 394 us, L_q=16 L_k=4096 "
                 "18 against 53)"
             )
@@ -496,6 +333,30 @@ def _by_shape(q, k, v, mask) -> tuple[str, str] | None:
     return None
 
 
+def _measured(q, k, v, mask, sinks, device: mx.Device) -> tuple[str, Candidate, str] | None:
+    """The tuned table's or the shipped defaults' winner for the call's
+    shape class on ``device``: (source, candidate, reason), or None where
+    neither has the class."""
+    c = shape_class(q, k, v, mask, sinks)
+    if c is None:
+        return None
+    table = tuned_table.table_for(device)
+    if table and c in table.classes:
+        entry = table.classes[c]
+        fastest_first = sorted(entry.us.items(), key=lambda x: x[1])
+        times = ", ".join(f"{name} {us:.1f} us" for name, us in fastest_first)
+        return TUNED, Candidate.parse(entry.winner), (
+            f"tuned on {table.key['device']} ({table.tuned}): {entry.winner} for "
+            f"{c.key()} ({times})"
+        )
+    key = tuned_table.device_key(device)
+    m = routing_defaults.defaults_for(key["backend"], key["device"]).get(c)
+    if m is None:
+        return None
+    winner = Candidate("fused") if m.ours_faster else Candidate(MX_FAST)
+    return DEFAULTS, winner, f"measured on {m.describe()}"
+
+
 def route(
     q: mx.array,
     k: mx.array,
@@ -506,45 +367,56 @@ def route(
     sinks: mx.array | None = None,
     stream: None | mx.Stream | mx.Device = None,
     policy: str = "auto",
-) -> tuple[str, str]:
+) -> Route:
     """Where ``patch_mx_fast`` sends this call, and why.
 
-    Returns ``(choice, reason)``: ``"fused"`` (this package's kernel),
-    ``"fallback"`` (no fused kernel of this package covers the call, or the
-    package does not accept its arguments: mx.fast runs it, and raises if it
-    rejects it too) or ``"passthrough"`` (mx.fast is the faster choice for
-    it on this device). ``policy="fused"`` routes every call a kernel
-    covers to this package. The rules and the measurements behind them are
-    in this module's docstring and ``MEASUREMENTS``.
+    Returns a ``Route``, the tuple ``(choice, reason)``: ``"fused"`` (this
+    package's kernel), ``"fallback"`` (no fused kernel of this package
+    covers the call, or the package does not accept its arguments: mx.fast
+    runs it, and raises if it rejects it too) or ``"passthrough"`` (mx.fast
+    is the faster choice for it on this device); its ``source`` says what
+    decided ("tuned", "defaults", "rule", "coverage", "policy") and its
+    ``hint`` which of the fused kernel's plans runs. ``policy="fused"``
+    routes every call a kernel covers to this package. The sources are in
+    this module's docstring.
     """
     if policy not in POLICIES:
         raise ValueError(
             f"[route] policy must be one of {', '.join(map(repr, POLICIES))}; got {policy!r}"
         )
-    on_cpu = _device(stream).type == mx.DeviceType.cpu
-    if policy == "auto" and not on_cpu:
+    device = _device(stream)
+    on_cpu = device.type == mx.DeviceType.cpu
+    measured = _measured(q, k, v, mask, sinks, device) if policy == "auto" else None
+    if measured:
+        source, winner, why = measured
+        if winner.kind == MX_FAST:
+            return Route(PASSTHROUGH, why, source)
+    elif policy == "auto" and not on_cpu:
         verdict = _by_shape(q, k, v, mask)
         if verdict:
-            return verdict
+            return Route(*verdict, RULE)
+    hint = winner.hint if measured else plans.PlanHint()
     try:
-        ok, reason = _package.can_use_fused(
-            q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream
+        plan = _package.plan_summary(
+            q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream, hint=hint
         )
     except (TypeError, ValueError) as e:
-        return FALLBACK, f"mlx_fused_attn does not accept the call ({e})"
-    if not ok:
-        return FALLBACK, f"no fused kernel: {reason}"
+        return Route(FALLBACK, f"mlx_fused_attn does not accept the call ({e})", COVERAGE)
+    if not plan.fused:
+        return Route(FALLBACK, f"no fused kernel: {plan.message}", COVERAGE)
     if policy == "fused":
-        return FUSED, 'policy="fused"'
+        return Route(FUSED, 'policy="fused"', POLICY)
+    if measured:
+        return Route(FUSED, why, source, hint)
     if on_cpu:
-        return FUSED, (
+        return Route(FUSED, (
             "CPU: MLX's CPU attention is unfused (B=1 H=32 L=1024 D=64 fp16: "
             "111 ms against 3927 ms on 2 cores)"
-        )
+        ), RULE)  # fmt: skip
     if _gpu_backend() == "cuda":
-        return _cuda_by_kernel(q, k, v, mask, reason)
+        return Route(*_cuda_by_kernel(q, k, v, mask, plan), RULE)
     # Only Metal is left: a GPU build without kernels covers nothing.
-    return FUSED, (
+    return Route(FUSED, (
         f"Metal: L_q >= {METAL_MIN_QUERIES} fills a query block and head dims up to "
         f"{METAL_MAX_HEAD_DIM} (unmeasured on Apple hardware)"
-    )
+    ), RULE)  # fmt: skip

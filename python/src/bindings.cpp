@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "mlx_fused_attn/op/attention.h"
+#include "mlx_fused_attn/families/attention/metal/attention_variant.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/kernel_availability.h"
 #include "mlx_fused_attn/op/mask_block_lists.h"
@@ -34,9 +35,85 @@ mx::StreamOrDevice to_stream_or_device(const StreamArg& s) {
   return {};
 }
 
-} // namespace
+// The plan hint (plan_hint.h) from the private keywords of the op and of
+// plan_summary: the tuned table's choice for the call.
+mlx_fused_attn::PlanHint to_hint(
+    bool short_kernel,
+    int max_key_splits,
+    const std::optional<std::string>& metal_variant) {
+  if (max_key_splits < 0) {
+    throw std::invalid_argument(
+        "[scaled_dot_product_attention] max_key_splits must be 0 (the "
+        "planner's count) or a positive cap; got " +
+        std::to_string(max_key_splits));
+  }
+  mlx_fused_attn::PlanHint hint;
+  hint.short_kernel = short_kernel;
+  hint.max_key_splits = max_key_splits;
+  if (metal_variant) {
+    try {
+      hint.metal_variant = mlx_fused_attn::parse_metal_variant(*metal_variant);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(
+          std::string("[scaled_dot_product_attention] metal_variant, in the "
+                      "grammar of ") +
+          e.what());
+    }
+  }
+  return hint;
+}
 
-namespace {
+/// The plan of a call as Python reads it (routing, the tuner), and the
+/// device's cores for the tuned table's key.
+void bind_plans(nb::module_& m) {
+  m.def(
+      "plan_summary",
+      [](const mx::array& q,
+         const mx::array& k,
+         const mx::array& v,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         const std::optional<mx::array>& sinks,
+         const StreamArg& stream,
+         bool short_kernel,
+         int max_key_splits,
+         const std::optional<std::string>& metal_variant) {
+        const auto plan = mlx_fused_attn::plan_summary(
+            q, k, v, scale, mask, sinks, to_stream_or_device(stream),
+            to_hint(short_kernel, max_key_splits, metal_variant));
+        nb::dict tiles;
+        for (const auto& [name, value] : plan.tiles) {
+          tiles[name.c_str()] = value;
+        }
+        nb::dict d;
+        d["code"] = mlx_fused_attn::plan_code_name(plan.code);
+        d["message"] = plan.message;
+        d["family"] = plan.family;
+        d["key_splits"] = plan.key_splits;
+        d["packed_gqa"] = plan.packed_gqa;
+        d["tiles"] = tiles;
+        return d;
+      },
+      "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
+      "sinks"_a = nb::none(), "stream"_a = nb::none(),
+      "short_kernel"_a = true, "max_key_splits"_a = 0,
+      "metal_variant"_a = nb::none(),
+      "The plan of a call as a dict: code, message, family, key_splits, "
+      "packed_gqa, tiles.");
+
+  m.def(
+      "cuda_multiprocessors",
+      [] {
+        if (!mx::is_available(mx::Device::gpu)) {
+          return 0;
+        }
+        const auto caps = mlx_fused_attn::gpu::device_caps(
+            mx::default_stream(mx::Device::gpu));
+        return caps.gpu == fa::Backend::Cuda ? caps.cores : 0;
+      },
+      "The CUDA GPU's multiprocessors (0 without a CUDA GPU backend): part "
+      "of the key of a tuned table.");
+}
 
 /// The attention op and whether a call takes the fused kernel.
 void bind_attention(nb::module_& m) {
@@ -49,14 +126,19 @@ void bind_attention(nb::module_& m) {
          const mlx_fused_attn::Mask& mask,
          const std::optional<mx::array>& sinks,
          bool force_fused,
-         const StreamArg& stream) {
+         const StreamArg& stream,
+         bool short_kernel,
+         int max_key_splits,
+         const std::optional<std::string>& metal_variant) {
         return mlx_fused_attn::scaled_dot_product_attention(
             q, k, v, scale, mask, sinks, force_fused,
-            to_stream_or_device(stream));
+            to_stream_or_device(stream),
+            to_hint(short_kernel, max_key_splits, metal_variant));
       },
       "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
       "sinks"_a = nb::none(), "force_fused"_a = false,
-      "stream"_a = nb::none());
+      "stream"_a = nb::none(), "short_kernel"_a = true,
+      "max_key_splits"_a = 0, "metal_variant"_a = nb::none());
 
   m.def(
       "can_use_fused",
@@ -238,4 +320,5 @@ NB_MODULE(_ext, m) {
   bind_mask_lists(m);
   bind_neighborhood(m);
   bind_build_info(m);
+  bind_plans(m);
 }

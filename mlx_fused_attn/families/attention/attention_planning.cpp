@@ -33,8 +33,17 @@ void pack_gqa_rows(AttentionPlan& plan) {
   plan.packed_gqa = true;
 }
 
-/// The key splits of the plan (split_count.h), none where they are off.
-int key_splits(int64_t groups, int64_t wave, int key_blocks, int64_t most) {
+/// The key splits of the plan (split_count.h), none where they are off,
+/// at most the hint's where it caps them.
+int key_splits(
+    const PlanHint& hint,
+    int64_t groups,
+    int64_t wave,
+    int key_blocks,
+    int64_t most) {
+  if (hint.max_key_splits > 0) {
+    most = std::min<int64_t>(most, hint.max_key_splits);
+  }
   return split_keys_enabled()
       ? key_split_count(groups, wave, key_blocks, most)
       : 1;
@@ -49,10 +58,14 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   }
   const fa::Backend backend = *caps.gpu;
   const fa::AttnParams& p = plan.params;
+  const PlanHint& hint = plan.spec.hint;
+  const fa::MetalAttnVariant variant =
+      backend == fa::Backend::Metal && hint.metal_variant
+      ? *hint.metal_variant
+      : caps.metal_variant;
   const auto choose = [&](bool large_grid) {
     return fa::choose_attention_tiles(
-        p.D, p.D_v, plan.dtype, backend, caps.wgmma, large_grid,
-        caps.metal_variant);
+        p.D, p.D_v, plan.dtype, backend, caps.wgmma, large_grid, variant);
   };
   fa::AttnTiles tiles = choose(false);
   // More query blocks than one wave of the default tiles (their blocks a
@@ -70,6 +83,7 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   // split partials hold no row LSE), and plans the kernel that writes it.
   plan.features.has_lse = plan.spec.saves_lse;
   plan.key_splits = plan.spec.saves_lse ? 1 : key_splits(
+      hint,
       groups,
       int64_t(tiles.min_blocks) * caps.cores,
       static_cast<int>(blocks_of(p.L_k, tiles.bk)),
@@ -87,7 +101,7 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
       plan.features.mask_blocks ? call_input_count(plan.spec) : -1;
   // Strides are known at eval: Metal drops stride32 where offsets need 64
   // bits (stride32_fits).
-  plan.features.stride32 = caps.metal_variant.stride32;
+  plan.features.stride32 = variant.stride32;
   plan.grid = {
       blocks_of(p.L_q, tiles.bq) * plan.key_splits,
       static_cast<unsigned>(p.H_q),

@@ -17,6 +17,9 @@ Support plan_short_attention(const PlanTarget& target, AttentionPlan& plan) {
   if (!short_attention_enabled()) {
     return Support::no("short-sequence kernel: off (MLX_FUSED_ATTN_SHORT=0)");
   }
+  if (!plan.spec.hint.short_kernel) {
+    return Support::no("short-sequence kernel: off (the call's plan hint)");
+  }
   if (plan.spec.saves_lse) {
     return Support::no(
         "short-sequence kernel: writes no row log-sum-exp for the backward");

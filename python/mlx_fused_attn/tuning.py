@@ -1,0 +1,279 @@
+"""``tune``: time mx.fast and this package's fused plans for a set of calls
+on one device and keep the winner of each shape class (``shape_class.py``)
+in the tuned table (``tuned_table.py``), which ``route`` and
+``patch_mx_fast`` then read: a lookup, no timing in a model's hot path.
+
+Timing: each candidate runs ``warmup`` times untimed (building kernels,
+filling caches), then up to ``repeats`` times, each one call and one
+``mx.eval`` between two readings of ``clock`` (one evaluation a call: MLX's
+CUDA graphs overlap independent calls of one evaluation), stopping early
+once the timed runs pass ``budget_s``; the median counts. Wall time on
+every device: MLX exposes no GPU time for a command buffer. A candidate
+that lost by more than ``prune`` times at a smaller class of the same
+series (the same class but for L_q and L_k, both no longer) is not timed
+again: unfused attention only falls further behind as lengths grow, and on
+the CPU one such call can take seconds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+import mlx.core as mx
+
+from . import candidates as cand
+from . import tuned_table
+from .shape_class import ShapeClass, class_of_sizes
+
+DTYPES = {"float16": mx.float16, "bfloat16": mx.bfloat16, "float32": mx.float32}
+# Masks a call may carry: its shape class's kind is the word before "-".
+# The array masks are [1, 1, L_q, L_k] but "padding", [B, 1, L_q, L_k]:
+# "bool"/"additive" random, "-causal" bottom-right causal (what mlx-lm passes
+# as an array), "bool-window=N" causal within N keys (a sliding-window
+# layer), "bool-padding" causal with each batch entry's left padding hidden
+# (mlx-lm's batched generation).
+MASKS = ("none", "causal", "bool", "additive", "bool-causal", "additive-causal",
+         "bool-window=N", "bool-padding")  # fmt: skip
+
+
+class Call(NamedTuple):
+    """One attention call to tune, by its sizes."""
+
+    B: int
+    H_q: int
+    H_kv: int
+    L_q: int
+    L_k: int
+    D: int
+    D_v: int
+    dtype: str  # a key of DTYPES
+    mask: str = "none"  # one of MASKS
+    label: str = ""  # what the call is in a model ("decode", "prefill chunk")
+
+    def mask_kind(self) -> str:
+        return self.mask.split("-")[0]
+
+    def shape_class(self) -> ShapeClass:
+        return class_of_sizes(
+            B=self.B, H_q=self.H_q, H_kv=self.H_kv, L_q=self.L_q, L_k=self.L_k,
+            D=self.D, D_v=self.D_v, dtype=self.dtype, mask=self.mask_kind(),
+        )  # fmt: skip
+
+    def describe(self) -> str:
+        d = f"{self.D}" if self.D == self.D_v else f"{self.D}/{self.D_v}"
+        label = f"{self.label}: " if self.label else ""
+        return (
+            f"{label}B={self.B} H={self.H_q}/{self.H_kv} Lq={self.L_q} Lk={self.L_k} "
+            f"D={d} {self.dtype} {self.mask}"
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> Call:
+        """``b=1,hq=32,hkv=8,lq=1,lk=4096,d=128[,dv=128],dtype=bfloat16[,mask=causal]``."""
+        fields = {"b": "B", "hq": "H_q", "hkv": "H_kv", "lq": "L_q", "lk": "L_k", "d": "D",
+                  "dv": "D_v", "dtype": "dtype", "mask": "mask"}  # fmt: skip
+        given = {}
+        for part in text.split(","):
+            name, _, value = part.strip().partition("=")
+            if name not in fields or not value:
+                raise ValueError(
+                    f"call {text!r}: {part!r} is not one of {', '.join(f + '=' for f in fields)}"
+                )
+            text_field = name in ("dtype", "mask")
+            given[fields[name]] = value if text_field else _positive(text, name, value)
+        missing = {"B", "H_q", "H_kv", "L_q", "L_k", "D", "dtype"} - given.keys()
+        if missing:
+            raise ValueError(f"call {text!r}: missing {', '.join(sorted(missing))}")
+        given.setdefault("D_v", given["D"])
+        call = cls(**given)
+        call.check()
+        return call
+
+    def check(self) -> None:
+        """ValueError naming what is wrong."""
+        if self.dtype not in DTYPES:
+            raise ValueError(f"call {self}: dtype must be one of {', '.join(DTYPES)}")
+        window = self.mask.startswith("bool-window=") and self.mask[12:].isdigit()
+        if self.mask not in MASKS and not window:
+            raise ValueError(
+                f"call {self.describe()}: mask must be one of {', '.join(MASKS)} (N a number)"
+            )
+        if self.H_q % self.H_kv:
+            raise ValueError(f"call {self.describe()}: H_q must be a multiple of H_kv")
+
+    def arrays(self, seed: int = 0):
+        """q, k, v and the mask argument of the call, on the default device."""
+        dt = DTYPES[self.dtype]
+        key = mx.random.key(seed)
+        kq, kk, kv, km = mx.random.split(key, 4)
+        q = mx.random.normal((self.B, self.H_q, self.L_q, self.D), key=kq).astype(dt)
+        k = mx.random.normal((self.B, self.H_kv, self.L_k, self.D), key=kk).astype(dt)
+        v = mx.random.normal((self.B, self.H_kv, self.L_k, self.D_v), key=kv).astype(dt)
+        return q, k, v, self._mask(dt, km)
+
+    def _mask(self, dt, key):
+        if self.mask in ("none", "causal"):
+            return None if self.mask == "none" else "causal"
+        shape = (1, 1, self.L_q, self.L_k)
+        if self.mask == "bool":
+            return mx.random.bernoulli(0.75, shape, key=key)
+        if self.mask == "additive":
+            return mx.random.normal(shape, key=key).astype(dt)
+        rows = mx.arange(self.L_q)[:, None] + (self.L_k - self.L_q)
+        cols = mx.arange(self.L_k)[None, :]
+        seen = cols <= rows
+        if self.mask.startswith("bool-window="):
+            seen = seen & (cols > rows - int(self.mask[12:]))
+        if self.mask == "bool-padding":
+            # Entry b's first b / (2B) of the keys are padding.
+            pad = (mx.arange(self.B) * self.L_k // (2 * self.B))[:, None, None, None]
+            return seen[None, None] & (cols[None, None] >= pad)
+        if self.mask == "additive-causal":
+            return mx.where(seen, 0.0, mx.finfo(dt).min).astype(dt)[None, None]
+        return seen[None, None]
+
+
+def _positive(text, name, value) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"call {text!r}: {name} must be a positive integer; got {value!r}")
+    return int(value)
+
+
+def median_seconds(run: Callable[[], mx.array], *, warmup: int, repeats: int,
+                   budget_s: float, clock: Callable[[], float]) -> float:  # fmt: skip
+    """The median of up to ``repeats`` timed calls of ``run`` after
+    ``warmup`` untimed ones; the clock is read right before and right after
+    each timed call's evaluation."""
+    for _ in range(warmup):
+        mx.eval(run())
+    samples = []
+    for _ in range(repeats):
+        start = clock()
+        mx.eval(run())
+        samples.append(clock() - start)
+        if sum(samples) >= budget_s:
+            break
+    return statistics.median(samples)
+
+
+class ClassResult(NamedTuple):
+    """What ``tune`` measured for one shape class."""
+
+    shape_class: ShapeClass
+    winner: str  # a candidate's name
+    us: dict  # candidate name -> median us a call (summed over the class's calls)
+    skipped: dict  # candidate name -> why it was not timed
+    calls: list  # the calls, described
+
+    def speedup(self) -> float | None:
+        """mx.fast's time over the winner's (None where mx.fast was not timed)."""
+        fast = self.us.get(cand.MX_FAST)
+        return fast / self.us[self.winner] if fast else None
+
+
+def _run(candidate: cand.Candidate, q, k, v, mask, scale, stream):
+    if candidate.kind == cand.MX_FAST:
+        return lambda: mx.fast.scaled_dot_product_attention(
+            q, k, v, scale=scale, mask=mask, stream=stream
+        )
+    from . import _attention
+
+    return lambda: _attention(q, k, v, scale=scale, mask=mask, stream=stream, hint=candidate.hint)
+
+
+def _series(c: ShapeClass) -> ShapeClass:
+    return c._replace(queries=0, keys=0)
+
+
+def tune(
+    calls: Iterable[Call],
+    *,
+    device: mx.Device | None = None,
+    warmup: int = 1,
+    repeats: int = 10,
+    budget_s: float = 1.0,
+    prune: float = 4.0,
+    clock: Callable[[], float] = time.perf_counter,
+    save: bool = True,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[ClassResult]:
+    """Time the candidates of ``calls`` on ``device`` (default: MLX's
+    default device) and return the winner of each shape class, smaller
+    classes first; with ``save``, merged into the tuned table of the device.
+
+    Args:
+        calls: the calls to time; calls of one shape class are timed
+            together (a candidate's time is its sum over them).
+        warmup, repeats, budget_s: untimed runs, the most timed runs, and
+            the timed seconds after which a candidate's runs stop.
+        prune: a candidate this many times slower than the winner of a
+            smaller class of the same series is skipped (0: never).
+        clock: seconds, read around each timed evaluation (injectable for
+            tests).
+        progress: called with (candidates timed, candidates in all, what
+            is being timed) before each timing.
+    """
+    device = device or mx.default_device()
+    backend = tuned_table.device_key(device)["backend"]
+    by_class: dict[ShapeClass, list[Call]] = {}
+    for call in calls:
+        call.check()
+        by_class.setdefault(call.shape_class(), []).append(call)
+    order = sorted(by_class, key=lambda c: (c.queries * c.keys, c))
+    with mx.stream(device):
+        stream = mx.default_stream(device)
+        # Unevaluated until timed, and dropped once their class is: the
+        # calls' arrays never all exist at once.
+        prepared = {c: [(call, *call.arrays(i)) for i, call in enumerate(by_class[c])]
+                    for c in order}  # fmt: skip
+        plans = {}
+        for c in order:
+            names = {}
+            for call, q, k, v, mask in prepared[c]:
+                for x in cand.candidates_for(q, k, v, scale=call.D**-0.5, mask=mask, sinks=None,
+                                             stream=stream, backend=backend):  # fmt: skip
+                    names.setdefault(x.name, x)
+            plans[c] = list(names.values())
+        total = sum(len(p) * len(prepared[c]) for c, p in plans.items())
+        done = 0
+        lost: dict[ShapeClass, dict[str, tuple[ShapeClass, float]]] = {}
+        results = []
+        for c in order:
+            timed = prepared.pop(c)
+            mx.eval([x for _, *arrays in timed for x in arrays if isinstance(x, mx.array)])
+            us, skipped = {}, {}
+            for x in plans[c]:
+                beaten = [(small, r) for small, r in lost.get(_series(c), {}).get(x.name, [])
+                          if small.queries <= c.queries and small.keys <= c.keys]  # fmt: skip
+                if prune and beaten:
+                    small, ratio = beaten[0]
+                    skipped[x.name] = f"{ratio:.1f}x slower than the winner at {small.key()}"
+                    done += len(timed)
+                    continue
+                total_us = 0.0
+                for call, q, k, v, mask in timed:
+                    if progress:
+                        progress(done, total, f"{call.describe()} {x.name}")
+                    run = _run(x, q, k, v, mask, call.D**-0.5, stream)
+                    total_us += 1e6 * median_seconds(
+                        run, warmup=warmup, repeats=repeats, budget_s=budget_s, clock=clock
+                    )
+                    done += 1
+                us[x.name] = total_us
+            winner = min(us, key=us.get)
+            for name, t in us.items():
+                if prune and t > prune * us[winner]:
+                    lost.setdefault(_series(c), {}).setdefault(name, []).append((c, t / us[winner]))
+            results.append(ClassResult(c, winner, us, skipped, [x.describe() for x in by_class[c]]))
+        if progress:
+            progress(total, total, "done")
+    if save:
+        tuned_table.write(
+            device,
+            {r.shape_class: tuned_table.TunedClass(r.winner, r.us, r.skipped, r.calls)
+             for r in results},
+        )  # fmt: skip
+    return results
