@@ -27,6 +27,9 @@ except ImportError as error:
 
 from .patching import MxFastPatch, PatchStats, patch_mx_fast, patch_stats, unpatch_mx_fast  # noqa: E402
 from .routing import route  # noqa: E402
+from .merge import merge_attention  # noqa: E402
+from .varlen import pack_padded, unpack_padded, varlen_attention  # noqa: E402
+from .ring import ring_attention, ring_deadline, ring_shard, ring_unshard  # noqa: E402
 
 __all__ = [
     "FallbackWarning",
@@ -40,6 +43,14 @@ __all__ = [
     "unpatch_mx_fast",
     "patch_stats",
     "route",
+    "merge_attention",
+    "varlen_attention",
+    "pack_padded",
+    "unpack_padded",
+    "ring_attention",
+    "ring_deadline",
+    "ring_shard",
+    "ring_unshard",
     "MxFastPatch",
     "PatchStats",
 ]
@@ -165,8 +176,9 @@ def scaled_dot_product_attention(
     mask: None | str | mx.array = None,
     sinks: mx.array | None = None,
     force_fused: bool = False,
+    return_lse: bool = False,
     stream: None | mx.Stream | mx.Device = None,
-) -> mx.array:
+) -> mx.array | tuple[mx.array, mx.array]:
     """Multi-head attention ``softmax(scale * q @ k.T + mask) @ v``, fused.
 
     Args:
@@ -184,15 +196,33 @@ def scaled_dot_product_attention(
             that takes softmax mass but contributes no value.
         force_fused: raise ``ValueError`` with the reason instead of running
             the plain-ops fallback when no fused kernel covers the call.
+        return_lse: also return the rows' log-sum-exp (see Returns).
         stream: stream or device to run on (default: the default stream).
 
     Returns:
         ``[B, H_q, L_q, D_v]`` in the promoted dtype of q, k, v. The softmax
         statistics and accumulation are float32 whatever the input dtype.
+        With ``return_lse=True``, ``(out, lse)``: ``lse`` is float32
+        ``[B, H_q, L_q]``, the natural log of each row's softmax
+        denominator, ``log(sum_j exp(scale * q_i . k_j + mask_ij))`` plus
+        the sink's ``exp(sinks[h])`` where there are sinks; ``-inf`` for a
+        row that sees no key. Both are differentiable: the gradient of
+        ``lse`` reaches q, k, the sinks and an additive mask, through the
+        fused kernels (an extra forward and backward run in the backward of
+        a call that returns it). ``merge_attention`` combines such pairs.
     """
     scale = _check_types(q, k, v, scale, mask, sinks)
+    if not isinstance(return_lse, bool):
+        raise TypeError(
+            f"[scaled_dot_product_attention] return_lse must be a bool; got {return_lse!r}"
+        )
+    run = (
+        _ext.scaled_dot_product_attention_with_lse
+        if return_lse
+        else _ext.scaled_dot_product_attention
+    )
     try:
-        return _ext.scaled_dot_product_attention(
+        return run(
             q, k, v, scale=scale, mask=mask, sinks=sinks,
             force_fused=bool(force_fused), stream=stream,
         )
