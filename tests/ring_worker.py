@@ -4,15 +4,15 @@ Every rank builds the same whole sequence from the case's seed, runs
 ``ring_attention`` on its part, and checks its output and its gradients
 (of the sum of every rank's loss) against the one-process fused call on the
 whole sequence and against float64 plain MLX ops; it prints ``rank R PASS``
-per case, or raises. ``die``/``leave`` make rank 1 drop out of the ring for
-the failure tests.
+per case, or raises. ``die`` (the process ends) and ``stall`` (alive, never
+taking part) make rank 1 drop out of the ring for the failure tests.
 
     mlx.launch -n 2 --backend ring tests/ring_worker.py checks
 """
 
 import os
-import signal
 import sys
+import time
 
 import mlx.core as mx
 import numpy as np
@@ -124,8 +124,10 @@ def main():
     q = mx.random.normal((1, 2, 4096, 64))
     if rank == 1:
         if mode == "die":
-            os.kill(os.getpid(), signal.SIGKILL)
-        sys.exit(0)  # "leave": a clean exit that the launcher does not act on
+            # Exit status 0: mlx.launch stops the others at once after a
+            # failure exit, so the others' own error shows only after this.
+            os._exit(0)
+        time.sleep(600)  # "stall"
     with fa.ring_deadline(float(sys.argv[2])):
         mx.eval(fa.ring_attention(q, q, q, causal=True, group=group))
     print(f"rank {rank} finished without its peer", flush=True)

@@ -142,7 +142,9 @@ _STREAMS = None
 def _gather_lengths(local: int, group) -> list[int]:
     """Every rank's sequence length (one small all_gather, read on the
     host: the shapes of the blocks each rank receives)."""
-    return mx.distributed.all_gather(mx.array([local], dtype=mx.int32), group=group).tolist()
+    lengths = mx.distributed.all_gather(mx.array([local], dtype=mx.int32), group=group)
+    _eval_or_explain(group, lengths)
+    return lengths.tolist()
 
 
 def _merge2(acc, part):
@@ -209,7 +211,19 @@ class _Step:
 
     def run(self, *computed):
         """Evaluate the step: its transfers and the `computed` arrays."""
-        mx.eval(*computed, *self.sends, *self.recvs)
+        _eval_or_explain(self.ring.group, *computed, *self.sends, *self.recvs)
+
+
+def _eval_or_explain(group, *arrays):
+    """mx.eval, with a transfer that failed explained: MLX's ring backend
+    says only that a connection was lost."""
+    try:
+        mx.eval(*arrays)
+    except RuntimeError as error:
+        raise RuntimeError(
+            f"[ring_attention] rank {group.rank()} of {group.size()}: a transfer failed "
+            f"({error}); a process of the group has likely died"
+        ) from error
 
 
 def _block_shape(x, length):
@@ -378,9 +392,11 @@ def ring_attention(
 @contextlib.contextmanager
 def ring_deadline(seconds: float):
     """Exit the process with an error if the block does not finish within
-    ``seconds``. MLX's ring backend waits forever for a peer that died
-    (inside ``mx.eval``, where Python cannot interrupt it), so a training
-    step that runs ``ring_attention`` can be wrapped in this to fail, with a
+    ``seconds``. A peer that dies closes its connections, and
+    ``ring_attention`` raises ``RuntimeError``; a peer that stops without
+    dying (stuck, or gone on to other work) leaves the others waiting inside
+    ``mx.eval``, where Python cannot interrupt them. A training step that
+    runs ``ring_attention`` can be wrapped in this to fail then, with a
     message on stderr and exit status 70, instead of hanging::
 
         with fa.ring_deadline(300):
