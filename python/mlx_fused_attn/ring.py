@@ -147,22 +147,27 @@ def _gather_lengths(local: int, group) -> list[int]:
     return lengths.tolist()
 
 
-def _merge2(acc, part):
-    """Two (out, lse) partials over disjoint keys merged; out in float32."""
-    o, lse = part
-    o = o.astype(mx.float32)
-    if acc is None:
-        return o, lse
-    ao, alse = acc
+@mx.compile
+def _merged(ao, alse, o, lse):
+    """(out, lse) over the union of two disjoint key sets, out in float32.
+    Compiled: one fused kernel, without the full-size temporaries of its
+    elementwise steps (a ring process's peak memory is mostly these)."""
     top = mx.maximum(alse, lse)
     shift = mx.where(mx.isfinite(top), top, 0.0)
     wa, wb = mx.exp(alse - shift), mx.exp(lse - shift)
     total = wa + wb
     safe = mx.where(total > 0, total, 1.0)
-    merged = (wa[..., None] * ao + wb[..., None] * mx.where(mx.isfinite(lse)[..., None], o, 0.0)) / safe[
-        ..., None
-    ]
-    return merged, mx.where(total > 0, shift + mx.log(safe), -mx.inf)
+    o = mx.where(mx.isfinite(lse)[..., None], o.astype(mx.float32), 0.0)
+    out = (wa[..., None] * ao + wb[..., None] * o) / safe[..., None]
+    return out, mx.where(total > 0, shift + mx.log(safe), -mx.inf)
+
+
+def _merge2(acc, part):
+    """Two (out, lse) partials over disjoint keys merged; out in float32."""
+    o, lse = part
+    if acc is None:
+        return o.astype(mx.float32), lse
+    return _merged(acc[0], acc[1], o, lse)
 
 
 def _seq(x, a, b):
