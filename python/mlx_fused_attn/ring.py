@@ -342,8 +342,9 @@ def ring_attention(
             backend of ``mlx.launch``, MPI, or NCCL on CUDA GPUs.
         layout: which part of the sequence process r holds:
             ``"contiguous"``: the r-th slice; ``"zigzag"``: chunks r and
-            2n-1-r of 2n (balances causal work). ``ring_shard`` cuts a
-            whole sequence so, ``ring_unshard`` puts it back.
+            2n-1-r of 2n (balances causal work), the first ``(L_r + 1) //
+            2`` tokens long. ``ring_shard`` cuts a whole sequence so,
+            ``ring_unshard`` puts it back.
 
     Returns:
         ``[B, H_q, L_r, D_v]``. ``mx.grad`` of a process's own loss gives
