@@ -117,8 +117,9 @@ def compute_only(ring, q, k, v, scale):
         for qi, k0, k1, mask in ring.tasks(src):
             _, q0, ql = qp[qi]
             part = fa.scaled_dot_product_attention(
-                q[:, :, q0 : q0 + ql], bk[:, :, k0:k1], bv[:, :, k0:k1], scale=scale, mask=mask, return_lse=True
-            )
+                q[:, :, q0 : q0 + ql], bk[:, :, k0:k1], bv[:, :, k0:k1],
+                scale=scale, mask=mask, return_lse=True,
+            )  # fmt: skip
             acc[qi] = ring_impl._merge2(acc[qi], part)
         mx.eval([x for a in acc if a is not None for x in a])
 
@@ -132,7 +133,10 @@ def transfer_only(ring, k, v):
         step.send(cur[0])
         step.send(cur[1])
         L = ring.lengths[(src - 1) % ring.n]
-        cur = (step.recv(ring_impl._block_shape(k, L), k.dtype), step.recv(ring_impl._block_shape(v, L), v.dtype))
+        cur = (
+            step.recv(ring_impl._block_shape(k, L), k.dtype),
+            step.recv(ring_impl._block_shape(v, L), v.dtype),
+        )
         step.run()
 
 
@@ -159,7 +163,8 @@ def run_procs(n, args, passthrough):
             cmd += ["--starting-port", str(free_port(n))]
         cmd += me
     run = subprocess.run(cmd, capture_output=True, text=True)
-    rows = [json.loads(line[len("RESULT ") :]) for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    tag = "RESULT "
+    rows = [json.loads(line[len(tag) :]) for line in run.stdout.splitlines() if line.startswith(tag)]
     if len(rows) != n:
         raise RuntimeError(f"{n} processes returned {len(rows)} results:\n{run.stdout}\n{run.stderr}")
     return sorted(rows, key=lambda r: r["rank"])
@@ -193,8 +198,8 @@ def main():
         f"D={args.hdim} {args.dtype} "
         f"causal={args.causal} layout={args.layout} backend={args.backend}"
     )
-    cols = ["procs", "L_per_proc", "fwd_ms", "fwd_bwd_ms", "peak_mib", "peak_vs_one", "compute_ms", "transfer_ms",
-            "exposed_ms", "overlap"]  # fmt: skip
+    cols = ["procs", "L_per_proc", "fwd_ms", "fwd_bwd_ms", "peak_mib", "peak_vs_one",
+            "compute_ms", "transfer_ms", "exposed_ms", "overlap"]  # fmt: skip
     print("  ".join(f"{c:>11}" for c in cols))
     results, one_peak = [], None
     for n in args.procs:
@@ -204,11 +209,14 @@ def main():
         for r in rows:
             r["peak_vs_one"] = r["peak_mib"] / one_peak if one_peak else float("nan")
         results += rows
-        slowest = max(rows, key=lambda r: r["fwd_ms"])
-        slowest = dict(slowest, peak_mib=max(r["peak_mib"] for r in rows), peak_vs_one=max(r["peak_vs_one"] for r in rows))
-        print("  ".join(f"{slowest.get(c, float('nan')):>11.4g}" if c != "procs" else f"{n:>11}" for c in cols), flush=True)
+        slowest = dict(max(rows, key=lambda r: r["fwd_ms"]))
+        slowest["peak_mib"] = max(r["peak_mib"] for r in rows)
+        slowest["peak_vs_one"] = max(r["peak_vs_one"] for r in rows)
+        cells = [f"{n:>11}"] + [f"{slowest.get(c, float('nan')):>11.4g}" for c in cols[1:]]
+        print("  ".join(cells), flush=True)
     if args.json:
-        dump({"args": {k: v for k, v in vars(args).items() if k not in ("worker", "json")}, "rows": results}, args.json)
+        settings = {k: v for k, v in vars(args).items() if k not in ("worker", "json")}
+        dump({"args": settings, "rows": results}, args.json)
 
 
 if __name__ == "__main__":

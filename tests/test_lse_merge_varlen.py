@@ -109,7 +109,9 @@ def test_return_lse_matches_float64(case, device):
 
 
 @device_params()
-@pytest.mark.parametrize("case", [c for c in CASES if c[0] == mx.float32] + [CASES[3]], ids=lambda c: str(c[8]))
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c[0] == mx.float32] + [CASES[3]], ids=lambda c: str(c[8])
+)
 def test_gradients_of_out_and_lse(case, device):
     q, k, v, mask, sinks = make(*case, seed=23)
     if isinstance(mask, mx.array) and mask.dtype == mx.bool_:
@@ -176,7 +178,9 @@ def test_merge_of_disjoint_key_sets_is_the_whole(mask, device):
         return fa.merge_attention(outs, lses)
 
     out, lse = parts(q, k, v)
-    whole, whole_lse = fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=full, return_lse=True, stream=device)
+    whole, whole_lse = fa.scaled_dot_product_attention(
+        q, k, v, scale=scale, mask=full, return_lse=True, stream=device
+    )
     seen = np.isfinite(np.array(whole_lse))
     np.testing.assert_allclose(np.array(lse)[seen], np.array(whole_lse)[seen], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.array(out)[seen], np.array(whole)[seen], rtol=1e-4, atol=1e-5)
@@ -184,10 +188,11 @@ def test_merge_of_disjoint_key_sets_is_the_whole(mask, device):
     if mask != "bool":
         w = mx.random.normal(out.shape, key=mx.random.key(9))
         g = mx.grad(lambda q, k, v: (parts(q, k, v)[0] * w).sum(), argnums=(0, 1, 2))(q, k, v)
-        ref = mx.grad(
-            lambda q, k, v: (fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=full, stream=device) * w).sum(),
-            argnums=(0, 1, 2),
-        )(q, k, v)
+        def whole_loss(q, k, v):
+            out = fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=full, stream=device)
+            return (out * w).sum()
+
+        ref = mx.grad(whole_loss, argnums=(0, 1, 2))(q, k, v)
         for a, b in zip(g, ref):
             np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-4, atol=1e-4)
 
@@ -206,7 +211,8 @@ def varlen_reference(q, k, v, cq, ck, scale, causal):
     out = []
     for a, b, c, d in zip(cq, cq[1:], ck, ck[1:]):
         if b > a:
-            out.append(reference(q[:, :, a:b], k[:, :, c:d], v[:, :, c:d], scale, "causal" if causal else None))
+            mask = "causal" if causal else None
+            out.append(reference(q[:, :, a:b], k[:, :, c:d], v[:, :, c:d], scale, mask))
     return np.concatenate(out, axis=2)
 
 
@@ -243,7 +249,10 @@ def test_varlen_gradients(device):
         return (fa.varlen_attention(q, k, v, cu, scale=0.25, causal=True, stream=device) * w).sum()
 
     def loss64(q, k, v):
-        outs = [plain64(q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], 0.25, "causal", None)[0] for a, b in zip(cu, cu[1:])]
+        outs = [
+            plain64(q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], 0.25, "causal", None)[0]
+            for a, b in zip(cu, cu[1:])
+        ]
         return (mx.concatenate(outs, axis=2) * w.astype(mx.float64)).sum()
 
     got = mx.grad(loss, argnums=(0, 1, 2))(q, k, v)
@@ -267,7 +276,8 @@ def test_pack_unpack_round_trip_and_varlen_equals_padded_batch(padding):
     np.testing.assert_array_equal(np.array(back), np.where(real, np.array(x), 0))
     # Attention over the packed batch is the padded batch's with the
     # padding keys masked, on its real rows.
-    out = fa.unpack_padded(fa.varlen_attention(packed, packed, packed, cu, scale=0.25), cu, L, padding=padding)
+    packed_out = fa.varlen_attention(packed, packed, packed, cu, scale=0.25)
+    out = fa.unpack_padded(packed_out, cu, L, padding=padding)
     keys = mx.array(real[:, :, None, :, 0])  # [B, 1, 1, L]
     ref = fa.scaled_dot_product_attention(x, x, x, scale=0.25, mask=keys)
     np.testing.assert_allclose(np.where(real, np.array(out), 0), np.where(real, np.array(ref), 0), atol=1e-5)

@@ -4,6 +4,7 @@ the one-process fused call and float64, on 2 and 4 processes; a process
 that dies or stalls makes the others fail with a message, not hang. The
 sharding helpers in one process."""
 
+import json
 import pathlib
 import random
 import socket
@@ -65,6 +66,24 @@ def test_a_stalled_process_times_out_under_ring_deadline():
     out, took = launch(2, "stall", "5", timeout=120)
     assert "[ring_attention] rank 0 of 2: the step did not finish within 5.0 s" in out, out[-4000:]
     assert "exited with code 70" in out and took < 60
+
+
+def test_ring_bench_writes_strict_json(tmp_path):
+    bench = pathlib.Path(__file__).parents[1] / "benchmarks" / "ring_bench.py"
+    run = subprocess.run(
+        [sys.executable, str(bench), "--total", "256", "--procs", "1", "2", "--iters", "1",
+         "--causal", "--backward", "--json", "r.json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+
+    def refuse(constant):
+        raise ValueError(f"r.json holds {constant}, which is not JSON")
+
+    rows = json.loads((tmp_path / "r.json").read_text(), parse_constant=refuse)["rows"]
+    assert [r["procs"] for r in rows] == [1, 2, 2]
+    assert all(r["fwd_ms"] > 0 and r["fwd_bwd_ms"] > 0 and r["peak_mib"] > 0 for r in rows)
+    assert all(0 <= r["overlap"] <= 1 for r in rows[1:])
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "zigzag"])

@@ -164,7 +164,10 @@ def pack_padded(x: mx.array, lengths, *, padding: str = "right") -> tuple[mx.arr
     _check_padding(padding)
     B, _, L, _ = x.shape
     ns = _lengths(lengths, B, L)
-    parts = [x[b : b + 1, :, :n] if padding == "right" else x[b : b + 1, :, L - n :] for b, n in enumerate(ns)]
+    parts = [
+        x[b : b + 1, :, :n] if padding == "right" else x[b : b + 1, :, L - n :]
+        for b, n in enumerate(ns)
+    ]
     packed = mx.concatenate(parts, axis=2)
     return packed, mx.array(np.concatenate([[0], np.cumsum(ns)]).astype(np.int32))
 
