@@ -299,3 +299,20 @@ def test_varlen_rejects_bad_offsets():
         fa.varlen_attention(q, q, q, mx.array([0.0, 10.0]), scale=1.0)
     with pytest.raises(TypeError, match="return_lse must be a bool"):
         fa.scaled_dot_product_attention(q, q, q, scale=1.0, return_lse=1)
+
+
+def test_return_lse_under_vmap_and_compile():
+    q, k, v = rand((3, 1, 2, 17, 32), mx.float32, 61), rand((3, 1, 2, 20, 32), mx.float32, 62), rand(
+        (3, 1, 2, 20, 32), mx.float32, 63
+    )
+
+    def f(q, k, v):
+        return fa.scaled_dot_product_attention(q, k, v, scale=0.2, mask="causal", return_lse=True)
+
+    one = [f(q[i], k[i], v[i]) for i in range(3)]
+    out, lse = mx.vmap(f)(q, k, v)
+    np.testing.assert_array_equal(np.array(out), np.array(mx.stack([o for o, _ in one])))
+    np.testing.assert_array_equal(np.array(lse), np.array(mx.stack([s for _, s in one])))
+    out, lse = mx.compile(f)(q[0], k[0], v[0])
+    np.testing.assert_array_equal(np.array(out), np.array(one[0][0]))
+    np.testing.assert_array_equal(np.array(lse), np.array(one[0][1]))
