@@ -302,9 +302,8 @@ def test_varlen_rejects_bad_offsets():
 
 
 def test_return_lse_under_vmap_and_compile():
-    q, k, v = rand((3, 1, 2, 17, 32), mx.float32, 61), rand((3, 1, 2, 20, 32), mx.float32, 62), rand(
-        (3, 1, 2, 20, 32), mx.float32, 63
-    )
+    q = rand((3, 1, 2, 17, 32), mx.float32, 61)
+    k, v = (rand((3, 1, 2, 20, 32), mx.float32, s) for s in (62, 63))
 
     def f(q, k, v):
         return fa.scaled_dot_product_attention(q, k, v, scale=0.2, mask="causal", return_lse=True)
