@@ -12,7 +12,10 @@ new test lands in one without decoration):
   cannot run (files named ``*_compile.py``), and the other files that run a
   compiler or a build (COMPILE_TIER);
 - ``gpu``: also on every test that runs on a GPU (a ``device`` parameter of
-  mx.gpu, or a file that needs one), so ``-m "not gpu"`` leaves them out.
+  mx.gpu, or a file that needs one), so ``-m "not gpu"`` leaves them out;
+- ``distributed``: also on the tests that start processes with
+  ``mlx.launch`` (about 40 s on 2 cores), so ``-m "ops and not
+  distributed"`` is the quick tier without them.
 """
 
 import os
@@ -73,6 +76,7 @@ COMPILE_TIER = {
     "test_build_metallib.py",
     "test_mlx_includes.py",
 }
+DISTRIBUTED = {"test_ring_attention.py"}
 NEEDS_GPU = {
     "test_gpu_jit.py",
     "test_cuda_backend.py",
@@ -112,6 +116,8 @@ def pytest_collection_modifyitems(items):
         name = tier(item.path)
         if name:
             item.add_marker(name)
+        if item.path.name in DISTRIBUTED:
+            item.add_marker("distributed")
         params = getattr(item, "callspec", None)
         # Devices are parametrized as mx.gpu, or as "gpu" for child processes.
         device = params.params.get("device") if params else None

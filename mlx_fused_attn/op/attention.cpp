@@ -8,6 +8,7 @@
 #include "mlx_fused_attn/op/errors.h"
 #include "mlx_fused_attn/op/fallback.h"
 #include "mlx_fused_attn/notices.h"
+#include "mlx_fused_attn/op/backward_primitive.h"
 #include "mlx_fused_attn/op/primitive.h"
 
 namespace mlx_fused_attn {
@@ -188,6 +189,66 @@ array scaled_dot_product_attention(
   }
   note_fallback("scaled_dot_product_attention", call.stream.device, plan.reason);
   return attention_fallback(call.spec, call.inputs, call.stream);
+}
+
+std::pair<array, array> scaled_dot_product_attention_with_lse(
+    const array& q,
+    const array& k,
+    const array& v,
+    float scale,
+    const Mask& mask,
+    const std::optional<array>& sinks,
+    bool force_fused,
+    StreamOrDevice s) {
+  AttentionCall call = validate(q, k, v, scale, mask, sinks, s);
+  call.spec.saves_lse = true;
+  const AttentionPlan plan = plan_attention(call);
+  if (plan.fused()) {
+    const std::vector<array> outs =
+        fused_attention_with_lse(call, plan, std::get_if<array>(&mask));
+    return {outs[0], outs[1]};
+  }
+  if (force_fused) {
+    throw std::invalid_argument(
+        message("force_fused=True but no fused kernel runs: ", plan.reason));
+  }
+  note_fallback("scaled_dot_product_attention", call.stream.device, plan.reason);
+  return {
+      attention_fallback(call.spec, call.inputs, call.stream),
+      attention_lse_fallback(call.spec, call.inputs, call.stream)};
+}
+
+std::vector<array> attention_backward(
+    const array& q,
+    const array& k,
+    const array& v,
+    const array& out,
+    const array& lse,
+    const array& dout,
+    float scale,
+    const Mask& mask,
+    StreamOrDevice s) {
+  AttentionCall call = validate(q, k, v, scale, mask, std::nullopt, s);
+  // Planned as a training call's backward, whose forward saved the LSE.
+  call.spec.saves_lse = true;
+  const Shape out_shape = output_shape(call.inputs);
+  const Shape rows = {q.shape(0), q.shape(1), q.shape(2)};
+  if (out.shape() != out_shape || dout.shape() != out_shape) {
+    throw std::invalid_argument(message(
+        "out and dout must have the output's shape ", out_shape, "; got ",
+        out.shape(), " and ", dout.shape()));
+  }
+  if (lse.shape() != rows) {
+    throw std::invalid_argument(message(
+        "lse must have shape ", rows, " [B, H_q, L_q]; got ", lse.shape()));
+  }
+  const Dtype dt = call.inputs[0].dtype();
+  // The kernels read a contiguous fp32 LSE (backward_params.h).
+  const array lse32 = contiguous(astype(lse, float32, call.stream), false,
+                                 call.stream);
+  return attention_vjp(
+      call.spec, call.inputs, astype(out, dt, call.stream), lse32, dout,
+      {0, 1, 2}, call.stream);
 }
 
 std::pair<bool, std::string> can_use_fused(

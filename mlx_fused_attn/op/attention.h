@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "mlx/array.h"
 #include "mlx/utils.h"
@@ -31,6 +32,36 @@ mlx::core::array scaled_dot_product_attention(
     bool force_fused = false,
     mlx::core::StreamOrDevice s = {},
     const PlanHint& hint = {});
+
+/// The op with return_lse: {out, lse}, lse the rows' log-sum-exp, fp32
+/// [B, H_q, L_q], natural log, the sink's logit included, -inf where no key
+/// is visible (backward_params.h). Both are differentiable (lse_gradient.h).
+std::pair<mlx::core::array, mlx::core::array>
+scaled_dot_product_attention_with_lse(
+    const mlx::core::array& q,
+    const mlx::core::array& k,
+    const mlx::core::array& v,
+    float scale,
+    const Mask& mask = {},
+    const std::optional<mlx::core::array>& sinks = std::nullopt,
+    bool force_fused = false,
+    mlx::core::StreamOrDevice s = {});
+
+/// dq, dk, dv of the attention of q over k, v at the cotangent `dout` of
+/// its output, given that output's `out` and row `lse` in the convention
+/// above: the fused backward (plain ops where none runs). `out` and `lse`
+/// may be those of a larger attention that this call's keys are a part of:
+/// the gradients are then this part's share (ring attention's backward).
+std::vector<mlx::core::array> attention_backward(
+    const mlx::core::array& q,
+    const mlx::core::array& k,
+    const mlx::core::array& v,
+    const mlx::core::array& out,
+    const mlx::core::array& lse,
+    const mlx::core::array& dout,
+    float scale,
+    const Mask& mask = {},
+    mlx::core::StreamOrDevice s = {});
 
 /// Whether the call above would run a fused kernel, and if not why.
 /// Invalid arguments raise exactly as the op does.

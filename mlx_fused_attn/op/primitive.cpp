@@ -1,6 +1,8 @@
 #include "mlx_fused_attn/op/primitive.h"
 
+#include "mlx/ops.h"
 #include "mlx_fused_attn/op/backward_primitive.h"
+#include "mlx_fused_attn/op/lse_gradient.h"
 #include "mlx_fused_attn/op/mask_block_lists.h"
 #include "mlx_fused_attn/notices.h"
 
@@ -58,30 +60,44 @@ AttentionPlan training_plan(
   return plan;
 }
 
+/// The primitive's inputs for `call` run by `plan`: the call's own (a
+/// vmap's folded call still carries the visit list of the unfolded one),
+/// then the visit list where the plan's kernel reads one.
+std::vector<array> primitive_inputs(
+    const AttentionCall& call,
+    const AttentionPlan& plan,
+    const array* user_mask) {
+  const int n_call = call_input_count(call.spec);
+  std::vector<array> inputs(
+      call.inputs.begin(), call.inputs.begin() + n_call);
+  if (plan.visits_input >= 0) {
+    const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
+    const array& mask = user_mask ? *user_mask : inputs[mask_index(call.spec)];
+    // The plan's L_q: packed GQA's rows are the heads of one query, whose
+    // mask row they share (AttentionSpec::mask_shared_by_heads).
+    const VisitGrid grid = {
+        call.spec.mask, inputs[0].dtype(), plan.params.L_q,
+        inputs[1].shape(2), tiles.bq, tiles.bk};
+    inputs.push_back(cached_mask_visits(mask, grid, call.stream));
+  }
+  return inputs;
+}
+
 } // namespace
 
 array fused_attention(
     const AttentionCall& call,
     const AttentionPlan& plan,
     const array* user_mask) {
-  // A vmap's folded call still carries the visit list of the unfolded one.
-  const int n_call = call_input_count(call.spec);
-  std::vector<array> inputs(
-      call.inputs.begin(), call.inputs.begin() + n_call);
+  const std::vector<array> call_inputs(
+      call.inputs.begin(),
+      call.inputs.begin() + call_input_count(call.spec));
   bool saves_lse = false;
-  const AttentionPlan forward = may_take_gradients(inputs)
+  const AttentionPlan forward = may_take_gradients(call_inputs)
       ? training_plan(call, plan, saves_lse)
       : plan;
-  if (forward.visits_input >= 0) {
-    const auto& tiles = std::get<fa::AttnTiles>(forward.tiles);
-    const array& mask = user_mask ? *user_mask : inputs[mask_index(call.spec)];
-    // The plan's L_q: packed GQA's rows are the heads of one query, whose
-    // mask row they share (AttentionSpec::mask_shared_by_heads).
-    const VisitGrid grid = {
-        call.spec.mask, inputs[0].dtype(), forward.params.L_q,
-        inputs[1].shape(2), tiles.bq, tiles.bk};
-    inputs.push_back(cached_mask_visits(mask, grid, call.stream));
-  }
+  const std::vector<array> inputs =
+      primitive_inputs(call, forward, user_mask);
   auto primitive = std::make_shared<FusedAttention>(
       call.stream, forward, inputs, saves_lse);
   const Dtype dt = inputs[0].dtype();
@@ -93,12 +109,28 @@ array fused_attention(
       primitive, inputs)[0];
 }
 
+std::vector<array> fused_attention_with_lse(
+    const AttentionCall& call,
+    const AttentionPlan& plan,
+    const array* user_mask) {
+  const std::vector<array> inputs = primitive_inputs(call, plan, user_mask);
+  auto primitive = std::make_shared<FusedAttention>(
+      call.stream, plan, inputs, /* saves_lse = */ true,
+      /* returns_lse = */ true);
+  return array::make_arrays(
+      {output_shape(inputs), lse_shape(inputs)}, {inputs[0].dtype(), float32},
+      primitive, inputs);
+}
+
 FusedAttention::FusedAttention(
     Stream stream,
     AttentionPlan plan,
     const std::vector<array>& inputs,
-    bool saves_lse)
-    : FusedPrimitive(stream, std::move(plan), inputs), saves_lse_(saves_lse) {}
+    bool saves_lse,
+    bool returns_lse)
+    : FusedPrimitive(stream, std::move(plan), inputs),
+      saves_lse_(saves_lse),
+      returns_lse_(returns_lse) {}
 
 std::vector<array> FusedAttention::vjp(
     const std::vector<array>& primals,
@@ -108,11 +140,20 @@ std::vector<array> FusedAttention::vjp(
   if (!saves_lse_) {
     return FusedPrimitive::vjp(primals, cotangents, argnums, outputs);
   }
-  // The LSE's cotangent is left out: only FusedAttentionVJP reads the LSE,
-  // and its definition does not depend on it, so that cotangent is zero.
-  return attention_vjp(
+  std::vector<array> grads = attention_vjp(
       plan().spec, primals, outputs[0], outputs[1], cotangents[0], argnums,
       stream());
+  if (!returns_lse_) {
+    // A hidden LSE is read only by FusedAttentionVJP, whose definition does
+    // not depend on it, so its cotangent is zero.
+    return grads;
+  }
+  const std::vector<array> lse_grads = lse_vjp(
+      plan().spec, primals, outputs[1], cotangents[1], argnums, stream());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    grads[i] = add(grads[i], lse_grads[i], stream());
+  }
+  return grads;
 }
 
 std::vector<Shape> FusedAttention::output_shapes(
@@ -125,8 +166,9 @@ std::vector<Shape> FusedAttention::output_shapes(
 }
 
 bool FusedAttention::is_equivalent(const Primitive& other) const {
-  return FusedPrimitive::is_equivalent(other) &&
-      saves_lse_ == static_cast<const FusedAttention&>(other).saves_lse_;
+  const auto& o = static_cast<const FusedAttention&>(other);
+  return FusedPrimitive::is_equivalent(other) && saves_lse_ == o.saves_lse_ &&
+      returns_lse_ == o.returns_lse_;
 }
 
 Definitions FusedAttention::definitions() {
@@ -144,9 +186,14 @@ std::vector<array> FusedAttention::apply_to(
   if (!saves_lse_) {
     return FusedPrimitive::apply_to(inputs);
   }
+  AttentionCall call{plan().spec, inputs, stream()};
+  if (returns_lse_) {
+    const AttentionPlan plan = plan_attention(call);
+    return plan.fused() ? fused_attention_with_lse(call, plan, nullptr)
+                        : definitions()(inputs);
+  }
   // The call as the user made it: fused_attention decides whether it saves
   // the LSE, so that its plan and its outputs agree.
-  AttentionCall call{plan().spec, inputs, stream()};
   call.spec.saves_lse = false;
   const AttentionPlan plan = plan_attention(call);
   if (plan.fused()) {

@@ -1,7 +1,9 @@
 // FusedAttention: the MLX primitive behind the op (fused_primitive.h). It
 // carries the call's launch plan. When gradients may be taken it has a
-// second, hidden output, the row log-sum-exp (backward_params.h), and its
-// vjp is the fused backward (backward_primitive.h); otherwise gradients
+// second output, the row log-sum-exp (backward_params.h), hidden unless the
+// op's return_lse asked for it, and its vjp is the fused backward
+// (backward_primitive.h; the LSE's own cotangent, where the LSE is
+// returned, through lse_gradient.h); otherwise gradients
 // and forward-mode derivatives come from the plain-ops definition
 // (fallback.h). vmap folds the mapped axis into the batch and stays fused.
 #pragma once
@@ -22,6 +24,13 @@ namespace mlx_fused_attn {
 /// mask (what a vmap's folded call has), or taken from `user_mask`, the op's
 /// mask before its broadcast, which the cache knows across calls.
 mlx::core::array fused_attention(
+    const AttentionCall& call,
+    const AttentionPlan& plan,
+    const mlx::core::array* user_mask);
+/// The fused primitive's two outputs {out, lse} for a call whose plan saves
+/// the LSE (the op's return_lse): the LSE is the user's, and its cotangent
+/// reaches q, k, the sinks and an additive mask.
+std::vector<mlx::core::array> fused_attention_with_lse(
     const AttentionCall& call,
     const AttentionPlan& plan,
     const mlx::core::array* user_mask);
@@ -59,7 +68,8 @@ class FusedAttention : public FusedPrimitive<AttentionFamily> {
       mlx::core::Stream stream,
       AttentionPlan plan,
       const std::vector<mlx::core::array>& inputs,
-      bool saves_lse);
+      bool saves_lse,
+      bool returns_lse = false);
 
   std::vector<mlx::core::array> vjp(
       const std::vector<mlx::core::array>& primals,
@@ -77,6 +87,8 @@ class FusedAttention : public FusedPrimitive<AttentionFamily> {
 
  private:
   bool saves_lse_;
+  /// The LSE is an output the user holds, so its cotangent may be nonzero.
+  bool returns_lse_;
 };
 
 } // namespace mlx_fused_attn

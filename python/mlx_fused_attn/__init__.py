@@ -29,6 +29,9 @@ from .patching import MxFastPatch, PatchStats, patch_mx_fast, patch_stats, unpat
 from .plans import PlanHint, PlanSummary, plan_summary  # noqa: E402
 from .routing import Route, route  # noqa: E402
 from .tuning import tune  # noqa: E402
+from .merge import merge_attention  # noqa: E402
+from .varlen import pack_padded, unpack_padded, varlen_attention  # noqa: E402
+from .ring import ring_attention, ring_deadline, ring_shard, ring_unshard  # noqa: E402
 
 __all__ = [
     "FallbackWarning",
@@ -44,6 +47,14 @@ __all__ = [
     "route",
     "tune",
     "plan_summary",
+    "merge_attention",
+    "varlen_attention",
+    "pack_padded",
+    "unpack_padded",
+    "ring_attention",
+    "ring_deadline",
+    "ring_shard",
+    "ring_unshard",
     "MxFastPatch",
     "PatchStats",
     "PlanHint",
@@ -172,8 +183,9 @@ def scaled_dot_product_attention(
     mask: None | str | mx.array = None,
     sinks: mx.array | None = None,
     force_fused: bool = False,
+    return_lse: bool = False,
     stream: None | mx.Stream | mx.Device = None,
-) -> mx.array:
+) -> mx.array | tuple[mx.array, mx.array]:
     """Multi-head attention ``softmax(scale * q @ k.T + mask) @ v``, fused.
 
     Args:
@@ -191,12 +203,34 @@ def scaled_dot_product_attention(
             that takes softmax mass but contributes no value.
         force_fused: raise ``ValueError`` with the reason instead of running
             the plain-ops fallback when no fused kernel covers the call.
+        return_lse: also return the rows' log-sum-exp (see Returns).
         stream: stream or device to run on (default: the default stream).
 
     Returns:
         ``[B, H_q, L_q, D_v]`` in the promoted dtype of q, k, v. The softmax
         statistics and accumulation are float32 whatever the input dtype.
+        With ``return_lse=True``, ``(out, lse)``: ``lse`` is float32
+        ``[B, H_q, L_q]``, the natural log of each row's softmax
+        denominator, ``log(sum_j exp(scale * q_i . k_j + mask_ij))`` plus
+        the sink's ``exp(sinks[h])`` where there are sinks; ``-inf`` for a
+        row that sees no key. Both are differentiable: the gradient of
+        ``lse`` reaches q, k, the sinks and an additive mask, through the
+        fused kernels (an extra forward and backward run in the backward of
+        a call that returns it). ``merge_attention`` combines such pairs.
     """
+    if not isinstance(return_lse, bool):
+        raise TypeError(
+            f"[scaled_dot_product_attention] return_lse must be a bool; got {return_lse!r}"
+        )
+    if return_lse:
+        scale = _check_types(q, k, v, scale, mask, sinks)
+        try:
+            return _ext.scaled_dot_product_attention_with_lse(
+                q, k, v, scale=scale, mask=mask, sinks=sinks,
+                force_fused=bool(force_fused), stream=stream,
+            )
+        finally:
+            _report_notices()
     return _attention(
         q, k, v, scale=scale, mask=mask, sinks=sinks, force_fused=force_fused, stream=stream
     )
@@ -205,7 +239,9 @@ def scaled_dot_product_attention(
 def _attention(q, k, v, *, scale, mask=None, sinks=None, force_fused=False, stream=None,
                hint: PlanHint = PlanHint()):  # fmt: skip
     """``scaled_dot_product_attention`` with a plan hint: the tuned table's
-    choice among the plans of the call (``route``, ``tune``)."""
+    choice among the plans of the call (``route``, ``tune``). A call that
+    returns the LSE takes none: its plan never splits keys nor runs the
+    short kernel."""
     scale = _check_types(q, k, v, scale, mask, sinks)
     try:
         return _ext.scaled_dot_product_attention(

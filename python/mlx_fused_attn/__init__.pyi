@@ -1,4 +1,5 @@
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Literal, NamedTuple
 
 import mlx.core as mx
@@ -19,8 +20,50 @@ def scaled_dot_product_attention(
     mask: None | str | mx.array = None,
     sinks: mx.array | None = None,
     force_fused: bool = False,
+    return_lse: bool = False,
     stream: None | mx.Stream | mx.Device = None,
+) -> mx.array | tuple[mx.array, mx.array]: ...
+def merge_attention(
+    outs: Sequence[mx.array], lses: Sequence[mx.array]
+) -> tuple[mx.array, mx.array]: ...
+def varlen_attention(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    cu_seqlens_q: mx.array | Sequence[int],
+    cu_seqlens_k: mx.array | Sequence[int] | None = None,
+    *,
+    scale: float,
+    causal: bool = False,
+    return_lse: bool = False,
+    stream: None | mx.Stream | mx.Device = None,
+) -> mx.array | tuple[mx.array, mx.array]: ...
+def pack_padded(
+    x: mx.array, lengths: mx.array | Sequence[int], *, padding: Literal["right", "left"] = "right"
+) -> tuple[mx.array, mx.array]: ...
+def unpack_padded(
+    packed: mx.array,
+    cu_seqlens: mx.array | Sequence[int],
+    max_len: int,
+    *,
+    padding: Literal["right", "left"] = "right",
 ) -> mx.array: ...
+def ring_attention(
+    q: mx.array,
+    k: mx.array,
+    v: mx.array,
+    scale: float | None = None,
+    causal: bool = False,
+    group: mx.distributed.Group | None = None,
+    layout: Literal["contiguous", "zigzag"] = "contiguous",
+) -> mx.array: ...
+def ring_shard(
+    x: mx.array, rank: int, size: int, *, layout: Literal["contiguous", "zigzag"] = "contiguous", axis: int = 2
+) -> mx.array: ...
+def ring_unshard(
+    parts: Sequence[mx.array], *, layout: Literal["contiguous", "zigzag"] = "contiguous", axis: int = 2
+) -> mx.array: ...
+def ring_deadline(seconds: float) -> AbstractContextManager[None]: ...
 def can_use_fused(
     q: mx.array,
     k: mx.array,

@@ -141,6 +141,43 @@ void bind_attention(nb::module_& m) {
       "max_key_splits"_a = 0, "metal_variant"_a = nb::none());
 
   m.def(
+      "scaled_dot_product_attention_with_lse",
+      [](const mx::array& q,
+         const mx::array& k,
+         const mx::array& v,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         const std::optional<mx::array>& sinks,
+         bool force_fused,
+         const StreamArg& stream) {
+        return mlx_fused_attn::scaled_dot_product_attention_with_lse(
+            q, k, v, scale, mask, sinks, force_fused,
+            to_stream_or_device(stream));
+      },
+      "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
+      "sinks"_a = nb::none(), "force_fused"_a = false,
+      "stream"_a = nb::none());
+
+  // For ring attention's backward: one block's share of dq, dk, dv from the
+  // whole attention's output and LSE.
+  m.def(
+      "attention_backward",
+      [](const mx::array& q,
+         const mx::array& k,
+         const mx::array& v,
+         const mx::array& out,
+         const mx::array& lse,
+         const mx::array& dout,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         const StreamArg& stream) {
+        return mlx_fused_attn::attention_backward(
+            q, k, v, out, lse, dout, scale, mask, to_stream_or_device(stream));
+      },
+      "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dout"_a, nb::kw_only(),
+      "scale"_a, "mask"_a = nb::none(), "stream"_a = nb::none());
+
+  m.def(
       "can_use_fused",
       [](const mx::array& q,
          const mx::array& k,
