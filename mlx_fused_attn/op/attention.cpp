@@ -137,7 +137,7 @@ AttentionCall validate(
     const Mask& mask,
     const std::optional<array>& sinks,
     StreamOrDevice sd,
-    const PlanHint& hint) {
+    const PlanHint& hint = {}) {
   const Dtype dt = check_qkv(q, k, v);
   if (!std::isfinite(scale)) {
     throw std::invalid_argument(message("scale must be finite; got ", scale));
