@@ -50,6 +50,7 @@ ENUMERATE = r"""
 #include "mlx_fused_attn/backend/cuda/kernel_families.h"
 #include "mlx_fused_attn/kernels/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
+#include "mlx_fused_attn/kernels/quantized_attention_config.h"
 
 using namespace mlx_fused_attn::cuda;
 
@@ -144,6 +145,13 @@ void neighborhood(fa::DType t, int d, int n) {
   metal("neighborhood", "FA_NA_INSTANTIATE", t, {d, fa::na_tile_queries(m), m.key_block, m.warps, n});
 }
 
+void quantized_attention(fa::DType t, int d, int bits) {
+  const fa::AttnTiles m =
+      fa::choose_quantized_attention_tiles(d, t, fa::Backend::Metal);
+  metal("quantized_attention", "FA_QUANTIZED_INSTANTIATE", t,
+        {d, bits, m.bq, m.bk, m.warps});
+}
+
 int main() {
   for (fa::DType t : kDTypes) {
 #define FA_ATTENTION(d, dv) attention(t, d, dv);
@@ -153,6 +161,9 @@ int main() {
 #define FA_SHORT_SEQ(seq) short_attention(t, d, seq);
 #define FA_SHORT(dd) { const int d = dd; FA_SHORT_ATTENTION_SEQS(FA_SHORT_SEQ) }
     FA_SHORT_ATTENTION_HEAD_DIMS(FA_SHORT)
+#define FA_QUANTIZED_BITS(bits) quantized_attention(t, d, bits);
+#define FA_QUANTIZED(dd) { const int d = dd; FA_QUANTIZED_ATTENTION_BITS(FA_QUANTIZED_BITS) }
+    FA_QUANTIZED_ATTENTION_HEAD_DIMS(FA_QUANTIZED)
   }
 #define FA_NA_DIM(d) neighborhood(t, d, n);
 #define FA_NA(nn)                       \
