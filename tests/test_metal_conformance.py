@@ -86,8 +86,9 @@ def test_one_kernel_text_conforms(path, flattened_dir):
 
 
 # Kernels beside threadgroup-memory kernels that declare none: the combine
-# of split keys, one thread an output element (metal/attention.metal).
-NO_THREADGROUP_MEMORY = ("fa_split_combine_",)
+# of split keys, one thread an output element (metal/attention.metal,
+# metal/quantized_attention.metal).
+NO_THREADGROUP_MEMORY = ("fa_split_combine_", "fa_quantized_split_combine_")
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=_name)

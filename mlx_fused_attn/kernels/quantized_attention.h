@@ -70,10 +70,10 @@ struct QuantKVSource {
     const int key0 = block * Shape::kBK;
     if (!align_k && block == n_full_kblocks) {
       Block::template load_quantized<true>(
-          dst, rows.from_row(key0), L_k - key0, tid);
+          dst, quantized_rows_from(rows, key0), L_k - key0, tid);
     } else {
       Block::template load_quantized<false>(
-          dst, rows.from_row(key0), Shape::kBK, tid);
+          dst, quantized_rows_from(rows, key0), Shape::kBK, tid);
     }
   }
 };

@@ -46,16 +46,16 @@ struct QuantizedRows {
   stride_t scale_ld;
   stride_t bias_ld;
   int group_size; ///< values a scale and a bias cover: 32, 64 or 128
-
-  /// The same rows from `row` on.
-  FA_FUNC QuantizedRows<T> from_row(int row) const {
-    QuantizedRows<T> r = *this;
-    r.words += row * word_ld;
-    r.scales += row * scale_ld;
-    r.biases += row * bias_ld;
-    return r;
-  }
 };
+
+/// `rows` from its row `row` on.
+template <typename T>
+FA_FUNC QuantizedRows<T> quantized_rows_from(QuantizedRows<T> rows, int row) {
+  rows.words += row * rows.word_ld;
+  rows.scales += row * rows.scale_ld;
+  rows.biases += row * rows.bias_ld;
+  return rows;
+}
 
 /// Dequantizes a kRows x kCols block of kBits-bit rows into threadgroup
 /// memory of row stride kDstLd. The template parameters before kBits are
