@@ -22,6 +22,7 @@ set(FA_METAL_SOURCES
     ${PROJECT_SOURCE_DIR}/metal/attention_backward.metal
     ${PROJECT_SOURCE_DIR}/metal/attention_backward_row_dot.metal
     ${PROJECT_SOURCE_DIR}/metal/neighborhood.metal
+    ${PROJECT_SOURCE_DIR}/metal/quantized_attention.metal
     ${PROJECT_SOURCE_DIR}/metal/short_attention.metal
     ${PROJECT_SOURCE_DIR}/metal/strided_copy.metal)
 file(GLOB FA_METAL_HEADERS CONFIGURE_DEPENDS

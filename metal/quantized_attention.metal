@@ -4,14 +4,14 @@
 // over a dequantizing K/V policy); this file binds buffers, declares the
 // threadgroup memory and the function constants, and names one kernel per
 // (dtype, head dim, bits) with the tiles choose_quantized_attention_tiles
-// picks. The group size is a parameter (QuantKVParams).
+// picks. The group size is a parameter (fa::QuantKvParams).
 //
 // Buffers as metal/attention.metal's where they mean the same: 0 q, 1 K's
 // words, 2 V's words, 3 out, 4 params, 5 mask (has_mask), 6 sinks
 // (has_sinks), 7 partial outputs, 8 their row statistics and 9 the split
 // count (split_keys), 11 the mask's classes by block (mask_blocks); then
 // 12 K's scales, 13 K's biases, 14 V's scales, 15 V's biases, 16 the
-// quantization's parameters (fa::QuantKVParams). No row LSE (has_lse is
+// quantization's parameters (fa::QuantKvParams). No row LSE (has_lse is
 // never set: there is no backward). Grid: (query blocks * splits, H_q, B);
 // threadgroup: (32, warps, 1).
 //
@@ -55,7 +55,7 @@ fa_quantized_attention(
     const device T* k_biases [[buffer(13)]],
     const device T* v_scales [[buffer(14)]],
     const device T* v_biases [[buffer(15)]],
-    constant fa::QuantKVParams& qparams [[buffer(16)]],
+    constant fa::QuantKvParams& qparams [[buffer(16)]],
     uint3 tgid [[threadgroup_position_in_grid]],
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {

@@ -1,27 +1,29 @@
-// Kernel parameters of the quantized-KV attention family beside AttnParams
-// (params.h): where the quantized K and V are (MLX's affine layout,
-// tile/quantized_block_loader.h) and how they are quantized. Plain old
-// data, shared by the host, Metal, CUDA and the Metal emulator, as
-// params.h is; AttnParams' k_strides and v_strides are not read by this
-// family.
+// The parameters of a quantized K/V cache that the kernels read on top of
+// AttnParams (params.h), shared by the host code and every kernel. Plain old
+// data, as params.h: copied byte for byte into a Metal constant buffer or a
+// CUDA kernel argument.
 #pragma once
 
 #include "mlx_fused_attn/params.h"
 
 namespace fa {
 
-struct QuantKVParams {
-  /// Strides, in elements (uint32 words, or T), for the batch, head and
-  /// key axes of K's words, scales and biases; the last axis is contiguous.
-  stride_t k_word_strides[3];
-  stride_t k_scale_strides[3];
-  stride_t k_bias_strides[3];
-  /// The same for V.
-  stride_t v_word_strides[3];
-  stride_t v_scale_strides[3];
-  stride_t v_bias_strides[3];
-  int group_size; ///< values a scale and a bias cover: 32, 64 or 128
-  int bits; ///< bits a value: the kernel instance's (checked by the host)
+/// K or V, quantized: strides for the batch, head and key axes, in uint32
+/// words for the codes and in elements for the scales and biases. A row's
+/// words are contiguous; its scales and biases may step by `*_group_stride`.
+struct QuantKvOperand {
+  stride_t word_strides[3];
+  stride_t scale_strides[3];
+  stride_t bias_strides[3];
+  stride_t scale_group_stride; ///< between a row's consecutive scales
+  stride_t bias_group_stride; ///< between a row's consecutive biases
+};
+
+struct QuantKvParams {
+  int bits; ///< code width: 2, 3, 4, 5, 6 or 8
+  int group_size; ///< codes sharing a scale and a bias: 32, 64 or 128
+  QuantKvOperand k; ///< the keys (D codes a row)
+  QuantKvOperand v; ///< the values (D_v codes a row)
 };
 
 } // namespace fa

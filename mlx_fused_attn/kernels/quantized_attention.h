@@ -78,6 +78,29 @@ struct QuantKVSource {
   }
 };
 
+/// (batch, kv_head)'s rows of one quantized operand.
+template <typename T>
+FA_FUNC QuantizedRows<T> quantized_rows_of(
+    const FA_DEVICE unsigned int* words,
+    const FA_DEVICE T* scales,
+    const FA_DEVICE T* biases,
+    const FA_CONSTANT QuantKvOperand& x,
+    int group_size,
+    int batch,
+    int kv_head) {
+  const QuantizedRows<T> rows = {
+      words + batch * x.word_strides[0] + kv_head * x.word_strides[1],
+      scales + batch * x.scale_strides[0] + kv_head * x.scale_strides[1],
+      biases + batch * x.bias_strides[0] + kv_head * x.bias_strides[1],
+      x.word_strides[2],
+      x.scale_strides[2],
+      x.bias_strides[2],
+      x.scale_group_stride,
+      x.bias_group_stride,
+      group_size};
+  return rows;
+}
+
 /// The K/V policy of the quantized body (attention.h's AttnPlainKV
 /// interface): makes a (batch, kv head)'s QuantKVSource.
 template <typename Target, typename Shape>
@@ -85,7 +108,7 @@ struct QuantKV {
   typedef typename Shape::elem_type elem_type;
   typedef QuantKVSource<Target, Shape> Source;
   QuantKVArrays<elem_type> arrays;
-  const FA_CONSTANT QuantKVParams* qp;
+  const FA_CONSTANT QuantKvParams* qp;
   AttnSmem<elem_type> smem;
 
   FA_FUNC Source source(
@@ -94,30 +117,19 @@ struct QuantKV {
       int batch,
       int kv_head,
       AttnVisits visits) const {
-    const QuantizedRows<elem_type> k = {
-        arrays.k_words + batch * qp->k_word_strides[0] +
-            kv_head * qp->k_word_strides[1],
-        arrays.k_scales + batch * qp->k_scale_strides[0] +
-            kv_head * qp->k_scale_strides[1],
-        arrays.k_biases + batch * qp->k_bias_strides[0] +
-            kv_head * qp->k_bias_strides[1],
-        qp->k_word_strides[2],
-        qp->k_scale_strides[2],
-        qp->k_bias_strides[2],
-        qp->group_size};
-    const QuantizedRows<elem_type> v = {
-        arrays.v_words + batch * qp->v_word_strides[0] +
-            kv_head * qp->v_word_strides[1],
-        arrays.v_scales + batch * qp->v_scale_strides[0] +
-            kv_head * qp->v_scale_strides[1],
-        arrays.v_biases + batch * qp->v_bias_strides[0] +
-            kv_head * qp->v_bias_strides[1],
-        qp->v_word_strides[2],
-        qp->v_scale_strides[2],
-        qp->v_bias_strides[2],
-        qp->group_size};
     const Source src = {
-        p.L_k, k, v, visits, p.L_k / Shape::kBK, f.align_k, smem.k, smem.v};
+        p.L_k,
+        quantized_rows_of(
+            arrays.k_words, arrays.k_scales, arrays.k_biases, qp->k,
+            qp->group_size, batch, kv_head),
+        quantized_rows_of(
+            arrays.v_words, arrays.v_scales, arrays.v_biases, qp->v,
+            qp->group_size, batch, kv_head),
+        visits,
+        p.L_k / Shape::kBK,
+        f.align_k,
+        smem.k,
+        smem.v};
     return src;
   }
 };
@@ -129,7 +141,7 @@ FA_FUNC void quantized_attention_block(
     AttnArrays<typename Shape::elem_type> a,
     QuantKVArrays<typename Shape::elem_type> kv,
     const FA_CONSTANT AttnParams& p,
-    const FA_CONSTANT QuantKVParams& qp,
+    const FA_CONSTANT QuantKvParams& qp,
     AttnSmem<typename Shape::elem_type> smem,
     AttnFeatures f,
     AttnPlace at,

@@ -36,7 +36,8 @@ constexpr int quantized_run_values(int bits) {
 
 /// One (batch, head)'s rows of a quantized array, from the row a block
 /// starts at: its words, scales and biases, each with its own row stride
-/// (in elements: words, or T), the last axis contiguous.
+/// (in elements: words, or T); a row's words are contiguous, its scales
+/// and biases step by their group strides.
 template <typename T>
 struct QuantizedRows {
   const FA_DEVICE unsigned int* words;
@@ -45,6 +46,8 @@ struct QuantizedRows {
   stride_t word_ld;
   stride_t scale_ld;
   stride_t bias_ld;
+  stride_t scale_group_stride; ///< between a row's consecutive scales
+  stride_t bias_group_stride; ///< between a row's consecutive biases
   int group_size; ///< values a scale and a bias cover: 32, 64 or 128
 };
 
@@ -130,8 +133,10 @@ struct QuantizedBlockLoader {
       w[i] = words[i];
     }
     const int group = run * kRunValues / src.group_size;
-    const float scale = static_cast<float>(src.scales[r * src.scale_ld + group]);
-    const float bias = static_cast<float>(src.biases[r * src.bias_ld + group]);
+    const float scale = static_cast<float>(
+        src.scales[r * src.scale_ld + group * src.scale_group_stride]);
+    const float bias = static_cast<float>(
+        src.biases[r * src.bias_ld + group * src.bias_group_stride]);
     FA_UNROLL
     for (int x = 0; x < kRunValues; ++x) {
       const int bit = x * kBits;

@@ -25,7 +25,7 @@ import pytest
 from . import cases, emu
 from .attn_params import AttnParams
 from .layouts import Layout
-from .quant_kv_params import QuantKVParams
+from .quant_kv_params import QuantKvOperand, QuantKvParams
 from .test_attention_kernel import FC
 from .test_split_keys_kernel import SPLIT_KEYS, pack_gqa
 
@@ -38,6 +38,15 @@ DTYPES = ("float16", "bfloat16", "float32")
 # Spare key rows after each quantized array's rows (words, scales, biases),
 # different for each, as a cache's allocation step leaves them.
 SPARE_ROWS = {"k": (5, 3, 7), "v": (2, 6, 4)}
+
+
+def scale_layout(x):
+    """K's scales as a cache holds them; V's with the group axis outermost,
+    so that a row's scales step by a stride of their own (the op admits
+    any group stride: QuantKvOperand.scale_group_stride)."""
+    if x == "k":
+        return Layout((0, 1, 2, 3), (0, 0, SPARE_ROWS["k"][1], 0))
+    return Layout((3, 0, 1, 2), (1, 0, 0, SPARE_ROWS["v"][1]))
 
 
 @pytest.fixture(scope="module")
@@ -119,15 +128,16 @@ def run_quant(prog, *, dtype="float16", D=64, bits=4, group=32, B=1, H_q=2, H_kv
     # q, the output, the mask and sinks as the float kernels' tests place
     # them; K and V (buffers 1 and 2 there) are replaced by their words.
     buffers, strides, ref_kwargs, places, (q64, _, _) = cases.place_inputs(inputs, dtype, "bhld", None, mask)
-    qstrides = {}
+    operands = {}
     for x, first in (("k", 12), ("v", 14)):
         words, scales, biases, _ = quant[x]
         pads = SPARE_ROWS[x]
         buffers[1 if x == "k" else 2], w = Layout((0, 1, 2, 3), (0, 0, pads[0], 0)).place(words, 0xFFFFFFFF)
-        buffers[first], s = Layout((0, 1, 2, 3), (0, 0, pads[1], 0)).place(scales, cases.poison(dtype))
+        buffers[first], s = scale_layout(x).place(scales, cases.poison(dtype))
         buffers[first + 1], b = Layout((0, 1, 2, 3), (0, 0, pads[2], 0)).place(biases, cases.poison(dtype))
-        qstrides.update({f"{x}_word_strides": w[:3], f"{x}_scale_strides": s[:3], f"{x}_bias_strides": b[:3]})
-    buffers[16] = QuantKVParams(group_size=group, bits=bits, **qstrides)
+        operands[x] = QuantKvOperand(word_strides=w[:3], scale_strides=s[:3], bias_strides=b[:3],
+                                     scale_group_stride=s[3], bias_group_stride=b[3])
+    buffers[16] = QuantKvParams(group_size=group, bits=bits, **operands)
 
     scale = 1.0 / np.sqrt(D)
     params = AttnParams(

@@ -23,6 +23,8 @@ class LoaderDims(ctypes.Structure):
         ("word_ld", ctypes.c_int64),
         ("scale_ld", ctypes.c_int64),
         ("bias_ld", ctypes.c_int64),
+        ("scale_group_stride", ctypes.c_int64),
+        ("bias_group_stride", ctypes.c_int64),
         ("group_size", ctypes.c_int),
         ("rows", ctypes.c_int),
     ]
@@ -56,7 +58,8 @@ def test_dequantizes_mlx_layout(prog, bits, dtype, rows, cols, threads, present)
         w, w_ld = padded_rows(words, 3, 0xFFFFFFFF, present)
         s, s_ld = padded_rows(scales, 2, cases.poison(dtype), present)
         b, b_ld = padded_rows(biases, 5, cases.poison(dtype), present)
-        dims = LoaderDims(word_ld=w_ld, scale_ld=s_ld, bias_ld=b_ld, group_size=group, rows=present)
+        dims = LoaderDims(word_ld=w_ld, scale_ld=s_ld, bias_ld=b_ld, scale_group_stride=1, bias_group_stride=1,
+                          group_size=group, rows=present)
         out = prog.launch(
             f"quantized_block_load_{dtype}_b{bits}_{rows}x{cols}_t{threads}",
             buffers={0: w, 1: s, 2: b, 3: np.full(rows * cols, np.nan, np.float32), 4: dims},

@@ -14,6 +14,8 @@ struct LoaderDims {
   long word_ld; ///< row strides of the words, scales and biases
   long scale_ld;
   long bias_ld;
+  long scale_group_stride; ///< between a row's scales, and its biases
+  long bias_group_stride;
   int group_size;
   int rows; ///< rows that exist: the others are zero-filled, not read
 };
@@ -31,8 +33,15 @@ template <typename T, int BITS, int ROWS, int COLS, int THREADS>
       Loader;
   FA_SHARED_ARRAY_DECL T block[ROWS * kLd];
   const fa::QuantizedRows<T> src = {
-      words,         scales,       biases,         dims.word_ld,
-      dims.scale_ld, dims.bias_ld, dims.group_size};
+      words,
+      scales,
+      biases,
+      dims.word_ld,
+      dims.scale_ld,
+      dims.bias_ld,
+      dims.scale_group_stride,
+      dims.bias_group_stride,
+      dims.group_size};
   if (dims.rows < ROWS) {
     Loader::template load_quantized<true>(block, src, dims.rows, int(tid));
   } else {
