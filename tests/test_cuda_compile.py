@@ -2,7 +2,7 @@
 (attention, attention_backward, short_attention, neighborhood,
 strided_copy).
 
-- The AOT tables (mlx_fused_attn/backend/cuda/aot/*.cu, written by
+- The AOT tables (mlx_fused_attn/families/*/aot/*.cu, written by
   tools/gen_instances.py) build with nvcc for sm_90a (Hopper with its
   warpgroup products), and one table of each body for sm_80, the AOT
   targets: every table but the attention head dims left out below (each
@@ -35,10 +35,13 @@ import sys
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CUDA_DIR = os.path.join(REPO, "mlx_fused_attn", "backend", "cuda")
-AOT_DIR = os.path.join(CUDA_DIR, "aot")
+FAMILIES_DIR = os.path.join(REPO, "mlx_fused_attn", "families")
 ARCHS = ["80", "90a"]
-FAMILIES = ["attention", "attention_backward", "short_attention", "neighborhood", "strided_copy"]
+# The families with a CUDA source of their own (families/registry.h).
+sys.path.insert(0, os.path.join(REPO, "tools"))
+from family_registry import cuda_entry_points, families  # noqa: E402
+
+FAMILIES = [f.name for f in families() if f.cuda_source]
 # Attention head dims whose AOT table is not built here, to save time: the
 # ones left are the smallest, 128 (Q in shared memory on Hopper's large
 # grids), 72 (padded to whole k16 steps), 256 (the most registers) and
@@ -103,21 +106,25 @@ def gencode(archs):
     return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
 
 
+def aot_paths():
+    """{group: its AOT table}, every family folder's aot/*.cu."""
+    paths = sorted(glob.glob(os.path.join(FAMILIES_DIR, "*", "aot", "*.cu")))
+    return {os.path.basename(p)[: -len(".cu")]: p for p in paths}
+
+
 def aot_tables():
     """{group: [expression]} of every AOT table."""
     tables = {}
-    for path in sorted(glob.glob(os.path.join(AOT_DIR, "*.cu"))):
+    for group, path in aot_paths().items():
         with open(path) as fh:
-            tables[os.path.basename(path)[: -len(".cu")]] = re.findall(
-                r"^\s*FA_AOT_KERNEL\((.*)\),$", fh.read(), re.M
-            )
+            tables[group] = re.findall(r"^\s*FA_AOT_KERNEL\((.*)\),$", fh.read(), re.M)
     return tables
 
 
 @pytest.mark.parametrize("group", sorted(set(aot_tables()) - AOT_SKIPPED))
 def test_aot_table_builds(tmp_path, group):
     archs = ARCHS if group in SM80_TABLES else ["90a"]
-    nvcc(*gencode(archs), "--threads=2", "-c", os.path.join(AOT_DIR, f"{group}.cu"),
+    nvcc(*gencode(archs), "--threads=2", "-c", aot_paths()[group],
          "-o", str(tmp_path / f"{group}.o"))
 
 
@@ -209,15 +216,16 @@ def expected_count(family):
 
 
 def listed(config, macro):
-    """The numbers of an X-macro list in mlx_fused_attn/kernels/`config`."""
-    with open(os.path.join(REPO, "mlx_fused_attn", "kernels", config)) as fh:
+    """The numbers of an X-macro list in the family folder's `config`."""
+    (path,) = glob.glob(os.path.join(FAMILIES_DIR, "*", config))
+    with open(path) as fh:
         line = re.search(rf"^#define {macro}\(X\)(.*)$", fh.read(), re.M).group(1)
     return [int(x) for x in re.findall(r"X\((\d+)\)", line)]
 
 
 def family_of(group):
-    """The family of an AOT group: the longest family name it starts with."""
-    return max((f for f in FAMILIES if group.startswith(f)), key=len)
+    """The family of an AOT group: the folder its table is in."""
+    return os.path.basename(os.path.dirname(os.path.dirname(aot_paths()[group])))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -230,16 +238,16 @@ def test_aot_tables_hold_exactly_the_host_kernels(tmp_path, family):
 
 
 def jit_text(family):
-    """`family`'s text as cmake/cuda.cmake embeds it (its NAME=PATH,...
-    argument of flatten_source.py), for NVRTC."""
-    with open(os.path.join(REPO, "cmake", "cuda.cmake")) as fh:
-        arg = re.search(rf"^\s*({family}=\S+)$", fh.read(), re.M).group(1)
+    """`family`'s text as cmake/cuda.cmake embeds it (the NAME=PATH,...
+    argument of flatten_source.py it makes of the folder's *_kernel.cuh),
+    for NVRTC."""
+    arg = f"{family}=" + ",".join(str(p) for p in cuda_entry_points(family))
     sys.path.insert(0, os.path.join(REPO, "cmake"))
     try:
         import flatten_source
     finally:
         sys.path.pop(0)
-    ((_, _, text),) = flatten_source.family_texts([arg.replace("${FA_CUDA_DIR}", CUDA_DIR)], [REPO])
+    ((_, _, text),) = flatten_source.family_texts([arg], [REPO])
     assert text.isascii()
     return text
 

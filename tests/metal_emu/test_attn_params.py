@@ -16,7 +16,7 @@ from .quant_kv_params import QuantKvParams
 
 STRUCTS = [
     (AttnParams, "fa::AttnParams", "mlx_fused_attn/params.h"),
-    (AttnBwdParams, "fa::AttnBwdParams", "mlx_fused_attn/backward_params.h"),
+    (AttnBwdParams, "fa::AttnBwdParams", "mlx_fused_attn/families/attention_backward/backward_params.h"),
     (QuantKvParams, "fa::QuantKvParams", "mlx_fused_attn/quantized_kv_params.h"),
 ]
 

@@ -267,6 +267,92 @@ struct Inputs {
   T* out;
 };
 
+/// The row state before any key: the sink's logit as the first maximum
+/// and a sum of one, or none; the output zero.
+template <typename T>
+void start_rows(const T* sinks, int h, int rows, Scratch& sc) {
+  const float m0 = sinks ? to_float(sinks[h]) * LOG2E : -INFINITY;
+  for (int i = 0; i < rows; ++i) {
+    sc.m[i] = m0;
+    sc.l[i] = sinks ? 1.0f : 0.0f;
+  }
+  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
+}
+
+/// Where the keys of the block of rows from q0 end. Causal: keys past the
+/// last row's diagonal are never seen, unless a row of the block is masked
+/// everywhere (L_q > L_k): that row averages all of V.
+template <MaskKind MASK>
+int key_end(const fa::AttnParams& p, int q0, int rows) {
+  if (MASK == MaskKind::Causal && q0 + p.causal_offset >= 0) {
+    return std::min(p.L_k, q0 + rows + p.causal_offset);
+  }
+  return p.L_k;
+}
+
+/// The mask applied to the scores `s` of one row (`row`) and the `n` keys
+/// from k0; `base` is the mask's offset of that row and key k0.
+template <typename T, MaskKind MASK>
+void mask_row(
+    const Problem& pr,
+    float* s,
+    int n,
+    int row,
+    int k0,
+    stride_t base) {
+  const stride_t step = pr.p.mask_strides[3];
+  if (MASK == MaskKind::Causal) {
+    for (int j = 0; j < n; ++j) {
+      s[j] = k0 + j > row + pr.p.causal_offset ? MASKED : s[j];
+    }
+  } else if (MASK == MaskKind::Bool) {
+    const bool* mrow = static_cast<const bool*>(pr.mask_data) + base;
+    for (int j = 0; j < n; ++j) {
+      s[j] = mrow[j * step] ? s[j] : MASKED;
+    }
+  } else if (MASK == MaskKind::Additive) {
+    const T* mrow = static_cast<const T*>(pr.mask_data) + base;
+    for (int j = 0; j < n; ++j) {
+      s[j] += to_float(mrow[j * step]) * LOG2E;
+    }
+  }
+}
+
+/// The row's output scaled by the online softmax's correction.
+inline void rescale_row(float* o, int D_v, float alpha) {
+  if (alpha != 1.0f) {
+    for (int c = 0; c < D_v; ++c) {
+      o[c] *= alpha;
+    }
+  }
+}
+
+/// The rows' outputs divided by their sums, stored (and their LSE where
+/// asked). A row whose every logit was -inf ends with l = 0: 0 / 0 = NaN,
+/// as the softmax of all -inf is.
+template <typename T>
+void store_rows(
+    const Problem& pr,
+    const Inputs<T>& in,
+    int b,
+    int h,
+    int q0,
+    int rows,
+    const Scratch& sc) {
+  const fa::AttnParams& p = pr.p;
+  if (pr.lse != nullptr) {
+    store_lse(sc.m.data(), sc.l.data(), rows, pr.lse + lse_row(p, b, h, q0));
+  }
+  for (int i = 0; i < rows; ++i) {
+    T* o = in.out + b * p.o_strides[0] + h * p.o_strides[1] +
+        (q0 + i) * p.o_strides[2];
+    const float inv = 1.0f / sc.l[i];
+    for (int c = 0; c < p.D_v; ++c) {
+      o[c] = from_float<T>(sc.o[i * p.D_v + c] * inv);
+    }
+  }
+}
+
 template <typename T, MaskKind MASK>
 void attend(
     const Problem& pr,
@@ -285,20 +371,8 @@ void attend(
   const T* k = in.k + b * p.k_strides[0] + h_kv * p.k_strides[1];
   const T* v = in.v + b * p.v_strides[0] + h_kv * p.v_strides[1];
   load_rows(q, p.q_strides[2], pr.q_dstride, rows, D, p.scale_log2, sc.q.data());
-
-  const float m0 = in.sinks ? to_float(in.sinks[h]) * LOG2E : -INFINITY;
-  for (int i = 0; i < rows; ++i) {
-    sc.m[i] = m0;
-    sc.l[i] = in.sinks ? 1.0f : 0.0f;
-  }
-  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
-
-  // Causal: keys past the last row's diagonal are never seen, unless a row of
-  // the block is masked everywhere (L_q > L_k): that row averages all of V.
-  int k_end = p.L_k;
-  if (MASK == MaskKind::Causal && q0 + p.causal_offset >= 0) {
-    k_end = std::min(p.L_k, q0 + rows + p.causal_offset);
-  }
+  start_rows(in.sinks, h, rows, sc);
+  const int k_end = key_end<MASK>(p, q0, rows);
   // A bool mask's key blocks that hide every score of these rows are
   // skipped (padding, windows), unless a row hides every key: it averages
   // all of V.
@@ -325,48 +399,14 @@ void attend(
 
     for (int i = 0; i < rows; ++i) {
       float* s = sc.s.data() + i * BLOCK_K;
-      const int row = q0 + i;
-      if (MASK == MaskKind::Causal) {
-        for (int j = 0; j < n; ++j) {
-          s[j] = k0 + j > row + p.causal_offset ? MASKED : s[j];
-        }
-      } else if (MASK == MaskKind::Bool || MASK == MaskKind::Additive) {
-        const stride_t base = mask_rows + i * ms[2] + k0 * ms[3];
-        if (MASK == MaskKind::Bool) {
-          const bool* mrow = static_cast<const bool*>(pr.mask_data) + base;
-          for (int j = 0; j < n; ++j) {
-            s[j] = mrow[j * ms[3]] ? s[j] : MASKED;
-          }
-        } else {
-          const T* mrow = static_cast<const T*>(pr.mask_data) + base;
-          for (int j = 0; j < n; ++j) {
-            s[j] += to_float(mrow[j * ms[3]]) * LOG2E;
-          }
-        }
-      }
-      const float alpha = softmax_step(s, n, sc.m[i], sc.l[i]);
-      if (alpha != 1.0f) {
-        for (int c = 0; c < D_v; ++c) {
-          sc.o[i * D_v + c] *= alpha;
-        }
-      }
+      mask_row<T, MASK>(
+          pr, s, n, q0 + i, k0, mask_rows + i * ms[2] + k0 * ms[3]);
+      rescale_row(
+          sc.o.data() + i * D_v, D_v, softmax_step(s, n, sc.m[i], sc.l[i]));
     }
     accumulate_pv(sc.s.data(), sc.v.data(), rows, n, D_v, sc.o.data());
   }
-
-  // A row whose every logit was -inf ends with l = 0: 0 / 0 = NaN, as the
-  // softmax of all -inf is.
-  if (pr.lse != nullptr) {
-    store_lse(sc.m.data(), sc.l.data(), rows, pr.lse + lse_row(p, b, h, q0));
-  }
-  for (int i = 0; i < rows; ++i) {
-    T* o = in.out + b * p.o_strides[0] + h * p.o_strides[1] +
-        (q0 + i) * p.o_strides[2];
-    const float inv = 1.0f / sc.l[i];
-    for (int c = 0; c < D_v; ++c) {
-      o[c] = from_float<T>(sc.o[i * D_v + c] * inv);
-    }
-  }
+  store_rows(pr, in, b, h, q0, rows, sc);
 }
 
 template <typename T, MaskKind MASK>

@@ -8,13 +8,13 @@
 
 #include <string>
 
-#include "mlx_fused_attn/backend/cuda/block_sizes.h"
+#include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/kernel_availability.h"
-#include "mlx_fused_attn/kernels/attention_backward_config.h"
-#include "mlx_fused_attn/kernels/attention_backward_kernel_name.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_kernel_name.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
-#include "mlx_fused_attn/kernels/na_config.h"
-#include "mlx_fused_attn/kernels/short_attention_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_config.h"
 
 namespace mlx_fused_attn::cuda {
 
