@@ -1,4 +1,4 @@
-"""metal/quantized_attention.metal run in the Metal emulator against a
+"""families/quantized_attention/quantized_attention.metal run in the Metal emulator against a
 float64 reference of dequantize-then-attend, within the float kernels'
 tolerance in the same dtype (cases.TOL).
 
@@ -13,7 +13,7 @@ of K to float16 moves the scores, which no tolerance of the float path
 allows for.) Each
 quantized array is stored as mlx-lm's QuantizedKVCache holds it, a view of
 a longer buffer (spare key rows, poisoned), each with its own strides.
-Buffers and function constants are bound as metal/quantized_attention.metal
+Buffers and function constants are bound as families/quantized_attention/quantized_attention.metal
 lists them; the output is poisoned with NaN first and every element is
 checked, and its padding must stay untouched. Decode runs with split keys
 and the family's combine, GQA packed as the host packs it
@@ -29,7 +29,7 @@ from .quant_kv_params import QuantKvOperand, QuantKvParams
 from .test_attention_kernel import FC
 from .test_split_keys_kernel import SPLIT_KEYS, pack_gqa
 
-METAL = "metal/quantized_attention.metal"
+METAL = "mlx_fused_attn/families/quantized_attention/quantized_attention.metal"
 HEAD_DIMS = (64, 96, 128, 192, 256)  # FA_QUANTIZED_ATTENTION_HEAD_DIMS
 BITS = (4, 8)  # FA_QUANTIZED_ATTENTION_BITS
 GROUPS = (32, 64, 128)

@@ -1,12 +1,12 @@
 // Metal entry point of the quantized-KV attention family and its
 // instantiation list. The body is
-// mlx_fused_attn/kernels/quantized_attention.h (the float kernels' body
+// mlx_fused_attn/families/quantized_attention/quantized_attention.h (the float kernels' body
 // over a dequantizing K/V policy); this file binds buffers, declares the
 // threadgroup memory and the function constants, and names one kernel per
 // (dtype, head dim, bits) with the tiles choose_quantized_attention_tiles
 // picks. The group size is a parameter (fa::QuantKvParams).
 //
-// Buffers as metal/attention.metal's where they mean the same: 0 q, 1 K's
+// Buffers as families/attention/attention.metal's where they mean the same: 0 q, 1 K's
 // words, 2 V's words, 3 out, 4 params, 5 mask (has_mask), 6 sinks
 // (has_sinks), 7 partial outputs, 8 their row statistics and 9 the split
 // count (split_keys), 11 the mask's classes by block (mask_blocks); then
@@ -17,12 +17,12 @@
 //
 // The combine of split keys, fa_quantized_split_combine_<dtype>, binds 3
 // out, 4 params, 7 partial outputs, 8 their row statistics, 9 the split
-// count (metal/attention.metal's fa_split_combine, in this family's
+// count (families/attention/attention.metal's fa_split_combine, in this family's
 // library).
 
 #include "mlx_fused_attn/kernels/attention_features.h"
-#include "mlx_fused_attn/kernels/quantized_attention.h"
-#include "mlx_fused_attn/kernels/quantized_attention_config.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
 #include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/quantized_kv_params.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
@@ -99,7 +99,7 @@ fa_quantized_attention(
 }
 
 // Names must match quantized_attention_kernel_name() in
-// mlx_fused_attn/kernels/quantized_attention_kernel_name.h (a test
+// mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_name.h (a test
 // compares them). Each instantiating macro spells its host_name out:
 // cmake/flatten_source.py reads the names off it for the one-kernel JIT
 // texts.

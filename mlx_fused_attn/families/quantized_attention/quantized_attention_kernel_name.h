@@ -1,5 +1,5 @@
 // Host-side names of the quantized-KV attention kernels: the one place
-// they are built. metal/quantized_attention.metal spells the same names
+// they are built. quantized_attention.metal spells the same names
 // from the same tiles (written by tools/gen_instances.py), and
 // tests/metal_emu checks that they agree.
 #pragma once
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
-#include "mlx_fused_attn/kernels/quantized_attention_config.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
 
 namespace fa {
 
