@@ -30,4 +30,9 @@
     false,                                                                     \
     false)                                                                     \
   X(Neighborhood, neighborhood, neighborhood, true, true)                      \
-  X(Copy, strided_copy, strided_copy, false, true)
+  X(Copy, strided_copy, strided_copy, false, true)                             \
+  X(QuantizedAttention,                                                        \
+    quantized_attention,                                                       \
+    quantized_attention,                                                       \
+    false,                                                                     \
+    true)
