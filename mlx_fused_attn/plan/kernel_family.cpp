@@ -16,6 +16,8 @@ const char* family_name(KernelFamily family) {
       return "neighborhood";
     case KernelFamily::Copy:
       return "strided_copy";
+    case KernelFamily::QuantizedAttention:
+      return "quantized_attention";
   }
   return "unknown";
 }
@@ -27,14 +29,16 @@ std::vector<KernelFamily> all_kernel_families() {
       KernelFamily::AttentionBackward,
       KernelFamily::AttentionBackwardRowDot,
       KernelFamily::Neighborhood,
-      KernelFamily::Copy};
+      KernelFamily::Copy,
+      KernelFamily::QuantizedAttention};
 }
 
 std::vector<KernelFamily> cpu_kernel_families() {
   return {
       KernelFamily::Attention,
       KernelFamily::AttentionBackward,
-      KernelFamily::Neighborhood};
+      KernelFamily::Neighborhood,
+      KernelFamily::QuantizedAttention};
 }
 
 } // namespace mlx_fused_attn

@@ -16,6 +16,9 @@ enum class KernelFamily {
   AttentionBackwardRowDot,
   Neighborhood, ///< NATTEN-style windows (metal/neighborhood.metal)
   Copy, ///< strided copies and output poisoning (metal/strided_copy.metal)
+  /// Attention over K and V as mx.quantize stores them, dequantized as the
+  /// keys are loaded (quantized_attention_planner.h).
+  QuantizedAttention,
 };
 
 /// The family's name: its source's stem and the key of its JIT text.
