@@ -34,5 +34,5 @@
   X(QuantizedAttention,                                                        \
     quantized_attention,                                                       \
     quantized_attention,                                                       \
-    false,                                                                     \
+    true,                                                                      \
     true)

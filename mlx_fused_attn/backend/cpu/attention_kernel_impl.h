@@ -261,105 +261,59 @@ every_row_sees_a_key(const bool* m, const stride_t* ms, int rows, int L_k) {
 template <typename T>
 struct Inputs {
   const T* q;
-  const T* k;
-  const T* v;
   const T* sinks;
   T* out;
+  /// Packed GQA (attention_plan.h): a block's rows are query heads, each
+  /// with its own sink, sinks[h * L_q + row]; else sinks[h].
+  bool sinks_by_row = false;
 };
 
-/// The row state before any key: the sink's logit as the first maximum
-/// and a sum of one, or none; the output zero.
+// The keys and values of every (batch, key/value head) as the float kernel
+// reads them: strided rows of T, converted to fp32 a block at a time.
 template <typename T>
-void start_rows(const T* sinks, int h, int rows, Scratch& sc) {
-  const float m0 = sinks ? to_float(sinks[h]) * LOG2E : -INFINITY;
-  for (int i = 0; i < rows; ++i) {
-    sc.m[i] = m0;
-    sc.l[i] = sinks ? 1.0f : 0.0f;
-  }
-  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
-}
+struct FloatKv {
+  const Problem& pr;
 
-/// Where the keys of the block of rows from q0 end. Causal: keys past the
-/// last row's diagonal are never seen, unless a row of the block is masked
-/// everywhere (L_q > L_k): that row averages all of V.
-template <MaskKind MASK>
-int key_end(const fa::AttnParams& p, int q0, int rows) {
-  if (MASK == MaskKind::Causal && q0 + p.causal_offset >= 0) {
-    return std::min(p.L_k, q0 + rows + p.causal_offset);
+  // Keys [k0, k0 + n) of head h of batch b into sc.kt (transposed), their
+  // values into sc.v.
+  void load(int b, int h, int k0, int n, Scratch& sc) const {
+    const fa::AttnParams& p = pr.p;
+    const T* k = static_cast<const T*>(pr.k) + b * p.k_strides[0] +
+        h * p.k_strides[1] + k0 * p.k_strides[2];
+    const T* v = static_cast<const T*>(pr.v) + b * p.v_strides[0] +
+        h * p.v_strides[1] + k0 * p.v_strides[2];
+    load_transposed(
+        k, p.k_strides[2], pr.k_dstride, n, p.D, sc.row.data(), sc.kt.data());
+    load_rows(v, p.v_strides[2], pr.v_dstride, n, p.D_v, 1.0f, sc.v.data());
   }
-  return p.L_k;
-}
+};
 
-/// The mask applied to the scores `s` of one row (`row`) and the `n` keys
-/// from k0; `base` is the mask's offset of that row and key k0.
-template <typename T, MaskKind MASK>
-void mask_row(
-    const Problem& pr,
-    float* s,
-    int n,
-    int row,
-    int k0,
-    stride_t base) {
-  const stride_t step = pr.p.mask_strides[3];
-  if (MASK == MaskKind::Causal) {
-    for (int j = 0; j < n; ++j) {
-      s[j] = k0 + j > row + pr.p.causal_offset ? MASKED : s[j];
-    }
-  } else if (MASK == MaskKind::Bool) {
-    const bool* mrow = static_cast<const bool*>(pr.mask_data) + base;
-    for (int j = 0; j < n; ++j) {
-      s[j] = mrow[j * step] ? s[j] : MASKED;
-    }
-  } else if (MASK == MaskKind::Additive) {
-    const T* mrow = static_cast<const T*>(pr.mask_data) + base;
-    for (int j = 0; j < n; ++j) {
-      s[j] += to_float(mrow[j * step]) * LOG2E;
-    }
-  }
-}
+// What one work item attends to: keys [begin, end), the split of the keys
+// it is (split keys: split 0 also takes the sinks), and where its rows go:
+// normalised into the output, or, with `partials`, as running max, sum and
+// unnormalised output for merge_partials.
+struct Partials {
+  float* o; ///< [splits][B * H_q * L_q][D_v]
+  float* m; ///< [splits][B * H_q * L_q], exp2 domain
+  float* l; ///< as m
+  int64_t rows; ///< B * H_q * L_q
+};
+struct KeySpan {
+  int begin;
+  int end;
+  int split;
+  const Partials* partials;
+};
 
-/// The row's output scaled by the online softmax's correction.
-inline void rescale_row(float* o, int D_v, float alpha) {
-  if (alpha != 1.0f) {
-    for (int c = 0; c < D_v; ++c) {
-      o[c] *= alpha;
-    }
-  }
-}
-
-/// The rows' outputs divided by their sums, stored (and their LSE where
-/// asked). A row whose every logit was -inf ends with l = 0: 0 / 0 = NaN,
-/// as the softmax of all -inf is.
-template <typename T>
-void store_rows(
-    const Problem& pr,
-    const Inputs<T>& in,
-    int b,
-    int h,
-    int q0,
-    int rows,
-    const Scratch& sc) {
-  const fa::AttnParams& p = pr.p;
-  if (pr.lse != nullptr) {
-    store_lse(sc.m.data(), sc.l.data(), rows, pr.lse + lse_row(p, b, h, q0));
-  }
-  for (int i = 0; i < rows; ++i) {
-    T* o = in.out + b * p.o_strides[0] + h * p.o_strides[1] +
-        (q0 + i) * p.o_strides[2];
-    const float inv = 1.0f / sc.l[i];
-    for (int c = 0; c < p.D_v; ++c) {
-      o[c] = from_float<T>(sc.o[i * p.D_v + c] * inv);
-    }
-  }
-}
-
-template <typename T, MaskKind MASK>
+template <typename T, MaskKind MASK, typename KV>
 void attend(
     const Problem& pr,
     const Inputs<T>& in,
+    const KV& kv,
     int b,
     int h,
     int q0,
+    const KeySpan& keys,
     Scratch& sc) {
   const fa::AttnParams& p = pr.p;
   const int D = p.D, D_v = p.D_v;
@@ -368,11 +322,22 @@ void attend(
 
   const T* q = in.q + b * p.q_strides[0] + h * p.q_strides[1] +
       q0 * p.q_strides[2];
-  const T* k = in.k + b * p.k_strides[0] + h_kv * p.k_strides[1];
-  const T* v = in.v + b * p.v_strides[0] + h_kv * p.v_strides[1];
   load_rows(q, p.q_strides[2], pr.q_dstride, rows, D, p.scale_log2, sc.q.data());
-  start_rows(in.sinks, h, rows, sc);
-  const int k_end = key_end<MASK>(p, q0, rows);
+
+  const bool sinks = in.sinks != nullptr && keys.split == 0;
+  for (int i = 0; i < rows; ++i) {
+    const int sink = in.sinks_by_row ? h * p.L_q + q0 + i : h;
+    sc.m[i] = sinks ? to_float(in.sinks[sink]) * LOG2E : -INFINITY;
+    sc.l[i] = sinks ? 1.0f : 0.0f;
+  }
+  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
+
+  // Causal: keys past the last row's diagonal are never seen, unless a row of
+  // the block is masked everywhere (L_q > L_k): that row averages all of V.
+  int k_end = keys.end;
+  if (MASK == MaskKind::Causal && q0 + p.causal_offset >= 0) {
+    k_end = std::min(k_end, q0 + rows + p.causal_offset);
+  }
   // A bool mask's key blocks that hide every score of these rows are
   // skipped (padding, windows), unless a row hides every key: it averages
   // all of V.
@@ -384,29 +349,67 @@ void attend(
   const bool skip_hidden = MASK == MaskKind::Bool &&
       every_row_sees_a_key(bool_rows, ms, rows, p.L_k);
 
-  for (int k0 = 0; k0 < k_end; k0 += BLOCK_K) {
+  for (int k0 = keys.begin; k0 < k_end; k0 += BLOCK_K) {
     const int n = std::min(BLOCK_K, k_end - k0);
     if (skip_hidden && !shows_any(bool_rows, ms, rows, k0, n)) {
       continue;
     }
-    load_transposed(
-        k + k0 * p.k_strides[2], p.k_strides[2], pr.k_dstride, n, D,
-        sc.row.data(), sc.kt.data());
-    load_rows(
-        v + k0 * p.v_strides[2], p.v_strides[2], pr.v_dstride, n, D_v, 1.0f,
-        sc.v.data());
+    kv.load(b, h_kv, k0, n, sc);
     scores(sc.q.data(), sc.kt.data(), rows, D, sc.s.data());
 
     for (int i = 0; i < rows; ++i) {
       float* s = sc.s.data() + i * BLOCK_K;
-      mask_row<T, MASK>(
-          pr, s, n, q0 + i, k0, mask_rows + i * ms[2] + k0 * ms[3]);
-      rescale_row(
-          sc.o.data() + i * D_v, D_v, softmax_step(s, n, sc.m[i], sc.l[i]));
+      const int row = q0 + i;
+      if (MASK == MaskKind::Causal) {
+        for (int j = 0; j < n; ++j) {
+          s[j] = k0 + j > row + p.causal_offset ? MASKED : s[j];
+        }
+      } else if (MASK == MaskKind::Bool || MASK == MaskKind::Additive) {
+        const stride_t base = mask_rows + i * ms[2] + k0 * ms[3];
+        if (MASK == MaskKind::Bool) {
+          const bool* mrow = static_cast<const bool*>(pr.mask_data) + base;
+          for (int j = 0; j < n; ++j) {
+            s[j] = mrow[j * ms[3]] ? s[j] : MASKED;
+          }
+        } else {
+          const T* mrow = static_cast<const T*>(pr.mask_data) + base;
+          for (int j = 0; j < n; ++j) {
+            s[j] += to_float(mrow[j * ms[3]]) * LOG2E;
+          }
+        }
+      }
+      const float alpha = softmax_step(s, n, sc.m[i], sc.l[i]);
+      if (alpha != 1.0f) {
+        for (int c = 0; c < D_v; ++c) {
+          sc.o[i * D_v + c] *= alpha;
+        }
+      }
     }
     accumulate_pv(sc.s.data(), sc.v.data(), rows, n, D_v, sc.o.data());
   }
-  store_rows(pr, in, b, h, q0, rows, sc);
+
+  if (keys.partials != nullptr) {
+    const Partials& part = *keys.partials;
+    const int64_t first = keys.split * part.rows + lse_row(p, b, h, q0);
+    std::memcpy(part.m + first, sc.m.data(), rows * sizeof(float));
+    std::memcpy(part.l + first, sc.l.data(), rows * sizeof(float));
+    std::memcpy(
+        part.o + first * D_v, sc.o.data(), size_t(rows) * D_v * sizeof(float));
+    return;
+  }
+  // A row whose every logit was -inf ends with l = 0: 0 / 0 = NaN, as the
+  // softmax of all -inf is.
+  if (pr.lse != nullptr) {
+    store_lse(sc.m.data(), sc.l.data(), rows, pr.lse + lse_row(p, b, h, q0));
+  }
+  for (int i = 0; i < rows; ++i) {
+    T* o = in.out + b * p.o_strides[0] + h * p.o_strides[1] +
+        (q0 + i) * p.o_strides[2];
+    const float inv = 1.0f / sc.l[i];
+    for (int c = 0; c < D_v; ++c) {
+      o[c] = from_float<T>(sc.o[i * D_v + c] * inv);
+    }
+  }
 }
 
 template <typename T, MaskKind MASK>
@@ -414,17 +417,17 @@ void run_typed(const Problem& pr) {
   const fa::AttnParams& p = pr.p;
   const Inputs<T> in{
       static_cast<const T*>(pr.q),
-      static_cast<const T*>(pr.k),
-      static_cast<const T*>(pr.v),
       static_cast<const T*>(pr.sinks),
       static_cast<T*>(pr.out)};
+  const FloatKv<T> kv{pr};
+  const KeySpan keys{0, p.L_k, 0, nullptr};
   const int q_blocks = (p.L_q + BLOCK_Q - 1) / BLOCK_Q;
   const int items = p.B * p.H_q * q_blocks;
   parallel_for(items, [&](int item) {
     const int qb = item % q_blocks;
     const int bh = item / q_blocks;
     attend<T, MASK>(
-        pr, in, bh / p.H_q, bh % p.H_q, qb * BLOCK_Q,
+        pr, in, kv, bh / p.H_q, bh % p.H_q, qb * BLOCK_Q, keys,
         thread_scratch<Scratch>(p.D, p.D_v));
   });
 }
