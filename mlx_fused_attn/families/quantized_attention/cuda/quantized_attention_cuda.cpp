@@ -15,7 +15,7 @@
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/gpu_quantized.h"
-#include "mlx_fused_attn/families/quantized_attention/quantized_attention_args.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_args.h"
 #include "mlx_fused_attn/plan/quantized_launch_params.h"
 
 namespace mlx_fused_attn::gpu {
@@ -50,13 +50,6 @@ mx::array words_with_contiguous_rows(
     return words;
   }
   return cuda::contiguous_copy(words, fa::DType::Float32, s, device, arch);
-}
-
-/// The element type's arrays as a kernel argument holds them (the element
-/// type is fixed by the instance, not by this pointer).
-template <typename T>
-const T* device_data(const mx::array& a) {
-  return static_cast<const T*>(mx::gpu_ptr<void>(a));
 }
 
 } // namespace
@@ -143,26 +136,24 @@ void quantized_run(
     enc.set_output_array(*o_part);
     enc.set_output_array(*stats);
   }
-  // The pointers are untyped here: the instance reads them as its type
-  // (QuantAttnKernelArgs<T> has the same layout for every T).
-  fa::QuantAttnKernelArgs<float> args{};
-  args.arrays.q = device_data<float>(in[kQuantQ]);
-  args.arrays.out = static_cast<float*>(mx::gpu_ptr<void>(out));
-  args.arrays.mask = mi >= 0
+  fa::QuantAttnKernelArgs<void> args{};
+  args.q = mx::gpu_ptr<void>(in[kQuantQ]);
+  args.out = mx::gpu_ptr<void>(out);
+  args.mask = mi >= 0
       ? static_cast<const unsigned char*>(mx::gpu_ptr<void>(in[mi]))
       : nullptr;
-  args.arrays.sinks = si >= 0 ? device_data<float>(in[si]) : nullptr;
-  args.kv.k_words = device_data<unsigned int>(in[kQuantKWords]);
-  args.kv.k_scales = device_data<float>(in[kQuantKScales]);
-  args.kv.k_biases = device_data<float>(in[kQuantKBiases]);
-  args.kv.v_words = device_data<unsigned int>(in[kQuantVWords]);
-  args.kv.v_scales = device_data<float>(in[kQuantVScales]);
-  args.kv.v_biases = device_data<float>(in[kQuantVBiases]);
+  args.sinks = si >= 0 ? mx::gpu_ptr<void>(in[si]) : nullptr;
+  args.k_words = mx::gpu_ptr<uint32_t>(in[kQuantKWords]);
+  args.k_scales = mx::gpu_ptr<void>(in[kQuantKScales]);
+  args.k_biases = mx::gpu_ptr<void>(in[kQuantKBiases]);
+  args.v_words = mx::gpu_ptr<uint32_t>(in[kQuantVWords]);
+  args.v_scales = mx::gpu_ptr<void>(in[kQuantVScales]);
+  args.v_biases = mx::gpu_ptr<void>(in[kQuantVBiases]);
+  args.o_part = o_part ? mx::gpu_ptr<float>(*o_part) : nullptr;
+  args.stats = stats ? mx::gpu_ptr<float>(*stats) : nullptr;
   args.params = params;
   args.qparams = quantized_kv_params(plan, in);
   args.features = plan.features;
-  args.o_part = o_part ? mx::gpu_ptr<float>(*o_part) : nullptr;
-  args.stats = stats ? mx::gpu_ptr<float>(*stats) : nullptr;
   args.n_splits = plan.key_splits;
   enc.add_kernel_node_ex(
       cuda::kernel_function(quantized_key(plan), device, arch),
