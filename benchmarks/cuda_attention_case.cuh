@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "benchmarks/cuda_sweep_util.cuh"
-#include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
+#include "mlx_fused_attn/families/attention/attention_kernel.cuh"
 #include "mlx_fused_attn/backend/cuda/panel_tensor_map.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/tile/dtype_of.h"

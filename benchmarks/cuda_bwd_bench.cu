@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "benchmarks/cuda_sweep_util.cuh"
-#include "mlx_fused_attn/backend/cuda/attention_backward_kernel.cuh"
-#include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_kernel.cuh"
+#include "mlx_fused_attn/families/attention/attention_kernel.cuh"
 #include "mlx_fused_attn/tile/dtype_of.h"
 
 struct Problem {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "benchmarks/cuda_sweep_util.cuh"
-#include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
+#include "mlx_fused_attn/families/attention/attention_kernel.cuh"
 #include "mlx_fused_attn/kernels/mask_visits.h"
 
 namespace {

@@ -20,9 +20,9 @@
 #include <cstring>
 
 #include "benchmarks/cuda_sweep_util.cuh"
-#include "mlx_fused_attn/backend/cuda/na_kernel.cuh"
+#include "mlx_fused_attn/families/neighborhood/na_kernel.cuh"
 #include "mlx_fused_attn/plan/na_grid_choice.h"
-#include "mlx_fused_attn/kernels/na_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 
 

@@ -16,8 +16,8 @@
 #include <cstring>
 
 #include "benchmarks/cuda_sweep_util.cuh"
-#include "mlx_fused_attn/backend/cuda/short_attention_kernel.cuh"
-#include "mlx_fused_attn/kernels/short_attention_config.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_kernel.cuh"
+#include "mlx_fused_attn/families/short_attention/short_attention_config.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 
 

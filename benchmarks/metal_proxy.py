@@ -1,7 +1,7 @@
 """A Metal speed proxy, said to be one (issue 45, item 5): per threadgroup
 and per key block, the simdgroup matrix operations, threadgroup-memory bytes
 loaded and stored, device bytes loaded, barriers and simd shuffles and
-reductions of our attention kernel (metal/attention.metal) and of MLX's steel
+reductions of our attention kernel (mlx_fused_attn/families/attention/attention.metal) and of MLX's steel
 attention (mx.fast's Metal kernel, MLX 0.32.4's own source), counted in the
 Metal emulator on any x86-64 Linux machine with g++: there is no Mac here.
 

@@ -346,7 +346,7 @@ def memory_case(L=16384, H=8, D=64, dtype=mx.float16):
 
 # ---------------------------------------------------------------------------
 # --metal-variants: the Metal kernel's variants (MLX_FUSED_ATTN_METAL_VARIANT,
-# mlx_fused_attn/backend/metal/attention_variant.h) against mx.fast and the
+# mlx_fused_attn/families/attention/metal/attention_variant.h) against mx.fast and the
 # unfused ops, in one run.
 
 METAL_VARIANT_VARIABLE = "MLX_FUSED_ATTN_METAL_VARIANT"

@@ -2,10 +2,11 @@
 # CMakeLists.txt when MLX was built with its CUDA backend (FA_GPU_BACKEND =
 # cuda, found through the CUDA::cudart target that MLX's config brings in).
 #
-# - Host code: mlx_fused_attn/backend/cuda/*.cpp (launches through MLX's
+# - Host code: mlx_fused_attn/backend/cuda/*.cpp and each kernel family's
+#   mlx_fused_attn/families/*/cuda/*.cpp (launches through MLX's
 #   command encoder; NVRTC and the driver are reached at run time).
 # - AOT: nvcc builds the kernels for MLX_FUSED_ATTN_CUDA_ARCHITECTURES, one
-#   object per table of mlx_fused_attn/backend/cuda/aot/ (written from the
+#   object per table of mlx_fused_attn/families/*/aot/ (written from the
 #   tile choosers by tools/gen_instances.py) so that they compile in
 #   parallel.
 # - JIT: cmake/flatten_source.py flattens the kernel sources into one text
@@ -20,22 +21,28 @@ set(MLX_FUSED_ATTN_CUDA_ARCHITECTURES "80;90a"
     CACHE STRING "GPU architectures of the AOT kernels (sm_80 and later)")
 
 set(FA_CUDA_DIR ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/cuda)
+set(FA_FAMILIES_DIR ${PROJECT_SOURCE_DIR}/mlx_fused_attn/families)
 file(GLOB FA_KERNEL_HEADERS CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/params.h
-     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backward_params.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/na_*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/tile/*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/*.h
-     ${FA_CUDA_DIR}/*.cuh
-     ${FA_CUDA_DIR}/block_sizes.h
-     ${FA_CUDA_DIR}/kernel_tiles.h)
-set(FA_CUDA_KERNEL_SOURCES
-    ${FA_CUDA_DIR}/attention_kernel.cuh
-    ${FA_CUDA_DIR}/attention_backward_kernel.cuh
-    ${FA_CUDA_DIR}/na_kernel.cuh
-    ${FA_CUDA_DIR}/short_attention_kernel.cuh
-    ${FA_CUDA_DIR}/strided_copy_kernel.cuh
-    ${FA_CUDA_DIR}/poison_kernel.cuh)
+     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/cuda/*
+     ${FA_FAMILIES_DIR}/*/*.h)
+# A family's CUDA entry points are its folder's *_kernel.cuh: one NVRTC text
+# a folder, keyed by the folder's name (families/registry.h).
+file(GLOB FA_CUDA_KERNEL_SOURCES CONFIGURE_DEPENDS
+     ${FA_FAMILIES_DIR}/*/*_kernel.cuh)
+set(FA_CUDA_JIT_FAMILIES)
+file(GLOB FA_FAMILY_DIRS LIST_DIRECTORIES true ${FA_FAMILIES_DIR}/*)
+foreach(dir IN LISTS FA_FAMILY_DIRS)
+  file(GLOB entry_points ${dir}/*_kernel.cuh)
+  if(entry_points)
+    get_filename_component(family ${dir} NAME)
+    list(JOIN entry_points "," joined)
+    list(APPEND FA_CUDA_JIT_FAMILIES "${family}=${joined}")
+  endif()
+endforeach()
 
 # JIT source, embedded.
 set(FA_CUDA_JIT_SOURCE ${CMAKE_CURRENT_BINARY_DIR}/generated/cuda_jit_source.cpp)
@@ -45,11 +52,7 @@ add_custom_command(
           -I ${PROJECT_SOURCE_DIR} --cpp ${FA_CUDA_JIT_SOURCE}
           --namespace mlx_fused_attn::cuda
           --header mlx_fused_attn/backend/cuda/jit_source.h
-          attention=${FA_CUDA_DIR}/attention_kernel.cuh
-          attention_backward=${FA_CUDA_DIR}/attention_backward_kernel.cuh
-          neighborhood=${FA_CUDA_DIR}/na_kernel.cuh
-          short_attention=${FA_CUDA_DIR}/short_attention_kernel.cuh
-          strided_copy=${FA_CUDA_DIR}/strided_copy_kernel.cuh,${FA_CUDA_DIR}/poison_kernel.cuh
+          ${FA_CUDA_JIT_FAMILIES}
   DEPENDS ${PROJECT_SOURCE_DIR}/cmake/flatten_source.py ${FA_KERNEL_HEADERS}
           ${FA_CUDA_KERNEL_SOURCES}
   COMMENT "Embedding the CUDA kernel sources for NVRTC"
@@ -65,15 +68,16 @@ execute_process(
 find_path(FA_NVRTC_INCLUDE_DIR nvrtc.h
           HINTS ${CUDAToolkit_INCLUDE_DIRS} ${FA_PIP_CUDA_INCLUDES} REQUIRED)
 
+# The backend's own host code and each family's (families/*/cuda/).
+file(GLOB FA_CUDA_FAMILY_HOST CONFIGURE_DEPENDS ${FA_FAMILIES_DIR}/*/cuda/*.cpp)
 target_sources(
   mlx_fused_attn
   PRIVATE ${FA_CUDA_DIR}/attention_cuda.cpp ${FA_CUDA_DIR}/device_buffer.cpp
           ${FA_CUDA_DIR}/device_limits.cpp
           ${FA_CUDA_DIR}/kernels.cpp ${FA_CUDA_DIR}/launch_common.cpp
-          ${FA_CUDA_DIR}/na_cuda.cpp
-          ${FA_CUDA_DIR}/attention_backward_cuda.cpp
-          ${FA_CUDA_DIR}/nvrtc_compiler.cpp ${FA_CUDA_DIR}/short_attention_cuda.cpp
+          ${FA_CUDA_DIR}/nvrtc_compiler.cpp
           ${FA_CUDA_DIR}/tensor_map.cpp
+          ${FA_CUDA_FAMILY_HOST}
           ${FA_CUDA_JIT_SOURCE})
 target_include_directories(mlx_fused_attn PRIVATE ${CUDAToolkit_INCLUDE_DIRS}
                                                   ${FA_NVRTC_INCLUDE_DIR})
@@ -94,7 +98,7 @@ target_link_options(mlx_fused_attn PRIVATE "LINKER:--exclude-libs,ALL")
 
 if(MLX_FUSED_ATTN_CUDA_AOT)
   enable_language(CUDA)
-  file(GLOB FA_AOT_TABLES CONFIGURE_DEPENDS ${FA_CUDA_DIR}/aot/*.cu)
+  file(GLOB FA_AOT_TABLES CONFIGURE_DEPENDS ${FA_FAMILIES_DIR}/*/aot/*.cu)
   foreach(table ${FA_AOT_TABLES})
     get_filename_component(group ${table} NAME_WE)
     set(lib fa_aot_${group})

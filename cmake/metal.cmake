@@ -1,8 +1,10 @@
 # The Metal backend of mlx_fused_attn, included by the top-level
 # CMakeLists.txt only when MLX was built with Metal (FA_GPU_BACKEND = metal).
 #
-# - Host code: mlx_fused_attn/backend/metal/*.cpp.
+# - Host code: mlx_fused_attn/backend/metal/*.cpp and each kernel family's
+#   mlx_fused_attn/families/*/metal/*.cpp.
 # - JIT: cmake/flatten_source.py flattens each kernel family's .metal file
+#   (mlx_fused_attn/families/<folder>/<family>.metal)
 #   into one ASCII text and embeds them, without their instantiations, in a
 #   generated C++ file with the instantiation lines by kernel name: at run
 #   time a library holds the one kernel (instantiation) a call needs.
@@ -17,19 +19,16 @@ option(MLX_FUSED_ATTN_METAL_STRICT
        "A kernel family that does not compile fails the build (else it falls back at run time)"
        OFF)
 
-set(FA_METAL_SOURCES
-    ${PROJECT_SOURCE_DIR}/metal/attention.metal
-    ${PROJECT_SOURCE_DIR}/metal/attention_backward.metal
-    ${PROJECT_SOURCE_DIR}/metal/attention_backward_row_dot.metal
-    ${PROJECT_SOURCE_DIR}/metal/neighborhood.metal
-    ${PROJECT_SOURCE_DIR}/metal/short_attention.metal
-    ${PROJECT_SOURCE_DIR}/metal/strided_copy.metal)
+# A family's Metal entry point is the .metal file of its folder
+# (families/registry.h); the file's stem is the family's name.
+file(GLOB FA_METAL_SOURCES CONFIGURE_DEPENDS
+     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/families/*/*.metal)
 file(GLOB FA_METAL_HEADERS CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/params.h
-     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backward_params.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/na_*.h
      ${PROJECT_SOURCE_DIR}/mlx_fused_attn/tile/*.h
-     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/*.h)
+     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/kernels/*.h
+     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/families/*/*.h)
 
 set(FA_JIT_SOURCE ${CMAKE_CURRENT_BINARY_DIR}/generated/metal_jit_source.cpp)
 add_custom_command(
@@ -42,14 +41,14 @@ add_custom_command(
   COMMENT "Embedding the Metal kernel sources for the JIT"
   VERBATIM)
 
+# The backend's own host code and each family's (families/*/metal/).
+file(GLOB FA_METAL_FAMILY_HOST CONFIGURE_DEPENDS
+     ${PROJECT_SOURCE_DIR}/mlx_fused_attn/families/*/metal/*.cpp)
 target_sources(
   mlx_fused_attn
   PRIVATE ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/attention_metal.cpp
-          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/na_metal.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/kernel_library.cpp
-          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/attention_backward_metal.cpp
-          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/short_attention_metal.cpp
-          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/strided_copy_metal.cpp
+          ${FA_METAL_FAMILY_HOST}
           ${FA_JIT_SOURCE})
 
 set(FA_BUILD_METALLIB OFF)

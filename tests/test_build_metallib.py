@@ -18,7 +18,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "cmake" / "build_metallib.py"
-SOURCE = REPO / "metal" / "attention.metal"
+SOURCE = REPO / "mlx_fused_attn" / "families" / "attention" / "attention.metal"
 MESSAGE = "attention.metal:12:3: error: use of undeclared identifier 'simdgroup_oops'"
 
 # A stand-in for xcrun: records the arguments of each metal and metallib
@@ -172,7 +172,7 @@ project(mlx_fused_attn LANGUAGES CXX)
 add_library(mlx_fused_attn SHARED placeholder.cpp)
 include({repo}/cmake/metal.cmake)
 """
-FAMILIES = sorted(p.stem for p in (REPO / "metal").glob("*.metal"))
+FAMILIES = sorted(p.stem for p in (REPO / "mlx_fused_attn" / "families").glob("*/*.metal"))
 
 
 def cmake_build(tmp_path, bin_dir, strict):
@@ -183,7 +183,7 @@ def cmake_build(tmp_path, bin_dir, strict):
         pytest.skip("cmake is not installed")
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("cmake", "metal", "mlx_fused_attn"):
+    for name in ("cmake", "mlx_fused_attn"):
         (src / name).symlink_to(REPO / name)
     (src / "placeholder.cpp").write_text("int placeholder;\n")
     (src / "CMakeLists.txt").write_text(CMAKE_PROJECT.format(repo=REPO))

@@ -1,12 +1,12 @@
 """The CUDA kernels compile, on a machine without a GPU, one family at a time
 (attention, attention_backward, short_attention, neighborhood,
-strided_copy).
+strided_copy, quantized_attention).
 
-- The AOT tables (mlx_fused_attn/backend/cuda/aot/*.cu, written by
+- The AOT tables (mlx_fused_attn/families/*/aot/*.cu, written by
   tools/gen_instances.py) build with nvcc for sm_90a (Hopper with its
   warpgroup products), and one table of each body for sm_80, the AOT
-  targets: every table but the attention head dims left out below (each
-  builds up to 36 kernels). They hold exactly the kernels the host can
+  targets: every table but the head dims left out below (each builds up
+  to 36 kernels). They hold exactly the kernels the host can
   name.
 - The JIT source is what NVRTC will see: the family's kernel headers
   flattened by cmake/flatten_source.py, as cmake/cuda.cmake embeds them,
@@ -35,10 +35,13 @@ import sys
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CUDA_DIR = os.path.join(REPO, "mlx_fused_attn", "backend", "cuda")
-AOT_DIR = os.path.join(CUDA_DIR, "aot")
+FAMILIES_DIR = os.path.join(REPO, "mlx_fused_attn", "families")
 ARCHS = ["80", "90a"]
-FAMILIES = ["attention", "attention_backward", "short_attention", "neighborhood", "strided_copy"]
+# The families with a CUDA source of their own (families/registry.h).
+sys.path.insert(0, os.path.join(REPO, "tools"))
+from family_registry import cuda_entry_points, families  # noqa: E402
+
+FAMILIES = [f.name for f in families() if f.cuda_source]
 # Attention head dims whose AOT table is not built here, to save time: the
 # ones left are the smallest, 128 (Q in shared memory on Hopper's large
 # grids), 72 (padded to whole k16 steps), 256 (the most registers) and
@@ -52,6 +55,8 @@ AOT_SKIPPED = {
     "attention_d192_dv192",
     "attention_backward_d32",
     "attention_backward_d96",
+    "quantized_attention_d96",
+    "quantized_attention_d192",
 }
 # Tables built for sm_80 too; the others instantiate the same bodies at
 # other head dims, and their sm_90a build holds their mma.sync kernels.
@@ -65,6 +70,8 @@ SM80_TABLES = {
     "neighborhood_2d",
     "neighborhood_3d",
     "strided_copy",
+    "quantized_attention_d128",
+    "quantized_attention_split_combine",
 }
 N_HEAD_DIMS = 9  # FA_ATTENTION_HEAD_DIMS
 
@@ -103,21 +110,25 @@ def gencode(archs):
     return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
 
 
+def aot_paths():
+    """{group: its AOT table}, every family folder's aot/*.cu."""
+    paths = sorted(glob.glob(os.path.join(FAMILIES_DIR, "*", "aot", "*.cu")))
+    return {os.path.basename(p)[: -len(".cu")]: p for p in paths}
+
+
 def aot_tables():
     """{group: [expression]} of every AOT table."""
     tables = {}
-    for path in sorted(glob.glob(os.path.join(AOT_DIR, "*.cu"))):
+    for group, path in aot_paths().items():
         with open(path) as fh:
-            tables[os.path.basename(path)[: -len(".cu")]] = re.findall(
-                r"^\s*FA_AOT_KERNEL\((.*)\),$", fh.read(), re.M
-            )
+            tables[group] = re.findall(r"^\s*FA_AOT_KERNEL\((.*)\),$", fh.read(), re.M)
     return tables
 
 
 @pytest.mark.parametrize("group", sorted(set(aot_tables()) - AOT_SKIPPED))
 def test_aot_table_builds(tmp_path, group):
     archs = ARCHS if group in SM80_TABLES else ["90a"]
-    nvcc(*gencode(archs), "--threads=2", "-c", os.path.join(AOT_DIR, f"{group}.cu"),
+    nvcc(*gencode(archs), "--threads=2", "-c", aot_paths()[group],
          "-o", str(tmp_path / f"{group}.o"))
 
 
@@ -171,6 +182,15 @@ HOST_KEYS = {
     "strided_copy": """
   for (fa::DType t : types) print(StridedCopyKernelKey{t});
   print(PoisonKernelKey{});""",
+    # Every head dim and bits, plain, causal and array mask; the combine.
+    "quantized_attention": """
+  for (fa::DType t : types) {
+#define FA_PRINT_BITS(b) for (int v = 0; v < 3; ++v) print(QuantizedAttentionKernelKey{t, d, b, \
+        fa::choose_quantized_attention_tiles(d, t, fa::Backend::Cuda), v == 1, v == 2});
+#define FA_PRINT_D(dd) { const int d = dd; FA_QUANTIZED_ATTENTION_BITS(FA_PRINT_BITS) }
+    FA_QUANTIZED_ATTENTION_HEAD_DIMS(FA_PRINT_D)
+  }
+  for (fa::DType t : types) print(QuantizedSplitCombineKernelKey{t});""",
 }
 
 
@@ -205,19 +225,22 @@ def expected_count(family):
         "short_attention": 3 * len(short_dims) * len(short_seqs),
         "neighborhood": 3 * na,
         "strided_copy": 3 + 1,
+        "quantized_attention": 3 * 3 * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_HEAD_DIMS"))
+        * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_BITS")) + 3,
     }[family]
 
 
 def listed(config, macro):
-    """The numbers of an X-macro list in mlx_fused_attn/kernels/`config`."""
-    with open(os.path.join(REPO, "mlx_fused_attn", "kernels", config)) as fh:
+    """The numbers of an X-macro list in the family folder's `config`."""
+    (path,) = glob.glob(os.path.join(FAMILIES_DIR, "*", config))
+    with open(path) as fh:
         line = re.search(rf"^#define {macro}\(X\)(.*)$", fh.read(), re.M).group(1)
     return [int(x) for x in re.findall(r"X\((\d+)\)", line)]
 
 
 def family_of(group):
-    """The family of an AOT group: the longest family name it starts with."""
-    return max((f for f in FAMILIES if group.startswith(f)), key=len)
+    """The family of an AOT group: the folder its table is in."""
+    return os.path.basename(os.path.dirname(os.path.dirname(aot_paths()[group])))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -230,23 +253,24 @@ def test_aot_tables_hold_exactly_the_host_kernels(tmp_path, family):
 
 
 def jit_text(family):
-    """`family`'s text as cmake/cuda.cmake embeds it (its NAME=PATH,...
-    argument of flatten_source.py), for NVRTC."""
-    with open(os.path.join(REPO, "cmake", "cuda.cmake")) as fh:
-        arg = re.search(rf"^\s*({family}=\S+)$", fh.read(), re.M).group(1)
+    """`family`'s text as cmake/cuda.cmake embeds it (the NAME=PATH,...
+    argument of flatten_source.py it makes of the folder's *_kernel.cuh),
+    for NVRTC."""
+    arg = f"{family}=" + ",".join(str(p) for p in cuda_entry_points(family))
     sys.path.insert(0, os.path.join(REPO, "cmake"))
     try:
         import flatten_source
     finally:
         sys.path.pop(0)
-    ((_, _, text),) = flatten_source.family_texts([arg.replace("${FA_CUDA_DIR}", CUDA_DIR)], [REPO])
+    ((_, _, text),) = flatten_source.family_texts([arg], [REPO])
     assert text.isascii()
     return text
 
 
 # The host's expressions compiled against the JIT text: every one, or a
 # spread (every dtype, head dim and variant appears) where there are many.
-PROBE_STRIDE = {"attention": 7, "attention_backward": 5, "short_attention": 5, "neighborhood": 1, "strided_copy": 1}
+PROBE_STRIDE = {"attention": 7, "attention_backward": 5, "short_attention": 5, "neighborhood": 1, "strided_copy": 1,
+                "quantized_attention": 7}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -339,6 +363,16 @@ NVRTC_PICKS = {
         [e for e in names if e.startswith("fa::na_attention_kernel<fa::half_t, 64,")][1]
     ],
     "strided_copy": lambda names: [names[1], names[-1]],
+    # bf16 4 bits at D = 128, causal (Q in registers); fp16 8 bits at D = 256
+    # with an array mask (Q in shared memory); fp32; the bf16 combine.
+    "quantized_attention": lambda names: [
+        e
+        for e in names
+        if e.startswith("fa::quantized_attention_kernel<fa::bfloat_t, 128, 4,") and e.endswith("true, false>")
+        or e.startswith("fa::quantized_attention_kernel<fa::half_t, 256, 8,") and e.endswith("false, true>")
+        or e.startswith("fa::quantized_attention_kernel<float, 64, 8,") and e.endswith("false, false>")
+        or e == "fa::quantized_split_combine_kernel<fa::bfloat_t>"
+    ],
 }
 
 

@@ -24,9 +24,12 @@ from test_cuda_compile import cuda_include_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BACKEND = os.path.join(REPO, "mlx_fused_attn", "backend")
-# The CUDA host sources and the backend-independent ones beside them.
-SOURCES = sorted(glob.glob(os.path.join(BACKEND, "cuda", "*.cpp"))) + sorted(
-    glob.glob(os.path.join(BACKEND, "*.cpp"))
+# The CUDA host sources (the backend's and each kernel family's) and the
+# backend-independent ones beside them.
+SOURCES = (
+    sorted(glob.glob(os.path.join(BACKEND, "cuda", "*.cpp")))
+    + sorted(glob.glob(os.path.join(REPO, "mlx_fused_attn", "families", "*", "cuda", "*.cpp")))
+    + sorted(glob.glob(os.path.join(BACKEND, "*.cpp")))
 )
 CXX = shutil.which("g++") or shutil.which("clang++")
 

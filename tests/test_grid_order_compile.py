@@ -1,5 +1,5 @@
 """The order in which causal CUDA grids take their blocks
-(mlx_fused_attn/backend/cuda/grid_order.cuh): heaviest_first_block maps
+(mlx_fused_attn/kernels/cuda/grid_order.cuh): heaviest_first_block maps
 every grid onto itself one to one, so no block runs twice or never, and
 deals the blocks of each group of rows heaviest first. Host code built
 with nvcc: no GPU needed; skips without nvcc."""
@@ -12,7 +12,7 @@ from test_cuda_compile import find_nvcc
 PROGRAM = r"""
 #include <cstdio>
 #include <vector>
-#include "mlx_fused_attn/backend/cuda/grid_order.cuh"
+#include "mlx_fused_attn/kernels/cuda/grid_order.cuh"
 
 int main() {
   const int xs[] = {1, 2, 3, 7, 64, 129};

@@ -1,5 +1,6 @@
 """The generated instantiation lists (the CUDA AOT tables in
-mlx_fused_attn/backend/cuda/aot/ and the instance blocks of metal/*.metal)
+mlx_fused_attn/families/*/aot/ and the instance blocks of the families'
+.metal files)
 are what tools/gen_instances.py writes from the tile choosers now: a chooser
 or head dim list changed without rerunning it fails here, naming the stale
 files.
@@ -31,8 +32,8 @@ def test_a_changed_list_is_stale():
     """A Metal block or an AOT table that differs from what the choosers
     give is reported, and so is a table of a group that no longer exists."""
     files = gen_instances.wanted_files()
-    metal = os.path.join(REPO, "metal", "neighborhood.metal")
-    table = os.path.join(gen_instances.AOT_DIR, "short_attention_d64.cu")
+    metal = os.path.join(REPO, "mlx_fused_attn", "families", "neighborhood", "neighborhood.metal")
+    table = gen_instances.aot_path("short_attention", "short_attention_d64")
     files[metal] = files[metal].replace("FA_NA_INSTANTIATE(float32, float, 128,", "FA_NA_INSTANTIATE(float32, float, 96,")
     del files[table]
     assert gen_instances.stale_paths(files) == ([metal], [table])

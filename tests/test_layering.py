@@ -4,8 +4,12 @@ below the backends, and no cycle.
 The planners (attention_planner.cpp, na_planner.cpp) plan from a call and
 the device's caps alone, and what the backends compute from a plan at eval
 (launch_params.cpp) is plan-free: neither reaches a backend's header or the
-op's (op/), nor do the kernels, the tile library or the Metal entry points.
-The backends execute plans and never plan: none reaches a planner's header.
+op's (op/), nor do the kernels, the tile library or the kernel families'
+device code (each family folder's own files: body, config, args, kernel
+names, Metal and CUDA entry points). A family's host pieces (its cuda/ and
+metal/ subfolders, its AOT tables) belong to the backends, and its
+<folder>_instances.h to tools/gen_instances.py. The backends execute plans
+and never plan: none reaches a planner's header.
 Only the op layer (op/call_plans.cpp, the primitives) includes both. Read from the
 `#include "mlx_fused_attn/..."` lines of the sources, so that a new include
 that ties a layer back up fails here, on every machine."""
@@ -26,7 +30,8 @@ PLANNING_ROOTS = (
     "mlx_fused_attn/plan/na_planner.cpp",
     "mlx_fused_attn/plan/launch_params.cpp",
 )
-DEVICE_CODE = ("mlx_fused_attn/kernels/", "mlx_fused_attn/tile/", "metal/")
+DEVICE_CODE = ("mlx_fused_attn/kernels/", "mlx_fused_attn/tile/")
+FAMILIES = "mlx_fused_attn/families/"
 # The planning entry points the backends must never reach.
 PLANNER_HEADERS = (
     "mlx_fused_attn/plan/attention_planner.h",
@@ -39,12 +44,31 @@ def include_graph(repo):
     """{file: [files it includes]}, repository-relative, for the package's
     sources and the Metal entry points."""
     graph = {}
-    for folder in ("mlx_fused_attn", "metal"):
-        for pattern in SOURCES:
-            for path in (repo / folder).rglob(pattern):
-                rel = path.relative_to(repo).as_posix()
-                graph[rel] = INCLUDE.findall(path.read_text())
+    for pattern in SOURCES:
+        for path in (repo / "mlx_fused_attn").rglob(pattern):
+            rel = path.relative_to(repo).as_posix()
+            graph[rel] = INCLUDE.findall(path.read_text())
     return graph
+
+
+def is_device_code(f):
+    """The kernels, the tile library, and the files at the root of a family
+    folder but its instance list (a generator's input) and the registry's
+    instance emitter."""
+    if f.startswith(DEVICE_CODE):
+        return True
+    if not f.startswith(FAMILIES):
+        return False
+    parts = f[len(FAMILIES):].split("/")
+    return len(parts) == 2 and not parts[1].endswith("_instances.h")
+
+
+def is_backend(f):
+    """A backend's file, or a family's host piece (cuda/, metal/, aot/)."""
+    if f.startswith(BACKEND):
+        return True
+    parts = f[len(FAMILIES):].split("/") if f.startswith(FAMILIES) else []
+    return len(parts) == 3 and parts[1] in ("cuda", "metal", "aot")
 
 
 def reached(graph, start):
@@ -81,12 +105,12 @@ def ties_up(graph):
     """(file, included file) pairs where planning, plan-free or device code
     reaches a backend or the op, or a backend reaches a planner."""
     ties = []
-    below = [f for f in graph if f.startswith(DEVICE_CODE)]
+    below = [f for f in graph if is_device_code(f)]
     for start in list(PLANNING_ROOTS) + below:
         for f in sorted(reached(graph, start)):
-            if f.startswith((BACKEND, OP)):
+            if is_backend(f) or f.startswith(OP):
                 ties.append((start, f))
-    for start in (f for f in graph if f.startswith(BACKEND)):
+    for start in (f for f in graph if is_backend(f)):
         for f in sorted(reached(graph, start)):
             if f in PLANNER_HEADERS:
                 ties.append((start, f))
@@ -104,16 +128,33 @@ def test_no_include_cycle():
     assert cycles(include_graph(REPO)) == []
 
 
+def test_family_folders_are_classified():
+    """A family's device code is below the backends; its host pieces are a
+    backend's."""
+    assert is_device_code(FAMILIES + "short_attention/short_attention.metal")
+    assert is_device_code(FAMILIES + "short_attention/short_attention_config.h")
+    assert not is_device_code(FAMILIES + "short_attention/short_attention_instances.h")
+    assert is_backend(FAMILIES + "short_attention/cuda/short_attention_cuda.cpp")
+    assert is_backend(FAMILIES + "short_attention/metal/short_attention_metal.cpp")
+    assert is_backend(FAMILIES + "short_attention/aot/short_attention_d64.cu")
+    assert not is_backend(FAMILIES + "short_attention/short_attention_kernel.cuh")
+    graph = include_graph(REPO)
+    assert any(f.startswith(FAMILIES) and is_device_code(f) for f in graph)
+    assert any(f.startswith(FAMILIES) and is_backend(f) for f in graph)
+
+
 def test_the_checks_see_a_tie_and_a_cycle():
     graph = {
         PLANNING_ROOTS[0]: ["mlx_fused_attn/plan_part.h"],
         "mlx_fused_attn/plan_part.h": [BACKEND + "gpu.h"],
         BACKEND + "gpu.h": [PLANNER_HEADERS[0]],
+        FAMILIES + "f/f.metal": [FAMILIES + "f/cuda/f_cuda.h"],
         "mlx_fused_attn/a.h": ["mlx_fused_attn/b.h"],
         "mlx_fused_attn/b.h": ["mlx_fused_attn/a.h"],
     }
     ties = ties_up(graph)
     assert (PLANNING_ROOTS[0], BACKEND + "gpu.h") in ties
     assert (BACKEND + "gpu.h", PLANNER_HEADERS[0]) in ties
+    assert (FAMILIES + "f/f.metal", FAMILIES + "f/cuda/f_cuda.h") in ties
     a, b = "mlx_fused_attn/a.h", "mlx_fused_attn/b.h"
     assert [a, b, a] in cycles(graph)

@@ -24,19 +24,19 @@ pytestmark = pytest.mark.skipif(
 )
 
 ROOT = conformance.REPO_ROOT
-SOURCES = sorted(glob.glob(os.path.join(ROOT, "metal", "*.metal")))
+SOURCES = sorted(glob.glob(os.path.join(ROOT, "mlx_fused_attn", "families", "*", "*.metal")))
 PLANTED_DIR = os.path.join(conformance.strict_check.EMU_DIR, "kernels", "conformance_fail")
 PLANTED = sorted(glob.glob(os.path.join(PLANTED_DIR, "*.metal")))
 # The last commit with `long long` and unqualified pointers in na_grid.h.
 PRE_FIX = "862c4b6"
-NA_GRID = "mlx_fused_attn/kernels/na_grid.h"
+NA_GRID = "mlx_fused_attn/families/neighborhood/na_grid.h"
 # The last commit with program-scope `constexpr int` constants, which Apple's
 # compiler rejects ("program scope variable must reside in constant address
 # space"), and where they were.
 PRE_CONSTANT = "99b7fa3"
 PRE_CONSTANT_LINES = {
     "mlx_fused_attn/kernels/attention_config.h": {47: "kProducerWarps", 48: "kProducerSyncBytes"},
-    "mlx_fused_attn/kernels/attention_backward_config.h": {15: "kBwdRowDotWarps"},
+    "mlx_fused_attn/families/attention_backward/attention_backward_config.h": {15: "kBwdRowDotWarps"},
 }
 CHECK_METAL_HOST = os.path.join(os.path.dirname(__file__), "metal_host", "check_metal_host.py")
 _PLANTED_RULE = re.compile(r"Must fail the conformance pass with \[([a-z-]+)\] only")
@@ -86,8 +86,10 @@ def test_one_kernel_text_conforms(path, flattened_dir):
 
 
 # Kernels beside threadgroup-memory kernels that declare none: the combine
-# of split keys, one thread an output element (metal/attention.metal).
-NO_THREADGROUP_MEMORY = ("fa_split_combine_",)
+# of split keys, one thread an output element
+# (mlx_fused_attn/families/attention/attention.metal and
+# families/quantized_attention/quantized_attention.metal).
+NO_THREADGROUP_MEMORY = ("fa_split_combine_", "fa_quantized_split_combine_")
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=_name)
@@ -142,7 +144,7 @@ def _shadow(tmp_path, commit, paths):
 def test_pre_constant_tree_fails(tmp_path):
     # attention_backward.metal includes both headers.
     _shadow(tmp_path, PRE_CONSTANT, PRE_CONSTANT_LINES)
-    report = _report(os.path.join(ROOT, "metal", "attention_backward.metal"), (str(tmp_path),))
+    report = _report(os.path.join(ROOT, "mlx_fused_attn", "families", "attention_backward", "attention_backward.metal"), (str(tmp_path),))
     assert report.rules == {"declaration"}, _describe(report)
     found = {(f.path, f.line) for f in report.findings}
     expected = {
@@ -194,7 +196,7 @@ def test_vocabulary_entries_cite_something():
 def test_pre_fix_na_grid_fails(tmp_path):
     _shadow(tmp_path, PRE_FIX, [NA_GRID])
     shadow = tmp_path / NA_GRID
-    report = _report(os.path.join(ROOT, "metal", "neighborhood.metal"), (str(tmp_path),))
+    report = _report(os.path.join(ROOT, "mlx_fused_attn", "families", "neighborhood", "neighborhood.metal"), (str(tmp_path),))
     assert report.rules == {"type", "address-space"}, _describe(report)
     lines = _describe(report)
     assert all(f.path == str(shadow) for f in report.findings), lines

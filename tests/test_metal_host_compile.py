@@ -58,7 +58,8 @@ def test_check_finds_unbuilt_host_source(tmp_path, monkeypatch):
     (tmp_path / "host").mkdir()
     stray = tmp_path / "host" / "stray_metal.cpp"
     stray.write_text("int stray = 0;\n")
-    monkeypatch.setattr(module, "HOST_DIR", tmp_path / "host")
+    monkeypatch.setattr(module, "HOST_ROOT", tmp_path)
+    monkeypatch.setattr(module, "HOST_GLOBS", ("host/*.cpp",))
     sources, problems = module.host_sources(tmp_path)
     assert stray in sources
     assert [p for p in problems if str(stray) in p], problems

@@ -1,5 +1,5 @@
 """The Metal kernel's variants (MLX_FUSED_ATTN_METAL_VARIANT,
-mlx_fused_attn/backend/metal/attention_variant.h) through the op: on a Mac's
+mlx_fused_attn/families/attention/metal/attention_variant.h) through the op: on a Mac's
 GPU each variant, alone and combined, against the reference on ragged
 shapes with masks, causal and GQA; a variable that names no variant is a
 ValueError naming the accepted words. Other devices ignore the variable.

@@ -39,26 +39,26 @@ def test_a_test_sees_the_kernel_it_loads_by_an_imported_name():
     # test_attention_kernel.py's METAL; test_na_product_groups.py runs
     # test_na_kernel.py's run_case.
     for test in ("test_split_keys_kernel.py", "test_metal_variants.py"):
-        assert {"metal/attention.metal", "mlx_fused_attn/kernels/split_keys.h"} <= _seen(test), test
-    assert "mlx_fused_attn/kernels/na_attention.h" in _seen("test_na_product_groups.py")
+        assert {"mlx_fused_attn/families/attention/attention.metal", "mlx_fused_attn/kernels/split_keys.h"} <= _seen(test), test
+    assert "mlx_fused_attn/families/neighborhood/na_attention.h" in _seen("test_na_product_groups.py")
 
 
 def test_an_import_is_followed_one_module_only():
     # test_mlx_plants.py imports MLX's kernels' helpers from
     # test_mlx_kernels.py, which imports our kernel from test_attention_kernel.py.
-    assert "metal/attention.metal" in _seen("test_mlx_kernels.py")
-    assert "metal/attention.metal" not in _seen("test_mlx_plants.py")
+    assert "mlx_fused_attn/families/attention/attention.metal" in _seen("test_mlx_kernels.py")
+    assert "mlx_fused_attn/families/attention/attention.metal" not in _seen("test_mlx_plants.py")
 
 
 def test_a_test_sees_what_it_names_itself():
-    assert "metal/neighborhood.metal" in _seen("test_na_kernel.py")
-    assert "metal/neighborhood.metal" not in _seen("test_attention_kernel.py")
+    assert "mlx_fused_attn/families/neighborhood/neighborhood.metal" in _seen("test_na_kernel.py")
+    assert "mlx_fused_attn/families/neighborhood/neighborhood.metal" not in _seen("test_attention_kernel.py")
 
 
 def test_the_conformance_pass_runs_on_the_files_reaching_the_source_after_the_emulator(tmp_path):
     w = worker.Worker(tmp_path, 0, SEEN_BY)
-    conformance = [t for t in w.test_files("metal/attention.metal") if t.startswith(scope.CONFORMANCE)]
-    assert conformance == [f"{scope.CONFORMANCE}[metal/attention.metal]"]
+    conformance = [t for t in w.test_files("mlx_fused_attn/families/attention/attention.metal") if t.startswith(scope.CONFORMANCE)]
+    assert conformance == [f"{scope.CONFORMANCE}[mlx_fused_attn/families/attention/attention.metal]"]
     reaching = [t for t in w.test_files("mlx_fused_attn/tile/language.h") if t.startswith(scope.CONFORMANCE)]
     assert reaching == [f"{scope.CONFORMANCE}[{m}]" for m in scope.entry_points()]
     assert "test_metal_conformance.py" in worker.FULL_ONLY

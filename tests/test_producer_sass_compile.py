@@ -22,7 +22,7 @@ TILES = "fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true>"
 # (causal, mask): the three instances the AOT build makes of each dtype.
 INSTANCES = [("false", "false"), ("true", "false"), ("false", "true")]
 KERNELS = (
-    '#include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"\n'
+    '#include "mlx_fused_attn/families/attention/attention_kernel.cuh"\n'
     "const void* kernels[] = {\n"
     + "".join(
         f"    (const void*)fa::attention_producer_kernel<fa::bfloat_t, 128, 128, {TILES}, {c}, {m}>,\n"

@@ -15,8 +15,8 @@ import pytest
 from test_cuda_compile import nvcc_output
 
 KERNELS = r"""
-#include "mlx_fused_attn/backend/cuda/attention_backward_kernel.cuh"
-#include "mlx_fused_attn/backend/cuda/attention_kernel.cuh"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_kernel.cuh"
+#include "mlx_fused_attn/families/attention/attention_kernel.cuh"
 const void* kernels[] = {
     (const void*)fa::attention_kernel<fa::half_t, 128, 128, fa::AttnTilesOf<64, 128, 4, 1, 2, true, true>, true, true>,
     (const void*)fa::attention_kernel<fa::half_t, 64, 64, fa::AttnTilesOf<64, 128, 4, 2, 3, true, false>, false, true>,

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "mlx/array.h"
-#include "mlx_fused_attn/kernels/strided_copy_params.h"
+#include "mlx_fused_attn/families/strided_copy/strided_copy_params.h"
 
 namespace mlx_fused_attn {
 

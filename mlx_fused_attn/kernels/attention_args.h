@@ -1,5 +1,5 @@
 // The arguments of the attention body (attention.h), gathered once in each
-// entry point (metal/attention.metal, backend/cuda/attention_kernel.cuh)
+// entry point (mlx_fused_attn/families/attention/attention.metal, backend/cuda/attention_kernel.cuh)
 // from its bindings and read by name in the body: the arrays one call reads
 // and writes, the threadgroup memory of the K and V stages, and where in the
 // grid a threadgroup works. Every pointer names its address space, as Metal

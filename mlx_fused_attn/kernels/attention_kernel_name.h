@@ -1,5 +1,5 @@
 // Host-side names of the attention kernels: the one place they are built.
-// The Metal instantiation list (metal/attention.metal, written by
+// The Metal instantiation list (mlx_fused_attn/families/attention/attention.metal, written by
 // tools/gen_instances.py) spells the same names from the same tiles, and
 // tests/metal_emu checks that they agree.
 #pragma once

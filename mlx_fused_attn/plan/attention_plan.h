@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "mlx/array.h"
-#include "mlx_fused_attn/backward_params.h"
+#include "mlx_fused_attn/families/attention_backward/backward_params.h"
 #include "mlx_fused_attn/plan/call.h"
-#include "mlx_fused_attn/kernels/attention_backward_config.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
-#include "mlx_fused_attn/kernels/short_attention_config.h"
-#include "mlx_fused_attn/kernels/short_attention_features.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_config.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_features.h"
 #include "mlx_fused_attn/plan/launch_plan.h"
 #include "mlx_fused_attn/params.h"
 

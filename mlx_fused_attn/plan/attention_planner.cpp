@@ -7,8 +7,8 @@
 
 #include "mlx/utils.h"
 #include "mlx_fused_attn/plan/kernel_switches.h"
-#include "mlx_fused_attn/kernels/attention_backward_config.h"
-#include "mlx_fused_attn/kernels/short_attention_kernel_name.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_kernel_name.h"
 #include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn {

@@ -4,41 +4,54 @@ namespace mlx_fused_attn {
 
 const char* family_name(KernelFamily family) {
   switch (family) {
-    case KernelFamily::Attention:
-      return "attention";
-    case KernelFamily::ShortAttention:
-      return "short_attention";
-    case KernelFamily::AttentionBackward:
-      return "attention_backward";
-    case KernelFamily::AttentionBackwardRowDot:
-      return "attention_backward_row_dot";
-    case KernelFamily::Neighborhood:
-      return "neighborhood";
-    case KernelFamily::Copy:
-      return "strided_copy";
-    case KernelFamily::QuantizedAttention:
-      return "quantized_attention";
+#define FA_FAMILY_NAME(e, name, folder, cpu, cuda) \
+  case KernelFamily::e:                            \
+    return #name;
+    FA_KERNEL_FAMILIES(FA_FAMILY_NAME)
+#undef FA_FAMILY_NAME
+  }
+  return "unknown";
+}
+
+const char* family_folder(KernelFamily family) {
+  switch (family) {
+#define FA_FAMILY_FOLDER(e, name, folder, cpu, cuda) \
+  case KernelFamily::e:                              \
+    return #folder;
+    FA_KERNEL_FAMILIES(FA_FAMILY_FOLDER)
+#undef FA_FAMILY_FOLDER
   }
   return "unknown";
 }
 
 std::vector<KernelFamily> all_kernel_families() {
   return {
-      KernelFamily::Attention,
-      KernelFamily::ShortAttention,
-      KernelFamily::AttentionBackward,
-      KernelFamily::AttentionBackwardRowDot,
-      KernelFamily::Neighborhood,
-      KernelFamily::Copy,
-      KernelFamily::QuantizedAttention};
+#define FA_FAMILY_ANY(e, name, folder, cpu, cuda) KernelFamily::e,
+      FA_KERNEL_FAMILIES(FA_FAMILY_ANY)
+#undef FA_FAMILY_ANY
+  };
 }
 
 std::vector<KernelFamily> cpu_kernel_families() {
-  return {
-      KernelFamily::Attention,
-      KernelFamily::AttentionBackward,
-      KernelFamily::Neighborhood,
-      KernelFamily::QuantizedAttention};
+  std::vector<KernelFamily> out;
+#define FA_FAMILY_CPU(e, name, folder, cpu, cuda) \
+  if (cpu) {                                      \
+    out.push_back(KernelFamily::e);               \
+  }
+  FA_KERNEL_FAMILIES(FA_FAMILY_CPU)
+#undef FA_FAMILY_CPU
+  return out;
+}
+
+std::vector<KernelFamily> cuda_kernel_families() {
+  std::vector<KernelFamily> out;
+#define FA_FAMILY_CUDA(e, name, folder, cpu, cuda) \
+  if (cuda) {                                      \
+    out.push_back(KernelFamily::e);                \
+  }
+  FA_KERNEL_FAMILIES(FA_FAMILY_CUDA)
+#undef FA_FAMILY_CUDA
+  return out;
 }
 
 } // namespace mlx_fused_attn

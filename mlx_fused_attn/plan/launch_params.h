@@ -10,7 +10,7 @@
 
 #include "mlx/array.h"
 #include "mlx_fused_attn/plan/attention_plan.h"
-#include "mlx_fused_attn/kernels/attention_backward_kernel_name.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_kernel_name.h"
 #include "mlx_fused_attn/plan/mask_list_layout.h"
 #include "mlx_fused_attn/plan/na_plan.h"
 

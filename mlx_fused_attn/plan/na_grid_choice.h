@@ -5,8 +5,8 @@
 // host pointers and 64-bit counts.
 #pragma once
 
-#include "mlx_fused_attn/kernels/na_grid.h"
-#include "mlx_fused_attn/na_params.h"
+#include "mlx_fused_attn/families/neighborhood/na_grid.h"
+#include "mlx_fused_attn/families/neighborhood/na_params.h"
 #include "mlx_fused_attn/na_window.h"
 
 namespace fa {

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "mlx/array.h"
-#include "mlx_fused_attn/kernels/na_config.h"
-#include "mlx_fused_attn/kernels/na_grid.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_grid.h"
 #include "mlx_fused_attn/plan/launch_plan.h"
-#include "mlx_fused_attn/na_params.h"
+#include "mlx_fused_attn/families/neighborhood/na_params.h"
 #include "mlx_fused_attn/na_spec.h"
 
 namespace mlx_fused_attn {

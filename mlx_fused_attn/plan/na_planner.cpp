@@ -6,7 +6,7 @@
 #include <string>
 
 #include "mlx/utils.h"
-#include "mlx_fused_attn/kernels/na_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
 #include "mlx_fused_attn/plan/na_grid_choice.h"
 
 namespace mlx_fused_attn {

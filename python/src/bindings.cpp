@@ -44,17 +44,10 @@ mx::StreamOrDevice to_stream_or_device(const StreamArg& s) {
 
 } // namespace
 
-NB_MODULE(_ext, m) {
-  m.doc() = "Fused attention kernels for MLX (C++ extension)";
+namespace {
 
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const mlx_fused_attn::TypeError& e) {
-      PyErr_SetString(PyExc_TypeError, e.what());
-    }
-  });
-
+/// The attention op and whether a call takes the fused kernel.
+void bind_attention(nb::module_& m) {
   m.def(
       "scaled_dot_product_attention",
       [](const mx::array& q,
@@ -87,7 +80,10 @@ NB_MODULE(_ext, m) {
       },
       "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
       "sinks"_a = nb::none(), "stream"_a = nb::none());
+}
 
+/// The op over a quantized K/V cache (mlx-lm's signature).
+void bind_quantized_attention(nb::module_& m) {
   m.def(
       "quantized_scaled_dot_product_attention",
       [](const mx::array& queries,
@@ -127,7 +123,10 @@ NB_MODULE(_ext, m) {
       "queries"_a, "q_keys"_a, "q_values"_a, "scale"_a, "mask"_a.none(),
       "group_size"_a, "bits"_a, nb::kw_only(), "sinks"_a = nb::none(),
       "stream"_a = nb::none());
+}
 
+/// What the tests read of the op's mask preparation.
+void bind_mask_lists(nb::module_& m) {
   // For tests: the visit list the GPU kernels read for an array mask, built
   // as the op builds it (through its cache).
   m.def(
@@ -172,7 +171,10 @@ NB_MODULE(_ext, m) {
       },
       "mask"_a, "dtype"_a, "L_q"_a, "L_k"_a, "dkdv_keys"_a, "dkdv_queries"_a,
       "dq_queries"_a, "dq_keys"_a, nb::kw_only(), "stream"_a = nb::none());
+}
 
+/// The neighborhood op and whether a call takes the fused kernel.
+void bind_neighborhood(nb::module_& m) {
   m.def(
       "neighborhood_attention",
       [](const mx::array& q,
@@ -206,7 +208,10 @@ NB_MODULE(_ext, m) {
       },
       "q"_a, "k"_a, "v"_a, "kernel_size"_a, nb::kw_only(), "dilation"_a,
       "is_causal"_a, "scale"_a = nb::none(), "stream"_a = nb::none());
+}
 
+/// The notices, the kernels' outcomes, the families and the build.
+void bind_build_info(nb::module_& m) {
   m.def(
       "take_notices",
       [] {
@@ -265,4 +270,24 @@ NB_MODULE(_ext, m) {
       },
       "The GPU backend this build has, whether its kernels were built ahead "
       "of time, and whether they are compiled at run time now.");
+}
+
+} // namespace
+
+NB_MODULE(_ext, m) {
+  m.doc() = "Fused attention kernels for MLX (C++ extension)";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const mlx_fused_attn::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    }
+  });
+
+  bind_attention(m);
+  bind_quantized_attention(m);
+  bind_mask_lists(m);
+  bind_neighborhood(m);
+  bind_build_info(m);
 }

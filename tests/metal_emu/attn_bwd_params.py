@@ -1,4 +1,4 @@
-"""fa::AttnBwdParams (mlx_fused_attn/backward_params.h) as a ctypes
+"""fa::AttnBwdParams (mlx_fused_attn/families/attention_backward/backward_params.h) as a ctypes
 structure, for the backward kernels in the emulator; test_attn_params.py
 checks it against g++'s layout of the C++ struct."""
 

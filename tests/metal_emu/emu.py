@@ -1,6 +1,6 @@
 """Runs Metal kernels on the CPU: the Python side of the Metal emulator.
 
-    prog = emu.load("metal/attention.metal")
+    prog = emu.load("mlx_fused_attn/families/FOLDER/FAMILY.metal")
     out = prog.launch("host_name", buffers={0: q, 1: k, 3: o},
                       constants={300: False}, grid=(4, 2, 1),
                       threadgroup=(128, 1, 1), schedule="fair")

@@ -4,6 +4,7 @@ cmake/flatten_source.py; and the one-kernel texts the JIT compiles at run
 time (a family's text without its instantiations, plus the one line that
 defines the kernel a call needs)."""
 
+import glob
 import os
 import re
 import sys
@@ -15,10 +16,12 @@ import flatten_source  # noqa: E402
 
 
 def metal_sources():
-    """The .metal files cmake/metal.cmake embeds, by family name."""
+    """The .metal files cmake/metal.cmake embeds (its file(GLOB) of the
+    family folders), by family name."""
     with open(os.path.join(emu.REPO_ROOT, "cmake", "metal.cmake")) as fh:
-        listed = re.search(r"set\(FA_METAL_SOURCES(.*?)\)", fh.read(), re.S).group(1).split()
-    paths = [s.replace("${PROJECT_SOURCE_DIR}", emu.REPO_ROOT) for s in listed]
+        listed = re.search(r"file\(GLOB FA_METAL_SOURCES CONFIGURE_DEPENDS(.*?)\)", fh.read(), re.S).group(1).split()
+    patterns = [s.replace("${PROJECT_SOURCE_DIR}", emu.REPO_ROOT) for s in listed]
+    paths = sorted(p for pattern in patterns for p in glob.glob(pattern))
     return {os.path.splitext(os.path.basename(p))[0]: p for p in paths}
 
 

@@ -1,5 +1,5 @@
-"""fa::NaParams (mlx_fused_attn/na_params.h) and fa::NaGrid
-(mlx_fused_attn/kernels/na_grid.h) as ctypes structures, for tests that
+"""fa::NaParams (mlx_fused_attn/families/neighborhood/na_params.h) and fa::NaGrid
+(mlx_fused_attn/families/neighborhood/na_grid.h) as ctypes structures, for tests that
 launch the neighborhood kernels in the emulator. test_na_kernel.py checks
 their layouts against the C++ structs as g++ lays them out."""
 

@@ -1,6 +1,6 @@
 """A Metal speed proxy, said to be one: what a threadgroup of an attention
 kernel does per key block it streams, counted in the emulator
-(emu.Program.count_ops), for metal/attention.metal and for MLX's steel
+(emu.Program.count_ops), for mlx_fused_attn/families/attention/attention.metal and for MLX's steel
 attention (mx.fast's Metal kernel).
 
 A threadgroup of either kernel owns one query block of one head and streams
@@ -79,7 +79,7 @@ def fused_tiles(prog, dtype, D):
 
 
 def fused_counts(prog, dtype, D, blocks):
-    """The counters of one threadgroup of metal/attention.metal: one head,
+    """The counters of one threadgroup of mlx_fused_attn/families/attention/attention.metal: one head,
     one query block, `blocks` key blocks, no mask; its output is checked
     against the float64 reference."""
     tiles = fused_tiles(prog, dtype, D)

@@ -3,7 +3,7 @@ which device, constant and threadgroup are distinct address spaces, so
 passing a pointer of one where another is expected does not compile (the
 emulator, where every pointer is plain, cannot see that).
 
-    python tests/metal_emu/strict_check.py metal/attention.metal ...
+    python tests/metal_emu/strict_check.py mlx_fused_attn/families/*/*.metal
 
 exits 0 when every file passes, 1 (printing clang's diagnostics) otherwise,
 2 when clang is missing. The check preprocesses with clang, writes the

@@ -1,10 +1,10 @@
-"""metal/attention_backward.metal run in the Metal emulator against the
+"""mlx_fused_attn/families/attention_backward/attention_backward.metal run in the Metal emulator against the
 float64 backward (backward_reference.py).
 
 Each case binds buffers the way the Metal host does (the comment at the top
 of the .metal file): q, k, v and the mask in the forward's strided layouts
 with poisoned padding (cases.place_inputs), the forward's O and LSE (from
-the reference, or from the general forward kernel of metal/attention.metal
+the reference, or from the general forward kernel of mlx_fused_attn/families/attention/attention.metal
 with has_lse, checked against the reference first), D from the row-dot
 kernel, then the dK/dV and dQ kernels; LSE and gradients are NaN-poisoned
 first, so every element must be written.
@@ -20,9 +20,9 @@ from . import backward_reference, cases, emu
 from .attn_bwd_params import AttnBwdParams
 from .attn_params import AttnParams
 
-METAL = "metal/attention_backward.metal"
-ROW_DOT = "metal/attention_backward_row_dot.metal"
-FORWARD = "metal/attention.metal"
+METAL = "mlx_fused_attn/families/attention_backward/attention_backward.metal"
+ROW_DOT = "mlx_fused_attn/families/attention_backward/attention_backward_row_dot.metal"
+FORWARD = "mlx_fused_attn/families/attention/attention.metal"
 DTYPES = ("float16", "bfloat16", "float32")
 # FA_ATTENTION_BACKWARD_HEAD_DIMS (attention_backward_config.h).
 HEAD_DIMS = (32, 64, 96, 128)
@@ -311,7 +311,7 @@ def test_host_kernel_names_match_the_instantiation_lists(prog, tmp_path):
     .metal files instantiate."""
     main = tmp_path / "names.cpp"
     main.write_text(
-        '#include <cstdio>\n#include "mlx_fused_attn/kernels/attention_backward_kernel_name.h"\n'
+        '#include <cstdio>\n#include "mlx_fused_attn/families/attention_backward/attention_backward_kernel_name.h"\n'
         "int main() {\n"
         "  const fa::DType dtypes[] = {fa::DType::Float16, fa::DType::BFloat16, fa::DType::Float32};\n"
         "  for (fa::DType t : dtypes) {\n"

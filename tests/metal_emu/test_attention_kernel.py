@@ -1,4 +1,4 @@
-"""metal/attention.metal run in the Metal emulator against a float64 reference.
+"""mlx_fused_attn/families/attention/attention.metal run in the Metal emulator against a float64 reference.
 
 Every case binds buffers the way mlx_fused_attn/backend/metal/attention_metal.cpp
 does (q 0, k 1, v 2, out 3, params 4, mask 5, sinks 6, the mask's classes
@@ -24,7 +24,7 @@ from .attn_params import AttnParams
 from .cases import INDEPENDENT
 from .layouts import Layout
 
-METAL = "metal/attention.metal"
+METAL = "mlx_fused_attn/families/attention/attention.metal"
 # (head dim of q and k, of v): FA_ATTENTION_HEAD_DIMS (attention_config.h).
 HEAD_DIMS = ((32, 32), (64, 64), (72, 72), (80, 80), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256))
 # Those added for Gemma (256), DeepSeek's latent attention (192 with v 128)
@@ -470,7 +470,7 @@ def test_padded_variant_races(variants):
 
 
 class StridedCopyParams(ctypes.Structure):
-    """fa::StridedCopyParams (mlx_fused_attn/kernels/strided_copy_params.h)."""
+    """fa::StridedCopyParams (mlx_fused_attn/families/strided_copy/strided_copy_params.h)."""
 
     _fields_ = [("shape", ctypes.c_int * 4), ("strides", ctypes.c_int64 * 4)]
 
@@ -484,7 +484,7 @@ class StridedCopyParams(ctypes.Structure):
     ],
 )
 def test_strided_copy(dtype, shape, perm):
-    prog = emu.load("metal/strided_copy.metal")
+    prog = emu.load("mlx_fused_attn/families/strided_copy/strided_copy.metal")
     rng = np.random.default_rng(sum(shape))
     if perm is None:
         base = rng.integers(0, 2**16, size=3 * shape[-1]).astype(dtype)
@@ -510,7 +510,7 @@ def test_strided_copy(dtype, shape, perm):
 def test_strided_copy_padded_permuted_axes():
     """B = 2, H = 3, every source axis padded (with NaN) and the axes stored
     out of order, so that each of the four strides is its own."""
-    prog = emu.load("metal/strided_copy.metal")
+    prog = emu.load("mlx_fused_attn/families/strided_copy/strided_copy.metal")
     shape = (2, 3, 4, 5)
     values = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
     src, strides = Layout((1, 3, 0, 2), (1, 2, 1, 3)).place(values, np.nan)
@@ -527,7 +527,7 @@ def test_strided_copy_instances():
     """The host asks for fa_strided_copy_<dtype> for each kernel dtype
     (strided_copy_kernel_name in backend/metal/attention_metal.cpp); the list
     holds exactly those, each launched by test_strided_copy."""
-    assert set(emu.load("metal/strided_copy.metal").kernels) == {f"fa_strided_copy_{t}" for t in DTYPES}
+    assert set(emu.load("mlx_fused_attn/families/strided_copy/strided_copy.metal").kernels) == {f"fa_strided_copy_{t}" for t in DTYPES}
 
 
 # ---------------------------------------------------------------------------
@@ -538,7 +538,7 @@ def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
     """attention_kernel_name() with choose_attention_tiles(), for the
     default and every variant (MetalAttnVariant), and
     split_combine_kernel_name(), name exactly the kernels
-    metal/attention.metal instantiates."""
+    mlx_fused_attn/families/attention/attention.metal instantiates."""
     main = tmp_path / "names.cpp"
     main.write_text(
         '#include <cstdio>\n#include "mlx_fused_attn/kernels/attention_kernel_name.h"\n'

@@ -39,8 +39,8 @@ PROGRAM = r"""
 #include <cstdio>
 
 #include "mlx_fused_attn/kernels/attention_config.h"
-#include "mlx_fused_attn/kernels/na_config.h"
-#include "mlx_fused_attn/kernels/short_attention_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_config.h"
 
 int main() {
   const fa::DType types[] = {

@@ -8,6 +8,7 @@ building and computing."""
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -15,14 +16,10 @@ from . import emu, jit_text
 from .test_short_attention_kernel import run_case as run_short_case
 from .test_short_attention_kernel import KERNEL, seq_for
 
-FAMILIES = (
-    "attention",
-    "attention_backward",
-    "attention_backward_row_dot",
-    "neighborhood",
-    "short_attention",
-    "strided_copy",
-)
+sys.path.insert(0, os.path.join(emu.REPO_ROOT, "tools"))
+from family_registry import families  # noqa: E402
+
+FAMILIES = tuple(f.name for f in families())
 
 
 def injected_error():

@@ -1,7 +1,7 @@
 """The Metal kernel's variants a Mac user can time (MetalAttnVariant,
 mlx_fused_attn/kernels/attention_config.h) in the Metal emulator, against
 the float64 reference: Q in threadgroup memory and 32-key blocks at D = 128
-(instances of their own in metal/attention.metal), and the function constant
+(instances of their own in mlx_fused_attn/families/attention/attention.metal), and the function constant
 stride32 (32-bit row offsets stepped by pointer in the K/V loader), alone
 and with each tile variant. Every case is ragged unless it says otherwise,
 and each mask kind, causal, sinks, GQA and the three dtypes occur.
@@ -118,7 +118,7 @@ def test_stride32_is_declared_as_the_feature_table_says(prog):
 PARSE = r"""
 #include <cstdio>
 #include <stdexcept>
-#include "mlx_fused_attn/backend/metal/attention_variant.h"
+#include "mlx_fused_attn/families/attention/metal/attention_variant.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
 
 int main(int argc, char** argv) {
@@ -157,7 +157,7 @@ def parse(tmp_path_factory):
 
 def test_parse_selects_instances_that_exist(prog, parse):
     """Every combination of words selects, for each dtype at D = 128, a
-    kernel metal/attention.metal has: the variant's own in 16 bits, the
+    kernel mlx_fused_attn/families/attention/attention.metal has: the variant's own in 16 bits, the
     default in float32 (no variant fits its threadgroup memory), and the
     default at D = 64."""
     texts = [

@@ -1,6 +1,6 @@
 """MLX 0.32.4's own Metal kernels, unmodified, in the emulator, against
 float64 references; and MLX's steel attention against ours
-(metal/attention.metal) on the same inputs.
+(mlx_fused_attn/families/attention/attention.metal) on the same inputs.
 
 MLX's kernels are right on Apple GPUs (Apple's compiler builds them every
 release and MLX's tests run them on Macs), so where one fails here the

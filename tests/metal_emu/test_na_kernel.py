@@ -1,8 +1,8 @@
-"""metal/neighborhood.metal run in the Metal emulator against a float64
+"""mlx_fused_attn/families/neighborhood/neighborhood.metal run in the Metal emulator against a float64
 explicit-mask reference (written here from the NATTEN definition, not from
 the C++ geometry).
 
-Every case binds buffers the way mlx_fused_attn/backend/metal/na_metal.cpp
+Every case binds buffers the way mlx_fused_attn/families/neighborhood/metal/na_metal.cpp
 does (q 0, k 1, v 2, out 3, NaParams 4, NaGrid 5; grid (blocks, H, B),
 threadgroup (32, warps)), poisons the output with NaN, and checks every
 output element plus the padding between the output's heads, which must stay
@@ -24,7 +24,7 @@ from .cases import check, output, to_device
 from .layouts import Layout, contiguous_last
 from .na_params import NaGrid, NaParams
 
-METAL = "metal/neighborhood.metal"
+METAL = "mlx_fused_attn/families/neighborhood/neighborhood.metal"
 DTYPES = ("float16", "bfloat16", "float32")
 HEAD_DIMS = (32, 64, 128)
 
@@ -35,8 +35,8 @@ PROBE = r"""
 #include <cstring>
 
 #include "mlx_fused_attn/plan/na_grid_choice.h"
-#include "mlx_fused_attn/kernels/na_config.h"
-#include "mlx_fused_attn/kernels/na_kernel_name.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
+#include "mlx_fused_attn/families/neighborhood/na_kernel_name.h"
 
 // names: every kernel name the Metal host can ask for.
 // grid N n0 k0 d0 c0 n1 k1 d1 c1 n2 k2 d2 c2 WARP_ROWS WARPS KEY_BLOCK [w0 w1 w2]:
@@ -94,7 +94,7 @@ LAYOUT_PROBE = r"""
 #include <cstddef>
 #include <cstdio>
 
-#include "mlx_fused_attn/kernels/na_grid.h"
+#include "mlx_fused_attn/families/neighborhood/na_grid.h"
 
 int main() {
   std::printf("NaParams %zu\n", sizeof(fa::NaParams));

@@ -1,4 +1,4 @@
-"""metal/short_attention.metal (L_q, L_k <= 64, several sequences per
+"""mlx_fused_attn/families/short_attention/short_attention.metal (L_q, L_k <= 64, several sequences per
 threadgroup) run in the Metal emulator against a float64 reference.
 
 Every case binds buffers the way
@@ -22,10 +22,10 @@ from . import cases, emu, jit_text
 from .attn_params import AttnParams
 from .cases import INDEPENDENT
 
-METAL = "metal/short_attention.metal"
+METAL = "mlx_fused_attn/families/short_attention/short_attention.metal"
 DTYPES = ("float16", "bfloat16", "float32")
 SEQS = (16, 32, 48, 64)
-# Function constants (mlx_fused_attn/kernels/short_attention_features.h).
+# Function constants (mlx_fused_attn/families/short_attention/short_attention_features.h).
 FC = {"has_mask": 400, "bool_mask": 401, "causal": 402, "has_sinks": 403}
 KERNEL = re.compile(r"fa_short_attention_(\w+?)_d(\d+)_s(\d+)_wr(\d+)_wm(\d+)_np(\d+)$")
 
@@ -237,11 +237,11 @@ def test_adversarial_schedule(prog, seed):
 
 def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
     """short_attention_kernel_name() with choose_short_attention_tiles()
-    names exactly the kernels metal/short_attention.metal instantiates, and
+    names exactly the kernels mlx_fused_attn/families/short_attention/short_attention.metal instantiates, and
     short_attention_covers() sends no call to a kernel that does not exist."""
     main = tmp_path / "names.cpp"
     main.write_text(
-        '#include <cstdio>\n#include "mlx_fused_attn/kernels/short_attention_kernel_name.h"\n'
+        '#include <cstdio>\n#include "mlx_fused_attn/families/short_attention/short_attention_kernel_name.h"\n'
         "int main() {\n"
         "  const fa::DType dtypes[] = {fa::DType::Float16, fa::DType::BFloat16, fa::DType::Float32};\n"
         "  for (fa::DType t : dtypes)\n"

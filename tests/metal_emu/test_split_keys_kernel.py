@@ -1,5 +1,5 @@
 """Split keys (mlx_fused_attn/kernels/split_keys.h) on Metal in the emulator:
-metal/attention.metal's kernel with split_keys, each threadgroup one split of
+mlx_fused_attn/families/attention/attention.metal's kernel with split_keys, each threadgroup one split of
 a query block's keys, then fa_split_combine merging the partials; checked
 against the float64 reference, with the partials and the output poisoned.
 Covers several split counts, a ragged last split, splits a causal query

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 SOURCES = sorted(
-    glob.glob(os.path.join(strict_check.REPO_ROOT, "metal", "*.metal"))
+    glob.glob(os.path.join(strict_check.REPO_ROOT, "mlx_fused_attn", "families", "*", "*.metal"))
     + glob.glob(os.path.join(strict_check.EMU_DIR, "kernels", "*.metal"))
 )
 

@@ -1,6 +1,6 @@
 """The device-memory traffic of Metal attention calls, counted in the emulator.
 
-`fused_traffic` runs metal/attention.metal on one call in the load-counting
+`fused_traffic` runs mlx_fused_attn/families/attention/attention.metal on one call in the load-counting
 build (emu.Program.count_loads), checks its output against the float64
 reference like every emulator case, and returns the bytes each threadgroup
 reads of each input, counted once per threadgroup, and the bytes written.
@@ -23,7 +23,7 @@ import numpy as np
 from . import emu
 from .test_attention_kernel import METAL, kernel_for, run_case
 
-# Buffer indices of metal/attention.metal.
+# Buffer indices of mlx_fused_attn/families/attention/attention.metal.
 INPUTS = {"q": 0, "k": 1, "v": 2, "mask": 5, "classes": 11}
 OUT = 3
 # The query tile of mx.fast's Metal kernel in MLX 0.32 (its key tile: mx_fast_traffic).

@@ -38,7 +38,9 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 STUBS = pathlib.Path(__file__).resolve().parent / "stubs"
 METAL_CMAKE = REPO / "cmake" / "metal.cmake"
 TOP_CMAKE = REPO / "CMakeLists.txt"
-HOST_DIR = REPO / "mlx_fused_attn" / "backend" / "metal"
+# The Metal host sources: the backend's own and each kernel family's.
+HOST_ROOT = REPO
+HOST_GLOBS = ("mlx_fused_attn/backend/metal/*.cpp", "mlx_fused_attn/families/*/metal/*.cpp")
 # The library target that the Metal host sources are compiled into.
 TARGET = "mlx_fused_attn"
 # The runner of .github/workflows/macos.yml: macOS 14 on arm64.
@@ -277,10 +279,17 @@ def expand(word, variables, path):
     return re.sub(r"\$\{(\w+)\}", value, word.strip('"')).split()
 
 
+def glob_paths(pattern):
+    """The files an absolute CMake file(GLOB) pattern matches."""
+    path = pathlib.Path(pattern)
+    return pathlib.Path(path.anchor).glob(str(path.relative_to(path.anchor)))
+
+
 def host_sources(build_dir):
     """Each source that cmake/metal.cmake adds to the library (a generated one
     made in `build_dir` by its custom command, as CMake would), and each .cpp
-    under mlx_fused_attn/backend/metal/. Returns (sources, problems)."""
+    under mlx_fused_attn/backend/metal/ and mlx_fused_attn/families/*/metal/.
+    Returns (sources, problems)."""
     variables = {
         "PROJECT_SOURCE_DIR": [[str(REPO)]],
         "CMAKE_CURRENT_SOURCE_DIR": [[str(REPO)]],
@@ -291,6 +300,10 @@ def host_sources(build_dir):
     for name, args in cmake_commands(METAL_CMAKE):
         if name == "set" and args:
             variables.setdefault(args[0], []).append(args[1:])
+        elif name == "file" and args[:1] == ["GLOB"]:
+            patterns = [a for a in args[2:] if a not in ("CONFIGURE_DEPENDS", "LIST_DIRECTORIES", "true", "false")]
+            found = sorted(str(p) for a in patterns for w in expand(a, variables, METAL_CMAKE) for p in glob_paths(w))
+            variables.setdefault(args[1], []).append(found)
         elif name == "add_custom_command" and args[:1] == ["OUTPUT"]:
             command = args[args.index("COMMAND") + 1 :]
             keywords = ("DEPENDS", "COMMENT", "WORKING_DIRECTORY", "VERBATIM", "BYPRODUCTS")
@@ -321,7 +334,7 @@ def host_sources(build_dir):
                 problems.append(f"{METAL_CMAKE} compiles {src}, which does not exist")
                 continue
             sources.append(pathlib.Path(src).resolve())
-    for cpp in sorted(HOST_DIR.glob("*.cpp")):
+    for cpp in sorted(p for pattern in HOST_GLOBS for p in HOST_ROOT.glob(pattern)):
         if cpp.resolve() not in sources:
             problems.append(f"{METAL_CMAKE} does not compile {cpp}")
             sources.append(cpp.resolve())

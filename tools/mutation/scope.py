@@ -1,6 +1,7 @@
 """What is mutated and which tests can see each mutated file.
 
-The mutated sources are the Metal entry points (metal/*.metal) and every
+The mutated sources are the Metal entry points (each kernel family's
+mlx_fused_attn/families/<folder>/<family>.metal) and every
 header they reach by #include. A test file sees a source when a .metal file
 it loads in the emulator (a quoted path in it) or a header its host programs
 include (an #include line in it) reaches that source, or when a test module
@@ -19,12 +20,14 @@ import re
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EMU_TESTS = "tests/metal_emu"
+# Each kernel family's folder (mlx_fused_attn/families/registry.h).
+FAMILIES = "mlx_fused_attn/families"
 
 _spec = importlib.util.spec_from_file_location("flatten_source", REPO / "cmake" / "flatten_source.py")
 flatten_source = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(flatten_source)
 
-_METAL_PATH = re.compile(r"[\"']((?:metal|tests/metal_emu/kernels)/\w+\.metal)[\"']")
+_METAL_PATH = re.compile(r"[\"']((?:mlx_fused_attn/families/\w+|tests/metal_emu/kernels)/\w+\.metal)[\"']")
 _HEADER = re.compile(r'#include\s*[\\]*"(mlx_fused_attn/[\w/]+\.h)[\\]*"')
 # `from .test_x import ...`: the test runs what test_x's names load.
 _TEST_IMPORT = re.compile(r"^from \.(test_\w+) import", re.M)
@@ -53,7 +56,7 @@ def include_closure(path, root=REPO):
 
 
 def entry_points(root=REPO):
-    return sorted(p.relative_to(root).as_posix() for p in (root / "metal").glob("*.metal"))
+    return sorted(p.relative_to(root).as_posix() for p in root.glob(f"{FAMILIES}/*/*.metal"))
 
 
 def mutated_sources(root=REPO):

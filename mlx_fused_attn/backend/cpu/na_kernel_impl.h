@@ -94,6 +94,114 @@ struct KeysT {
   int row_stride; ///< floats between key rows
 };
 
+// The accumulators of one score tile: SPLIT partial sums over d (the
+// products of consecutive d in separate registers), KEY_ROWS key rows,
+// GROUP queries, 8 * VECS key columns. The parts of score_group below take
+// them by reference and are forced inline, so that the tile stays in
+// registers as it did in one function.
+template <int GROUP, int KEY_ROWS, int VECS, int SPLIT>
+using ScoreAcc = F32x8[SPLIT][KEY_ROWS][GROUP][VECS];
+
+#define FA_CPU_TILE_PART inline __attribute__((always_inline))
+
+template <int GROUP, int KEY_ROWS, int VECS, int SPLIT>
+FA_CPU_TILE_PART void zero_scores(ScoreAcc<GROUP, KEY_ROWS, VECS, SPLIT>& acc) {
+  for (int h = 0; h < SPLIT; ++h) {
+    for (int kr = 0; kr < KEY_ROWS; ++kr) {
+      for (int r = 0; r < GROUP; ++r) {
+        for (int v = 0; v < VECS; ++v) {
+          acc[h][kr][r][v] = F32x8{};
+        }
+      }
+    }
+  }
+}
+
+// acc += Q[i0 + r][d] * K_kr^T[d][c0 ...] over every d, SPLIT d at a time
+// into SPLIT partial sums, the remainder into the first.
+template <int GROUP, int KEY_ROWS, int VECS, int SPLIT>
+FA_CPU_TILE_PART void accumulate_scores(
+    ScoreAcc<GROUP, KEY_ROWS, VECS, SPLIT>& acc,
+    const float* q,
+    int i0,
+    int D,
+    const KeysT& k,
+    int c0) {
+  int d = 0;
+  for (; d + SPLIT <= D; d += SPLIT) {
+    for (int h = 0; h < SPLIT; ++h) {
+      for (int kr = 0; kr < KEY_ROWS; ++kr) {
+        const F32x8* kd = reinterpret_cast<const F32x8*>(
+            k.kt + kr * k.row_stride + (d + h) * k.stride + c0);
+        for (int r = 0; r < GROUP; ++r) {
+          const float qd = q[(i0 + r) * D + d + h];
+          for (int v = 0; v < VECS; ++v) {
+            acc[h][kr][r][v] += qd * kd[v];
+          }
+        }
+      }
+    }
+  }
+  for (; d < D; ++d) {
+    for (int kr = 0; kr < KEY_ROWS; ++kr) {
+      const F32x8* kd = reinterpret_cast<const F32x8*>(
+          k.kt + kr * k.row_stride + d * k.stride + c0);
+      for (int r = 0; r < GROUP; ++r) {
+        const float qd = q[(i0 + r) * D + d];
+        for (int v = 0; v < VECS; ++v) {
+          acc[0][kr][r][v] += qd * kd[v];
+        }
+      }
+    }
+  }
+}
+
+// The partial sums added into the first.
+template <int GROUP, int KEY_ROWS, int VECS, int SPLIT>
+FA_CPU_TILE_PART void sum_splits(ScoreAcc<GROUP, KEY_ROWS, VECS, SPLIT>& acc) {
+  for (int h = 1; h < SPLIT; ++h) {
+    for (int kr = 0; kr < KEY_ROWS; ++kr) {
+      for (int r = 0; r < GROUP; ++r) {
+        for (int v = 0; v < VECS; ++v) {
+          acc[0][kr][r][v] += acc[h][kr][r][v];
+        }
+      }
+    }
+  }
+}
+
+// The tile's columns from c0 stored, each row keeping the columns of its
+// own window. A loop of fixed length: one over [from, to) became a memmove
+// call per row.
+template <int GROUP, int KEY_ROWS, int VECS, int SPLIT>
+FA_CPU_TILE_PART void store_scores(
+    const ScoreAcc<GROUP, KEY_ROWS, VECS, SPLIT>& acc,
+    const Tile& t,
+    int i0,
+    int c0,
+    int k_fast,
+    float* s,
+    int s_stride) {
+  constexpr int COLS = 8 * VECS;
+  for (int r = 0; r < GROUP; ++r) {
+    const int lo = t.lo[i0 + r];
+    const int from = std::max(c0, lo) - c0;
+    const int to = std::min(c0 + COLS, lo + t.count[i0 + r]) - c0;
+    for (int kr = 0; kr < KEY_ROWS; ++kr) {
+      float row[COLS];
+      std::memcpy(row, &acc[0][kr][r][0], sizeof(row));
+      float* dst = s + (i0 + r) * s_stride + kr * k_fast + (c0 - lo);
+      for (int c = 0; c < COLS; ++c) {
+        if (c >= from && c < to) {
+          dst[c] = row[c];
+        }
+      }
+    }
+  }
+}
+
+#undef FA_CPU_TILE_PART
+
 // S[i][r * k + c] = Q[i] . K_r[lo_i + c] for c < count_i, for the rows of a
 // group of GROUP queries from i0 and KEY_ROWS key rows, stored at
 // s + i * s_stride (k = k_fast: each key row's slot in a score row). The
@@ -121,69 +229,11 @@ inline void score_group(
     end = std::max(end, t.lo[i0 + r] + t.count[i0 + r]);
   }
   for (int c0 = start; c0 < end; c0 += COLS) {
-    F32x8 acc[SPLIT][KEY_ROWS][GROUP][VECS];
-    for (int h = 0; h < SPLIT; ++h) {
-      for (int kr = 0; kr < KEY_ROWS; ++kr) {
-        for (int r = 0; r < GROUP; ++r) {
-          for (int v = 0; v < VECS; ++v) {
-            acc[h][kr][r][v] = F32x8{};
-          }
-        }
-      }
-    }
-    int d = 0;
-    for (; d + SPLIT <= D; d += SPLIT) {
-      for (int h = 0; h < SPLIT; ++h) {
-        for (int kr = 0; kr < KEY_ROWS; ++kr) {
-          const F32x8* kd = reinterpret_cast<const F32x8*>(
-              k.kt + kr * k.row_stride + (d + h) * k.stride + c0);
-          for (int r = 0; r < GROUP; ++r) {
-            const float qd = q[(i0 + r) * D + d + h];
-            for (int v = 0; v < VECS; ++v) {
-              acc[h][kr][r][v] += qd * kd[v];
-            }
-          }
-        }
-      }
-    }
-    for (; d < D; ++d) {
-      for (int kr = 0; kr < KEY_ROWS; ++kr) {
-        const F32x8* kd = reinterpret_cast<const F32x8*>(
-            k.kt + kr * k.row_stride + d * k.stride + c0);
-        for (int r = 0; r < GROUP; ++r) {
-          const float qd = q[(i0 + r) * D + d];
-          for (int v = 0; v < VECS; ++v) {
-            acc[0][kr][r][v] += qd * kd[v];
-          }
-        }
-      }
-    }
-    for (int h = 1; h < SPLIT; ++h) {
-      for (int kr = 0; kr < KEY_ROWS; ++kr) {
-        for (int r = 0; r < GROUP; ++r) {
-          for (int v = 0; v < VECS; ++v) {
-            acc[0][kr][r][v] += acc[h][kr][r][v];
-          }
-        }
-      }
-    }
-    // Each row keeps the columns of its own window. A loop of fixed length:
-    // one over [from, to) became a memmove call per row.
-    for (int r = 0; r < GROUP; ++r) {
-      const int lo = t.lo[i0 + r];
-      const int from = std::max(c0, lo) - c0;
-      const int to = std::min(c0 + COLS, lo + t.count[i0 + r]) - c0;
-      for (int kr = 0; kr < KEY_ROWS; ++kr) {
-        float row[COLS];
-        std::memcpy(row, &acc[0][kr][r][0], sizeof(row));
-        float* dst = s + (i0 + r) * s_stride + kr * k_fast + (c0 - lo);
-        for (int c = 0; c < COLS; ++c) {
-          if (c >= from && c < to) {
-            dst[c] = row[c];
-          }
-        }
-      }
-    }
+    ScoreAcc<GROUP, KEY_ROWS, VECS, SPLIT> acc;
+    zero_scores<GROUP, KEY_ROWS, VECS, SPLIT>(acc);
+    accumulate_scores<GROUP, KEY_ROWS, VECS, SPLIT>(acc, q, i0, D, k, c0);
+    sum_splits<GROUP, KEY_ROWS, VECS, SPLIT>(acc);
+    store_scores<GROUP, KEY_ROWS, VECS, SPLIT>(acc, t, i0, c0, k_fast, s, s_stride);
   }
 }
 

@@ -3,9 +3,9 @@
 #pragma once
 
 #include "mlx/dtype.h"
-#include "mlx_fused_attn/backward_params.h"
+#include "mlx_fused_attn/families/attention_backward/backward_params.h"
 #include "mlx_fused_attn/plan/launch_plan.h"
-#include "mlx_fused_attn/na_params.h"
+#include "mlx_fused_attn/families/neighborhood/na_params.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/spec.h"
 

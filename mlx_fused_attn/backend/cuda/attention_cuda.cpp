@@ -24,7 +24,7 @@
 #include "mlx_fused_attn/backend/cuda/kernel_families.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
-#include "mlx_fused_attn/backend/cuda/short_attention_cuda.h"
+#include "mlx_fused_attn/families/short_attention/cuda/short_attention_cuda.h"
 #include "mlx_fused_attn/backend/cuda/tensor_map.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
@@ -179,15 +179,7 @@ BackendInfo backend_info() {
   const bool aot = false;
 #endif
   // The backward's row dot is part of the attention_backward family here.
-  return {
-      "cuda",
-      aot,
-      cuda::use_jit(),
-      {KernelFamily::Attention,
-       KernelFamily::ShortAttention,
-       KernelFamily::AttentionBackward,
-       KernelFamily::Neighborhood,
-       KernelFamily::Copy}};
+  return {"cuda", aot, cuda::use_jit(), cuda_kernel_families()};
 }
 
 namespace {

@@ -8,12 +8,12 @@
 
 #include "mlx/backend/cuda/utils.h"
 #include "mlx/utils.h"
-#include "mlx_fused_attn/backend/cuda/block_sizes.h"
+#include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/poison.h"
 #include "mlx_fused_attn/backend/strided_copy_parts.h"
-#include "mlx_fused_attn/kernels/strided_copy_params.h"
+#include "mlx_fused_attn/families/strided_copy/strided_copy_params.h"
 #include "mlx_fused_attn/plan/launch_plan.h"
 
 namespace mlx_fused_attn::cuda {

@@ -14,12 +14,12 @@
 #include "mlx/allocator.h"
 #include "mlx/backend/metal/device.h"
 #include "mlx_fused_attn/backend/gpu.h"
-#include "mlx_fused_attn/backend/metal/attention_variant.h"
+#include "mlx_fused_attn/families/attention/metal/attention_variant.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
-#include "mlx_fused_attn/backend/metal/strided_copy_metal.h"
-#include "mlx_fused_attn/backend/metal/short_attention_metal.h"
+#include "mlx_fused_attn/families/strided_copy/metal/strided_copy_metal.h"
+#include "mlx_fused_attn/families/short_attention/metal/short_attention_metal.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
-#include "mlx_fused_attn/kernels/strided_copy_params.h"
+#include "mlx_fused_attn/families/strided_copy/strided_copy_params.h"
 #include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {

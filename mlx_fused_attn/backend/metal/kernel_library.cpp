@@ -55,6 +55,12 @@ std::string device_label(mx::metal::Device& d) {
   return std::string("Metal GPU ") + d.mtl_device()->name()->utf8String();
 }
 
+/// The family's .metal file, for messages.
+std::string family_source(KernelFamily family) {
+  return std::string("mlx_fused_attn/families/") + family_folder(family) +
+      "/" + family_name(family) + ".metal";
+}
+
 /// A family's embedded text without its instantiations.
 std::string family_text(KernelFamily family) {
   const char* text = metal::jit_source(family_name(family));
@@ -71,8 +77,8 @@ const metal::JitInstance& jit_instance_of(const MetalPipeline& p) {
       metal::jit_instance(family_name(p.family), p.kernel_name);
   if (instance == nullptr) {
     throw std::logic_error(
-        "no instantiation of metal/" + std::string(family_name(p.family)) +
-        ".metal defines the kernel " + p.kernel_name);
+        "no instantiation of " + family_source(p.family) +
+        " defines the kernel " + p.kernel_name);
   }
   return *instance;
 }
@@ -118,8 +124,8 @@ MTL::Library* kernel_library(mx::metal::Device& d, const MetalPipeline& p) {
       throw;
     }
     throw std::runtime_error(
-        std::string("metal/") + family_name(p.family) +
-        ".metal did not compile when this package was built: " + log);
+        family_source(p.family) +
+        " did not compile when this package was built: " + log);
   }
 }
 
@@ -187,16 +193,7 @@ BackendInfo backend_info() {
 #else
   const bool aot = false;
 #endif
-  return {
-      "metal",
-      aot,
-      use_jit(),
-      {KernelFamily::Attention,
-       KernelFamily::ShortAttention,
-       KernelFamily::AttentionBackward,
-       KernelFamily::AttentionBackwardRowDot,
-       KernelFamily::Neighborhood,
-       KernelFamily::Copy}};
+  return {"metal", aot, use_jit(), all_kernel_families()};
 }
 
 } // namespace mlx_fused_attn::gpu

@@ -7,9 +7,9 @@
 //   16 with zero columns in Q, K and V, and only the real columns stored;
 // - Q in threadgroup memory read a k step at a time (q_in_padded_shared.h,
 //   CUDA's fp32 at D >= 192; on Metal a variant with one stage,
-//   metal/attention.metal), with a ring of two K/V stages.
+//   mlx_fused_attn/families/attention/attention.metal), with a ring of two K/V stages.
 //
-// Buffers, function constants and grid as metal/attention.metal; names as
+// Buffers, function constants and grid as mlx_fused_attn/families/attention/attention.metal; names as
 // attention_kernel_name() gives them ("_qs": Q in threadgroup memory).
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_features.h"

@@ -1,4 +1,4 @@
-// The neighborhood kernel body (mlx_fused_attn/kernels/na_attention.h) with
+// The neighborhood kernel body (mlx_fused_attn/families/neighborhood/na_attention.h) with
 // CUDA's pipeline: several K/V stages (a ring of blocks in threadgroup
 // memory, with their key coordinates, or a whole key box resident) and
 // 32-key blocks under 8 warps. The Metal entry point runs one stage; this
@@ -7,9 +7,9 @@
 // stages, which on CUDA only a GPU would exercise. The `_pg4` instances run
 // the per-warp products with warps in groups of four that skip key blocks
 // together, as Hopper's warpgroup products require (swizzled_block.h).
-// Buffers and grid as metal/neighborhood.metal.
-#include "mlx_fused_attn/kernels/na_attention.h"
-#include "mlx_fused_attn/kernels/na_config.h"
+// Buffers and grid as mlx_fused_attn/families/neighborhood/neighborhood.metal.
+#include "mlx_fused_attn/families/neighborhood/na_attention.h"
+#include "mlx_fused_attn/families/neighborhood/na_config.h"
 #include "mlx_fused_attn/tile/metal_target.h"
 
 using namespace metal;

@@ -1,0 +1,50 @@
+// The general kernel's instances (and the split combine's): every key the
+// hosts can form, for tools/gen_instances.py (instance_emitter.h).
+#pragma once
+
+#include "mlx_fused_attn/backend/cuda/kernel_families.h"
+#include "mlx_fused_attn/families/instance_emitter.h"
+
+namespace mlx_fused_attn::instances {
+
+inline void attention_head_dims(fa::DType t, int d, int dv) {
+  using cuda::AttentionKernelKey;
+  const std::string group =
+      "attention_d" + std::to_string(d) + "_dv" + std::to_string(dv);
+  // Plain, causal and array-mask variants; with and without warpgroup
+  // products; for grids of one wave and past it.
+  for (bool wgmma : {false, true}) {
+    for (bool large_grid : {false, true}) {
+      const fa::AttnTiles tiles = fa::choose_attention_tiles(
+          d, dv, t, fa::Backend::Cuda, wgmma, large_grid);
+      for (int variant = 0; variant < 3; ++variant) {
+        cuda(group, AttentionKernelKey{t, d, dv, tiles, variant == 1,
+                                       variant == 2}.expression());
+      }
+    }
+  }
+  // The default tiles first, then those of the variants to time
+  // (MetalAttnVariant), each once.
+  for (bool q_threadgroup : {false, true}) {
+    for (int bk : {0, 16, 32}) {
+      const fa::AttnTiles m = fa::choose_attention_tiles(
+          d, dv, t, fa::Backend::Metal, false, false, {q_threadgroup, bk});
+      metal("attention", m.q_shared ? "FA_INSTANTIATE_QS" : "FA_INSTANTIATE",
+            t, {d, dv, m.bq, m.bk, m.warps});
+    }
+  }
+}
+
+inline void enumerate_attention() {
+  for (fa::DType t : kDTypes) {
+#define FA_ATTENTION(d, dv) attention_head_dims(t, d, dv);
+    FA_ATTENTION_HEAD_DIMS(FA_ATTENTION)
+#undef FA_ATTENTION
+  }
+  for (fa::DType t : kDTypes) {
+    cuda("attention_split_combine",
+         cuda::SplitCombineKernelKey{t}.expression());
+  }
+}
+
+} // namespace mlx_fused_attn::instances

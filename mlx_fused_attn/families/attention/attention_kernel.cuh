@@ -1,0 +1,246 @@
+// CUDA entry point of the fused attention kernel. The body is
+// mlx_fused_attn/kernels/attention.h, the same one Metal runs; this file
+// only declares the shared memory, fills the features and maps the grid.
+//
+// Template: element type, head dims (D of q and k, DV of v), tiles (a type
+// whose `value` is an AttnTiles, kernel_tiles.h; wgmma: warpgroup products,
+// CudaWgmmaTarget; q_shared: with Q in shared memory,
+// CudaWgmmaSharedQTarget or, without wgmma, CudaSharedQTarget; producer: a
+// producer warpgroup, attention_producer_kernel below) and the two
+// features that change the inner loop's code: causal and an array mask. The others (bool or additive mask,
+// sinks, aligned lengths) arrive at run time in `features`: they decide once
+// per block or per kernel, so specialising them would only multiply the
+// instances that nvcc and NVRTC build.
+//
+// Grid: (query blocks * splits, H_q, B), causal ones taken heaviest first
+// (grid_order.cuh); block: attention_launch_warps(tiles) * 32 threads; dynamic
+// shared memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
+// With split keys (split_keys.h, features.split_keys) the kernel writes
+// n_splits partials to o_part and stats (split_keys.h), the split being the
+// block index modulo n_splits.
+// Without them, lse: the rows' log-sum-exp (fp32 [B, H_q, L_q]) where
+// features.has_lse.
+#pragma once
+
+#include "mlx_fused_attn/kernels/cuda/block_sizes.h"
+#include "mlx_fused_attn/kernels/cuda/grid_order.cuh"
+#include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/kernels/attention.h"
+#include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/kernels/split_keys.h"
+#include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/tile/cuda_target.h"
+#include "mlx_fused_attn/tile/dtype_of.h"
+
+namespace fa {
+
+/// Whether the shared memory the host gives an instance
+/// (attention_smem_bytes) is exactly that of its blocks. A variable, so that
+/// the host function is evaluated outside the kernel.
+template <typename Target, typename Shape, typename Tiles>
+constexpr bool kSmemBytesAgree =
+    attention_smem_bytes(
+        Tiles::value,
+        Shape::kHeadDim,
+        Shape::kHeadDimV,
+        DTypeOf<typename Shape::elem_type>::value,
+        Backend::Cuda) ==
+    int(sizeof(typename Shape::elem_type)) *
+            (Shape::kStages *
+                 (AttnKBlock<Target, Shape>::kElems +
+                  AttnVBlock<Target, Shape>::kElems) +
+             AttnQOperand<Target, Shape>::kSmemElems) +
+        (Tiles::value.producer ? kKVTmaSyncBytes : 0);
+
+/// Where a threadgroup of the grid works (query block, head, batch, split),
+/// and the features that the instance fixes at compile time.
+template <typename T, int D, int DV, bool kCausal, bool kHasMask>
+__device__ __forceinline__ AttnPlace attention_grid_place(
+    AttnFeatures& features,
+    const AttnParams& params,
+    float* o_part,
+    float* stats,
+    int n_splits) {
+  features.causal = kCausal;
+  features.has_mask = kHasMask;
+  // Classes come only with a mask: a constant, so that unmasked
+  // instances compile the plain run of key blocks.
+  features.mask_blocks = kHasMask && features.mask_blocks;
+  // A query head streams its share of its key/value head's K and V.
+  const GridBlock g = grid_block<Heaviest::Last>(
+      kCausal || features.mask_blocks,
+      stride_t(params.L_k) * (D + DV) * sizeof(T) / params.gqa_factor);
+  const AttnPlace place = {
+      {o_part, stats, g.x % n_splits, n_splits}, g.x / n_splits, g.head,
+      g.batch};
+  return place;
+}
+
+template <
+    typename T,
+    int D,
+    int DV,
+    typename Tiles,
+    bool kCausal,
+    bool kHasMask>
+__global__ void __launch_bounds__(
+    Tiles::value.warps * kSimdWidth,
+    Tiles::value.min_blocks) attention_kernel(
+    const T* q,
+    const T* k,
+    const T* v,
+    T* out,
+    const AttnParams params,
+    const unsigned char* mask,
+    const T* sinks,
+    AttnFeatures features,
+    float* o_part,
+    float* stats,
+    int n_splits,
+    float* lse,
+    const unsigned int* mask_blocks) {
+  // A warpgroup-product instance exists in every architecture's image of a
+  // fat binary, but the host launches it only on sm_90a (kernels.h,
+  // has_wgmma).
+  constexpr AttnTiles t = Tiles::value;
+  if constexpr (t.wgmma && !FA_HAS_WGMMA) {
+    __trap();
+  } else {
+    typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages, DV> Shape;
+    // The second key loop where a thread has registers for it: 168 or more,
+    // O taking at most 64 (ptxas -v showed more spills elsewhere).
+    typedef WithZeroStartLoop<
+        typename CudaTargetOf<t.wgmma, t.q_shared>::type,
+        t.wgmma && DV <= 128 &&
+            65536 / (t.warps * kSimdWidth * t.min_blocks) >= 168>
+        Target;
+    typedef AttnKBlock<Target, Shape> KBlock;
+    static_assert(
+        kSmemBytesAgree<Target, Shape, Tiles>,
+        "attention_smem_bytes disagrees with the kernel's blocks");
+    // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
+    // K's stages, V's, then Q where it is kept there (attention_smem_bytes).
+    extern __shared__ __align__(1024) unsigned char attention_smem[];
+    T* k_smem = reinterpret_cast<T*>(attention_smem);
+    T* v_smem = k_smem + t.stages * KBlock::kElems;
+
+    const AttnPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
+        features, params, o_part, stats, n_splits);
+    const AttnArrays<T> arrays = {
+        q, k, v, out, mask, sinks, lse, mask_blocks};
+    const AttnSmem<T> smem = {k_smem, v_smem};
+    attention_block<Target, Shape>(
+        arrays, params, smem, features, at, threadIdx.x / kSimdWidth,
+        threadIdx.x % kSimdWidth);
+  }
+}
+
+/// The kernel of tiles with a producer warpgroup (AttnTiles::producer,
+/// sm_90a): its arguments are attention_kernel's and the tensor maps of K
+/// and V (attention_cuda.cpp: 4-D, {head dim, keys, heads, batch}, boxes
+/// of one 128-byte panel by bk keys, 128-byte swizzle, which is the
+/// swizzled blocks' layout). Warps 0-3 are the producer, whose one thread
+/// copies the blocks (tile/kv_tma_ring.h); the others run attention_block.
+/// Shared memory: K's stages, V's, the ring's barriers, Q.
+template <
+    typename T,
+    int D,
+    int DV,
+    typename Tiles,
+    bool kCausal,
+    bool kHasMask>
+__global__ void __launch_bounds__(
+    attention_launch_warps(Tiles::value) * kSimdWidth,
+    Tiles::value.min_blocks) attention_producer_kernel(
+    const T* q,
+    const T* k,
+    const T* v,
+    T* out,
+    const AttnParams params,
+    const unsigned char* mask,
+    const T* sinks,
+    AttnFeatures features,
+    float* o_part,
+    float* stats,
+    int n_splits,
+    float* lse,
+    const unsigned int* mask_blocks,
+    const __grid_constant__ TmaMap k_map,
+    const __grid_constant__ TmaMap v_map) {
+  constexpr AttnTiles t = Tiles::value;
+  if constexpr (!FA_HAS_WGMMA) {
+    __trap();
+  } else {
+    typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages, DV> Shape;
+    typedef CudaWgmmaTmaTarget Target;
+    typedef AttnKBlock<Target, Shape> KBlock;
+    typedef AttnVBlock<Target, Shape> VBlock;
+    static_assert(t.producer && t.wgmma && t.q_shared, "producer tiles only");
+    static_assert(
+        kKVTmaSyncBytes == kProducerSyncBytes,
+        "the host and the ring disagree on the barriers' bytes");
+    static_assert(
+        kSmemBytesAgree<Target, Shape, Tiles>,
+        "attention_smem_bytes disagrees with the kernel's blocks");
+    // The producer's 24 registers a thread leave the math's warpgroups the
+    // rest of the multiprocessor's 64K, a multiple of 8 (setmaxnreg's unit).
+    constexpr int kProducerRegs = 24;
+    constexpr int kMathRegs =
+        (65536 / t.min_blocks - int(kProducerWarps) * kSimdWidth * kProducerRegs) /
+        (t.warps * kSimdWidth) / 8 * 8;
+    static_assert(
+        kMathRegs >= 160 && kMathRegs <= 256,
+        "more than the launch gives (168 a thread at 384, 160 at 512), at "
+        "most 256");
+
+    extern __shared__ __align__(1024) unsigned char attention_smem[];
+    T* k_smem = reinterpret_cast<T*>(attention_smem);
+    T* v_smem = k_smem + t.stages * KBlock::kElems;
+    KVTmaBarriers<t.stages>* bars =
+        reinterpret_cast<KVTmaBarriers<t.stages>*>(
+            attention_sync_smem<Target, Shape>(v_smem));
+
+    const AttnPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
+        features, params, o_part, stats, n_splits);
+    const int warp = threadIdx.x / kSimdWidth;
+    if (threadIdx.x == 0) {
+      kv_tma_init(bars, t.warps);
+    }
+    __syncthreads();
+    if (warp < kProducerWarps) {
+      warpgroup_registers_decrease<kProducerRegs>();
+      if (threadIdx.x == 0) {
+        const AttnVisitRange range = attention_visit_range<t.bq, t.bk>(
+            params, mask_blocks, features, at);
+        kv_tma_produce<KBlock, VBlock, t.stages, t.bk>(
+            bars, k_smem, v_smem, k_map, v_map, range.visits, range.n_blocks,
+            at.head / params.gqa_factor, at.batch);
+      }
+      return;
+    }
+    warpgroup_registers_increase<kMathRegs>();
+    const AttnArrays<T> arrays = {
+        q, k, v, out, mask, sinks, lse, mask_blocks};
+    const AttnSmem<T> smem = {k_smem, v_smem};
+    attention_block<Target, Shape>(
+        arrays, params, smem, features, at, warp - kProducerWarps,
+        threadIdx.x % kSimdWidth);
+  }
+}
+
+/// The combine of split keys (split_keys.h) into the output. Grid:
+/// (ceil(L_q * D_v / kSplitCombineThreads), H_q, B).
+template <typename T>
+__global__ void __launch_bounds__(kSplitCombineThreads) split_combine_kernel(
+    const float* o_part,
+    const float* stats,
+    T* out,
+    const AttnParams params,
+    int n_splits) {
+  split_combine_element(
+      o_part, stats, out, params, n_splits,
+      blockIdx.x * kSplitCombineThreads + threadIdx.x, blockIdx.y, blockIdx.z);
+}
+
+} // namespace fa

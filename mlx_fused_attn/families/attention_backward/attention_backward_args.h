@@ -1,0 +1,51 @@
+// The arguments of the backward's two bodies (attention_backward.h),
+// gathered once in each entry point (mlx_fused_attn/families/attention_backward/attention_backward.metal,
+// backend/cuda/attention_backward_kernel.cuh) and read by name: the arrays
+// they read and write, their threadgroup memory, and where in the grid a
+// threadgroup works. Every pointer names its address space, as Metal
+// requires of a pointer in a struct (attention_args.h).
+#pragma once
+
+#include "mlx_fused_attn/tile/language.h"
+
+namespace fa {
+
+/// The arrays of one backward call: the forward's inputs, dO, the
+/// forward's row LSE and D = rowsum(dO * O) (fp32 [B, H_q, L_q]), the
+/// gradients (each kernel writes its own: dK and dV, or dQ), and the mask
+/// and its block lists where the features say (has_mask, mask_blocks).
+template <typename T>
+struct AttnBwdArrays {
+  const FA_DEVICE T* q;
+  const FA_DEVICE T* k;
+  const FA_DEVICE T* v;
+  const FA_DEVICE T* dout;
+  const FA_DEVICE float* lse;
+  const FA_DEVICE float* d;
+  FA_DEVICE T* dq;
+  FA_DEVICE T* dk;
+  FA_DEVICE T* dv;
+  const FA_DEVICE unsigned char* mask;
+  const FA_DEVICE unsigned int* lists; ///< kernels/mask_visits.h
+};
+
+/// A backward kernel's threadgroup memory: the two blocks it streams (Q's
+/// and dO's for dK/dV, K's and V's for dQ) and the owned rows' operands
+/// where the target keeps them there.
+template <typename T>
+struct AttnBwdSmem {
+  FA_THREADGROUP T* first;
+  FA_THREADGROUP T* second;
+  FA_THREADGROUP T* operands;
+};
+
+/// Where a threadgroup works: its block (of keys for dK/dV, of queries for
+/// dQ), its head (the key/value head for dK/dV, the query head for dQ) and
+/// its batch entry.
+struct AttnBwdPlace {
+  int block;
+  int head;
+  int batch;
+};
+
+} // namespace fa

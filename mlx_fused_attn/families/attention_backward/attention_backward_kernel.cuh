@@ -1,0 +1,147 @@
+// CUDA entry points of the fused attention backward. The bodies are
+// mlx_fused_attn/families/attention_backward/attention_backward.h, the ones Metal runs; this
+// file declares the shared memory, fills the features and maps the grid.
+// The products are each warp's mma.sync on padded blocks or, on sm_90a,
+// the warpgroup products on swizzled ones (AttnTiles::wgmma), with the
+// owned rows' operands in registers or shared memory (AttnTiles::q_shared):
+// CudaTargetOf.
+//
+// Template: element type, head dim (of q, k and v), tiles (AttnTilesOf,
+// kernel_tiles.h, from choose_attention_backward_tiles) and the features
+// that change the inner loop's code (causal, an array mask); the others
+// arrive in `features`.
+//
+// attention_bwd_row_dot_kernel: grid (ceil(L_q / warps), H_q, B), a warp a
+//   row.
+// attention_bwd_dkdv_kernel: grid (ceil(L_k / bq), H_kv, B).
+// attention_bwd_dq_kernel: grid (ceil(L_q / bq), H_q, B).
+// Causal, the threadgroups take them heaviest block first (grid_order.cuh).
+// Blocks of warps * 32 threads; dynamic shared memory of the last two:
+// attention_backward_smem_bytes(tiles, D, dtype, Backend::Cuda).
+#pragma once
+
+#include "mlx_fused_attn/kernels/cuda/grid_order.cuh"
+#include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/families/attention_backward/backward_params.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
+#include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/tile/cuda_target.h"
+#include "mlx_fused_attn/tile/dtype_of.h"
+
+namespace fa {
+
+/// The shape of a backward instance, its streamed block and the shared
+/// memory the host gives it, checked against the chooser's count.
+template <typename T, int D, typename Tiles>
+struct AttnBwdInstance {
+  static constexpr AttnTiles t = Tiles::value;
+  typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages> Shape;
+  typedef typename CudaTargetOf<t.wgmma, t.q_shared>::type Target;
+  typedef AttnKBlock<Target, Shape> Block;
+  typedef AttnQOperand<Target, Shape> Operand;
+  static_assert(
+      attention_backward_smem_bytes(
+          t, D, DTypeOf<T>::value, Backend::Cuda) ==
+          int(sizeof(T)) * 2 *
+              (t.stages * Block::kElems + Operand::kSmemElems),
+      "attention_backward_smem_bytes disagrees with the kernel's blocks");
+};
+
+template <int kWarps, typename T>
+__global__ void __launch_bounds__(kWarps * kSimdWidth)
+    attention_bwd_row_dot_kernel(
+        const T* o,
+        const T* dout,
+        float* d,
+        const AttnBwdParams params) {
+  attention_backward_row_dot(
+      o, dout, d, params,
+      int(blockIdx.x * kWarps + threadIdx.x / kSimdWidth), blockIdx.y,
+      blockIdx.z, threadIdx.x % kSimdWidth);
+}
+
+template <typename T, int D, typename Tiles, bool kCausal, bool kHasMask>
+__global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
+    attention_bwd_dkdv_kernel(
+        const T* q,
+        const T* k,
+        const T* v,
+        const T* dout,
+        const float* lse,
+        const float* d,
+        T* dk,
+        T* dv,
+        const AttnBwdParams params,
+        const unsigned char* mask,
+        const unsigned int* lists,
+        AttnFeatures features) {
+  typedef AttnBwdInstance<T, D, Tiles> I;
+  // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
+  extern __shared__ __align__(1024) unsigned char attention_bwd_smem[];
+  // A warpgroup-product instance is launched only on sm_90a (as the
+  // forward's, attention_kernel.cuh).
+  if constexpr (I::t.wgmma && !FA_HAS_WGMMA) {
+    __trap();
+  } else {
+    T* q_smem = reinterpret_cast<T*>(attention_bwd_smem);
+    T* do_smem = q_smem + I::t.stages * I::Block::kElems;
+    T* operand_smem = do_smem + I::t.stages * I::Block::kElems;
+    features.causal = kCausal;
+    features.has_mask = kHasMask;
+    features.mask_blocks = kHasMask && features.mask_blocks;
+    // A key/value head streams Q and dO of its group's query heads.
+    const GridBlock g = grid_block<Heaviest::First>(
+        kCausal || features.mask_blocks,
+        stride_t(params.fwd.L_q) * 2 * D * sizeof(T) * params.fwd.gqa_factor);
+    const AttnBwdArrays<T> arrays = {
+        q, k, v, dout, lse, d, nullptr, dk, dv, mask, lists};
+    const AttnBwdSmem<T> smem = {q_smem, do_smem, operand_smem};
+    const AttnBwdPlace place = {g.x, g.head, g.batch};
+    attention_backward_dkdv<typename I::Target, typename I::Shape>(
+        arrays, params, smem, features, place, threadIdx.x / kSimdWidth,
+        threadIdx.x % kSimdWidth);
+  }
+}
+
+template <typename T, int D, typename Tiles, bool kCausal, bool kHasMask>
+__global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
+    attention_bwd_dq_kernel(
+        const T* q,
+        const T* k,
+        const T* v,
+        const T* dout,
+        const float* lse,
+        const float* d,
+        T* dq,
+        const AttnBwdParams params,
+        const unsigned char* mask,
+        const unsigned int* lists,
+        AttnFeatures features) {
+  typedef AttnBwdInstance<T, D, Tiles> I;
+  // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
+  extern __shared__ __align__(1024) unsigned char attention_bwd_smem[];
+  if constexpr (I::t.wgmma && !FA_HAS_WGMMA) {
+    __trap();
+  } else {
+    T* k_smem = reinterpret_cast<T*>(attention_bwd_smem);
+    T* v_smem = k_smem + I::t.stages * I::Block::kElems;
+    T* operand_smem = v_smem + I::t.stages * I::Block::kElems;
+    features.causal = kCausal;
+    features.has_mask = kHasMask;
+    features.mask_blocks = kHasMask && features.mask_blocks;
+    // A query head streams its share of its key/value head's K and V.
+    const GridBlock g = grid_block<Heaviest::Last>(
+        kCausal || features.mask_blocks,
+        stride_t(params.fwd.L_k) * 2 * D * sizeof(T) / params.fwd.gqa_factor);
+    const AttnBwdArrays<T> arrays = {
+        q, k, v, dout, lse, d, dq, nullptr, nullptr, mask, lists};
+    const AttnBwdSmem<T> smem = {k_smem, v_smem, operand_smem};
+    const AttnBwdPlace place = {g.x, g.head, g.batch};
+    attention_backward_dq<typename I::Target, typename I::Shape>(
+        arrays, params, smem, features, place, threadIdx.x / kSimdWidth,
+        threadIdx.x % kSimdWidth);
+  }
+}
+
+} // namespace fa

@@ -1,0 +1,223 @@
+// The fused backward of the GPU interface (backend/gpu.h) on CUDA: its
+// kernels built and its launch, three kernel nodes (attention_backward_kernel.cuh): D =
+// rowsum(dO * O) into a temporary, then dK/dV and dQ, which read it.
+//
+// The LSE comes from the forward's general kernel (has_lse), so a call the
+// forward runs with the short kernel keeps plain-op gradients.
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+#include <variant>
+
+#include "mlx/backend/cuda/device.h"
+#include "mlx/backend/cuda/utils.h"
+#include "mlx_fused_attn/backend/cuda/device_buffer.h"
+#include "mlx_fused_attn/backend/cuda/kernel_families.h"
+#include "mlx_fused_attn/backend/cuda/kernels.h"
+#include "mlx_fused_attn/backend/cuda/launch_common.h"
+#include "mlx_fused_attn/backend/gpu.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
+#include "mlx_fused_attn/plan/launch_params.h"
+
+namespace mlx_fused_attn::gpu {
+
+namespace mx = mlx::core;
+namespace cu = mlx::core::cu;
+
+namespace {
+
+constexpr const char* kOp = "[scaled_dot_product_attention] CUDA backward: ";
+
+cuda::AttentionBackwardKernelKey key_of(
+    const AttentionPlan& plan,
+    fa::BwdKernel kernel) {
+  return {
+      kernel,
+      plan.dtype,
+      plan.params.D,
+      std::get<fa::AttnBwdTiles>(plan.tiles).of(kernel),
+      plan.features.causal,
+      plan.features.has_mask};
+}
+
+} // namespace
+
+Support prepare_backward(const AttentionPlan& plan, mx::Stream s) {
+  cu::Device& d = cu::device(s.device);
+  const int device = d.cuda_device();
+  const int arch = cuda::arch_of(d);
+  for (fa::BwdKernel kernel : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq}) {
+    if (Support ready = cuda::kernel_ready(key_of(plan, kernel), device, arch);
+        !ready.ok) {
+      return named(kOp, ready);
+    }
+  }
+  return named(
+      kOp,
+      cuda::kernel_ready(
+          cuda::AttentionBackwardRowDotKey{plan.dtype}, device, arch));
+}
+
+namespace {
+
+/// One backward run's launch: the encoder and device, the inputs as the
+/// kernels read them ({q, k, v, o, lse, dO[, mask][, lists]}), D, the
+/// parameters (not const: the encoder takes its kernel arguments by
+/// non-const address) and the optional inputs' device addresses.
+struct BwdLaunch {
+  cu::CommandEncoder& enc;
+  int device;
+  int arch;
+  std::vector<mx::array> in;
+  mx::array d;
+  fa::AttnBwdParams params;
+  const void* mask;
+  const void* lists;
+};
+
+void* ptr(const mx::array& a) {
+  return mx::gpu_ptr<void>(a);
+}
+
+/// D = rowsum(dO * O), into the temporary d.
+void add_row_dot_node(const AttentionPlan& plan, BwdLaunch& at) {
+  const fa::AttnParams& p = plan.params;
+  at.enc.set_input_array(at.in[kBwdOut]);
+  at.enc.set_input_array(at.in[kBwdDout]);
+  at.enc.set_output_array(at.d);
+  const cuda::AttentionBackwardRowDotKey row_dot{plan.dtype};
+  at.enc.add_kernel_node_ex(
+      cuda::kernel_function(row_dot, at.device, at.arch),
+      dim3(
+          (p.L_q + fa::kBwdRowDotWarps - 1) / fa::kBwdRowDotWarps, p.H_q, p.B),
+      dim3(row_dot.threads()),
+      {},
+      0,
+      ptr(at.in[kBwdOut]),
+      ptr(at.in[kBwdDout]),
+      ptr(at.d),
+      at.params);
+}
+
+/// Registers every input and D as read by the next kernel.
+void read_all(BwdLaunch& at) {
+  for (const mx::array& a : at.in) {
+    at.enc.set_input_array(a);
+  }
+  at.enc.set_input_array(at.d);
+}
+
+/// dK and dV, a block of keys a threadgroup.
+void add_dkdv_node(
+    const AttentionPlan& plan,
+    std::vector<mx::array>& grads,
+    BwdLaunch& at) {
+  const fa::AttnParams& p = plan.params;
+  read_all(at);
+  at.enc.set_output_array(grads[1]);
+  at.enc.set_output_array(grads[2]);
+  fa::AttnFeatures features =
+      backward_kernel_features(plan, fa::BwdKernel::DkDv);
+  const cuda::AttentionBackwardKernelKey dkdv =
+      key_of(plan, fa::BwdKernel::DkDv);
+  at.enc.add_kernel_node_ex(
+      cuda::kernel_function(dkdv, at.device, at.arch),
+      dim3((p.L_k + dkdv.tiles.bq - 1) / dkdv.tiles.bq, p.H_kv, p.B),
+      dim3(dkdv.threads()),
+      {},
+      static_cast<uint32_t>(dkdv.smem_bytes()),
+      ptr(at.in[kBwdQ]),
+      ptr(at.in[kBwdK]),
+      ptr(at.in[kBwdV]),
+      ptr(at.in[kBwdDout]),
+      ptr(at.in[kBwdLse]),
+      ptr(at.d),
+      ptr(grads[1]),
+      ptr(grads[2]),
+      at.params,
+      at.mask,
+      at.lists,
+      features);
+}
+
+/// dQ, a block of queries a threadgroup.
+void add_dq_node(
+    const AttentionPlan& plan,
+    std::vector<mx::array>& grads,
+    BwdLaunch& at) {
+  const fa::AttnParams& p = plan.params;
+  read_all(at);
+  at.enc.set_output_array(grads[0]);
+  fa::AttnFeatures features = backward_kernel_features(plan, fa::BwdKernel::Dq);
+  const cuda::AttentionBackwardKernelKey dq = key_of(plan, fa::BwdKernel::Dq);
+  at.enc.add_kernel_node_ex(
+      cuda::kernel_function(dq, at.device, at.arch),
+      dim3((p.L_q + dq.tiles.bq - 1) / dq.tiles.bq, p.H_q, p.B),
+      dim3(dq.threads()),
+      {},
+      static_cast<uint32_t>(dq.smem_bytes()),
+      ptr(at.in[kBwdQ]),
+      ptr(at.in[kBwdK]),
+      ptr(at.in[kBwdV]),
+      ptr(at.in[kBwdDout]),
+      ptr(at.in[kBwdLse]),
+      ptr(at.d),
+      ptr(grads[0]),
+      at.params,
+      at.mask,
+      at.lists,
+      features);
+}
+
+} // namespace
+
+void run_backward(
+    const AttentionPlan& plan,
+    const std::vector<mx::array>& inputs,
+    std::vector<mx::array>& grads,
+    mx::Stream s) {
+  // The kernels index the LSE as the forward wrote it.
+  if (!inputs[kBwdLse].flags().row_contiguous) {
+    throw std::logic_error(
+        "[FusedAttentionVJP] internal error: the LSE is not contiguous");
+  }
+  cu::Device& dev = cu::device(s.device);
+  dev.make_current();
+  const int device = dev.cuda_device();
+  const int arch = cuda::arch_of(dev);
+  const fa::DType dtype = plan.dtype;
+  const fa::AttnParams& p = plan.params;
+
+  std::vector<mx::array> in;
+  for (int i : {kBwdQ, kBwdK, kBwdV, kBwdOut}) {
+    in.push_back(cuda::readable_rows(inputs[i], dtype, s, device, arch));
+  }
+  in.push_back(inputs[kBwdLse]);
+  in.push_back(cuda::readable_rows(inputs[kBwdDout], dtype, s, device, arch));
+  const bool has_mask = mask_index(plan.spec) >= 0;
+  if (has_mask) {
+    in.push_back(inputs[kBwdMask]);
+  }
+  mx::array d({p.B, p.H_q, p.L_q}, mx::float32, nullptr, {});
+  cuda::set_device_data({&grads[0], &grads[1], &grads[2], &d}, s);
+  const mx::array* lists = backward_lists(plan, inputs);
+  BwdLaunch at{
+      cu::get_command_encoder(s),
+      device,
+      arch,
+      in,
+      d,
+      backward_launch_params(plan, in, grads, lists),
+      has_mask ? ptr(in[kBwdMask]) : nullptr,
+      lists != nullptr ? ptr(*lists) : nullptr};
+  if (lists != nullptr) {
+    at.in.push_back(*lists);
+  }
+  add_row_dot_node(plan, at);
+  add_dkdv_node(plan, grads, at);
+  add_dq_node(plan, grads, at);
+  at.enc.add_temporary(at.d);
+}
+
+} // namespace mlx_fused_attn::gpu

@@ -1,0 +1,116 @@
+"""A kernel family is one folder of mlx_fused_attn/families/ and one line of
+its registry (families/registry.h): every folder has its line and every
+line its folder and files, and the build and the tools find a family's
+files from its folder, so that none of them names a family.
+
+What the build and the tools pick up from a folder: cmake/metal.cmake its
+.metal files (the metallib and the JIT text), cmake/cuda.cmake its
+*_kernel.cuh (the NVRTC text), cuda/*.cpp, metal/*.cpp and aot/*.cu;
+tools/gen_instances.py its <folder>_instances.h; the emulator's JIT texts,
+the conformance pass, the strict check and the mutation tool its .metal
+files."""
+
+import pathlib
+import re
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+import family_registry  # noqa: E402
+from family_registry import FAMILIES_DIR, families, folders  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tests"))
+from metal_emu import jit_text  # noqa: E402
+
+# The files that find the families by folder and must not name one.
+DISCOVERING = (
+    "CMakeLists.txt",
+    "cmake/cuda.cmake",
+    "cmake/metal.cmake",
+    "cmake/flatten_source.py",
+    "cmake/build_metallib.py",
+    "tools/gen_instances.py",
+    "tools/mutation/scope.py",
+    "tools/mutation/worker.py",
+    "tools/mutation/run.py",
+    "tools/mutation/mutants.py",
+    "tests/metal_emu/emu.py",
+    "tests/metal_emu/conformance.py",
+    "tests/metal_emu/jit_text.py",
+    "tests/metal_emu/strict_check.py",
+    "tests/metal_host/check_metal_host.py",
+    "tests/metal_emu/test_strict_check.py",
+    "mlx_fused_attn/plan/kernel_family.h",
+    "mlx_fused_attn/plan/kernel_family.cpp",
+    "mlx_fused_attn/backend/metal/kernel_library.cpp",
+    "mlx_fused_attn/backend/cuda/kernels.cpp",
+)
+
+
+def test_every_folder_has_a_registry_line_and_every_line_a_folder():
+    listed = {f.folder for f in families()}
+    assert set(folders()) == listed, "a folder of mlx_fused_attn/families/ without a line in registry.h, or the reverse"
+
+
+def test_names_and_enumerators_are_unique():
+    for field in ("name", "enumerator"):
+        values = [getattr(f, field) for f in families()]
+        assert len(values) == len(set(values)), field
+
+
+def test_each_family_has_its_metal_entry_point():
+    for f in families():
+        assert f.metal_source.is_file(), f"{f.name}: no {f.metal_source.relative_to(REPO)}"
+    for folder in folders():
+        names = {p.stem for p in (FAMILIES_DIR / folder).glob("*.metal")}
+        assert names == {f.name for f in families() if f.folder == folder}, folder
+
+
+def test_cuda_sources_are_the_folders_with_entry_points():
+    """cmake/cuda.cmake keys a folder's NVRTC text by the folder's name; the
+    backend asks for it by family_name(): the two agree for every family
+    with a CUDA source of its own."""
+    with_entry_points = {d for d in folders() if family_registry.cuda_entry_points(d)}
+    cuda = [f for f in families() if f.cuda_source]
+    assert {f.folder for f in cuda} == with_entry_points
+    assert all(f.name == f.folder for f in cuda)
+
+
+def test_each_folder_has_an_instance_list():
+    for folder in folders():
+        lst = FAMILIES_DIR / folder / f"{folder}_instances.h"
+        assert lst.is_file(), f"{folder}: no {lst.name} for tools/gen_instances.py"
+        assert re.search(rf"\bvoid enumerate_{folder}\(\)", lst.read_text()), lst
+
+
+def test_the_emulator_and_the_metal_build_see_every_family():
+    assert set(jit_text.metal_sources()) == {f.name for f in families()}
+
+
+def spelled_families(text):
+    """The family names, folders and entry points `text` spells."""
+    found = set()
+    for f in families():
+        for word in (f"families/{f.folder}", f"{f.name}.metal"):
+            if word in text:
+                found.add(word)
+        for cuh in family_registry.cuda_entry_points(f.folder):
+            if cuh.name in text:
+                found.add(cuh.name)
+    return found
+
+
+@pytest.mark.parametrize("path", DISCOVERING)
+def test_build_and_tools_name_no_family(path):
+    """The build, the tools and the backends' family-generic code find the
+    families by folder or registry, so a new family edits none of them."""
+    assert spelled_families((REPO / path).read_text()) == set(), path
+
+
+def test_the_check_sees_a_spelled_family():
+    assert spelled_families('set(S ${ROOT}/mlx_fused_attn/families/neighborhood/neighborhood.metal)') == {
+        "families/neighborhood",
+        "neighborhood.metal",
+    }
