@@ -305,6 +305,119 @@ struct KeySpan {
   const Partials* partials;
 };
 
+/// The row state before any key: the sink's logit as the first maximum
+/// and a sum of one (in the first split of the keys only), or none; the
+/// output zero.
+template <typename T>
+void start_rows(
+    const Inputs<T>& in,
+    const fa::AttnParams& p,
+    int h,
+    int q0,
+    int rows,
+    const KeySpan& keys,
+    Scratch& sc) {
+  const bool sinks = in.sinks != nullptr && keys.split == 0;
+  for (int i = 0; i < rows; ++i) {
+    const int sink = in.sinks_by_row ? h * p.L_q + q0 + i : h;
+    sc.m[i] = sinks ? to_float(in.sinks[sink]) * LOG2E : -INFINITY;
+    sc.l[i] = sinks ? 1.0f : 0.0f;
+  }
+  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
+}
+
+/// Where the keys of the block of rows from q0 end. Causal: keys past the
+/// last row's diagonal are never seen, unless a row of the block is masked
+/// everywhere (L_q > L_k): that row averages all of V.
+template <MaskKind MASK>
+int key_end(const fa::AttnParams& p, int q0, int rows, const KeySpan& keys) {
+  if (MASK == MaskKind::Causal && q0 + p.causal_offset >= 0) {
+    return std::min(keys.end, q0 + rows + p.causal_offset);
+  }
+  return keys.end;
+}
+
+/// The mask applied to the scores `s` of one row (`row`) and the `n` keys
+/// from k0; `base` is the mask's offset of that row and key k0.
+template <typename T, MaskKind MASK>
+void mask_row(
+    const Problem& pr,
+    float* s,
+    int n,
+    int row,
+    int k0,
+    stride_t base) {
+  const stride_t step = pr.p.mask_strides[3];
+  if (MASK == MaskKind::Causal) {
+    for (int j = 0; j < n; ++j) {
+      s[j] = k0 + j > row + pr.p.causal_offset ? MASKED : s[j];
+    }
+  } else if (MASK == MaskKind::Bool) {
+    const bool* mrow = static_cast<const bool*>(pr.mask_data) + base;
+    for (int j = 0; j < n; ++j) {
+      s[j] = mrow[j * step] ? s[j] : MASKED;
+    }
+  } else if (MASK == MaskKind::Additive) {
+    const T* mrow = static_cast<const T*>(pr.mask_data) + base;
+    for (int j = 0; j < n; ++j) {
+      s[j] += to_float(mrow[j * step]) * LOG2E;
+    }
+  }
+}
+
+/// The row's output scaled by the online softmax's correction.
+inline void rescale_row(float* o, int D_v, float alpha) {
+  if (alpha != 1.0f) {
+    for (int c = 0; c < D_v; ++c) {
+      o[c] *= alpha;
+    }
+  }
+}
+
+/// The rows' outputs divided by their sums, stored (and their LSE where
+/// asked). A row whose every logit was -inf ends with l = 0: 0 / 0 = NaN,
+/// as the softmax of all -inf is.
+template <typename T>
+void store_rows(
+    const Problem& pr,
+    const Inputs<T>& in,
+    int b,
+    int h,
+    int q0,
+    int rows,
+    const Scratch& sc) {
+  const fa::AttnParams& p = pr.p;
+  if (pr.lse != nullptr) {
+    store_lse(sc.m.data(), sc.l.data(), rows, pr.lse + lse_row(p, b, h, q0));
+  }
+  for (int i = 0; i < rows; ++i) {
+    T* o = in.out + b * p.o_strides[0] + h * p.o_strides[1] +
+        (q0 + i) * p.o_strides[2];
+    const float inv = 1.0f / sc.l[i];
+    for (int c = 0; c < p.D_v; ++c) {
+      o[c] = from_float<T>(sc.o[i * p.D_v + c] * inv);
+    }
+  }
+}
+
+/// The rows' running max, sum and unnormalised output, as one split of the
+/// keys leaves them for the merge.
+inline void store_partials(
+    const fa::AttnParams& p,
+    const KeySpan& keys,
+    int b,
+    int h,
+    int q0,
+    int rows,
+    const Scratch& sc) {
+  const Partials& part = *keys.partials;
+  const int64_t first = keys.split * part.rows + lse_row(p, b, h, q0);
+  std::memcpy(part.m + first, sc.m.data(), rows * sizeof(float));
+  std::memcpy(part.l + first, sc.l.data(), rows * sizeof(float));
+  std::memcpy(
+      part.o + first * p.D_v, sc.o.data(), size_t(rows) * p.D_v * sizeof(float));
+}
+
 template <typename T, MaskKind MASK, typename KV>
 void attend(
     const Problem& pr,
@@ -323,21 +436,8 @@ void attend(
   const T* q = in.q + b * p.q_strides[0] + h * p.q_strides[1] +
       q0 * p.q_strides[2];
   load_rows(q, p.q_strides[2], pr.q_dstride, rows, D, p.scale_log2, sc.q.data());
-
-  const bool sinks = in.sinks != nullptr && keys.split == 0;
-  for (int i = 0; i < rows; ++i) {
-    const int sink = in.sinks_by_row ? h * p.L_q + q0 + i : h;
-    sc.m[i] = sinks ? to_float(in.sinks[sink]) * LOG2E : -INFINITY;
-    sc.l[i] = sinks ? 1.0f : 0.0f;
-  }
-  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
-
-  // Causal: keys past the last row's diagonal are never seen, unless a row of
-  // the block is masked everywhere (L_q > L_k): that row averages all of V.
-  int k_end = keys.end;
-  if (MASK == MaskKind::Causal && q0 + p.causal_offset >= 0) {
-    k_end = std::min(k_end, q0 + rows + p.causal_offset);
-  }
+  start_rows(in, p, h, q0, rows, keys, sc);
+  const int k_end = key_end<MASK>(p, q0, rows, keys);
   // A bool mask's key blocks that hide every score of these rows are
   // skipped (padding, windows), unless a row hides every key: it averages
   // all of V.
@@ -359,56 +459,17 @@ void attend(
 
     for (int i = 0; i < rows; ++i) {
       float* s = sc.s.data() + i * BLOCK_K;
-      const int row = q0 + i;
-      if (MASK == MaskKind::Causal) {
-        for (int j = 0; j < n; ++j) {
-          s[j] = k0 + j > row + p.causal_offset ? MASKED : s[j];
-        }
-      } else if (MASK == MaskKind::Bool || MASK == MaskKind::Additive) {
-        const stride_t base = mask_rows + i * ms[2] + k0 * ms[3];
-        if (MASK == MaskKind::Bool) {
-          const bool* mrow = static_cast<const bool*>(pr.mask_data) + base;
-          for (int j = 0; j < n; ++j) {
-            s[j] = mrow[j * ms[3]] ? s[j] : MASKED;
-          }
-        } else {
-          const T* mrow = static_cast<const T*>(pr.mask_data) + base;
-          for (int j = 0; j < n; ++j) {
-            s[j] += to_float(mrow[j * ms[3]]) * LOG2E;
-          }
-        }
-      }
-      const float alpha = softmax_step(s, n, sc.m[i], sc.l[i]);
-      if (alpha != 1.0f) {
-        for (int c = 0; c < D_v; ++c) {
-          sc.o[i * D_v + c] *= alpha;
-        }
-      }
+      mask_row<T, MASK>(
+          pr, s, n, q0 + i, k0, mask_rows + i * ms[2] + k0 * ms[3]);
+      rescale_row(
+          sc.o.data() + i * D_v, D_v, softmax_step(s, n, sc.m[i], sc.l[i]));
     }
     accumulate_pv(sc.s.data(), sc.v.data(), rows, n, D_v, sc.o.data());
   }
-
   if (keys.partials != nullptr) {
-    const Partials& part = *keys.partials;
-    const int64_t first = keys.split * part.rows + lse_row(p, b, h, q0);
-    std::memcpy(part.m + first, sc.m.data(), rows * sizeof(float));
-    std::memcpy(part.l + first, sc.l.data(), rows * sizeof(float));
-    std::memcpy(
-        part.o + first * D_v, sc.o.data(), size_t(rows) * D_v * sizeof(float));
-    return;
-  }
-  // A row whose every logit was -inf ends with l = 0: 0 / 0 = NaN, as the
-  // softmax of all -inf is.
-  if (pr.lse != nullptr) {
-    store_lse(sc.m.data(), sc.l.data(), rows, pr.lse + lse_row(p, b, h, q0));
-  }
-  for (int i = 0; i < rows; ++i) {
-    T* o = in.out + b * p.o_strides[0] + h * p.o_strides[1] +
-        (q0 + i) * p.o_strides[2];
-    const float inv = 1.0f / sc.l[i];
-    for (int c = 0; c < D_v; ++c) {
-      o[c] = from_float<T>(sc.o[i * D_v + c] * inv);
-    }
+    store_partials(p, keys, b, h, q0, rows, sc);
+  } else {
+    store_rows(pr, in, b, h, q0, rows, sc);
   }
 }
 
