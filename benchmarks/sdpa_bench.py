@@ -12,6 +12,9 @@ against the unfused one. Rows print as they finish.
     python benchmarks/sdpa_bench.py --full --csv out.csv --plot out.png
     python benchmarks/sdpa_bench.py --memory     # peak memory, L=16384
     python benchmarks/sdpa_bench.py --metal-variants  # on a Mac: the kernel's variants
+    python benchmarks/sdpa_bench.py --kv-bits 4 --qsl 1 --ksl 32768 --n-kvh 8 --hdim 128
+        # a quantized K/V cache against mlx-lm's path (benchmarks/quantized_cache.py)
+    python benchmarks/sdpa_bench.py --kv-bits 4 --qsl 16384 --prefill-chunk 2048 --n-kvh 8 --hdim 128
 
 Shape flags (--qsl, --ksl, --hdim, --dtype, --tpose) replace the grid by the
 product of their values (a flag not given keeps its default); --batch,
@@ -527,6 +530,16 @@ def main(argv=None):
                     help="on a Mac: time each variant of the Metal kernel "
                          "(MLX_FUSED_ATTN_METAL_VARIANT) against mx.fast and the unfused ops "
                          "(default cases: D = 128, float16 and bfloat16, L = 1024 and 4096)")
+    ap.add_argument("--kv-bits", type=int, choices=[2, 3, 4, 5, 6, 8],
+                    help="time attention over a K/V cache quantized to this many bits against "
+                         "mlx-lm's quantized path, with peak memory (benchmarks/quantized_cache.py; "
+                         "--qsl default 1, --hdim 128)")
+    ap.add_argument("--kv-group-size", type=int, default=64, choices=[32, 64, 128],
+                    help="with --kv-bits: the quantization's group size (default 64)")
+    ap.add_argument("--prefill-chunk", type=int,
+                    help="with --kv-bits: run the queries as causal prefill chunks of this many")
+    ap.add_argument("--skip-mlx-lm", action="store_true",
+                    help="with --kv-bits: leave out mlx-lm's path (minutes a call on a CPU)")
     args = ap.parse_args(argv)
 
     if args.device:
@@ -539,6 +552,15 @@ def main(argv=None):
         return 0
     if args.metal_variants:
         return run_metal_variants(args)
+    if args.kv_bits:
+        import quantized_cache
+
+        rows = quantized_cache.run(args)
+        if args.json:
+            strict_json.dump({"device": device_name(), "mlx": mx.__version__,
+                              "mlx_fused_attn": fa.__version__, "date": time.strftime("%Y-%m-%d"),
+                              "rows": rows}, args.json)
+        return 0 if all(r["agree"] for r in rows) else 1
 
     cases = grid(args)
     started = time.perf_counter()

@@ -1,12 +1,12 @@
 """The CUDA kernels compile, on a machine without a GPU, one family at a time
 (attention, attention_backward, short_attention, neighborhood,
-strided_copy).
+strided_copy, quantized_attention).
 
 - The AOT tables (mlx_fused_attn/families/*/aot/*.cu, written by
   tools/gen_instances.py) build with nvcc for sm_90a (Hopper with its
   warpgroup products), and one table of each body for sm_80, the AOT
-  targets: every table but the attention head dims left out below (each
-  builds up to 36 kernels). They hold exactly the kernels the host can
+  targets: every table but the head dims left out below (each builds up
+  to 36 kernels). They hold exactly the kernels the host can
   name.
 - The JIT source is what NVRTC will see: the family's kernel headers
   flattened by cmake/flatten_source.py, as cmake/cuda.cmake embeds them,
@@ -59,6 +59,8 @@ AOT_SKIPPED = {
     "attention_d192_dv192",
     "attention_backward_d32",
     "attention_backward_d96",
+    "quantized_attention_d96",
+    "quantized_attention_d192",
 }
 # Tables built for sm_80 too; the others instantiate the same bodies at
 # other head dims, and their sm_90a build holds their mma.sync kernels.
@@ -72,6 +74,8 @@ SM80_TABLES = {
     "neighborhood_2d",
     "neighborhood_3d",
     "strided_copy",
+    "quantized_attention_d128",
+    "quantized_attention_split_combine",
 }
 N_HEAD_DIMS = 9  # FA_ATTENTION_HEAD_DIMS
 
@@ -182,6 +186,15 @@ HOST_KEYS = {
     "strided_copy": """
   for (fa::DType t : types) print(StridedCopyKernelKey{t});
   print(PoisonKernelKey{});""",
+    # Every head dim and bits, plain, causal and array mask; the combine.
+    "quantized_attention": """
+  for (fa::DType t : types) {
+#define FA_PRINT_BITS(b) for (int v = 0; v < 3; ++v) print(QuantizedAttentionKernelKey{t, d, b, \
+        fa::choose_quantized_attention_tiles(d, t, fa::Backend::Cuda), v == 1, v == 2});
+#define FA_PRINT_D(dd) { const int d = dd; FA_QUANTIZED_ATTENTION_BITS(FA_PRINT_BITS) }
+    FA_QUANTIZED_ATTENTION_HEAD_DIMS(FA_PRINT_D)
+  }
+  for (fa::DType t : types) print(QuantizedSplitCombineKernelKey{t});""",
 }
 
 
@@ -216,6 +229,8 @@ def expected_count(family):
         "short_attention": 3 * len(short_dims) * len(short_seqs),
         "neighborhood": 3 * na,
         "strided_copy": 3 + 1,
+        "quantized_attention": 3 * 3 * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_HEAD_DIMS"))
+        * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_BITS")) + 3,
     }[family]
 
 
@@ -258,7 +273,8 @@ def jit_text(family):
 
 # The host's expressions compiled against the JIT text: every one, or a
 # spread (every dtype, head dim and variant appears) where there are many.
-PROBE_STRIDE = {"attention": 7, "attention_backward": 5, "short_attention": 5, "neighborhood": 1, "strided_copy": 1}
+PROBE_STRIDE = {"attention": 7, "attention_backward": 5, "short_attention": 5, "neighborhood": 1, "strided_copy": 1,
+                "quantized_attention": 7}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -351,6 +367,16 @@ NVRTC_PICKS = {
         [e for e in names if e.startswith("fa::na_attention_kernel<fa::half_t, 64,")][1]
     ],
     "strided_copy": lambda names: [names[1], names[-1]],
+    # bf16 4 bits at D = 128, causal (Q in registers); fp16 8 bits at D = 256
+    # with an array mask (Q in shared memory); fp32; the bf16 combine.
+    "quantized_attention": lambda names: [
+        e
+        for e in names
+        if e.startswith("fa::quantized_attention_kernel<fa::bfloat_t, 128, 4,") and e.endswith("true, false>")
+        or e.startswith("fa::quantized_attention_kernel<fa::half_t, 256, 8,") and e.endswith("false, true>")
+        or e.startswith("fa::quantized_attention_kernel<float, 64, 8,") and e.endswith("false, false>")
+        or e == "fa::quantized_split_combine_kernel<fa::bfloat_t>"
+    ],
 }
 
 

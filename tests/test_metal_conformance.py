@@ -87,8 +87,10 @@ def test_one_kernel_text_conforms(path, flattened_dir):
 
 
 # Kernels beside threadgroup-memory kernels that declare none: the combine
-# of split keys, one thread an output element (mlx_fused_attn/families/attention/attention.metal).
-NO_THREADGROUP_MEMORY = ("fa_split_combine_",)
+# of split keys, one thread an output element
+# (mlx_fused_attn/families/attention/attention.metal and
+# families/quantized_attention/quantized_attention.metal).
+NO_THREADGROUP_MEMORY = ("fa_split_combine_", "fa_quantized_split_combine_")
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=_name)

@@ -1,7 +1,10 @@
 """mlx-lm models under patch_mx_fast give what they give without it: logits,
-greedy tokens (KVCache, RotatingKVCache, BatchKVCache with left padding), a
-compiled forward, and LoRA / full gradients. Tiny random-weight models from
+greedy tokens (KVCache, RotatingKVCache, BatchKVCache with left padding,
+QuantizedKVCache), a compiled forward, and LoRA / full gradients. Tiny random-weight models from
 mlx_lm.models; they run on the default device (the GPU where there is one)."""
+
+import subprocess
+import sys
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -13,7 +16,7 @@ import mlx_fused_attn as fa
 
 pytest.importorskip("mlx_lm")
 from mlx_lm.generate import generate_step  # noqa: E402
-from mlx_lm.models import gemma3_text, llama  # noqa: E402
+from mlx_lm.models import gemma3_text, llama, qwen3  # noqa: E402
 from mlx_lm.models.cache import BatchKVCache, RotatingKVCache  # noqa: E402
 from mlx_lm.tuner.lora import LoRALinear  # noqa: E402
 from mlx_lm.tuner.utils import linear_to_lora_layers  # noqa: E402
@@ -192,19 +195,90 @@ def test_batched_generation_with_left_padding(policy):
     check_routed(patch.stats, calls=GEN * len(model.layers))
 
 
+# QuantizedKVCache in three families: (model, its config, group size, bits).
+QUANTIZED_MODELS = {
+    "llama-gqa": (llama, MODELS["llama-gqa"][1], 32, 4),  # D = 32
+    # Every layer global (pattern 1): mlx-lm cannot quantize a sliding
+    # layer's RotatingKVCache. D = 256.
+    "gemma3-d256": (gemma3_text, {**MODELS["gemma3-d256"][1], "sliding_window_pattern": 1}, 64, 8),
+    # Qwen 3: normed q and k, 8 query heads on 2 key/value heads, D = 64.
+    "qwen3": (
+        qwen3,
+        dict(
+            model_type="qwen3",
+            hidden_size=128,
+            num_hidden_layers=2,
+            intermediate_size=256,
+            num_attention_heads=8,
+            num_key_value_heads=2,
+            head_dim=64,
+            rms_norm_eps=1e-6,
+            vocab_size=VOCAB,
+            max_position_embeddings=512,
+            rope_theta=10000.0,
+            tie_word_embeddings=False,
+        ),
+        64,
+        4,
+    ),
+}
+
+
 @pytest.mark.skipif(not ON_CPU, reason="MLX's CUDA quantized matmul takes no such tiny shapes")
-def test_quantized_kv_cache_is_not_reached():
-    """QuantizedKVCache attends with quantized matmuls of its own and never
-    calls mx.fast: only the prefill before quantizing is routed."""
-    model = build("llama-gqa")
+@pytest.mark.parametrize("name", list(QUANTIZED_MODELS))
+def test_quantized_kv_cache_greedy_generation(name):
+    """QuantizedKVCache: mlx-lm attends through its own quantized matmuls;
+    the patch routes that function to the fused op. The prompt's first chunk
+    fills a float cache (mx.fast), the next ones attend to the quantized
+    cache (prefill with the causal mask), then 32 decode steps: the greedy
+    tokens of mlx-lm's own quantized path."""
+    module, args, group_size, bits = QUANTIZED_MODELS[name]
+    mx.random.seed(11)
+    model = module.Model(module.ModelArgs(**args))
+    mx.eval(model.parameters())
     prompt = tokens(PROMPT, seed=3)
-    with fa.patch_mx_fast() as patch:
+
+    def greedy_quantized():
         steps = generate_step(
-            prompt, model, max_tokens=4, kv_bits=8, kv_group_size=32, quantized_kv_start=0
-        )
-        assert len([t for t, _ in steps]) == 4
-    # The prompt's first chunk runs before the cache is quantized.
-    assert sum(patch.stats) == len(model.layers)
+            prompt, model, max_tokens=GEN, prefill_step_size=8, kv_bits=bits,
+            kv_group_size=group_size, quantized_kv_start=0,
+        )  # fmt: skip
+        return [int(t) for t, _ in steps]
+
+    want = greedy_quantized()
+    with fa.patch_mx_fast() as patch:
+        got = greedy_quantized()
+    assert len(want) == GEN and got == want
+    # Prompt chunks of 8, 8 and 7 tokens (the first through mx.fast, before
+    # the cache is quantized), the prompt's last token, and GEN steps
+    # (generate_step computes one token ahead), every layer each.
+    assert patch.stats.fallback == patch.stats.passed_through == 0
+    assert patch.stats.fused == len(model.layers) * (3 + 1 + GEN)
+
+
+def test_a_patch_reaches_mlx_lm_imported_after_it():
+    """mlx_lm.models.base imported while a patch is active gets the fused
+    function (an import hook), and its own back at unpatching."""
+    program = (
+        "import mlx_fused_attn as fa, sys\n"
+        "fa.patch_mx_fast()\n"
+        "assert 'mlx_lm.models.base' not in sys.modules\n"
+        "import mlx_lm.models.base as base\n"
+        "assert base.quantized_scaled_dot_product_attention.__module__ == 'mlx_fused_attn.patching'\n"
+        "fa.unpatch_mx_fast()\n"
+        "assert base.quantized_scaled_dot_product_attention.__module__ == 'mlx_lm.models.base'\n"
+    )
+    subprocess.run([sys.executable, "-c", program], check=True)
+
+
+def test_unpatch_restores_mlx_lm_quantized_attention():
+    base = pytest.importorskip("mlx_lm.models.base")
+    original = base.quantized_scaled_dot_product_attention
+    with fa.patch_mx_fast():
+        with fa.patch_mx_fast():
+            assert base.quantized_scaled_dot_product_attention is not original
+        assert base.quantized_scaled_dot_product_attention is not original
+    assert base.quantized_scaled_dot_product_attention is original
 
 
 @pytest.mark.parametrize("policy", POLICIES)

@@ -6,7 +6,8 @@ import mlx.core as mx
 import mlx_fused_attn as fa
 
 FAMILIES = {"attention", "short_attention", "attention_backward",
-            "attention_backward_row_dot", "neighborhood", "strided_copy"}  # fmt: skip
+            "attention_backward_row_dot", "neighborhood", "strided_copy",
+            "quantized_attention"}  # fmt: skip
 
 
 def test_dir_lists_the_public_names_only():
@@ -31,12 +32,15 @@ def test_a_patch_shows_its_policy_state_and_counts():
 def test_kernel_status_lists_every_family_on_the_cpu():
     q = mx.zeros((1, 2, 8, 32))
     x = mx.zeros((1, 16, 2, 32))
+    kv = mx.quantize(mx.zeros((1, 2, 8, 32)), group_size=32, bits=4)
     mx.eval(fa.scaled_dot_product_attention(q, q, q, scale=1.0, stream=mx.cpu),
-            fa.neighborhood_attention(x, x, x, 3, stream=mx.cpu))  # fmt: skip
+            fa.neighborhood_attention(x, x, x, 3, stream=mx.cpu),
+            fa.quantized_scaled_dot_product_attention(
+                q, kv, kv, 1.0, None, 32, 4, stream=mx.cpu))  # fmt: skip
     cpu = [s for s in fa.kernel_status() if s["device"] == "CPU"]
     assert {s["family"] for s in cpu} == FAMILIES
     by_family = {s["family"]: s for s in cpu}
-    for family in ("attention", "neighborhood"):
+    for family in ("attention", "neighborhood", "quantized_attention"):
         assert by_family[family]["status"] == "loaded", cpu
         assert by_family[family]["what"] == "CPU kernel" and by_family[family]["reason"] == ""
     for family in ("short_attention", "attention_backward_row_dot", "strided_copy"):

@@ -30,7 +30,12 @@
     false,                                                                     \
     false)                                                                     \
   X(Neighborhood, neighborhood, neighborhood, true, true)                      \
-  X(Copy, strided_copy, strided_copy, false, true)
+  X(Copy, strided_copy, strided_copy, false, true)                             \
+  X(QuantizedAttention,                                                        \
+    quantized_attention,                                                       \
+    quantized_attention,                                                       \
+    true,                                                                      \
+    true)
 
 // The families that run the attention op, in the planner's order of
 // preference (the first that takes a call runs it, so the most general

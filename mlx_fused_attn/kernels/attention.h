@@ -231,6 +231,30 @@ FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
   return src;
 }
 
+/// The float kernels' K and V, copied into the stages as they are: the K/V
+/// policy of attention_block (attention_block_over's `KV`), which makes
+/// the pipeline's Source for a (batch, kv_head) and its visits. Another
+/// family's policy reads another layout into the same blocks
+/// (quantized_attention.h).
+template <typename Target, typename Shape>
+struct AttnPlainKV {
+  typedef typename Shape::elem_type elem_type;
+  typedef AttnKVSource<Target, Shape> Source;
+  const FA_DEVICE elem_type* k;
+  const FA_DEVICE elem_type* v;
+  AttnSmem<elem_type> smem;
+
+  FA_FUNC Source source(
+      const FA_CONSTANT AttnParams& p,
+      AttnFeatures f,
+      int batch,
+      int kv_head,
+      AttnVisits visits) const {
+    return attention_kv_source<Target, Shape>(
+        p, k, v, smem, f, batch, kv_head, visits);
+  }
+};
+
 /// The key blocks a query block visits, 0 .. end - 1, of which blocks
 /// causal onwards need the causal mask. Causal: query i sees keys j <= i +
 /// causal_offset, so blocks right of the block's last diagonal are skipped
@@ -412,11 +436,13 @@ FA_FUNC void attention_load_q(
       p.q_strides[2], p.L_q - row0, q_ragged, q_smem, warp, lane);
 }
 
-template <typename Target, typename Shape>
-FA_FUNC void attention_block(
+/// The body over the K/V policy `kv` (AttnPlainKV's interface): a.k and
+/// a.v are read only through it.
+template <typename Target, typename Shape, typename KV>
+FA_FUNC void attention_block_over(
     AttnArrays<typename Shape::elem_type> a,
     const FA_CONSTANT AttnParams& p,
-    AttnSmem<typename Shape::elem_type> smem,
+    KV kv,
     AttnFeatures f,
     AttnPlace at,
     int warp,
@@ -425,7 +451,7 @@ FA_FUNC void attention_block(
   const int q_block = at.q_block;
   const int head = at.head;
   const int batch = at.batch;
-  typedef AttnKVSource<Target, Shape> Source;
+  typedef typename KV::Source Source;
   typedef typename Source::KBlock KBlock;
   typedef typename Source::VBlock VBlock;
   // The columns of Q and K, and of V and O, in the products.
@@ -454,9 +480,8 @@ FA_FUNC void attention_block(
   const int n_blocks = range.n_blocks;
 
   const Pipeline pipe = kv_pipeline<Pipeline>(
-      attention_kv_source<Target, Shape>(
-          p, a.k, a.v, smem, f, batch, kv_head, visits),
-      n_blocks, warp * kSimdWidth + lane);
+      kv.source(p, f, batch, kv_head, visits), n_blocks,
+      warp * kSimdWidth + lane);
   const AttnBlockMasks<T, kBK> masks = attention_masks_of<T, kBK, true>(
       p, a.mask, f, range, batch, head, q_row0);
 
@@ -504,6 +529,20 @@ FA_FUNC void attention_block(
   }
 
   attention_epilogue<Shape, kVCols>(st, a, p, f, at, q_row0, q_ragged, lane);
+}
+
+/// The body of the float kernels: K and V copied as they are.
+template <typename Target, typename Shape>
+FA_FUNC void attention_block(
+    AttnArrays<typename Shape::elem_type> a,
+    const FA_CONSTANT AttnParams& p,
+    AttnSmem<typename Shape::elem_type> smem,
+    AttnFeatures f,
+    AttnPlace at,
+    int warp,
+    lane_t lane) {
+  const AttnPlainKV<Target, Shape> kv = {a.k, a.v, smem};
+  attention_block_over<Target, Shape>(a, p, kv, f, at, warp, lane);
 }
 
 } // namespace fa

@@ -7,6 +7,7 @@
 #include "mlx_fused_attn/op/call_plans.h"
 #include "mlx_fused_attn/op/errors.h"
 #include "mlx_fused_attn/op/fallback.h"
+#include "mlx_fused_attn/op/mask_and_sinks.h"
 #include "mlx_fused_attn/notices.h"
 #include "mlx_fused_attn/op/backward_primitive.h"
 #include "mlx_fused_attn/op/primitive.h"
@@ -17,9 +18,12 @@ using namespace mlx::core;
 
 namespace {
 
+constexpr const char* kOp = "scaled_dot_product_attention";
+constexpr const char* kDtypeOf = "q, k, v";
+
 template <typename... Parts>
 std::string message(const Parts&... parts) {
-  return op_message("scaled_dot_product_attention", parts...);
+  return op_message(kOp, parts...);
 }
 
 bool is_float(Dtype t) {
@@ -71,62 +75,6 @@ Dtype check_qkv(const array& q, const array& k, const array& v) {
   return dt;
 }
 
-/// Checks an array mask against the scores `full` ([B, H_q, L_q, L_k]) and
-/// `dt`, and appends it to `inputs`, broadcast (bool, or additive in `dt`);
-/// `spec` gets its kind and what it shares.
-void add_array_mask(
-    const array& m,
-    const Shape& full,
-    Dtype dt,
-    AttentionSpec& spec,
-    std::vector<array>& inputs,
-    Stream s) {
-  if (m.ndim() > 4) {
-    throw std::invalid_argument(message(
-        "mask must have rank at most 4; got shape ", m.shape()));
-  }
-  for (int i = 1; i <= static_cast<int>(m.ndim()); ++i) {
-    int have = m.shape(-i), want = full[4 - i];
-    if (have != want && have != 1) {
-      throw std::invalid_argument(message(
-          "mask of shape ", m.shape(), " does not broadcast to ", full));
-    }
-  }
-  spec.mask_shared_by_heads = m.ndim() < 3 || m.shape(-3) == 1;
-  spec.mask_shared_by_batch = m.ndim() < 4 || m.shape(-4) == 1;
-  if (m.dtype() == bool_) {
-    spec.mask = MaskKind::Bool;
-    inputs.push_back(broadcast_to(m, full, s));
-  } else if (promote_types(m.dtype(), dt) == dt) {
-    // Integer masks are additive after promotion, as in mx.fast.
-    spec.mask = MaskKind::Additive;
-    inputs.push_back(broadcast_to(astype(m, dt, s), full, s));
-  } else {
-    throw std::invalid_argument(message(
-        "mask must be bool or a type that promotes to ", dt,
-        " (the dtype of q, k, v), such as ", dt, " or an integer type; got ",
-        m.dtype()));
-  }
-}
-
-/// Checks the sinks against the query heads `H_q` and `dt`; returns them in
-/// `dt`.
-array checked_sinks(const array& sinks, int H_q, Dtype dt, Stream s) {
-  if (sinks.ndim() != 1 || sinks.shape(0) != H_q) {
-    throw std::invalid_argument(message(
-        "sinks must have shape [", H_q, "] (one per query head); got ",
-        sinks.shape()));
-  }
-  // bool and integer sinks promote, as in mx.fast.
-  if (promote_types(sinks.dtype(), dt) != dt) {
-    throw std::invalid_argument(message(
-        "sinks must have a type that promotes to ", dt,
-        " (the dtype of q, k, v), such as ", dt,
-        ", bool or an integer type; got ", sinks.dtype()));
-  }
-  return astype(sinks, dt, s);
-}
-
 // Mirrors mx.fast.scaled_dot_product_attention's argument rules, with error
 // messages that name the argument and what it accepts.
 AttentionCall validate(
@@ -149,19 +97,10 @@ AttentionCall validate(
   std::vector<array> inputs = {
       astype(q, dt, s), astype(k, dt, s), astype(v, dt, s)};
 
-  if (const auto* mode = std::get_if<std::string>(&mask)) {
-    if (*mode != "causal") {
-      throw std::invalid_argument(message(
-          "mask must be None, \"causal\" or an array; got the string \"",
-          *mode, "\""));
-    }
-    spec.mask = MaskKind::Causal;
-  } else if (const auto* m = std::get_if<array>(&mask)) {
-    const Shape full = {q.shape(0), q.shape(1), q.shape(2), k.shape(2)};
-    add_array_mask(*m, full, dt, spec, inputs, s);
-  }
+  const Shape full = {q.shape(0), q.shape(1), q.shape(2), k.shape(2)};
+  add_mask(kOp, kDtypeOf, mask, full, dt, spec, inputs, s);
   if (sinks) {
-    inputs.push_back(checked_sinks(*sinks, q.shape(1), dt, s));
+    inputs.push_back(checked_sinks(kOp, kDtypeOf, *sinks, q.shape(1), dt, s));
   }
   return {spec, std::move(inputs), s};
 }

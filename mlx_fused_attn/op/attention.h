@@ -12,12 +12,9 @@
 #include "mlx_fused_attn/op/errors.h"
 #include "mlx_fused_attn/plan/plan_hint.h"
 #include "mlx_fused_attn/plan/plan_summary.h"
+#include "mlx_fused_attn/op/mask_and_sinks.h"
 
 namespace mlx_fused_attn {
-
-/// None, the string "causal", or a boolean / additive array broadcastable to
-/// [B, H_q, L_q, L_k].
-using Mask = std::variant<std::monostate, std::string, mlx::core::array>;
 
 /// softmax(scale * q k^T + mask) v, fused where a kernel covers the call and
 /// as plain MLX ops otherwise (force_fused raises the reason instead);

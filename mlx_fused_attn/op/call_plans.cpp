@@ -3,8 +3,10 @@
 #include "mlx_fused_attn/plan/attention_planner.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/backend/gpu_na.h"
+#include "mlx_fused_attn/backend/gpu_quantized.h"
 #include "mlx_fused_attn/backend/kernel_availability.h"
 #include "mlx_fused_attn/plan/na_planner.h"
+#include "mlx_fused_attn/plan/quantized_attention_planner.h"
 
 namespace mlx_fused_attn {
 
@@ -79,6 +81,19 @@ NaPlan plan_neighborhood(const NaCall& call) {
       [&](const NaPlan& plan) {
         return on_cpu(call.stream) ? cpu_kernel_available(*plan.family)
                                    : gpu::na_prepare(plan, call.stream);
+      });
+}
+
+QuantizedAttentionPlan plan_quantized_attention(
+    const QuantizedAttentionCall& call) {
+  return plan_until_built<QuantizedAttentionPlan>(
+      caps_of(call.stream),
+      [&](const DeviceCaps& caps) {
+        return quantized_attention_plan_for(call, caps);
+      },
+      [&](const QuantizedAttentionPlan& plan) {
+        return on_cpu(call.stream) ? cpu_kernel_available(*plan.family)
+                                   : gpu::quantized_prepare(plan, call.stream);
       });
 }
 

@@ -11,6 +11,8 @@
 #include "mlx_fused_attn/plan/call.h"
 #include "mlx_fused_attn/plan/na_call.h"
 #include "mlx_fused_attn/plan/na_plan.h"
+#include "mlx_fused_attn/plan/quantized_attention_plan.h"
+#include "mlx_fused_attn/plan/quantized_call.h"
 
 namespace mlx_fused_attn {
 
@@ -25,5 +27,10 @@ AttentionPlan plan_attention_backward(const AttentionCall& call);
 /// The plan for a validated neighborhood-attention call on its stream's
 /// device.
 NaPlan plan_neighborhood(const NaCall& call);
+
+/// The plan for a validated call over a quantized K/V cache on its
+/// stream's device.
+QuantizedAttentionPlan plan_quantized_attention(
+    const QuantizedAttentionCall& call);
 
 } // namespace mlx_fused_attn

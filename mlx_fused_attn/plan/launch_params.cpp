@@ -9,17 +9,6 @@ using namespace mlx::core;
 
 namespace {
 
-/// The packed strides: a query head is a row, gqa_factor heads a head.
-void pack_gqa_strides(fa::AttnParams& p) {
-  const int g = p.L_q;
-  for (fa::stride_t* s : {p.q_strides, p.o_strides}) {
-    s[2] = s[1];
-    s[1] *= g;
-  }
-  p.mask_strides[2] = p.mask_strides[1];
-  p.mask_strides[1] *= g;
-}
-
 /// Whether the kernels may read the additive mask two columns at a time
 /// (params.h's mask_pairs): the pair at an even column below L_k is then
 /// aligned to its size and inside the mask.
@@ -42,6 +31,16 @@ void na_strides(const array& x, int n_axes, fa::stride_t* dst) {
 }
 
 } // namespace
+
+void pack_gqa_strides(fa::AttnParams& p) {
+  const int g = p.L_q;
+  for (fa::stride_t* s : {p.q_strides, p.o_strides}) {
+    s[2] = s[1];
+    s[1] *= g;
+  }
+  p.mask_strides[2] = p.mask_strides[1];
+  p.mask_strides[1] *= g;
+}
 
 fa::AttnParams launch_params(
     const AttentionPlan& plan,

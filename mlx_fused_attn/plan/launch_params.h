@@ -16,6 +16,11 @@
 
 namespace mlx_fused_attn {
 
+/// The strides of a plan with packed GQA (attention_plan.h): a query head
+/// is a row, `p.L_q` (the packed rows) heads a head, for q, the output and
+/// the mask.
+void pack_gqa_strides(fa::AttnParams& p);
+
 /// The plan's parameters with the strides of the arrays the kernel reads at
 /// eval: q, k, v (after any row copies), the output, and the mask and its
 /// visit list if any.

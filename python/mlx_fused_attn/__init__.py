@@ -37,6 +37,8 @@ __all__ = [
     "FallbackWarning",
     "scaled_dot_product_attention",
     "can_use_fused",
+    "quantized_scaled_dot_product_attention",
+    "quantized_can_use_fused",
     "neighborhood_attention",
     "neighborhood_can_use_fused",
     "build_info",
@@ -271,6 +273,142 @@ def can_use_fused(
     try:
         return _ext.can_use_fused(
             q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream
+        )
+    finally:
+        _report_notices()
+
+
+_QOP = "[quantized_scaled_dot_product_attention]"
+
+
+def _quantized_operand(x, name):
+    """``q_keys`` or ``q_values`` as the (codes, scales, biases) tuple
+    mx.quantize's affine mode returns."""
+    if not isinstance(x, (tuple, list)) or not all(isinstance(a, mx.array) for a in x):
+        raise TypeError(
+            f"{_QOP} {name} must be the tuple (packed codes, scales, biases) of "
+            f"mlx.core.array that mx.quantize returns; got {type(x).__name__}"
+        )
+    if len(x) == 2:
+        raise ValueError(
+            f"{_QOP} {name} has 2 arrays (codes, scales): mx.quantize's mxfp4, nvfp4 "
+            "and mxfp8 modes are not supported, only its affine mode (codes, scales, "
+            "biases), which mlx-lm's QuantizedKVCache uses"
+        )
+    if len(x) != 3:
+        raise ValueError(
+            f"{_QOP} {name} must have 3 arrays (packed codes, scales, biases); got {len(x)}"
+        )
+    return tuple(x)
+
+
+def _check_quantized_types(queries, q_keys, q_values, scale, mask, group_size, bits, sinks):
+    """Raise TypeError for arguments of the wrong kind; return them as the
+    extension takes them."""
+    if not isinstance(queries, mx.array):
+        raise TypeError(
+            f"{_QOP} queries must be an mlx.core.array; got {type(queries).__name__}"
+        )
+    keys = _quantized_operand(q_keys, "q_keys")
+    values = _quantized_operand(q_values, "q_values")
+    for name, x in (("group_size", group_size), ("bits", bits)):
+        if isinstance(x, bool) or not isinstance(x, int):
+            raise TypeError(f"{_QOP} {name} must be an int; got {x!r}")
+    if mask is not None and not isinstance(mask, (str, mx.array)):
+        raise TypeError(
+            f"{_QOP} mask must be None, \"causal\" or an mlx.core.array; "
+            f"got {type(mask).__name__}"
+        )
+    if sinks is not None and not isinstance(sinks, mx.array):
+        raise TypeError(
+            f"{_QOP} sinks must be None or an mlx.core.array; got {type(sinks).__name__}"
+        )
+    try:
+        scale = _scale_value(scale)
+    except TypeError:
+        raise TypeError(f"{_QOP} scale must be a real number; got {scale!r}") from None
+    return keys, values, scale
+
+
+def quantized_scaled_dot_product_attention(
+    queries: mx.array,
+    q_keys: tuple[mx.array, mx.array, mx.array],
+    q_values: tuple[mx.array, mx.array, mx.array],
+    scale: float,
+    mask: None | str | mx.array = None,
+    group_size: int = 64,
+    bits: int = 8,
+    *,
+    sinks: mx.array | None = None,
+    force_fused: bool = False,
+    stream: None | mx.Stream | mx.Device = None,
+) -> mx.array:
+    """Attention over a quantized K/V cache, fused: mlx-lm's
+    ``quantized_scaled_dot_product_attention`` (``mlx_lm.models.base``),
+    with its arguments and results, that dequantizes K and V block by block
+    as it reads them instead of building the ``L_q x L_k`` scores.
+
+    Args:
+        queries: ``[B, H_q, L_q, D]``.
+        q_keys: keys as ``mx.quantize(k, group_size, bits)`` returns them in its
+            affine mode: ``(codes, scales, biases)`` with codes uint32
+            ``[B, H_kv, L_k, D * bits / 32]`` and scales and biases
+            ``[B, H_kv, L_k, D / group_size]`` (mlx-lm's ``QuantizedKVCache``
+            holds them so). ``H_q`` must be a multiple of ``H_kv``.
+        q_values: values, the same way (``D_v`` values a row).
+        scale: multiplies ``queries @ keys.T``.
+        mask: ``None``; ``"causal"`` (bottom-right aligned); a boolean array
+            (True attends) or an additive array, broadcastable to
+            ``[B, H_q, L_q, L_k]``.
+        group_size: 32, 64 or 128, as the cache was quantized.
+        bits: 2, 3, 4, 5, 6 or 8, as the cache was quantized. mx.quantize's
+            ``mxfp4``, ``nvfp4`` and ``mxfp8`` modes are not taken.
+        sinks: optional ``[H_q]`` attention sinks (mlx-lm's own function
+            refuses them).
+        force_fused: raise ``ValueError`` with the reason instead of running
+            the plain-ops fallback (dequantize, then attend).
+        stream: stream or device to run on.
+
+    Returns:
+        ``[B, H_q, L_q, D_v]`` in the promoted dtype of the queries, scales
+        and biases; float32 softmax statistics and accumulation.
+
+    Inference only: the cache holds no gradients, and ``mx.grad``,
+    ``mx.vjp`` or ``mx.jvp`` through this function raise ``ValueError``.
+    """
+    keys, values, scale = _check_quantized_types(
+        queries, q_keys, q_values, scale, mask, group_size, bits, sinks
+    )
+    try:
+        return _ext.quantized_scaled_dot_product_attention(
+            queries, keys, values, scale, mask, group_size, bits,
+            sinks=sinks, force_fused=bool(force_fused), stream=stream,
+        )
+    finally:
+        _report_notices()
+
+
+def quantized_can_use_fused(
+    queries: mx.array,
+    q_keys: tuple[mx.array, mx.array, mx.array],
+    q_values: tuple[mx.array, mx.array, mx.array],
+    scale: float,
+    mask: None | str | mx.array = None,
+    group_size: int = 64,
+    bits: int = 8,
+    *,
+    sinks: mx.array | None = None,
+    stream: None | mx.Stream | mx.Device = None,
+) -> tuple[bool, str]:
+    """Whether ``quantized_scaled_dot_product_attention`` with these
+    arguments runs a fused kernel, and if not, why (the reason
+    ``force_fused=True`` raises). Invalid arguments raise as the op does."""
+    keys, values, scale = _check_quantized_types(
+        queries, q_keys, q_values, scale, mask, group_size, bits, sinks
+    )
+    try:
+        return _ext.quantized_can_use_fused(
+            queries, keys, values, scale, mask, group_size, bits, sinks=sinks, stream=stream
         )
     finally:
         _report_notices()

@@ -74,6 +74,31 @@ def can_use_fused(
     sinks: mx.array | None = None,
     stream: None | mx.Stream | mx.Device = None,
 ) -> tuple[bool, str]: ...
+def quantized_scaled_dot_product_attention(
+    queries: mx.array,
+    q_keys: tuple[mx.array, mx.array, mx.array],
+    q_values: tuple[mx.array, mx.array, mx.array],
+    scale: float,
+    mask: None | str | mx.array = None,
+    group_size: int = 64,
+    bits: int = 8,
+    *,
+    sinks: mx.array | None = None,
+    force_fused: bool = False,
+    stream: None | mx.Stream | mx.Device = None,
+) -> mx.array: ...
+def quantized_can_use_fused(
+    queries: mx.array,
+    q_keys: tuple[mx.array, mx.array, mx.array],
+    q_values: tuple[mx.array, mx.array, mx.array],
+    scale: float,
+    mask: None | str | mx.array = None,
+    group_size: int = 64,
+    bits: int = 8,
+    *,
+    sinks: mx.array | None = None,
+    stream: None | mx.Stream | mx.Device = None,
+) -> tuple[bool, str]: ...
 def neighborhood_attention(
     q: mx.array,
     k: mx.array,

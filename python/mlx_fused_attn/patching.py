@@ -12,10 +12,17 @@ place that reaches every model. What it cannot reach:
   so calls with shapes traced before patching replay the op recorded then
   (mx.fast), even through a new ``mx.compile`` of the same function. Patch
   before the first compiled call (new shapes trace again and are routed);
-- mlx-lm's ``QuantizedKVCache``: its attention is plain quantized matmuls
-  (``quantized_scaled_dot_product_attention``) and never calls mx.fast;
 - code that saved ``mx.fast.scaled_dot_product_attention`` in a variable of
   its own before patching.
+
+mlx-lm's ``QuantizedKVCache`` never calls mx.fast: its attention is
+``mlx_lm.models.base.quantized_scaled_dot_product_attention``, which that
+module's ``scaled_dot_product_attention`` looks up among its globals at each
+call (no model imports it). The patch replaces that module attribute too,
+as soon as ``mlx_lm.models.base`` is imported (now, or later through an
+import hook: importing mlx-lm costs seconds, so the patch never does it),
+with this package's fused op where a kernel covers the call and mlx-lm's
+function otherwise.
 
 The patch is process-wide (``mx.fast`` is one module). Patches nest: each
 ``patch_mx_fast()`` adds one, a context exit removes its own, and
@@ -26,6 +33,9 @@ and returns False. The policy in force is that of the newest active patch.
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import sys
 import threading
 import warnings
 from typing import NamedTuple
@@ -60,6 +70,13 @@ _installed = False
 _original = None
 _policy = "auto"  # the newest active patch's policy
 _counts = [0, 0, 0]
+
+# mlx-lm's module whose global the quantized K/V cache's attention is, and
+# what that global held when ours went in (kept after unpatching, as
+# _original).
+_MLX_LM_BASE = "mlx_lm.models.base"
+_QUANTIZED = "quantized_scaled_dot_product_attention"
+_original_quantized = None
 
 
 def patch_stats() -> PatchStats:
@@ -98,6 +115,95 @@ def scaled_dot_product_attention(
     return original(
         q, k, v, scale=scale, mask=mask, sinks=sinks, force_fused=force_fused, stream=stream
     )
+
+
+def quantized_scaled_dot_product_attention(
+    queries: mx.array,
+    q_keys: tuple[mx.array, mx.array, mx.array],
+    q_values: tuple[mx.array, mx.array, mx.array],
+    scale: float,
+    mask: None | str | mx.array,
+    group_size: int = 64,
+    bits: int = 8,
+) -> mx.array:
+    """``mlx_lm.models.base.quantized_scaled_dot_product_attention`` as
+    ``patch_mx_fast`` installs it: this package's fused op where a kernel
+    covers the call (counted ``fused``), mlx-lm's own function otherwise
+    (counted ``fallback``), arguments it does not take included."""
+    original = _original_quantized
+    try:
+        fused, _ = _package.quantized_can_use_fused(
+            queries, q_keys, q_values, scale, mask, group_size, bits
+        )
+    except (TypeError, ValueError):
+        fused = False
+    with _lock:
+        _counts[_FIELD[FUSED if fused else FALLBACK]] += 1
+    if fused:
+        return _package.quantized_scaled_dot_product_attention(
+            queries, q_keys, q_values, scale, mask, group_size, bits
+        )
+    return original(queries, q_keys, q_values, scale=scale, mask=mask,
+                    group_size=group_size, bits=bits)  # fmt: skip
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches mlx_lm.models.base when it is imported while a patch is
+    active: the finder wraps the module's loader."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _MLX_LM_BASE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            with _lock:
+                if _installed:
+                    _patch_quantized(module)
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+_import_hook = _PatchOnImport()
+
+
+def _patch_quantized(base) -> None:
+    """Put our function in mlx-lm's module (called with the lock held)."""
+    global _original_quantized
+    current = getattr(base, _QUANTIZED, None)
+    if current is not None and current is not quantized_scaled_dot_product_attention:
+        _original_quantized = current
+        setattr(base, _QUANTIZED, quantized_scaled_dot_product_attention)
+
+
+def _settle_quantized(install: bool) -> None:
+    """Install or restore mlx-lm's quantized attention (called with the lock
+    held, by _settle)."""
+    base = sys.modules.get(_MLX_LM_BASE)
+    if install:
+        if base is not None:
+            _patch_quantized(base)
+        elif _import_hook not in sys.meta_path:
+            sys.meta_path.insert(0, _import_hook)
+        return
+    if _import_hook in sys.meta_path:
+        sys.meta_path.remove(_import_hook)
+    if base is None or _original_quantized is None:
+        return
+    if getattr(base, _QUANTIZED, None) is quantized_scaled_dot_product_attention:
+        setattr(base, _QUANTIZED, _original_quantized)
+    else:
+        warnings.warn(
+            f"[unpatch_mx_fast] {_MLX_LM_BASE}.{_QUANTIZED} was replaced after "
+            "patch_mx_fast; leaving the replacement in place",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 class MxFastPatch:
@@ -151,8 +257,10 @@ def _settle() -> None:
             _installed = True
             _original = mx.fast.scaled_dot_product_attention
             mx.fast.scaled_dot_product_attention = scaled_dot_product_attention
+            _settle_quantized(install=True)
         _policy = _active[-1].policy
         return
+    _settle_quantized(install=False)
     if mx.fast.scaled_dot_product_attention is scaled_dot_product_attention:
         mx.fast.scaled_dot_product_attention = _original
     else:

@@ -14,6 +14,7 @@
 #include "mlx_fused_attn/backend/kernel_availability.h"
 #include "mlx_fused_attn/op/mask_block_lists.h"
 #include "mlx_fused_attn/op/neighborhood.h"
+#include "mlx_fused_attn/op/quantized_attention.h"
 #include "mlx_fused_attn/notices.h"
 
 namespace nb = nanobind;
@@ -24,6 +25,13 @@ namespace {
 
 // None | Stream | Device, as mlx.core's own functions take it.
 using StreamArg = std::variant<std::monostate, mx::Stream, mx::Device>;
+
+// (packed codes, scales, biases), as mx.quantize returns them.
+using QuantizedArg = std::tuple<mx::array, mx::array, mx::array>;
+
+mlx_fused_attn::QuantizedKv to_quantized(const QuantizedArg& x) {
+  return {std::get<0>(x), std::get<1>(x), std::get<2>(x)};
+}
 
 mx::StreamOrDevice to_stream_or_device(const StreamArg& s) {
   if (auto* st = std::get_if<mx::Stream>(&s)) {
@@ -193,6 +201,49 @@ void bind_attention(nb::module_& m) {
       "sinks"_a = nb::none(), "stream"_a = nb::none());
 }
 
+/// The op over a quantized K/V cache (mlx-lm's signature).
+void bind_quantized_attention(nb::module_& m) {
+  m.def(
+      "quantized_scaled_dot_product_attention",
+      [](const mx::array& queries,
+         const QuantizedArg& q_keys,
+         const QuantizedArg& q_values,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         int group_size,
+         int bits,
+         const std::optional<mx::array>& sinks,
+         bool force_fused,
+         const StreamArg& stream) {
+        return mlx_fused_attn::quantized_scaled_dot_product_attention(
+            queries, to_quantized(q_keys), to_quantized(q_values), scale,
+            mask, group_size, bits, sinks, force_fused,
+            to_stream_or_device(stream));
+      },
+      "queries"_a, "q_keys"_a, "q_values"_a, "scale"_a, "mask"_a.none(),
+      "group_size"_a, "bits"_a, nb::kw_only(), "sinks"_a = nb::none(),
+      "force_fused"_a = false, "stream"_a = nb::none());
+
+  m.def(
+      "quantized_can_use_fused",
+      [](const mx::array& queries,
+         const QuantizedArg& q_keys,
+         const QuantizedArg& q_values,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         int group_size,
+         int bits,
+         const std::optional<mx::array>& sinks,
+         const StreamArg& stream) {
+        return mlx_fused_attn::quantized_can_use_fused(
+            queries, to_quantized(q_keys), to_quantized(q_values), scale,
+            mask, group_size, bits, sinks, to_stream_or_device(stream));
+      },
+      "queries"_a, "q_keys"_a, "q_values"_a, "scale"_a, "mask"_a.none(),
+      "group_size"_a, "bits"_a, nb::kw_only(), "sinks"_a = nb::none(),
+      "stream"_a = nb::none());
+}
+
 /// What the tests read of the op's mask preparation.
 void bind_mask_lists(nb::module_& m) {
   // For tests: the visit list the GPU kernels read for an array mask, built
@@ -354,6 +405,7 @@ NB_MODULE(_ext, m) {
   });
 
   bind_attention(m);
+  bind_quantized_attention(m);
   bind_mask_lists(m);
   bind_neighborhood(m);
   bind_build_info(m);

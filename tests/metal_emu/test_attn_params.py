@@ -1,6 +1,7 @@
-"""attn_params.AttnParams and attn_bwd_params.AttnBwdParams have the size
-and field offsets of fa::AttnParams and fa::AttnBwdParams as g++ compiles
-mlx_fused_attn/params.h and backward_params.h, both for the host and for
+"""attn_params.AttnParams, attn_bwd_params.AttnBwdParams and
+quant_kv_params.QuantKvParams have the size and field offsets of
+fa::AttnParams, fa::AttnBwdParams and fa::QuantKvParams as g++ compiles
+mlx_fused_attn/params.h, backward_params.h and quantized_kv_params.h, both for the host and for
 kernels in the emulator (where __METAL_VERSION__ is defined)."""
 
 import ctypes
@@ -11,10 +12,12 @@ import pytest
 from . import emu
 from .attn_bwd_params import AttnBwdParams
 from .attn_params import AttnParams
+from .quant_kv_params import QuantKvParams
 
 STRUCTS = [
     (AttnParams, "fa::AttnParams", "mlx_fused_attn/params.h"),
     (AttnBwdParams, "fa::AttnBwdParams", "mlx_fused_attn/families/attention_backward/backward_params.h"),
+    (QuantKvParams, "fa::QuantKvParams", "mlx_fused_attn/quantized_kv_params.h"),
 ]
 
 
@@ -42,7 +45,7 @@ def layout_from_gxx(tmp_path, defines, struct, cname, header):
     return {k: int(v) for k, v in (line.split() for line in out.splitlines())}
 
 
-@pytest.mark.parametrize("struct, cname, header", STRUCTS, ids=["AttnParams", "AttnBwdParams"])
+@pytest.mark.parametrize("struct, cname, header", STRUCTS, ids=["AttnParams", "AttnBwdParams", "QuantKvParams"])
 @pytest.mark.parametrize("defines", [[], emu.METAL_DEFINES], ids=["host", "emulated_metal"])
 def test_layout_matches_params_h(tmp_path, defines, struct, cname, header):
     cxx = layout_from_gxx(tmp_path, defines, struct, cname, header)

@@ -261,19 +261,66 @@ every_row_sees_a_key(const bool* m, const stride_t* ms, int rows, int L_k) {
 template <typename T>
 struct Inputs {
   const T* q;
-  const T* k;
-  const T* v;
   const T* sinks;
   T* out;
+  /// Packed GQA (attention_plan.h): a block's rows are query heads, each
+  /// with its own sink, sinks[h * L_q + row]; else sinks[h].
+  bool sinks_by_row = false;
+};
+
+// The keys and values of every (batch, key/value head) as the float kernel
+// reads them: strided rows of T, converted to fp32 a block at a time.
+template <typename T>
+struct FloatKv {
+  const Problem& pr;
+
+  // Keys [k0, k0 + n) of head h of batch b into sc.kt (transposed), their
+  // values into sc.v.
+  void load(int b, int h, int k0, int n, Scratch& sc) const {
+    const fa::AttnParams& p = pr.p;
+    const T* k = static_cast<const T*>(pr.k) + b * p.k_strides[0] +
+        h * p.k_strides[1] + k0 * p.k_strides[2];
+    const T* v = static_cast<const T*>(pr.v) + b * p.v_strides[0] +
+        h * p.v_strides[1] + k0 * p.v_strides[2];
+    load_transposed(
+        k, p.k_strides[2], pr.k_dstride, n, p.D, sc.row.data(), sc.kt.data());
+    load_rows(v, p.v_strides[2], pr.v_dstride, n, p.D_v, 1.0f, sc.v.data());
+  }
+};
+
+// What one work item attends to: keys [begin, end), the split of the keys
+// it is (split keys: split 0 also takes the sinks), and where its rows go:
+// normalised into the output, or, with `partials`, as running max, sum and
+// unnormalised output for merge_partials.
+struct Partials {
+  float* o; ///< [splits][B * H_q * L_q][D_v]
+  float* m; ///< [splits][B * H_q * L_q], exp2 domain
+  float* l; ///< as m
+  int64_t rows; ///< B * H_q * L_q
+};
+struct KeySpan {
+  int begin;
+  int end;
+  int split;
+  const Partials* partials;
 };
 
 /// The row state before any key: the sink's logit as the first maximum
-/// and a sum of one, or none; the output zero.
+/// and a sum of one (in the first split of the keys only), or none; the
+/// output zero.
 template <typename T>
-void start_rows(const T* sinks, int h, int rows, Scratch& sc) {
-  const float m0 = sinks ? to_float(sinks[h]) * LOG2E : -INFINITY;
+void start_rows(
+    const Inputs<T>& in,
+    const fa::AttnParams& p,
+    int h,
+    int q0,
+    int rows,
+    const KeySpan& keys,
+    Scratch& sc) {
+  const bool sinks = in.sinks != nullptr && keys.split == 0;
   for (int i = 0; i < rows; ++i) {
-    sc.m[i] = m0;
+    const int sink = in.sinks_by_row ? h * p.L_q + q0 + i : h;
+    sc.m[i] = sinks ? to_float(in.sinks[sink]) * LOG2E : -INFINITY;
     sc.l[i] = sinks ? 1.0f : 0.0f;
   }
   std::fill(sc.o.begin(), sc.o.end(), 0.0f);
@@ -283,11 +330,11 @@ void start_rows(const T* sinks, int h, int rows, Scratch& sc) {
 /// last row's diagonal are never seen, unless a row of the block is masked
 /// everywhere (L_q > L_k): that row averages all of V.
 template <MaskKind MASK>
-int key_end(const fa::AttnParams& p, int q0, int rows) {
+int key_end(const fa::AttnParams& p, int q0, int rows, const KeySpan& keys) {
   if (MASK == MaskKind::Causal && q0 + p.causal_offset >= 0) {
-    return std::min(p.L_k, q0 + rows + p.causal_offset);
+    return std::min(keys.end, q0 + rows + p.causal_offset);
   }
-  return p.L_k;
+  return keys.end;
 }
 
 /// The mask applied to the scores `s` of one row (`row`) and the `n` keys
@@ -353,13 +400,33 @@ void store_rows(
   }
 }
 
-template <typename T, MaskKind MASK>
-void attend(
-    const Problem& pr,
-    const Inputs<T>& in,
+/// The rows' running max, sum and unnormalised output, as one split of the
+/// keys leaves them for the merge.
+inline void store_partials(
+    const fa::AttnParams& p,
+    const KeySpan& keys,
     int b,
     int h,
     int q0,
+    int rows,
+    const Scratch& sc) {
+  const Partials& part = *keys.partials;
+  const int64_t first = keys.split * part.rows + lse_row(p, b, h, q0);
+  std::memcpy(part.m + first, sc.m.data(), rows * sizeof(float));
+  std::memcpy(part.l + first, sc.l.data(), rows * sizeof(float));
+  std::memcpy(
+      part.o + first * p.D_v, sc.o.data(), size_t(rows) * p.D_v * sizeof(float));
+}
+
+template <typename T, MaskKind MASK, typename KV>
+void attend(
+    const Problem& pr,
+    const Inputs<T>& in,
+    const KV& kv,
+    int b,
+    int h,
+    int q0,
+    const KeySpan& keys,
     Scratch& sc) {
   const fa::AttnParams& p = pr.p;
   const int D = p.D, D_v = p.D_v;
@@ -368,11 +435,9 @@ void attend(
 
   const T* q = in.q + b * p.q_strides[0] + h * p.q_strides[1] +
       q0 * p.q_strides[2];
-  const T* k = in.k + b * p.k_strides[0] + h_kv * p.k_strides[1];
-  const T* v = in.v + b * p.v_strides[0] + h_kv * p.v_strides[1];
   load_rows(q, p.q_strides[2], pr.q_dstride, rows, D, p.scale_log2, sc.q.data());
-  start_rows(in.sinks, h, rows, sc);
-  const int k_end = key_end<MASK>(p, q0, rows);
+  start_rows(in, p, h, q0, rows, keys, sc);
+  const int k_end = key_end<MASK>(p, q0, rows, keys);
   // A bool mask's key blocks that hide every score of these rows are
   // skipped (padding, windows), unless a row hides every key: it averages
   // all of V.
@@ -384,17 +449,12 @@ void attend(
   const bool skip_hidden = MASK == MaskKind::Bool &&
       every_row_sees_a_key(bool_rows, ms, rows, p.L_k);
 
-  for (int k0 = 0; k0 < k_end; k0 += BLOCK_K) {
+  for (int k0 = keys.begin; k0 < k_end; k0 += BLOCK_K) {
     const int n = std::min(BLOCK_K, k_end - k0);
     if (skip_hidden && !shows_any(bool_rows, ms, rows, k0, n)) {
       continue;
     }
-    load_transposed(
-        k + k0 * p.k_strides[2], p.k_strides[2], pr.k_dstride, n, D,
-        sc.row.data(), sc.kt.data());
-    load_rows(
-        v + k0 * p.v_strides[2], p.v_strides[2], pr.v_dstride, n, D_v, 1.0f,
-        sc.v.data());
+    kv.load(b, h_kv, k0, n, sc);
     scores(sc.q.data(), sc.kt.data(), rows, D, sc.s.data());
 
     for (int i = 0; i < rows; ++i) {
@@ -406,7 +466,11 @@ void attend(
     }
     accumulate_pv(sc.s.data(), sc.v.data(), rows, n, D_v, sc.o.data());
   }
-  store_rows(pr, in, b, h, q0, rows, sc);
+  if (keys.partials != nullptr) {
+    store_partials(p, keys, b, h, q0, rows, sc);
+  } else {
+    store_rows(pr, in, b, h, q0, rows, sc);
+  }
 }
 
 template <typename T, MaskKind MASK>
@@ -414,17 +478,17 @@ void run_typed(const Problem& pr) {
   const fa::AttnParams& p = pr.p;
   const Inputs<T> in{
       static_cast<const T*>(pr.q),
-      static_cast<const T*>(pr.k),
-      static_cast<const T*>(pr.v),
       static_cast<const T*>(pr.sinks),
       static_cast<T*>(pr.out)};
+  const FloatKv<T> kv{pr};
+  const KeySpan keys{0, p.L_k, 0, nullptr};
   const int q_blocks = (p.L_q + BLOCK_Q - 1) / BLOCK_Q;
   const int items = p.B * p.H_q * q_blocks;
   parallel_for(items, [&](int item) {
     const int qb = item % q_blocks;
     const int bh = item / q_blocks;
     attend<T, MASK>(
-        pr, in, bh / p.H_q, bh % p.H_q, qb * BLOCK_Q,
+        pr, in, kv, bh / p.H_q, bh % p.H_q, qb * BLOCK_Q, keys,
         thread_scratch<Scratch>(p.D, p.D_v));
   });
 }

@@ -3,3 +3,4 @@
 #include "mlx_fused_attn/backend/cpu/attention_kernel_impl.h"
 #include "mlx_fused_attn/backend/cpu/backward_kernel_impl.h"
 #include "mlx_fused_attn/backend/cpu/na_kernel_impl.h"
+#include "mlx_fused_attn/backend/cpu/quantized_kernel_impl.h"

@@ -63,16 +63,21 @@ struct NaProblem {
   void* out;
 };
 
+/// Attention over a quantized K/V cache (quantized_problem.h).
+struct QuantProblem;
+
 /// The kernels, built once per instruction set (kernel_<isa>.cpp).
 namespace generic {
 void run(const Problem& problem);
 void run(const BwdProblem& problem);
 void run(const NaProblem& problem);
+void run(const QuantProblem& problem);
 } // namespace generic
 namespace avx2 {
 void run(const Problem& problem);
 void run(const BwdProblem& problem);
 void run(const NaProblem& problem);
+void run(const QuantProblem& problem);
 } // namespace avx2
 
 /// Runs a problem with the best kernel build the processor supports.

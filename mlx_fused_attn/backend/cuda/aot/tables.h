@@ -21,6 +21,12 @@
   X(neighborhood_1d) \
   X(neighborhood_2d) \
   X(neighborhood_3d) \
+  X(quantized_attention_d64) \
+  X(quantized_attention_d96) \
+  X(quantized_attention_d128) \
+  X(quantized_attention_d192) \
+  X(quantized_attention_d256) \
+  X(quantized_attention_split_combine) \
   X(short_attention_d32) \
   X(short_attention_d64) \
   X(short_attention_d128) \

@@ -1,0 +1,154 @@
+// The quantized-KV attention body: the float kernels' body (attention.h),
+// the same attention step, masks, split keys, packed GQA and sinks, over a
+// K/V policy that dequantizes MLX's affine layout into the K and V blocks
+// (tile/quantized_block_loader.h). What differs from the float kernels is
+// that policy and the target's loader (tile/quantized_kv_target.h):
+//
+//   O = softmax(scale * Q dq(K)^T + mask) dq(V),   dq(x) = scale_g * x + bias_g
+//
+// with dq(K) and dq(V) rounded to T in threadgroup memory, as the float
+// kernels read K and V. Inference only: there is no backward (has_lse is
+// never set).
+#pragma once
+
+#include "mlx_fused_attn/kernels/attention.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_args.h"
+#include "mlx_fused_attn/quantized_kv_params.h"
+#include "mlx_fused_attn/tile/quantized_block_loader.h"
+
+namespace fa {
+
+/// The copies of one (batch, kv head)'s key blocks, dequantized, for the
+/// pipeline (kv_pipeline.h's Source, as attention.h's AttnKVSource): its
+/// block i is key block visits.block(i); a ragged last block zero-fills its
+/// missing keys.
+template <typename Target, typename Shape>
+struct QuantKVSource {
+  typedef typename Shape::elem_type elem_type;
+  typedef AttnKBlock<Target, Shape> KBlock;
+  typedef AttnVBlock<Target, Shape> VBlock;
+  FA_CONST int kThreads = Shape::kThreads;
+
+  int L_k;
+  QuantizedRows<elem_type> k; ///< from this (batch, head)'s key 0
+  QuantizedRows<elem_type> v;
+  AttnVisits visits;
+  int n_full_kblocks;
+  bool align_k;
+  FA_THREADGROUP elem_type* k_smem;
+  FA_THREADGROUP elem_type* v_smem;
+
+  FA_FUNC const FA_THREADGROUP elem_type* k_block(int stage) const {
+    return k_smem + stage * KBlock::kElems;
+  }
+  FA_FUNC const FA_THREADGROUP elem_type* v_block(int stage) const {
+    return v_smem + stage * VBlock::kElems;
+  }
+  FA_FUNC FA_THREADGROUP elem_type* sync_smem() const {
+    return attention_sync_smem<Target, Shape>(v_smem);
+  }
+  FA_FUNC void load_k(int kb, int stage, int tid) const {
+    load_block<KBlock>(k_smem + stage * KBlock::kElems, k, kb, tid);
+  }
+  FA_FUNC void load_v(int kb, int stage, int tid) const {
+    load_block<VBlock>(v_smem + stage * VBlock::kElems, v, kb, tid);
+  }
+  FA_FUNC void load_kv(int kb, int stage, int tid) const {
+    load_k(kb, stage, tid);
+    load_v(kb, stage, tid);
+  }
+
+  /// The pipeline's block kb of `rows` into `dst`: the block past the whole
+  /// ones zero-fills its missing keys unless align_k.
+  template <typename Block>
+  FA_FUNC void load_block(
+      FA_THREADGROUP elem_type* dst,
+      QuantizedRows<elem_type> rows,
+      int kb,
+      int tid) const {
+    const int block = visits.block(kb);
+    const int key0 = block * Shape::kBK;
+    if (!align_k && block == n_full_kblocks) {
+      Block::template load_quantized<true>(
+          dst, quantized_rows_from(rows, key0), L_k - key0, tid);
+    } else {
+      Block::template load_quantized<false>(
+          dst, quantized_rows_from(rows, key0), Shape::kBK, tid);
+    }
+  }
+};
+
+/// (batch, kv_head)'s rows of one quantized operand.
+template <typename T>
+FA_FUNC QuantizedRows<T> quantized_rows_of(
+    const FA_DEVICE unsigned int* words,
+    const FA_DEVICE T* scales,
+    const FA_DEVICE T* biases,
+    const FA_CONSTANT QuantKvOperand& x,
+    int group_size,
+    int batch,
+    int kv_head) {
+  const QuantizedRows<T> rows = {
+      words + batch * x.word_strides[0] + kv_head * x.word_strides[1],
+      scales + batch * x.scale_strides[0] + kv_head * x.scale_strides[1],
+      biases + batch * x.bias_strides[0] + kv_head * x.bias_strides[1],
+      x.word_strides[2],
+      x.scale_strides[2],
+      x.bias_strides[2],
+      x.scale_group_stride,
+      x.bias_group_stride,
+      group_size};
+  return rows;
+}
+
+/// The K/V policy of the quantized body (attention.h's AttnPlainKV
+/// interface): makes a (batch, kv head)'s QuantKVSource.
+template <typename Target, typename Shape>
+struct QuantKV {
+  typedef typename Shape::elem_type elem_type;
+  typedef QuantKVSource<Target, Shape> Source;
+  QuantKVArrays<elem_type> arrays;
+  const FA_CONSTANT QuantKvParams* qp;
+  AttnSmem<elem_type> smem;
+
+  FA_FUNC Source source(
+      const FA_CONSTANT AttnParams& p,
+      AttnFeatures f,
+      int batch,
+      int kv_head,
+      AttnVisits visits) const {
+    const Source src = {
+        p.L_k,
+        quantized_rows_of(
+            arrays.k_words, arrays.k_scales, arrays.k_biases, qp->k,
+            qp->group_size, batch, kv_head),
+        quantized_rows_of(
+            arrays.v_words, arrays.v_scales, arrays.v_biases, qp->v,
+            qp->group_size, batch, kv_head),
+        visits,
+        p.L_k / Shape::kBK,
+        f.align_k,
+        smem.k,
+        smem.v};
+    return src;
+  }
+};
+
+/// One threadgroup of the quantized family: a.k and a.v are unused (K and
+/// V are `kv`), a.lse unbound (no backward).
+template <typename Target, typename Shape>
+FA_FUNC void quantized_attention_block(
+    AttnArrays<typename Shape::elem_type> a,
+    QuantKVArrays<typename Shape::elem_type> kv,
+    const FA_CONSTANT AttnParams& p,
+    const FA_CONSTANT QuantKvParams& qp,
+    AttnSmem<typename Shape::elem_type> smem,
+    AttnFeatures f,
+    AttnPlace at,
+    int warp,
+    lane_t lane) {
+  const QuantKV<Target, Shape> policy = {kv, &qp, smem};
+  attention_block_over<Target, Shape>(a, p, policy, f, at, warp, lane);
+}
+
+} // namespace fa

@@ -1,0 +1,66 @@
+// Compile-time choices of the quantized-KV attention family
+// (quantized_attention.h), shared by the host, the instantiation lists and
+// the kernels' static_asserts: which calls it takes and its tiles.
+#pragma once
+
+#include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/tile/platform.h"
+
+namespace fa {
+
+/// The head dims with a kernel (q, k and v alike): the float kernels' head
+/// dims that are whole groups of 32, the smallest group MLX quantizes.
+#define FA_QUANTIZED_ATTENTION_HEAD_DIMS(X) X(64) X(96) X(128) X(192) X(256)
+
+/// The bits a value with a kernel: mlx-lm's QuantizedKVCache takes 4 or 8.
+#define FA_QUANTIZED_ATTENTION_BITS(X) X(4) X(8)
+
+constexpr bool quantized_attention_head_dim_listed(int head_dim) {
+#define FA_QUANTIZED_IS(x) head_dim == x ||
+  return FA_QUANTIZED_ATTENTION_HEAD_DIMS(FA_QUANTIZED_IS) false;
+#undef FA_QUANTIZED_IS
+}
+
+constexpr bool quantized_attention_bits_listed(int bits) {
+#define FA_QUANTIZED_IS(x) bits == x ||
+  return FA_QUANTIZED_ATTENTION_BITS(FA_QUANTIZED_IS) false;
+#undef FA_QUANTIZED_IS
+}
+
+/// Whether a kernel takes K and V of head dim `head_dim` (and `head_dim_v`)
+/// quantized to `bits` in groups of `group_size`: equal head dims with an
+/// instance, bits with one, and a group of 32, 64 or 128 that divides the
+/// head dim (mx.quantize's own rule for the last axis).
+constexpr bool quantized_attention_covers(
+    int head_dim,
+    int head_dim_v,
+    int bits,
+    int group_size) {
+  return quantized_attention_head_dim_listed(head_dim) &&
+      head_dim_v == head_dim && quantized_attention_bits_listed(bits) &&
+      (group_size == 32 || group_size == 64 || group_size == 128) &&
+      head_dim % group_size == 0;
+}
+
+/// The tiles of the quantized kernels. One K/V stage, whose blocks the
+/// threads dequantize with plain loads (tile/quantized_kv_target.h), and
+/// each warp's mma.sync or simdgroup products on padded blocks. Metal: the
+/// float kernels' default tiles (a block is the same bytes in threadgroup
+/// memory). CUDA: 64 queries in 4 warps; past D = 128, Q in shared memory,
+/// as the float kernels' mma.sync tiles keep it at D = 256, and 32-key
+/// blocks. Not yet timed on a GPU.
+constexpr AttnTiles choose_quantized_attention_tiles(
+    int head_dim,
+    DType dtype,
+    Backend backend) {
+  if (backend == Backend::Metal) {
+    return choose_attention_tiles(head_dim, head_dim, dtype, backend, false);
+  }
+  if (head_dim > 128) {
+    return AttnTiles{64, 32, 4, 1, 1, false, true};
+  }
+  return dtype == DType::Float32 ? AttnTiles{64, 32, 4, 1, 1}
+                                 : AttnTiles{64, 64, 4, 1, 2};
+}
+
+} // namespace fa

@@ -1,0 +1,46 @@
+// The quantized-KV attention family's instances (and its split combine's):
+// every key the hosts can form, for tools/gen_instances.py
+// (instance_emitter.h).
+#pragma once
+
+#include "mlx_fused_attn/families/quantized_attention/cuda/quantized_attention_kernel_key.h"
+#include "mlx_fused_attn/families/instance_emitter.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
+
+namespace mlx_fused_attn::instances {
+
+inline void quantized_attention_shape(fa::DType t, int d, int bits) {
+  // Plain, causal and array-mask variants.
+  const fa::AttnTiles tiles =
+      fa::choose_quantized_attention_tiles(d, t, fa::Backend::Cuda);
+  for (int variant = 0; variant < 3; ++variant) {
+    cuda("quantized_attention_d" + std::to_string(d),
+         cuda::QuantizedAttentionKernelKey{
+             t, d, bits, tiles, variant == 1, variant == 2}
+             .expression());
+  }
+  const fa::AttnTiles m =
+      fa::choose_quantized_attention_tiles(d, t, fa::Backend::Metal);
+  metal("quantized_attention", "FA_QUANTIZED_INSTANTIATE", t,
+        {d, bits, m.bq, m.bk, m.warps});
+}
+
+inline void enumerate_quantized_attention() {
+  for (fa::DType t : kDTypes) {
+#define FA_QUANTIZED_BITS(bits) quantized_attention_shape(t, d, bits);
+#define FA_QUANTIZED(dd)                         \
+  {                                              \
+    const int d = dd;                            \
+    FA_QUANTIZED_ATTENTION_BITS(FA_QUANTIZED_BITS) \
+  }
+    FA_QUANTIZED_ATTENTION_HEAD_DIMS(FA_QUANTIZED)
+#undef FA_QUANTIZED
+#undef FA_QUANTIZED_BITS
+  }
+  for (fa::DType t : kDTypes) {
+    cuda("quantized_attention_split_combine",
+         cuda::QuantizedSplitCombineKernelKey{t}.expression());
+  }
+}
+
+} // namespace mlx_fused_attn::instances

@@ -1,0 +1,117 @@
+// CUDA entry points of the quantized-KV attention family. The body is
+// quantized_attention.h (the float kernels' body over a dequantizing K/V
+// policy), the same one Metal runs; this file declares the shared memory,
+// fixes the features that change the inner loop and maps the grid.
+//
+// Template: element type, head dim (q, k and v alike), bits a value, tiles
+// (a type whose `value` is an AttnTiles, kernel_tiles.h; q_shared: Q in
+// shared memory, CudaSharedQTarget's, under the quantized loader) and the
+// two features that change the inner loop's code, causal and an array
+// mask; the others arrive in args.features.
+//
+// Grid: (query blocks * n_splits, H_q, B), the split being the block index
+// modulo n_splits; block: tiles.warps * 32 threads; dynamic shared memory:
+// attention_smem_bytes(tiles, D, D, dtype, Backend::Cuda). With split keys
+// (n_splits > 1) the kernel writes partials that
+// quantized_split_combine_kernel merges into the output.
+#pragma once
+
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_args.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_args.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
+#include "mlx_fused_attn/kernels/cuda/block_sizes.h"
+#include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/kernels/split_keys.h"
+#include "mlx_fused_attn/tile/cuda_target.h"
+#include "mlx_fused_attn/tile/dtype_of.h"
+#include "mlx_fused_attn/tile/quantized_kv_target.h"
+
+namespace fa {
+
+/// Whether an instance's tiles are the chooser's, and the shared memory the
+/// host gives it (attention_smem_bytes) is exactly that of its blocks.
+/// Variables, so that the host functions are evaluated outside the kernel.
+template <typename T, int D, typename Tiles>
+constexpr bool kQuantizedTilesAgree = Tiles::value ==
+    choose_quantized_attention_tiles(D, DTypeOf<T>::value, Backend::Cuda);
+template <typename Target, typename Shape, typename Tiles>
+constexpr bool kQuantizedSmemAgrees =
+    attention_smem_bytes(
+        Tiles::value,
+        Shape::kHeadDim,
+        Shape::kHeadDim,
+        DTypeOf<typename Shape::elem_type>::value,
+        Backend::Cuda) ==
+    int(sizeof(typename Shape::elem_type)) *
+        (AttnKBlock<Target, Shape>::kElems + AttnVBlock<Target, Shape>::kElems +
+         AttnQOperand<Target, Shape>::kSmemElems);
+
+template <
+    typename T,
+    int D,
+    int BITS,
+    typename Tiles,
+    bool kCausal,
+    bool kHasMask>
+__global__ void __launch_bounds__(
+    Tiles::value.warps * kSimdWidth,
+    Tiles::value.min_blocks)
+    quantized_attention_kernel(const QuantAttnKernelArgs<T> args) {
+  constexpr AttnTiles t = Tiles::value;
+  static_assert(
+      kQuantizedTilesAgree<T, D, Tiles>,
+      "instance disagrees with choose_quantized_attention_tiles");
+  typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages> Shape;
+  typedef QuantizedKVTarget<
+      typename CudaTargetOf<false, t.q_shared>::type,
+      BITS>
+      Target;
+  typedef AttnKBlock<Target, Shape> KBlock;
+  static_assert(
+      kQuantizedSmemAgrees<Target, Shape, Tiles>,
+      "attention_smem_bytes disagrees with the kernel's blocks");
+  // K's block, V's, then Q where it is kept there (attention_smem_bytes).
+  extern __shared__ __align__(16) unsigned char quantized_attention_smem[];
+  T* k_smem = reinterpret_cast<T*>(quantized_attention_smem);
+  T* v_smem = k_smem + KBlock::kElems;
+
+  AttnFeatures features = args.features;
+  features.causal = kCausal;
+  features.has_mask = kHasMask;
+  // The family reads no classes by block (its plans bind none).
+  features.mask_blocks = false;
+  const int n_splits = args.n_splits;
+  const AttnPlace at = {
+      {args.o_part, args.stats, int(blockIdx.x) % n_splits, n_splits},
+      int(blockIdx.x) / n_splits,
+      int(blockIdx.y),
+      int(blockIdx.z)};
+  // K and V are read through `kv` alone; there is no LSE (no backward).
+  const AttnArrays<T> arrays = {
+      args.q, nullptr, nullptr, args.out, args.mask, args.sinks, nullptr,
+      nullptr};
+  const QuantKVArrays<T> kv = {args.k_words, args.k_scales, args.k_biases,
+                               args.v_words, args.v_scales, args.v_biases};
+  const AttnSmem<T> smem = {k_smem, v_smem};
+  quantized_attention_block<Target, Shape>(
+      arrays, kv, args.params, args.qparams, smem, features, at,
+      threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
+}
+
+/// The combine of split keys (split_keys.h) into the output, in this
+/// family's source. Grid: (ceil(L_q * D / kSplitCombineThreads), H_q, B).
+template <typename T>
+__global__ void __launch_bounds__(kSplitCombineThreads)
+    quantized_split_combine_kernel(
+        const float* o_part,
+        const float* stats,
+        T* out,
+        const AttnParams params,
+        int n_splits) {
+  split_combine_element(
+      o_part, stats, out, params, n_splits,
+      blockIdx.x * kSplitCombineThreads + threadIdx.x, blockIdx.y, blockIdx.z);
+}
+
+} // namespace fa

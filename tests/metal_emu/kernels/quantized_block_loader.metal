@@ -1,0 +1,75 @@
+// Test kernel for the dequantizing block loader
+// (mlx_fused_attn/tile/quantized_block_loader.h), run by
+// tests/metal_emu/test_quantized_block_loader.py in the Metal emulator and
+// compared with a host dequantization of MLX's layout. One threadgroup of
+// THREADS threads loads a ROWS x COLS block into threadgroup memory (row
+// stride COLS + 8, the padding poisoned by the emulator) and copies it out
+// as float32.
+
+#include "mlx_fused_attn/tile/quantized_block_loader.h"
+
+using namespace metal;
+
+struct LoaderDims {
+  long word_ld; ///< row strides of the words, scales and biases
+  long scale_ld;
+  long bias_ld;
+  long scale_group_stride; ///< between a row's scales, and its biases
+  long bias_group_stride;
+  int group_size;
+  int rows; ///< rows that exist: the others are zero-filled, not read
+};
+
+template <typename T, int BITS, int ROWS, int COLS, int THREADS>
+[[kernel]] void quantized_block_load(
+    const device uint* words [[buffer(0)]],
+    const device T* scales [[buffer(1)]],
+    const device T* biases [[buffer(2)]],
+    device float* dst [[buffer(3)]],
+    constant LoaderDims& dims [[buffer(4)]],
+    uint tid [[thread_index_in_threadgroup]]) {
+  constexpr int kLd = COLS + 8;
+  typedef fa::QuantizedBlockLoader<T, ROWS, COLS, kLd, THREADS, COLS, BITS>
+      Loader;
+  FA_SHARED_ARRAY_DECL T block[ROWS * kLd];
+  const fa::QuantizedRows<T> src = {
+      words,
+      scales,
+      biases,
+      dims.word_ld,
+      dims.scale_ld,
+      dims.bias_ld,
+      dims.scale_group_stride,
+      dims.bias_group_stride,
+      dims.group_size};
+  if (dims.rows < ROWS) {
+    Loader::template load_quantized<true>(block, src, dims.rows, int(tid));
+  } else {
+    Loader::template load_quantized<false>(block, src, ROWS, int(tid));
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int i = int(tid); i < ROWS * COLS; i += THREADS) {
+    dst[i] = float(block[(i / COLS) * kLd + i % COLS]);
+  }
+}
+
+#define FA_LOADER_INSTANTIATE(tname, T, BITS, ROWS, COLS, THREADS)      \
+  template [[host_name(                                                 \
+      "quantized_block_load_" #tname "_b" #BITS "_" #ROWS "x" #COLS    \
+      "_t" #THREADS)]] [[kernel]]                                       \
+  decltype(quantized_block_load<T, BITS, ROWS, COLS, THREADS>)          \
+      quantized_block_load<T, BITS, ROWS, COLS, THREADS>;
+
+#define FA_LOADER_BITS(tname, T, ROWS, COLS, THREADS)     \
+  FA_LOADER_INSTANTIATE(tname, T, 2, ROWS, COLS, THREADS) \
+  FA_LOADER_INSTANTIATE(tname, T, 3, ROWS, COLS, THREADS) \
+  FA_LOADER_INSTANTIATE(tname, T, 4, ROWS, COLS, THREADS) \
+  FA_LOADER_INSTANTIATE(tname, T, 5, ROWS, COLS, THREADS) \
+  FA_LOADER_INSTANTIATE(tname, T, 6, ROWS, COLS, THREADS) \
+  FA_LOADER_INSTANTIATE(tname, T, 8, ROWS, COLS, THREADS)
+
+// A block of more runs than threads, and one of fewer (threads left idle).
+FA_LOADER_BITS(float16, half, 16, 128, 128)
+FA_LOADER_BITS(float16, half, 8, 64, 128)
+FA_LOADER_BITS(bfloat16, bfloat, 16, 128, 128)
+FA_LOADER_BITS(float32, float, 16, 128, 128)
