@@ -132,7 +132,7 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
   } else {
     auto kernel = fa::attention_kernel<T, D, D, Tiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    if (t.min_blocks > 2) {  // as the library does (kernel_families.h): all of L1 as shared memory
+    if (t.min_blocks > 2) {  // as the library does (attention_kernel_key.h): all of L1 as shared memory
       CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared));
     }

@@ -1,4 +1,4 @@
-// Times the CUDA neighborhood kernel (kernels/na_attention.h on the CUDA
+// Times the CUDA neighborhood kernel (families/neighborhood/na_attention.h on the CUDA
 // target) under several tile shapes on the issue's 1-D and 2-D cases, to
 // choose choose_na_tiles' CUDA entries from measurements. Standalone: no
 // MLX; nvcc builds it on the GPU machine.

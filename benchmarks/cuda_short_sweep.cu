@@ -1,4 +1,4 @@
-// Times the CUDA short-sequence kernel (kernels/short_attention.h on the CUDA
+// Times the CUDA short-sequence kernel (families/short_attention/short_attention.h on the CUDA
 // target) under several tile shapes on the two shapes it was built for, to
 // choose choose_short_attention_tiles' CUDA entries from measurements.
 // Standalone: no MLX; nvcc builds it on the GPU machine.

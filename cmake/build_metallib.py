@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds one kernel family's ahead-of-time Metal library.
 
-    build_metallib.py --family NAME --source metal/NAME.metal -I ROOT \\
+    build_metallib.py --family NAME --source mlx_fused_attn/families/FOLDER/NAME.metal -I ROOT \\
         --deployment-target 14.0 --output-dir DIR --work-dir DIR \\
         --on-error warn|fail [--debug]
 

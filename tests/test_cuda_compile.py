@@ -14,7 +14,7 @@ strided_copy, quantized_attention).
   unit (ptxas runs on the same kernels in the AOT builds, and on the JIT
   source through NVRTC below),
   instantiating kernels by the exact expressions the host code hands to
-  NVRTC (the family records of kernel_families.h, printed by a small host
+  NVRTC (the family records of families/*/cuda/*_kernel_key.h, printed by a small host
   program); and, where libnvrtc is installed (pip's nvidia-cuda-nvrtc),
   with NVRTC itself under the options the library uses.
 - The no-op kernel through which MLX allocates the outputs
@@ -42,6 +42,10 @@ sys.path.insert(0, os.path.join(REPO, "tools"))
 from family_registry import cuda_entry_points, families  # noqa: E402
 
 FAMILIES = [f.name for f in families() if f.cuda_source]
+# Every family's CUDA kernel records.
+KEY_HEADERS = sorted(
+    os.path.relpath(p, REPO) for p in glob.glob(os.path.join(FAMILIES_DIR, "*", "cuda", "*_kernel_key.h"))
+)
 # Attention head dims whose AOT table is not built here, to save time: the
 # ones left are the smallest, 128 (Q in shared memory on Hopper's large
 # grids), 72 (padded to whole k16 steps), 256 (the most registers) and
@@ -199,8 +203,8 @@ def host_expressions(tmp_path, family):
     program = tmp_path / f"{family}_names.cpp"
     program.write_text(
         "#include <cstdio>\n"
-        '#include "mlx_fused_attn/backend/cuda/kernel_families.h"\n'
-        "using namespace mlx_fused_attn::cuda;\n"
+        + "".join(f'#include "{h}"\n' for h in KEY_HEADERS)
+        + "using namespace mlx_fused_attn::cuda;\n"
         "template <typename Key> void print(const Key& key) {\n"
         '  std::printf("%s\\n", key.expression().c_str());\n'
         "}\n"

@@ -44,8 +44,9 @@ DISCOVERING = (
     "tests/metal_emu/test_strict_check.py",
     "mlx_fused_attn/plan/kernel_family.h",
     "mlx_fused_attn/plan/kernel_family.cpp",
+    "mlx_fused_attn/plan/family_planning.h",
+    "mlx_fused_attn/plan/family_planning.cpp",
     "mlx_fused_attn/backend/metal/kernel_library.cpp",
-    "mlx_fused_attn/backend/cuda/kernels.cpp",
 )
 
 
@@ -83,6 +84,18 @@ def test_each_folder_has_an_instance_list():
         lst = FAMILIES_DIR / folder / f"{folder}_instances.h"
         assert lst.is_file(), f"{folder}: no {lst.name} for tools/gen_instances.py"
         assert re.search(rf"\bvoid enumerate_{folder}\(\)", lst.read_text()), lst
+
+
+def test_each_attention_candidate_has_its_planning_part():
+    """The planner declares and calls plan_<name> for every candidate
+    (plan/family_planning.h); the family's folder defines it."""
+    names = family_registry.attention_candidates()
+    assert names, "no FA_ATTENTION_CANDIDATES in registry.h"
+    for name in names:
+        f = family_registry.family(name)
+        planning = f.path / f"{name}_planning.cpp"
+        assert planning.is_file(), f"{name}: no {planning.relative_to(REPO)}"
+        assert re.search(rf"\bSupport plan_{name}\(", planning.read_text()), planning
 
 
 def test_the_emulator_and_the_metal_build_see_every_family():

@@ -27,6 +27,7 @@ OP = "mlx_fused_attn/op/"
 # backends.
 PLANNING_ROOTS = (
     "mlx_fused_attn/plan/attention_planner.cpp",
+    "mlx_fused_attn/plan/family_planning.cpp",
     "mlx_fused_attn/plan/na_planner.cpp",
     "mlx_fused_attn/plan/launch_params.cpp",
 )
@@ -51,16 +52,26 @@ def include_graph(repo):
     return graph
 
 
+def family_root_files(f):
+    """[folder, name] of a file at the root of a family folder, else []."""
+    parts = f[len(FAMILIES):].split("/") if f.startswith(FAMILIES) else []
+    return parts if len(parts) == 2 else []
+
+
 def is_device_code(f):
-    """The kernels, the tile library, and the files at the root of a family
-    folder but its instance list (a generator's input) and the registry's
-    instance emitter."""
+    """The kernels, the tile library, and the headers and entry points at
+    the root of a family folder but its instance list (a generator's
+    input)."""
     if f.startswith(DEVICE_CODE):
         return True
-    if not f.startswith(FAMILIES):
-        return False
-    parts = f[len(FAMILIES):].split("/")
-    return len(parts) == 2 and not parts[1].endswith("_instances.h")
+    root = family_root_files(f)
+    return bool(root) and not root[1].endswith(("_instances.h", ".cpp"))
+
+
+def is_family_planning(f):
+    """A family's planning part: a .cpp at the root of its folder."""
+    root = family_root_files(f)
+    return bool(root) and root[1].endswith(".cpp")
 
 
 def is_backend(f):
@@ -105,7 +116,7 @@ def ties_up(graph):
     """(file, included file) pairs where planning, plan-free or device code
     reaches a backend or the op, or a backend reaches a planner."""
     ties = []
-    below = [f for f in graph if is_device_code(f)]
+    below = [f for f in graph if is_device_code(f) or is_family_planning(f)]
     for start in list(PLANNING_ROOTS) + below:
         for f in sorted(reached(graph, start)):
             if is_backend(f) or f.startswith(OP):
@@ -134,6 +145,8 @@ def test_family_folders_are_classified():
     assert is_device_code(FAMILIES + "short_attention/short_attention.metal")
     assert is_device_code(FAMILIES + "short_attention/short_attention_config.h")
     assert not is_device_code(FAMILIES + "short_attention/short_attention_instances.h")
+    assert is_family_planning(FAMILIES + "short_attention/short_attention_planning.cpp")
+    assert not is_device_code(FAMILIES + "short_attention/short_attention_planning.cpp")
     assert is_backend(FAMILIES + "short_attention/cuda/short_attention_cuda.cpp")
     assert is_backend(FAMILIES + "short_attention/metal/short_attention_metal.cpp")
     assert is_backend(FAMILIES + "short_attention/aot/short_attention_d64.cu")

@@ -1,8 +1,9 @@
 """The Metal conformance pass (tests/metal_emu/conformance.py) over every
-metal/*.metal file, over each one's flattened JIT text and over the
-one-kernel JIT text of its first kernel (what the JIT compiles), its planted
-violations (tests/metal_emu/kernels/conformance_fail/, at least one file a
-rule), the errors Apple's compiler found that it was written for (the
+kernel family's .metal file (mlx_fused_attn/families/*/*.metal), over each
+one's flattened JIT text and over the one-kernel JIT text of its first
+kernel (what the JIT compiles), its planted violations
+(tests/metal_emu/kernels/conformance_fail/, at least one file a rule),
+the errors Apple's compiler found that it was written for (the
 neighborhood grid header at 862c4b6, the program-scope constants at
 99b7fa3), and the citations of its vocabulary (metal_vocabulary.py)."""
 

@@ -2,7 +2,7 @@
 key blocks (test_neighborhood.py's cases fit in one GPU tile), against the
 same explicit-mask reference, on every device; and what the GPU path covers.
 
-On the GPU these run the tiled kernel (kernels/na_attention.h): several
+On the GPU these run the tiled kernel (families/neighborhood/na_attention.h): several
 tiles per axis and per dilation group, ragged tiles, key boxes of many
 blocks, warps that skip blocks outside their windows, causal axes, and
 inputs the host must copy (transposed views, a view at an odd offset)."""

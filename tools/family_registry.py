@@ -49,6 +49,13 @@ def families(registry=REGISTRY):
     ]
 
 
+def attention_candidates(registry=REGISTRY):
+    """The names of FA_ATTENTION_CANDIDATES, in the planner's order."""
+    text = pathlib.Path(registry).read_text()
+    body = text[text.index("#define FA_ATTENTION_CANDIDATES(X)"):].replace("\\\n", " ")
+    return re.findall(r"X\(\s*\w+,\s*(\w+)\s*\)", body.split("\n")[0])
+
+
 def family(name):
     """The family called `name`."""
     for f in families():

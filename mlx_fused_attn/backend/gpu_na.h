@@ -1,6 +1,6 @@
 // The neighborhood-attention half of the GPU interface (gpu.h is the
 // attention half). Exactly one implementation is compiled into a build:
-// backend/metal/na_metal.cpp, backend/cuda/na_cuda.cpp, or backend/no_gpu.cpp.
+// families/neighborhood/metal/na_metal.cpp, families/neighborhood/cuda/na_cuda.cpp, or backend/no_gpu.cpp.
 #pragma once
 
 #include <vector>

@@ -1,4 +1,4 @@
-// An array of any rank as 4-D strided copies (kernels/strided_copy.h), for
+// An array of any rank as 4-D strided copies (families/strided_copy/strided_copy.h), for
 // the row-contiguous copies the GPU hosts make of inputs a kernel cannot
 // read in place. MLX's own copy kernels are not exported to extensions.
 #pragma once

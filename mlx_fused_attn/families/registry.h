@@ -36,3 +36,12 @@
     quantized_attention,                                                       \
     true,                                                                      \
     true)
+
+// The families that run the attention op, in the planner's order of
+// preference (the first that takes a call runs it, so the most general
+// comes last): X(enumerator, name). Each has its planning part
+// `plan_<name>` in its folder (families/<folder>/<name>_planning.cpp,
+// plan/family_planning.h).
+#define FA_ATTENTION_CANDIDATES(X) \
+  X(ShortAttention, short_attention) \
+  X(Attention, attention)

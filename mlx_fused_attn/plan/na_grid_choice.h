@@ -1,5 +1,5 @@
 // How the host chooses a neighborhood-attention launch's NaGrid
-// (kernels/na_grid.h): the split of the warps over the axes and the 1-D runs
+// (families/neighborhood/na_grid.h): the split of the warps over the axes and the 1-D runs
 // of tiles. Host code only (C++ and the CUDA host), kept out of what the
 // .metal files include: the kernels only read the grid, and these take
 // host pointers and 64-bit counts.

@@ -146,7 +146,8 @@ struct QuantizedBlockLoader {
       if (shift + kBits > 32) {
         q |= w[word + 1] << (32 - shift);
       }
-      out[x] = static_cast<T>(scale * static_cast<float>(q & kValueMask) + bias);
+      out[x] =
+          static_cast<T>(scale * static_cast<float>(q & kValueMask) + bias);
     }
   }
 

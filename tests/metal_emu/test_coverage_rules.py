@@ -1,7 +1,7 @@
 """The coverage rules, as pure functions on every machine: which head dims,
 axis counts and sequence lengths each kernel family takes
-(attention_head_dims_supported, short_attention_covers and the rest of
-kernels/*_config.h), against tables written out here. The planners
+(attention_head_dims_supported, short_attention_covers,
+quantized_attention_covers and the rest of the *_config.h headers), against tables written out here. The planners
 (attention_planner.cpp, na_planner.cpp) ask exactly these functions, so a
 changed rule sends calls to a kernel that is not built, or to the fallback,
 without a GPU to show it."""
@@ -22,6 +22,11 @@ SHORT_HEAD_DIMS = {32, 64, 128}
 SHORT_SEQS = (16, 32, 48, 64)
 NA_HEAD_DIMS = {32, 64, 128}
 NA_AXES = {1, 2, 3}
+# The quantized-KV family (quantized_attention_config.h): one head dim for q,
+# k and v, of the float kernels' the whole multiples of 32; mlx-lm's 4 and
+# 8 bits; groups of 32, 64 and 128 that divide the head dim.
+QUANTIZED_HEAD_DIMS = (64, 96, 128, 192, 256)
+QUANTIZED_BITS = (4, 8)
 # The longest sequence the short kernel holds per (backend, dtype, head
 # dim). Metal: one sequence's Q, K and V, rows padded by 16 bytes, within
 # 32 KB (fp32 D = 64 needs 39168 bytes at 48 rows, D = 128 50688 at 32);
@@ -37,9 +42,11 @@ MAX_LENGTH = 80  # sequence lengths swept (all of 1..80)
 
 PROGRAM = r"""
 #include <cstdio>
+#include <initializer_list>
 
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/families/neighborhood/na_config.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
 #include "mlx_fused_attn/families/short_attention/short_attention_config.h"
 
 int main() {
@@ -55,6 +62,12 @@ int main() {
     if (fa::short_attention_head_dim_supported(d)) std::printf("short_head_dim %d\n", d);
     if (fa::na_head_dim_supported(d)) std::printf("na_head_dim %d\n", d);
   }
+  for (int d = 1; d <= MAX_HEAD_DIM; ++d)
+    for (int dv : {d, 128})
+      for (int bits = 1; bits <= 8; ++bits)
+        for (int group = 16; group <= 256; group *= 2)
+          if (fa::quantized_attention_covers(d, dv, bits, group))
+            std::printf("quantized_covers %d %d %d %d\n", d, dv, bits, group);
 #define FA_PRINT_AXES(n) std::printf("na_axes %d\n", n);
   FA_NA_AXES(FA_PRINT_AXES)
 #undef FA_PRINT_AXES
@@ -114,6 +127,17 @@ def rules(tmp_path_factory):
 
 def test_attention_head_dims(rules):
     assert rules["attention_head_dims"] == ATTENTION_HEAD_DIMS
+
+
+def test_quantized_attention_covers(rules):
+    want = {
+        (d, d, bits, group)
+        for d in QUANTIZED_HEAD_DIMS
+        for bits in QUANTIZED_BITS
+        for group in (32, 64, 128)
+        if d % group == 0
+    }
+    assert rules["quantized_covers"] == want
 
 
 def test_neighborhood_head_dims_and_axes(rules):

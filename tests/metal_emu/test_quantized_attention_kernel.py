@@ -19,6 +19,8 @@ checked, and its padding must stay untouched. Decode runs with split keys
 and the family's combine, GQA packed as the host packs it
 (test_split_keys_kernel.pack_gqa)."""
 
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -260,3 +262,32 @@ def test_no_data_races(prog):
 def test_adversarial_schedule(prog, seed):
     run_quant(prog, D=64, bits=4, group=32, H_q=4, H_kv=2, L_q=1, L_k=200, packed=True, n_splits=3,
               schedule=seed)
+
+
+def test_host_kernel_names_match_the_instantiation_list(prog, tmp_path):
+    """quantized_attention_kernel_name() with the Metal tiles of
+    choose_quantized_attention_tiles(), for every call
+    quantized_attention_covers takes, and quantized_split_combine_kernel_name()
+    name exactly the kernels quantized_attention.metal instantiates."""
+    main = tmp_path / "names.cpp"
+    main.write_text(
+        "#include <cstdio>\n"
+        '#include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_name.h"\n'
+        "int main() {\n"
+        "  const fa::DType dtypes[] = {fa::DType::Float16, fa::DType::BFloat16, fa::DType::Float32};\n"
+        "  for (fa::DType t : dtypes)\n"
+        "    for (int d = 1; d <= 256; ++d)\n"
+        "      for (int bits = 1; bits <= 8; ++bits)\n"
+        "        for (int group : {32, 64, 128})\n"
+        "          if (fa::quantized_attention_covers(d, d, bits, group))\n"
+        '            std::printf("%s\\n", fa::quantized_attention_kernel_name(t, d, bits,\n'
+        "                fa::choose_quantized_attention_tiles(d, t, fa::Backend::Metal)).c_str());\n"
+        "  for (fa::DType t : dtypes)\n"
+        '    std::printf("%s\\n", fa::quantized_split_combine_kernel_name(t).c_str());\n'
+        "}\n"
+    )
+    exe = tmp_path / "names"
+    subprocess.run([emu.CXX, "-std=c++17", "-I", emu.REPO_ROOT, str(main), "-o", str(exe)], check=True)
+    host = set(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
+    assert host == set(prog.kernels)
+    assert len(host) == len(DTYPES) * (len(HEAD_DIMS) * len(BITS) + 1)

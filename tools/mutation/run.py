@@ -3,7 +3,7 @@
 
     python tools/mutation/run.py --sample 60 --seed 1 -j 2
 
-Draws a seeded random sample of the mutants (mutants.py) of metal/*.metal
+Draws a seeded random sample of the mutants (mutants.py) of the kernel families' .metal files (mlx_fused_attn/families/*/*.metal)
 and the headers they include, runs the emulator tests that can see each one
 in a private copy of the repository (worker.py), and prints the score: the
 share of mutants, reviewed equivalents (equivalents.json) and code only CUDA

@@ -1,4 +1,5 @@
 #include "mlx_fused_attn/backend/cuda/kernels.h"
+#include "mlx_fused_attn/families/strided_copy/cuda/strided_copy_kernel_key.h"
 
 #include <cuda_runtime.h>
 

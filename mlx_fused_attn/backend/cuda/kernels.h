@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "mlx_fused_attn/backend/cuda/kernel_families.h"
+#include "mlx_fused_attn/backend/cuda/kernel_key.h"
 #include "mlx_fused_attn/backend/kernel_availability.h"
 
 namespace mlx_fused_attn::cuda {
@@ -24,7 +24,7 @@ bool use_jit();
 /// objects when MLX_FUSED_ATTN_CUDA_ARCHITECTURES holds 90a).
 bool has_wgmma(int arch);
 
-/// The kernel a family record names (kernel_families.h): from the
+/// The kernel a family record names (kernel_key.h): from the
 /// nvcc-built table (aot_kernels.h) unless the JIT is chosen, else compiled
 /// by NVRTC for `arch` (10 * major + minor); loaded once per device and
 /// kept, its dynamic shared memory limit raised to what it needs.

@@ -11,6 +11,7 @@
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
+#include "mlx_fused_attn/families/strided_copy/cuda/strided_copy_kernel_key.h"
 #include "mlx_fused_attn/backend/poison.h"
 #include "mlx_fused_attn/backend/strided_copy_parts.h"
 #include "mlx_fused_attn/families/strided_copy/strided_copy_params.h"

@@ -2,7 +2,7 @@
 // hosts can form, for tools/gen_instances.py (instance_emitter.h).
 #pragma once
 
-#include "mlx_fused_attn/backend/cuda/kernel_families.h"
+#include "mlx_fused_attn/families/attention/cuda/attention_kernel_key.h"
 #include "mlx_fused_attn/families/instance_emitter.h"
 
 namespace mlx_fused_attn::instances {

@@ -2,7 +2,7 @@
 // can form, for tools/gen_instances.py (instance_emitter.h).
 #pragma once
 
-#include "mlx_fused_attn/backend/cuda/kernel_families.h"
+#include "mlx_fused_attn/families/attention_backward/cuda/attention_backward_kernel_key.h"
 #include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
 #include "mlx_fused_attn/families/instance_emitter.h"
 

@@ -1,5 +1,5 @@
 // The arguments of the neighborhood body (na_attention.h), gathered once in
-// each entry point (mlx_fused_attn/families/neighborhood/neighborhood.metal, backend/cuda/na_kernel.cuh)
+// each entry point (mlx_fused_attn/families/neighborhood/neighborhood.metal, families/neighborhood/na_kernel.cuh)
 // and read by name: the arrays, the threadgroup memory and where in the
 // grid a threadgroup works. Every pointer names its address space, as Metal
 // requires of a pointer in a struct (attention_args.h).

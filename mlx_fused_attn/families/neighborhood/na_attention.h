@@ -6,7 +6,7 @@
 //                                                neighborhood of query i
 //
 // One threadgroup owns a query tile inside one dilation group of every axis
-// (kernels/na_grid.h): its warps' rows run along the fastest axis in use,
+// (families/neighborhood/na_grid.h): its warps' rows run along the fastest axis in use,
 // the warps spread over the others, so a 2-D or 3-D tile stays compact. The
 // tile visits only its key box, the product over the axes of the union of
 // its queries' windows, in indices of the same dilation groups: the box is

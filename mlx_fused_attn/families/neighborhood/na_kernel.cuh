@@ -12,7 +12,7 @@
 
 #define FA_HOST_DEVICE __host__ __device__ inline
 
-#include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/families/neighborhood/na_tiles_of.h"
 #include "mlx_fused_attn/families/neighborhood/na_attention.h"
 #include "mlx_fused_attn/families/neighborhood/na_config.h"
 #include "mlx_fused_attn/families/neighborhood/na_grid.h"

@@ -13,6 +13,7 @@
 
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_args.h"
+#include "mlx_fused_attn/quantized_kv_params.h"
 #include "mlx_fused_attn/tile/quantized_block_loader.h"
 
 namespace fa {

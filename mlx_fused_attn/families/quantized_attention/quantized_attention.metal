@@ -1,24 +1,23 @@
 // Metal entry point of the quantized-KV attention family and its
-// instantiation list. The body is
-// mlx_fused_attn/families/quantized_attention/quantized_attention.h (the float kernels' body
-// over a dequantizing K/V policy); this file binds buffers, declares the
-// threadgroup memory and the function constants, and names one kernel per
-// (dtype, head dim, bits) with the tiles choose_quantized_attention_tiles
-// picks. The group size is a parameter (fa::QuantKvParams).
+// instantiation list. The body is quantized_attention.h (the float kernels'
+// body over a dequantizing K/V policy); this file binds buffers, declares
+// the threadgroup memory and the function constants, and names one kernel
+// per (dtype, head dim, bits) with the tiles
+// choose_quantized_attention_tiles picks. The group size is a parameter
+// (fa::QuantKvParams).
 //
-// Buffers as families/attention/attention.metal's where they mean the same: 0 q, 1 K's
-// words, 2 V's words, 3 out, 4 params, 5 mask (has_mask), 6 sinks
-// (has_sinks), 7 partial outputs, 8 their row statistics and 9 the split
-// count (split_keys), 11 the mask's classes by block (mask_blocks); then
-// 12 K's scales, 13 K's biases, 14 V's scales, 15 V's biases, 16 the
+// Buffers as families/attention/attention.metal's where they mean the
+// same: 0 q, 1 K's words, 2 V's words, 3 out, 4 params, 5 mask (has_mask),
+// 6 sinks (has_sinks), 7 partial outputs, 8 their row statistics and 9 the
+// split count (split_keys), 11 the mask's classes by block (mask_blocks);
+// then 12 K's scales, 13 K's biases, 14 V's scales, 15 V's biases, 16 the
 // quantization's parameters (fa::QuantKvParams). No row LSE (has_lse is
 // never set: there is no backward). Grid: (query blocks * splits, H_q, B);
 // threadgroup: (32, warps, 1).
 //
 // The combine of split keys, fa_quantized_split_combine_<dtype>, binds 3
 // out, 4 params, 7 partial outputs, 8 their row statistics, 9 the split
-// count (families/attention/attention.metal's fa_split_combine, in this family's
-// library).
+// count (attention.metal's fa_split_combine, in this family's library).
 
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention.h"
@@ -99,14 +98,14 @@ fa_quantized_attention(
 }
 
 // Names must match quantized_attention_kernel_name() in
-// mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_name.h (a test
-// compares them). Each instantiating macro spells its host_name out:
+// quantized_attention_kernel_name.h (a test compares them). Each
+// instantiating macro spells its host_name out:
 // cmake/flatten_source.py reads the names off it for the one-kernel JIT
 // texts.
 #define FA_QUANTIZED_INSTANTIATE(tname, T, D, BITS, BQ, BK, WM)            \
   template [[host_name(                                                    \
-      "fa_quantized_attention_" #tname "_d" #D "_b" #BITS "_bq" #BQ "_bk" #BK \
-      "_wm" #WM)]] [[kernel]]                                              \
+      "fa_quantized_attention_" #tname "_d" #D "_b" #BITS "_bq" #BQ    \
+      "_bk" #BK "_wm" #WM)]] [[kernel]]                                    \
   decltype(fa_quantized_attention<T, D, BITS, BQ, BK, WM>)                 \
       fa_quantized_attention<T, D, BITS, BQ, BK, WM>;
 

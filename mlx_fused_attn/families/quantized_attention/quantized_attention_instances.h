@@ -3,7 +3,7 @@
 // (instance_emitter.h).
 #pragma once
 
-#include "mlx_fused_attn/backend/cuda/kernel_families.h"
+#include "mlx_fused_attn/families/quantized_attention/cuda/quantized_attention_kernel_key.h"
 #include "mlx_fused_attn/families/instance_emitter.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
 

@@ -18,6 +18,7 @@
 
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_args.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_args.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
@@ -78,18 +79,23 @@ __global__ void __launch_bounds__(
   AttnFeatures features = args.features;
   features.causal = kCausal;
   features.has_mask = kHasMask;
-  // Classes come only with a mask: a constant, so that unmasked instances
-  // compile the plain run of key blocks.
-  features.mask_blocks = kHasMask && features.mask_blocks;
+  // The family reads no classes by block (its plans bind none).
+  features.mask_blocks = false;
   const int n_splits = args.n_splits;
   const AttnPlace at = {
       {args.o_part, args.stats, int(blockIdx.x) % n_splits, n_splits},
       int(blockIdx.x) / n_splits,
       int(blockIdx.y),
       int(blockIdx.z)};
+  // K and V are read through `kv` alone; there is no LSE (no backward).
+  const AttnArrays<T> arrays = {
+      args.q, nullptr, nullptr, args.out, args.mask, args.sinks, nullptr,
+      nullptr};
+  const QuantKVArrays<T> kv = {args.k_words, args.k_scales, args.k_biases,
+                               args.v_words, args.v_scales, args.v_biases};
   const AttnSmem<T> smem = {k_smem, v_smem};
   quantized_attention_block<Target, Shape>(
-      args.arrays, args.kv, args.params, args.qparams, smem, features, at,
+      arrays, kv, args.params, args.qparams, smem, features, at,
       threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
 }
 

@@ -2,7 +2,7 @@
 // tools/gen_instances.py (instance_emitter.h).
 #pragma once
 
-#include "mlx_fused_attn/backend/cuda/kernel_families.h"
+#include "mlx_fused_attn/families/short_attention/cuda/short_attention_kernel_key.h"
 #include "mlx_fused_attn/families/instance_emitter.h"
 #include "mlx_fused_attn/families/short_attention/short_attention_config.h"
 

@@ -11,7 +11,7 @@
 // shared memory: short_attention_smem_bytes(tiles, D, dtype).
 #pragma once
 
-#include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_tiles_of.h"
 #include "mlx_fused_attn/families/short_attention/short_attention.h"
 #include "mlx_fused_attn/families/short_attention/short_attention_features.h"
 #include "mlx_fused_attn/params.h"

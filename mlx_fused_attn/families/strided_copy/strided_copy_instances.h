@@ -3,7 +3,7 @@
 // own.
 #pragma once
 
-#include "mlx_fused_attn/backend/cuda/kernel_families.h"
+#include "mlx_fused_attn/families/strided_copy/cuda/strided_copy_kernel_key.h"
 #include "mlx_fused_attn/families/instance_emitter.h"
 
 namespace mlx_fused_attn::instances {

@@ -2,12 +2,13 @@
 // the family's tiles struct. The kernels read only `Tiles::value`, so a new
 // tile field changes no kernel signature, and a benchmark may pass any type
 // with such a member. The library names its instances by the types below
-// (kernel_families.h spells them in the NVRTC expressions).
+// (the families' *_kernel_key.h spell them in the NVRTC expressions). The
+// general kernel's tiles, which the backward's kernels take too; the other
+// families keep theirs in their folders (short_attention_tiles_of.h,
+// na_tiles_of.h).
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_config.h"
-#include "mlx_fused_attn/families/neighborhood/na_config.h"
-#include "mlx_fused_attn/families/short_attention/short_attention_config.h"
 
 namespace fa {
 
@@ -22,16 +23,6 @@ template <
     bool PR = false>
 struct AttnTilesOf {
   static constexpr AttnTiles value = {BQ, BK, WM, ST, MB, WG, QS, PR};
-};
-
-template <int SEQ, int WR, int WM, int NP>
-struct ShortTilesOf {
-  static constexpr ShortAttnTiles value = {SEQ, WR, WM, NP};
-};
-
-template <int WR, int KB, int WM, int ST, int MB>
-struct NaTilesOf {
-  static constexpr NaTiles value = {WR, KB, WM, ST, MB};
 };
 
 } // namespace fa

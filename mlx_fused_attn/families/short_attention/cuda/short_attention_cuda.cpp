@@ -2,7 +2,7 @@
 
 #include <variant>
 
-#include "mlx_fused_attn/backend/cuda/kernel_families.h"
+#include "mlx_fused_attn/families/short_attention/cuda/short_attention_kernel_key.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 
 namespace mlx_fused_attn::cuda {

@@ -1,0 +1,112 @@
+// The general kernel's planning part (plan/family_planning.h): tiles from
+// its chooser (the large-grid tiles past one wave), packed GQA for decode,
+// key splits under a wave, mask classes by block, and its grid.
+#include <algorithm>
+#include <cstdint>
+
+#include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/plan/call.h"
+#include "mlx_fused_attn/plan/family_planning.h"
+#include "mlx_fused_attn/plan/kernel_switches.h"
+#include "mlx_fused_attn/plan/split_count.h"
+
+namespace mlx_fused_attn {
+
+namespace {
+
+/// Whether the call runs best as decode with GQA packed (packed_gqa): one
+/// query row a head, heads sharing K/V, and one sink a block's rows would
+/// not share.
+bool packs_gqa(const AttentionPlan& plan) {
+  const fa::AttnParams& p = plan.params;
+  return p.L_q == 1 && p.gqa_factor > 1 && !plan.features.has_sinks;
+}
+
+/// The packed plan's shapes: H_kv heads of gqa_factor rows. At L_q = 1 the
+/// causal mask hides no key, so the rows need none.
+void pack_gqa_rows(AttentionPlan& plan) {
+  fa::AttnParams& p = plan.params;
+  p.L_q = p.gqa_factor;
+  p.H_q = p.H_kv;
+  p.gqa_factor = 1;
+  plan.features.causal = false;
+  plan.packed_gqa = true;
+}
+
+/// The key splits of the plan (split_count.h), none where they are off.
+int key_splits(int64_t groups, int64_t wave, int key_blocks, int64_t most) {
+  return split_keys_enabled()
+      ? key_split_count(groups, wave, key_blocks, most)
+      : 1;
+}
+
+/// Sets the general kernel's tiles, key splits and grid. `cores`, the
+/// device's multiprocessors or GPU cores, sizes the wave that split keys
+/// fill. A plan whose spec saves the LSE gets has_lse and no split keys.
+void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
+  if (packs_gqa(plan)) {
+    pack_gqa_rows(plan);
+  }
+  const fa::Backend backend = *caps.gpu;
+  const fa::AttnParams& p = plan.params;
+  const auto choose = [&](bool large_grid) {
+    return fa::choose_attention_tiles(
+        p.D, p.D_v, plan.dtype, backend, caps.wgmma, large_grid,
+        caps.metal_variant);
+  };
+  fa::AttnTiles tiles = choose(false);
+  // More query blocks than one wave of the default tiles (their blocks a
+  // multiprocessor times the multiprocessors) take the large-grid tiles.
+  const int64_t q_blocks = int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B;
+  if (caps.sm_count > 0 &&
+      q_blocks > int64_t(tiles.min_blocks) * caps.sm_count) {
+    tiles = choose(true);
+  }
+  plan.tiles = tiles;
+  plan.features.align_q = p.L_q % tiles.bq == 0;
+  plan.features.align_k = p.L_k % tiles.bk == 0;
+  const int64_t groups = int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B;
+  // A forward that saves the LSE for the fused backward runs unsplit (the
+  // split partials hold no row LSE), and plans the kernel that writes it.
+  plan.features.has_lse = plan.spec.saves_lse;
+  plan.key_splits = plan.spec.saves_lse ? 1 : key_splits(
+      groups,
+      int64_t(tiles.min_blocks) * caps.cores,
+      static_cast<int>(blocks_of(p.L_k, tiles.bk)),
+      splits_worth_their_partials(
+          p.L_k, std::min(tiles.bq, p.L_q), p.D, p.D_v,
+          // A grid with a block on every other multiprocessor gains less.
+          fa::dtype_size(plan.dtype), 2 * groups >= caps.cores ? 16 : 8));
+  plan.features.split_keys = plan.key_splits > 1;
+  // Packed GQA's query blocks are rows of several heads: they read classes
+  // by block only where the heads share the mask (mlx-lm's padding masks).
+  plan.features.mask_blocks = plan.features.has_mask &&
+      (!plan.packed_gqa || plan.spec.mask_shared_by_heads) &&
+      mask_blocks_enabled();
+  plan.visits_input =
+      plan.features.mask_blocks ? call_input_count(plan.spec) : -1;
+  // Strides are known at eval: Metal drops stride32 where offsets need 64
+  // bits (stride32_fits).
+  plan.features.stride32 = caps.metal_variant.stride32;
+  plan.grid = {
+      blocks_of(p.L_q, tiles.bq) * plan.key_splits,
+      static_cast<unsigned>(p.H_q),
+      static_cast<unsigned>(p.B),
+      fa::attention_launch_warps(tiles),
+      fa::attention_smem_bytes(tiles, p.D, p.D_v, plan.dtype, backend)};
+}
+
+} // namespace
+
+Support plan_attention(const PlanTarget& target, AttentionPlan& plan) {
+  if (Support fits = grid_fits(target, plan); !fits.ok) {
+    return fits;
+  }
+  plan_general_launch(plan, target.caps);
+  if (Support fits = smem_fits(target, "kernel", plan); !fits.ok) {
+    return fits;
+  }
+  return family_built(target.caps, KernelFamily::Attention);
+}
+
+} // namespace mlx_fused_attn

@@ -1,0 +1,185 @@
+// The quantized-K/V half of the GPU interface (backend/gpu_quantized.h) on
+// MLX's CUDA backend: the kernels of a plan built (nvcc's AOT table or
+// NVRTC, kernels.h), and the plan's launch as nodes of the encoder's CUDA
+// graph: quantized_attention_kernel with its one argument struct
+// (quantized_attention_args.h), then, with split keys, the family's
+// combine.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "mlx/backend/cuda/device.h"
+#include "mlx/backend/cuda/utils.h"
+#include "mlx_fused_attn/backend/cuda/device_buffer.h"
+#include "mlx_fused_attn/families/quantized_attention/cuda/quantized_attention_kernel_key.h"
+#include "mlx_fused_attn/backend/cuda/kernels.h"
+#include "mlx_fused_attn/backend/cuda/launch_common.h"
+#include "mlx_fused_attn/backend/gpu_quantized.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_args.h"
+#include "mlx_fused_attn/plan/quantized_launch_params.h"
+
+namespace mlx_fused_attn::gpu {
+
+namespace mx = mlx::core;
+namespace cu = mlx::core::cu;
+
+namespace {
+
+constexpr const char* kOp = "[quantized_scaled_dot_product_attention] CUDA: ";
+
+cuda::QuantizedAttentionKernelKey quantized_key(
+    const QuantizedAttentionPlan& plan) {
+  return {
+      plan.dtype,
+      plan.params.D,
+      plan.spec.kv.bits,
+      std::get<fa::AttnTiles>(plan.tiles),
+      plan.features.causal,
+      plan.features.has_mask};
+}
+
+/// The codes as the loader reads them: unit stride along the last axis (a
+/// row's words are read one after another), else a row-contiguous copy,
+/// which moves 4-byte elements unchanged and so runs as float32's.
+mx::array words_with_contiguous_rows(
+    const mx::array& words,
+    mx::Stream s,
+    int device,
+    int arch) {
+  if (words.strides()[3] == 1 || words.shape(3) == 1) {
+    return words;
+  }
+  return cuda::contiguous_copy(words, fa::DType::Float32, s, device, arch);
+}
+
+} // namespace
+
+Support quantized_prepare(const QuantizedAttentionPlan& plan, mx::Stream s) {
+  cu::Device& d = cu::device(s.device);
+  const int device = d.cuda_device();
+  const int arch = cuda::arch_of(d);
+  if (Support supported = cuda::device_supported(kOp, d); !supported.ok) {
+    return supported;
+  }
+  // q, sinks and codes may be copied first (their strides are known at
+  // eval): as q's type and as float32's.
+  for (fa::DType t : {plan.dtype, fa::DType::Float32}) {
+    if (Support copies = cuda::copy_kernels_ready(t, device, arch);
+        !copies.ok) {
+      return named(kOp, copies);
+    }
+  }
+  if (plan.key_splits > 1) {
+    if (Support ready = cuda::kernel_ready(
+            cuda::QuantizedSplitCombineKernelKey{plan.dtype}, device, arch);
+        !ready.ok) {
+      return named(kOp, ready);
+    }
+  }
+  return named(kOp, cuda::kernel_ready(quantized_key(plan), device, arch));
+}
+
+void quantized_run(
+    const QuantizedAttentionPlan& plan,
+    const std::vector<mx::array>& inputs,
+    std::vector<mx::array>& outputs,
+    mx::Stream s) {
+  mx::array& out = outputs[0];
+  cu::Device& dev = cu::device(s.device);
+  dev.make_current();
+  cu::CommandEncoder& enc = cu::get_command_encoder(s);
+  const int device = dev.cuda_device();
+  const int arch = cuda::arch_of(dev);
+  const int mi = quantized_mask_index(plan.spec);
+  const int si = quantized_sinks_index(plan.spec);
+
+  std::vector<mx::array> in = inputs;
+  in[kQuantQ] =
+      cuda::readable_rows(inputs[kQuantQ], plan.dtype, s, device, arch);
+  in[kQuantKWords] =
+      words_with_contiguous_rows(inputs[kQuantKWords], s, device, arch);
+  in[kQuantVWords] =
+      words_with_contiguous_rows(inputs[kQuantVWords], s, device, arch);
+  // Sinks are read as sinks[head]: a strided view is copied.
+  if (si >= 0 && inputs[si].strides()[0] != 1) {
+    in[si] = cuda::contiguous_copy(inputs[si], plan.dtype, s, device, arch);
+  }
+
+  // The output and the partials in one node (device_buffer.h), before the
+  // first set_*_array.
+  const int64_t split_rows = int64_t(plan.key_splits) * plan.params.B *
+      plan.params.H_q * plan.params.L_q;
+  std::optional<mx::array> o_part, stats;
+  std::vector<mx::array*> buffers = {&out};
+  if (plan.key_splits > 1) {
+    o_part = mx::array(
+        {static_cast<int>(split_rows * plan.params.D_v)}, mx::float32,
+        nullptr, {});
+    stats = mx::array(
+        {static_cast<int>(2 * split_rows)}, mx::float32, nullptr, {});
+    buffers.push_back(&*o_part);
+    buffers.push_back(&*stats);
+  }
+  cuda::set_device_data(buffers, s);
+  if (o_part) {
+    enc.add_temporary(*o_part);
+    enc.add_temporary(*stats);
+  }
+  cuda::poison(out, enc, device, arch);
+
+  fa::AttnParams params = quantized_attention_params(plan, in, out);
+  for (const mx::array& a : in) {
+    enc.set_input_array(a);
+  }
+  enc.set_output_array(out);
+  if (o_part) {
+    enc.set_output_array(*o_part);
+    enc.set_output_array(*stats);
+  }
+  fa::QuantAttnKernelArgs<void> args{};
+  args.q = mx::gpu_ptr<void>(in[kQuantQ]);
+  args.out = mx::gpu_ptr<void>(out);
+  args.mask = mi >= 0
+      ? static_cast<const unsigned char*>(mx::gpu_ptr<void>(in[mi]))
+      : nullptr;
+  args.sinks = si >= 0 ? mx::gpu_ptr<void>(in[si]) : nullptr;
+  args.k_words = mx::gpu_ptr<uint32_t>(in[kQuantKWords]);
+  args.k_scales = mx::gpu_ptr<void>(in[kQuantKScales]);
+  args.k_biases = mx::gpu_ptr<void>(in[kQuantKBiases]);
+  args.v_words = mx::gpu_ptr<uint32_t>(in[kQuantVWords]);
+  args.v_scales = mx::gpu_ptr<void>(in[kQuantVScales]);
+  args.v_biases = mx::gpu_ptr<void>(in[kQuantVBiases]);
+  args.o_part = o_part ? mx::gpu_ptr<float>(*o_part) : nullptr;
+  args.stats = stats ? mx::gpu_ptr<float>(*stats) : nullptr;
+  args.params = params;
+  args.qparams = quantized_kv_params(plan, in);
+  args.features = plan.features;
+  args.n_splits = plan.key_splits;
+  enc.add_kernel_node_ex(
+      cuda::kernel_function(quantized_key(plan), device, arch),
+      dim3(plan.grid.x, plan.grid.y, plan.grid.z),
+      dim3(plan.grid.warps * fa::kSimdWidth),
+      {},
+      static_cast<uint32_t>(plan.grid.smem_bytes),
+      args);
+  if (o_part) {
+    const int inner = params.L_q * params.D_v;
+    int n_splits = plan.key_splits;
+    enc.add_kernel_node_ex(
+        cuda::kernel_function(
+            cuda::QuantizedSplitCombineKernelKey{plan.dtype}, device, arch),
+        dim3((inner + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads,
+             params.H_q,
+             params.B),
+        dim3(fa::kSplitCombineThreads),
+        {},
+        0,
+        mx::gpu_ptr<float>(*o_part),
+        mx::gpu_ptr<float>(*stats),
+        mx::gpu_ptr<void>(out),
+        params,
+        n_splits);
+  }
+}
+
+} // namespace mlx_fused_attn::gpu

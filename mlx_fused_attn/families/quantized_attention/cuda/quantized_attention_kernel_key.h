@@ -1,0 +1,64 @@
+// The CUDA records of the quantized-KV attention family (kernel_key.h
+// says what a record is): its kernel and its combine of split keys.
+#pragma once
+
+#include <string>
+
+#include "mlx_fused_attn/backend/cuda/kernel_key.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
+#include "mlx_fused_attn/kernels/cuda/block_sizes.h"
+
+namespace mlx_fused_attn::cuda {
+
+/// The quantized-KV attention kernel (quantized_attention_kernel.cuh).
+struct QuantizedAttentionKernelKey {
+  static constexpr KernelFamily kFamily = KernelFamily::QuantizedAttention;
+
+  fa::DType dtype;
+  int head_dim; ///< of q, k and v
+  int bits; ///< a value of K and V
+  fa::AttnTiles tiles; ///< the plan's (choose_quantized_attention_tiles)
+  bool causal;
+  bool has_mask; ///< a bool or additive mask array
+
+  std::string expression() const {
+    return std::string("fa::quantized_attention_kernel<") +
+        device_type_name(dtype) + ", " + std::to_string(head_dim) + ", " +
+        std::to_string(bits) + ", " + tiles_expression(tiles) + ", " +
+        bool_name(causal) + ", " + bool_name(has_mask) + ">";
+  }
+  int threads() const {
+    return tiles.warps * fa::kSimdWidth;
+  }
+  int smem_bytes() const {
+    return fa::attention_smem_bytes(
+        tiles, head_dim, head_dim, dtype, fa::Backend::Cuda);
+  }
+  bool max_shared() const {
+    return false;
+  }
+};
+
+/// The quantized family's combine of split keys
+/// (quantized_attention_kernel.cuh, split_keys.h).
+struct QuantizedSplitCombineKernelKey {
+  static constexpr KernelFamily kFamily = KernelFamily::QuantizedAttention;
+
+  fa::DType dtype; ///< of the output
+
+  std::string expression() const {
+    return std::string("fa::quantized_split_combine_kernel<") +
+        device_type_name(dtype) + ">";
+  }
+  int threads() const {
+    return fa::kSplitCombineThreads;
+  }
+  int smem_bytes() const {
+    return 0;
+  }
+  bool max_shared() const {
+    return false;
+  }
+};
+
+} // namespace mlx_fused_attn::cuda
