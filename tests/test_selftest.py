@@ -12,7 +12,7 @@ import mlx.core as mx
 import pytest
 
 HOOKS = ("MLX_FUSED_ATTN_SELFTEST_CORRUPT", "MLX_FUSED_ATTN_BREAK_FAMILY")
-FAMILIES = ("attention", "short_attention", "neighborhood", "strided_copy")
+FAMILIES = ("attention", "short_attention", "neighborhood", "strided_copy", "quantized_attention")
 
 
 def selftest(*args, **env):

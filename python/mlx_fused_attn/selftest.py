@@ -3,8 +3,8 @@
     python -m mlx_fused_attn.selftest [--device cpu|gpu] [--quick] [--json PATH]
 
 On one device (default: MLX's default device) it runs every kernel family
-(general attention, short sequences, neighborhood 1-D and 2-D, and the
-strided-copy path) over dtypes, head dims, masks, GQA, sinks and strided
+(general attention, short sequences, neighborhood 1-D and 2-D, attention
+over a quantized K/V cache, and the strided-copy path) over dtypes, head dims, masks, GQA, sinks and strided
 inputs; compares each output with a float64 NumPy reference and with
 mx.fast.scaled_dot_product_attention; says whether each case ran fused
 (and why not); times the fused ones against mx.fast; and prints a table, the
@@ -68,8 +68,9 @@ class Case:
     mx_fast: Callable[[mx.Device], mx.array]  # the same attention by mx.fast
     reference: Callable[[], np.ndarray]  # float64
     can_fuse: Callable[[], tuple]
-    # What mx_fast runs, for the table: "mx.fast" with the same arguments, or
-    # "mx.fast+mask" with the neighborhood as a dense bool mask.
+    # What mx_fast runs, for the table: "mx.fast" with the same arguments,
+    # "mx.fast+mask" with the neighborhood as a dense bool mask, or
+    # "mx.fast+deq" over the quantized cache's K and V, dequantized.
     yardstick: str = "mx.fast"
 
 
@@ -176,6 +177,31 @@ def neighborhood_case(name, *, dtype, d, seed, device, spatial, kernel, dilation
     )  # fmt: skip
 
 
+def quantized_case(name, *, dtype, d, seed, device, lq, lk, bits, group, hq=8, hkv=2,
+                   mask=None):  # fmt: skip
+    """The quantized K/V family: K and V quantized by mx.quantize, checked
+    against the float64 reference over the dequantized K and V; the
+    yardstick is mx.fast over them in the case's dtype."""
+    dt = DTYPES[dtype]
+    q = normal((2, hq, lq, d), dt, seed)
+    qk, qv = (tuple(mx.quantize(normal((2, hkv, lk, d), dt, seed + i), group_size=group,
+                                bits=bits)) for i in (1, 2))  # fmt: skip
+    k32, v32 = (mx.dequantize(*x, group_size=group, bits=bits, dtype=mx.float32)
+                for x in (qk, qv))  # fmt: skip
+    scale = d**-0.5
+    return Case(
+        "quantized_attention", name, dtype, d, seed,
+        ours=lambda: fa.quantized_scaled_dot_product_attention(
+            q, qk, qv, scale, mask, group, bits, stream=device),
+        mx_fast=lambda dev: mx.fast.scaled_dot_product_attention(
+            q, k32.astype(dt), v32.astype(dt), scale=scale, mask=mask, stream=dev),
+        reference=lambda: ref.attention(q, k32, v32, scale, mask),
+        can_fuse=lambda: fa.quantized_can_use_fused(
+            q, qk, qv, scale, mask, group, bits, stream=device),
+        yardstick="mx.fast+deq",
+    )  # fmt: skip
+
+
 def grid(device, quick):
     """The cases; each one's seed is 1000 times its index."""
     cases = []
@@ -205,6 +231,15 @@ def grid(device, quick):
                     dtype=dtype, d=d, mask=mask, **short)  # fmt: skip
         add(attention_case, "short_attention", "L=33:48 gqa 4:2 sinks bool", dtype=dtype, d=64,
             hkv=2, sinks=True, mask="bool", **short)  # fmt: skip
+        add(quantized_case, "decode 4-bit g64 gqa 8:2", dtype=dtype, d=128, lq=1, lk=1000,
+            bits=4, group=64)  # fmt: skip
+        add(quantized_case, "8-bit g32 causal", dtype=dtype, d=64, lq=100, lk=130, bits=8,
+            group=32, mask="causal")  # fmt: skip
+        if not quick:
+            add(quantized_case, "decode 8-bit g128 gqa 8:2", dtype=dtype, d=256, lq=1,
+                lk=1000, bits=8, group=128)  # fmt: skip
+            add(quantized_case, "4-bit g64 causal", dtype=dtype, d=128, lq=257, lk=1000,
+                bits=4, group=64, mask="causal")  # fmt: skip
         for d in (64,) if quick else (32, 64, 128):
             add(neighborhood_case, "1-D L=100 k=7", dtype=dtype, d=d, spatial=(100,), kernel=7)
             add(neighborhood_case, "2-D 12x14 k=5", dtype=dtype, d=d, spatial=(12, 14), kernel=5)
@@ -299,7 +334,7 @@ def fmt(x, spec):
 
 COLUMNS = [
     # (title, width, cell)
-    ("family", 15, lambda r: r.family),
+    ("family", 19, lambda r: r.family),
     ("case", 28, lambda r: r.case),
     ("dtype", 8, lambda r: r.dtype),
     ("D", 3, lambda r: str(r.head_dim)),
