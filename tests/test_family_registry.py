@@ -3,12 +3,13 @@ its registry (families/registry.h): every folder has its line and every
 line its folder and files, and the build and the tools find a family's
 files from its folder, so that none of them names a family.
 
-What the build and the tools pick up from a folder: cmake/metal.cmake its
-.metal files (the metallib and the JIT text), cmake/cuda.cmake its
-*_kernel.cuh (the NVRTC text), cuda/*.cpp, metal/*.cpp and aot/*.cu;
+What the build and the tools pick up from a folder: CMakeLists.txt its
+*.cpp (the planning parts); cmake/metal.cmake its .metal files (the
+metallib and the JIT text) and metal/*.cpp; cmake/cuda.cmake its
+*_kernel.cuh (the NVRTC text), cuda/*.cpp and aot/*.cu;
 tools/gen_instances.py its <folder>_instances.h; the emulator's JIT texts,
 the conformance pass, the strict check and the mutation tool its .metal
-files."""
+files. The planner calls plan_<name> of each FA_ATTENTION_CANDIDATES line."""
 
 import pathlib
 import re

@@ -353,8 +353,8 @@ na_ring_tile(NaAxis axis, int m, int extent, int base, int kBK, int tile) {
 }
 
 /// A warp's key blocks of one tile against the K/V blocks `pipe` holds:
-/// blocks lo .. hi, less those outside `keys` (the warp's, or with
-/// warpgroup products its warpgroup's), each one attention_step.
+/// the tile's ring blocks lo .. hi, less those outside `keys` (the warp's,
+/// or with warpgroup products its warpgroup's), each one attention_step.
 template <typename Block, typename Step, typename Q, typename Masks, typename Pipeline>
 FA_FUNC void na_key_blocks(
     FA_THREAD Step& st,
@@ -362,12 +362,11 @@ FA_FUNC void na_key_blocks(
     const FA_THREAD Masks& masks,
     const FA_THREAD Pipeline& pipe,
     NaKeyRange keys,
-    int lo,
-    int hi,
+    NaRingTile tile,
     int kBK,
     lane_t lane) {
   attention_step_begin(st, false, 0.0f);
-  for (int b = lo; b <= hi; ++b) {
+  for (int b = tile.lo; b <= tile.hi; ++b) {
     if (b * kBK <= keys.last && b * kBK + kBK > keys.first) {
       attention_step<Block, Block>(st, q, masks, pipe, b, b, lane);
     }
@@ -512,7 +511,7 @@ FA_FUNC void na_attention_run_1d(
     masks.op.row0 = wq;
     masks.inner_first = keys.inner_first;
     masks.inner_last = keys.inner_last;
-    na_key_blocks<Block>(st, q_op, masks, pipe, keys, cur.lo, cur.hi, kBK, lane);
+    na_key_blocks<Block>(st, q_op, masks, pipe, keys, cur, kBK, lane);
     na_store_rows<kWarpRows, D>(
         o_group + wq * o_ld, st.o, o_ld, na_min(kWarpRows, m - wq), lane);
     q_op = q_next;
