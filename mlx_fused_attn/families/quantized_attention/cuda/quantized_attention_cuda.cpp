@@ -79,6 +79,42 @@ Support quantized_prepare(const QuantizedAttentionPlan& plan, mx::Stream s) {
   return named(kOp, cuda::kernel_ready(quantized_key(plan), device, arch));
 }
 
+namespace {
+
+/// The kernel's argument struct, its arrays' device pointers by name.
+fa::QuantAttnKernelArgs<void> kernel_args(
+    const QuantizedAttentionPlan& plan,
+    const std::vector<mx::array>& in,
+    const mx::array& out,
+    const fa::AttnParams& params,
+    std::optional<mx::array>& o_part,
+    std::optional<mx::array>& stats) {
+  const int mi = quantized_mask_index(plan.spec);
+  const int si = quantized_sinks_index(plan.spec);
+  fa::QuantAttnKernelArgs<void> args{};
+  args.q = mx::gpu_ptr<void>(in[kQuantQ]);
+  args.out = mx::gpu_ptr<void>(out);
+  args.mask = mi >= 0
+      ? static_cast<const unsigned char*>(mx::gpu_ptr<void>(in[mi]))
+      : nullptr;
+  args.sinks = si >= 0 ? mx::gpu_ptr<void>(in[si]) : nullptr;
+  args.k_words = mx::gpu_ptr<uint32_t>(in[kQuantKWords]);
+  args.k_scales = mx::gpu_ptr<void>(in[kQuantKScales]);
+  args.k_biases = mx::gpu_ptr<void>(in[kQuantKBiases]);
+  args.v_words = mx::gpu_ptr<uint32_t>(in[kQuantVWords]);
+  args.v_scales = mx::gpu_ptr<void>(in[kQuantVScales]);
+  args.v_biases = mx::gpu_ptr<void>(in[kQuantVBiases]);
+  args.o_part = o_part ? mx::gpu_ptr<float>(*o_part) : nullptr;
+  args.stats = stats ? mx::gpu_ptr<float>(*stats) : nullptr;
+  args.params = params;
+  args.qparams = quantized_kv_params(plan, in);
+  args.features = plan.features;
+  args.n_splits = plan.key_splits;
+  return args;
+}
+
+} // namespace
+
 void quantized_run(
     const QuantizedAttentionPlan& plan,
     const std::vector<mx::array>& inputs,
@@ -90,7 +126,6 @@ void quantized_run(
   cu::CommandEncoder& enc = cu::get_command_encoder(s);
   const int device = dev.cuda_device();
   const int arch = cuda::arch_of(dev);
-  const int mi = quantized_mask_index(plan.spec);
   const int si = quantized_sinks_index(plan.spec);
 
   std::vector<mx::array> in = inputs;
@@ -136,25 +171,8 @@ void quantized_run(
     enc.set_output_array(*o_part);
     enc.set_output_array(*stats);
   }
-  fa::QuantAttnKernelArgs<void> args{};
-  args.q = mx::gpu_ptr<void>(in[kQuantQ]);
-  args.out = mx::gpu_ptr<void>(out);
-  args.mask = mi >= 0
-      ? static_cast<const unsigned char*>(mx::gpu_ptr<void>(in[mi]))
-      : nullptr;
-  args.sinks = si >= 0 ? mx::gpu_ptr<void>(in[si]) : nullptr;
-  args.k_words = mx::gpu_ptr<uint32_t>(in[kQuantKWords]);
-  args.k_scales = mx::gpu_ptr<void>(in[kQuantKScales]);
-  args.k_biases = mx::gpu_ptr<void>(in[kQuantKBiases]);
-  args.v_words = mx::gpu_ptr<uint32_t>(in[kQuantVWords]);
-  args.v_scales = mx::gpu_ptr<void>(in[kQuantVScales]);
-  args.v_biases = mx::gpu_ptr<void>(in[kQuantVBiases]);
-  args.o_part = o_part ? mx::gpu_ptr<float>(*o_part) : nullptr;
-  args.stats = stats ? mx::gpu_ptr<float>(*stats) : nullptr;
-  args.params = params;
-  args.qparams = quantized_kv_params(plan, in);
-  args.features = plan.features;
-  args.n_splits = plan.key_splits;
+  fa::QuantAttnKernelArgs<void> args =
+      kernel_args(plan, in, out, params, o_part, stats);
   enc.add_kernel_node_ex(
       cuda::kernel_function(quantized_key(plan), device, arch),
       dim3(plan.grid.x, plan.grid.y, plan.grid.z),
