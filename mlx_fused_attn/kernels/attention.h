@@ -38,12 +38,21 @@
 // writes a partial output and its softmax statistics in place of the output.
 // Without, it may also write each row's log-sum-exp for the backward
 // (has_lse, backward_params.h).
+//
+// The body is three policies, which the entry point picks as it picks the
+// target (attention_body, at the end): the mainloop (AttnMainloop: the
+// visits, the masks, Q's load and the key loop; and a producer
+// warpgroup's copies), the epilogue (attention_epilogue.h: the stores) and
+// the tile scheduler (attention_scheduler.h: which work tiles a
+// threadgroup does).
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_args.h"
+#include "mlx_fused_attn/kernels/attention_epilogue.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/attention_masks.h"
 #include "mlx_fused_attn/kernels/attention_step.h"
+#include "mlx_fused_attn/kernels/attention_scheduler.h"
 #include "mlx_fused_attn/kernels/mask_visits.h"
 #include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/params.h"
@@ -117,30 +126,38 @@ using AttnQOperand = typename Target::template QOperand<
     Shape::kWarpRows,
     Shape::kThreads>;
 
-/// Block kb of `rows` rows (row stride `stride`, keys from kb * kBK) into
-/// `smem`: block n_full (past the whole blocks) zero-fills its missing rows
-/// unless `aligned`. Where the target's loader has a 32-bit copy
-/// (kStride32Loads) and the feature stride32 is on, the row stride and the
-/// offsets from key 0 are 32 bits and the loader steps its pointers.
+/// The rows of an array that streams through a kernel's stages, as their
+/// loads see them: `rows` of them, n_full whole blocks; unless `aligned`,
+/// block n_full is the ragged last one; stride32: the feature
+/// (attention_features.h).
+struct AttnBlockRows {
+  int rows;
+  int n_full;
+  bool aligned;
+  bool stride32;
+};
+
+/// Block kb of `r`'s rows (row stride `stride`, rows from kb * kBK) into
+/// `smem`: the ragged last block zero-fills its missing rows. Where the
+/// target's loader has a 32-bit copy (kStride32Loads) and r.stride32 is on,
+/// the row stride and the offsets from row 0 are 32 bits and the loader
+/// steps its pointers.
 template <typename Block, int kBK, bool kStride32Loads, typename T>
 FA_FUNC void attention_load_block(
     FA_THREADGROUP T* smem,
     const FA_DEVICE T* src,
     stride_t stride,
-    int rows,
+    AttnBlockRows r,
     int kb,
-    int n_full,
-    bool aligned,
-    bool stride32,
     int tid) {
   const int key0 = kb * kBK;
-  const bool partial = !aligned && kb == n_full;
+  const bool partial = !r.aligned && kb == r.n_full;
   if constexpr (kStride32Loads) {
-    if (stride32) {
+    if (r.stride32) {
       const int ld = int(stride);
       src += key0 * ld;
       if (partial) {
-        Block::load_safe_stride32(smem, src, ld, rows - key0, tid);
+        Block::load_safe_stride32(smem, src, ld, r.rows - key0, tid);
       } else {
         Block::load_stride32(smem, src, ld, tid);
       }
@@ -149,7 +166,7 @@ FA_FUNC void attention_load_block(
   }
   src += key0 * stride;
   if (partial) {
-    Block::load_safe(smem, src, stride, rows - key0, tid);
+    Block::load_safe(smem, src, stride, r.rows - key0, tid);
   } else {
     Block::load(smem, src, stride, tid);
   }
@@ -174,6 +191,8 @@ struct AttnKVSource {
   typedef AttnVBlock<Target, Shape> VBlock;
   /// The threads that read the blocks.
   FA_CONST int kThreads = Shape::kThreads;
+  /// The keys of a block.
+  FA_CONST int kBK = Shape::kBK;
 
   /// Lengths and strides are read from here where used: copies would hold
   /// registers across the key loop.
@@ -196,15 +215,19 @@ struct AttnKVSource {
   FA_FUNC FA_THREADGROUP elem_type* sync_smem() const {
     return attention_sync_smem<Target, Shape>(v_smem);
   }
+  FA_FUNC AttnBlockRows key_rows() const {
+    const AttnBlockRows r = {p->L_k, n_full_kblocks, align_k, stride32};
+    return r;
+  }
   FA_FUNC void load_k(int kb, int stage, int tid) const {
     attention_load_block<KBlock, Shape::kBK, Target::kStride32Loads>(
-        k_smem + stage * KBlock::kElems, k, p->k_strides[2], p->L_k,
-        visits.block(kb), n_full_kblocks, align_k, stride32, tid);
+        k_smem + stage * KBlock::kElems, k, p->k_strides[2], key_rows(),
+        visits.block(kb), tid);
   }
   FA_FUNC void load_v(int kb, int stage, int tid) const {
     attention_load_block<VBlock, Shape::kBK, Target::kStride32Loads>(
-        v_smem + stage * VBlock::kElems, v, p->v_strides[2], p->L_k,
-        visits.block(kb), n_full_kblocks, align_k, stride32, tid);
+        v_smem + stage * VBlock::kElems, v, p->v_strides[2], key_rows(),
+        visits.block(kb), tid);
   }
   FA_FUNC void load_kv(int kb, int stage, int tid) const {
     load_k(kb, stage, tid);
@@ -231,8 +254,8 @@ FA_FUNC AttnKVSource<Target, Shape> attention_kv_source(
   return src;
 }
 
-/// The float kernels' K and V, copied into the stages as they are: the K/V
-/// policy of attention_block (attention_block_over's `KV`), which makes
+/// The float kernels' K and V, copied into the stages as they are: the
+/// default K/V policy of the mainloop (AttnMainloop's `KV`), which makes
 /// the pipeline's Source for a (batch, kv_head) and its visits. Another
 /// family's policy reads another layout into the same blocks
 /// (quantized_attention.h).
@@ -323,25 +346,6 @@ FA_FUNC AttnVisitRange attention_visit_range(
   return r;
 }
 
-/// Rows of a warp's output tile into `dst` (row stride ld): only the
-/// `rows` that exist, and the real columns of a padded D_v.
-template <typename Shape, int kVCols, typename U, typename OTile>
-FA_FUNC void attention_store_rows(
-    FA_DEVICE U* dst,
-    const FA_THREAD OTile& o,
-    stride_t ld,
-    int rows,
-    bool ragged,
-    lane_t lane) {
-  if (ragged || Shape::kHeadDimV < kVCols) {
-    if (rows > 0) {
-      tile_store_device_safe(dst, o, ld, rows, Shape::kHeadDimV, lane);
-    }
-  } else {
-    tile_store_device(dst, o, ld, lane);
-  }
-}
-
 /// The masks of a warp's rows (from q_row0) over the visits of `range`.
 template <typename T, int kBK, bool kValuesStart>
 FA_FUNC AttnBlockMasks<T, kBK, kValuesStart> attention_masks_of(
@@ -368,101 +372,49 @@ FA_FUNC AttnBlockMasks<T, kBK, kValuesStart> attention_masks_of(
   return masks;
 }
 
-/// The epilogue of the attention body, its last named part: where a warp's
-/// finished rows go. With split keys, the split's partial output and its
-/// softmax statistics (split_keys.h); without, the output, and before it
-/// each row's log-sum-exp where the backward reads it (has_lse).
-template <typename Shape, int kVCols, typename Step>
-FA_FUNC void attention_epilogue(
-    FA_THREAD Step& st,
-    AttnArrays<typename Shape::elem_type> a,
+/// A warp's share of work tile `at` (attention_args.h).
+template <typename Shape>
+FA_FUNC AttnWarpRows attention_warp_rows(
     const FA_CONSTANT AttnParams& p,
     AttnFeatures f,
     AttnPlace at,
-    int q_row0,
-    bool q_ragged,
-    lane_t lane) {
-  const int batch = at.batch;
-  const int head = at.head;
-  if (f.split_keys) {
-    attention_step_end(st, true);
-    const stride_t row = split_row(p, at.split.index, batch, head, q_row0);
-    const stride_t sums = split_row(p, at.split.count, 0, 0, 0);
-    tile_store_rows<typename Step::OTile>(
-        at.split.stats + row, st.softmax.row_max, p.L_q - q_row0, lane);
-    tile_store_rows<typename Step::OTile>(
-        at.split.stats + sums + row, st.softmax.row_sum, p.L_q - q_row0,
-        lane);
-    attention_store_rows<Shape, kVCols>(
-        at.split.o + row * p.D_v, st.o, p.D_v, p.L_q - q_row0, q_ragged, lane);
-  } else {
-    // Before the end: it reads the row sum that the end divides by.
-    if (f.has_lse) {
-      attention_step_store_lse(
-          st, a.lse + (stride_t(batch) * p.H_q + head) * p.L_q + q_row0,
-          p.L_q - q_row0, lane);
-    }
-    attention_step_end(st);
-    attention_store_rows<Shape, kVCols>(
-        a.out + batch * p.o_strides[0] + head * p.o_strides[1] +
-            q_row0 * p.o_strides[2],
-        st.o, p.o_strides[2], p.L_q - q_row0, q_ragged, lane);
-  }
+    int warp) {
+  const AttnWarpRows w = {
+      warp, at.q_block * Shape::kBQ + warp * Shape::kWarpRows,
+      !f.align_q && at.q_block == p.L_q / Shape::kBQ};
+  return w;
 }
 
-/// The prologue of the attention body: a warp's rows of Q into its operand
-/// (`q_smem`: where the target keeps Q in threadgroup memory). First, and
-/// with no commit of its own: a Q copied into threadgroup memory
-/// (asynchronously) joins the copy group of key block 0, so the wait and
-/// barrier before block 0's products cover it (the TMA ring's start waits
-/// for it alone); that memory follows the V stages and the schedule's own.
-/// Register loads do not block until the first product, so their latency
-/// overlaps the first K/V copies either way.
-template <typename Shape, typename QOperand>
-FA_FUNC void attention_load_q(
-    FA_THREAD QOperand& q_op,
-    const FA_DEVICE typename Shape::elem_type* q,
-    const FA_CONSTANT AttnParams& p,
-    AttnPlace at,
-    bool q_ragged,
-    FA_THREADGROUP typename Shape::elem_type* q_smem,
-    int warp,
-    lane_t lane) {
-  const int row0 = at.q_block * Shape::kBQ;
-  q_load(
-      q_op,
-      q + at.batch * p.q_strides[0] + at.head * p.q_strides[1] +
-          row0 * p.q_strides[2],
-      p.q_strides[2], p.L_q - row0, q_ragged, q_smem, warp, lane);
-}
-
-/// The body over the K/V policy `kv` (AttnPlainKV's interface): a.k and
-/// a.v are read only through it.
-template <typename Target, typename Shape, typename KV>
-FA_FUNC void attention_block_over(
-    AttnArrays<typename Shape::elem_type> a,
-    const FA_CONSTANT AttnParams& p,
-    KV kv,
-    AttnFeatures f,
-    AttnPlace at,
-    int warp,
-    lane_t lane) {
+/// The mainloop of the attention body, its first policy (as
+/// FlashAttention-3's Hopper kernels take a CollectiveMainloop type): a
+/// work tile's key blocks through K's and V's stages into a warp's step.
+/// `mma` is the math's part: the visits, the masks, Q's load (the
+/// prologue) and the key loop; `load` the part of a producer warpgroup
+/// where the target's schedule has one (kv_tma_ring.h), copying the same
+/// visits for it. K and V are read only through the K/V policy `kv`
+/// (AttnPlainKV's interface), which also holds the stages: the float
+/// kernels' copies them as they are, another family's reads another
+/// layout into the same blocks (quantized_attention.h).
+template <
+    typename Target,
+    typename Shape_,
+    typename KV = AttnPlainKV<Target, Shape_>>
+struct AttnMainloop {
+  typedef Shape_ Shape;
   typedef typename Shape::elem_type T;
-  const int q_block = at.q_block;
-  const int head = at.head;
-  const int batch = at.batch;
   typedef typename KV::Source Source;
   typedef typename Source::KBlock KBlock;
   typedef typename Source::VBlock VBlock;
-  // The columns of Q and K, and of V and O, in the products.
+  FA_CONST int kBQ = Shape::kBQ;
+  FA_CONST int kBK = Shape::kBK;
+  /// The columns of V and O in the products.
+  FA_CONST int kVCols = AttnPaddedHeadDim<Target, Shape::kHeadDimV>::value;
+  // The columns of Q and K in the products.
   static_assert(
       AttnPaddedHeadDim<Target, Shape::kHeadDim>::value %
               Target::template FragA<T>::kCols ==
           0,
       "the padded head dim of Q and K must be whole fragments");
-  constexpr int kVCols = AttnPaddedHeadDim<Target, Shape::kHeadDimV>::value;
-  constexpr int kBQ = Shape::kBQ;
-  constexpr int kBK = Shape::kBK;
   static_assert(
       kBK % kMaskWordBits == 0 || kMaskWordBits % kBK == 0,
       "a key block must be whole shown-bits words, or lie in one");
@@ -470,79 +422,173 @@ FA_FUNC void attention_block_over(
   // are the thread's (KBlock::commit and VBlock::commit are the same).
   typedef typename Target::template KVSchedule<KBlock, Source, Shape::kStages>
       Pipeline;
-
-  const int q_row0 = q_block * kBQ + warp * Shape::kWarpRows;
-  const bool q_ragged = !f.align_q && q_block == p.L_q / kBQ;
-  const int kv_head = head / p.gqa_factor;
-  const AttnVisitRange range =
-      attention_visit_range<kBQ, kBK>(p, a.mask_blocks, f, at);
-  const AttnVisits visits = range.visits;
-  const int n_blocks = range.n_blocks;
-
-  const Pipeline pipe = kv_pipeline<Pipeline>(
-      kv.source(p, f, batch, kv_head, visits), n_blocks,
-      warp * kSimdWidth + lane);
-  const AttnBlockMasks<T, kBK> masks = attention_masks_of<T, kBK, true>(
-      p, a.mask, f, range, batch, head, q_row0);
-
   typedef AttnStep<Target, T, Shape::kWarpRows, kBK, kVCols> Step;
-  Step st;
-  // The sink is one logit of the row: split 0 counts it.
-  const bool sink = f.has_sinks && at.split.index == 0;
-  attention_step_begin(st, sink, sink ? a.sinks[head] : T(0));
 
-  // A split past a causal query block's keys visits none, and copies
-  // nothing: a copy never waited for could land after the threadgroup ends.
-  if (n_blocks > 0) {
-    AttnQOperand<Target, Shape> q_op;
-    attention_load_q<Shape>(
-        q_op, a.q, p, at, q_ragged,
-        pipe.src.sync_smem() + Pipeline::kSyncBytes / int(sizeof(T)), warp,
-        lane);
+  KV kv;
 
-    // ----------------------------------------------------- the key blocks
-    // Numbered from the split's first visit: the pipeline's and the masks' 0.
-    pipe.start();
-    typedef AttnKeyLoop<Pipeline::kOverlapSteps> KeyLoop;
-    if (!Target::kZeroStartLoop) {
-      KeyLoop::template run<KBlock, VBlock>(
-          st, q_op, masks, pipe, visits, n_blocks, lane);
-    } else {
-      // One loop a threadgroup: with no visit that starts S from mask
-      // values, the loop whose S starts at zero, which the products fold
-      // in. Masks built here, not above: held across Q's load, their
-      // registers made both loops 5-10% slower (H200).
-      const AttnBlockMasks<T, kBK> values_start =
-          attention_masks_of<T, kBK, true>(
-              p, a.mask, f, range, batch, head, q_row0);
-      if (values_start.starts_with_values(n_blocks, lane)) {
+  /// The prologue: a warp's rows of Q into its operand (`q_smem`: where
+  /// the target keeps Q in threadgroup memory). First, and with no commit
+  /// of its own: a Q copied into threadgroup memory (asynchronously) joins
+  /// the copy group of key block 0, so the wait and barrier before block
+  /// 0's products cover it (the TMA ring's start waits for it alone); that
+  /// memory follows the V stages and the schedule's own. Register loads do
+  /// not block until the first product, so their latency overlaps the
+  /// first K/V copies either way.
+  template <typename QOperand>
+  static FA_FUNC void load_q(
+      FA_THREAD QOperand& q_op,
+      const FA_DEVICE T* q,
+      const FA_CONSTANT AttnParams& p,
+      AttnPlace at,
+      AttnWarpRows w,
+      FA_THREADGROUP T* q_smem,
+      lane_t lane) {
+    const int row0 = at.q_block * kBQ;
+    q_load(
+        q_op,
+        q + at.batch * p.q_strides[0] + at.head * p.q_strides[1] +
+            row0 * p.q_strides[2],
+        p.q_strides[2], p.L_q - row0, w.q_ragged, q_smem, w.warp, lane);
+  }
+
+  /// The math's part: work tile `at`'s key blocks into the warp's step
+  /// `st` (begun here, from the sink where split 0 counts it).
+  FA_FUNC void mma(
+      FA_THREAD Step& st,
+      AttnArrays<T> a,
+      const FA_CONSTANT AttnParams& p,
+      AttnFeatures f,
+      AttnPlace at,
+      AttnWarpRows w,
+      lane_t lane) const {
+    const int head = at.head;
+    const int batch = at.batch;
+    const int kv_head = head / p.gqa_factor;
+    const AttnVisitRange range =
+        attention_visit_range<kBQ, kBK>(p, a.mask_blocks, f, at);
+    const AttnVisits visits = range.visits;
+    const int n_blocks = range.n_blocks;
+
+    const Pipeline pipe = kv_pipeline<Pipeline>(
+        kv.source(p, f, batch, kv_head, visits), n_blocks,
+        w.warp * kSimdWidth + lane);
+    const AttnBlockMasks<T, kBK> masks = attention_masks_of<T, kBK, true>(
+        p, a.mask, f, range, batch, head, w.q_row0);
+
+    // The sink is one logit of the row: split 0 counts it.
+    const bool sink = f.has_sinks && at.split.index == 0;
+    attention_step_begin(st, sink, sink ? a.sinks[head] : T(0));
+
+    // A split past a causal query block's keys visits none, and copies
+    // nothing: a copy never waited for could land after the threadgroup
+    // ends.
+    if (n_blocks > 0) {
+      AttnQOperand<Target, Shape> q_op;
+      load_q(
+          q_op, a.q, p, at, w,
+          pipe.src.sync_smem() + Pipeline::kSyncBytes / int(sizeof(T)), lane);
+
+      // --------------------------------------------------- the key blocks
+      // Numbered from the split's first visit: the pipeline's and the
+      // masks' 0.
+      pipe.start();
+      typedef AttnKeyLoop<Pipeline::kOverlapSteps> KeyLoop;
+      if (!Target::kZeroStartLoop) {
         KeyLoop::template run<KBlock, VBlock>(
-            st, q_op, values_start, pipe, visits, n_blocks, lane);
+            st, q_op, masks, pipe, visits, n_blocks, lane);
       } else {
-        const AttnBlockMasks<T, kBK, false> zero_start =
-            attention_masks_of<T, kBK, false>(
-                p, a.mask, f, range, batch, head, q_row0);
-        KeyLoop::template run<KBlock, VBlock>(
-            st, q_op, zero_start, pipe, visits, n_blocks, lane);
+        // One loop a threadgroup: with no visit that starts S from mask
+        // values, the loop whose S starts at zero, which the products fold
+        // in. Masks built here, not above: held across Q's load, their
+        // registers made both loops 5-10% slower (H200).
+        const AttnBlockMasks<T, kBK> values_start =
+            attention_masks_of<T, kBK, true>(
+                p, a.mask, f, range, batch, head, w.q_row0);
+        if (values_start.starts_with_values(n_blocks, lane)) {
+          KeyLoop::template run<KBlock, VBlock>(
+              st, q_op, values_start, pipe, visits, n_blocks, lane);
+        } else {
+          const AttnBlockMasks<T, kBK, false> zero_start =
+              attention_masks_of<T, kBK, false>(
+                  p, a.mask, f, range, batch, head, w.q_row0);
+          KeyLoop::template run<KBlock, VBlock>(
+              st, q_op, zero_start, pipe, visits, n_blocks, lane);
+        }
       }
     }
   }
 
-  attention_epilogue<Shape, kVCols>(st, a, p, f, at, q_row0, q_ragged, lane);
-}
+  /// The producer's part (one thread of it): the blocks that `mma` visits
+  /// in work tile `at`, copied through `maps` (the schedule's: K's and V's
+  /// tensor maps) into the stages.
+  template <typename Maps>
+  FA_FUNC void load(
+      const FA_THREAD Maps& maps,
+      AttnArrays<T> a,
+      const FA_CONSTANT AttnParams& p,
+      AttnFeatures f,
+      AttnPlace at) const {
+    const int kv_head = at.head / p.gqa_factor;
+    const AttnVisitRange range =
+        attention_visit_range<kBQ, kBK>(p, a.mask_blocks, f, at);
+    Pipeline::produce(
+        maps, kv.source(p, f, at.batch, kv_head, range.visits),
+        range.n_blocks, kv_head, at.batch);
+  }
+};
 
-/// The body of the float kernels: K and V copied as they are.
-template <typename Target, typename Shape>
-FA_FUNC void attention_block(
-    AttnArrays<typename Shape::elem_type> a,
+/// The attention body: the work tiles that `sched` hands the
+/// threadgroup, each run by `mainloop` (mma) into a warp's step and stored
+/// by `Epilogue`. The entry point picks the three policies, as it picks the
+/// target. With a producer warpgroup (attention_produce) these are the
+/// math's warps, numbered from 0.
+template <typename Epilogue, typename Mainloop, typename Scheduler>
+FA_FUNC void attention_body(
+    Mainloop mainloop,
+    AttnArrays<typename Mainloop::T> a,
     const FA_CONSTANT AttnParams& p,
-    AttnSmem<typename Shape::elem_type> smem,
     AttnFeatures f,
-    AttnPlace at,
+    Scheduler sched,
     int warp,
     lane_t lane) {
-  const AttnPlainKV<Target, Shape> kv = {a.k, a.v, smem};
-  attention_block_over<Target, Shape>(a, p, kv, f, at, warp, lane);
+  typedef typename Mainloop::Shape Shape;
+  for (AttnWork work = sched.first(); work.valid; work = sched.next(work)) {
+    const AttnWarpRows w =
+        attention_warp_rows<Shape>(p, f, work.place, warp);
+    typename Mainloop::Step st;
+    mainloop.mma(st, a, p, f, work.place, w, lane);
+    Epilogue::store(st, a, p, f, work.place, w, lane);
+  }
 }
+
+/// The producer warpgroup's body (its one copying thread): the same work
+/// tiles as the math's, each tile's blocks copied by `mainloop` (load).
+template <typename Maps, typename Mainloop, typename Scheduler>
+FA_FUNC void attention_produce(
+    const FA_THREAD Maps& maps,
+    Mainloop mainloop,
+    AttnArrays<typename Mainloop::T> a,
+    const FA_CONSTANT AttnParams& p,
+    AttnFeatures f,
+    Scheduler sched) {
+  for (AttnWork work = sched.first(); work.valid; work = sched.next(work)) {
+    mainloop.load(maps, a, p, f, work.place);
+  }
+}
+
+/// The mainloop and the epilogue of the float instances of `Shape` on
+/// `Target`.
+template <typename Target, typename Shape>
+struct AttnParts {
+  typedef typename Shape::elem_type T;
+  typedef AttnMainloop<Target, Shape> Mainloop;
+  typedef AttnEpilogue<Shape, Mainloop::kVCols> Epilogue;
+
+  /// The mainloop over the call's K and V (a.k, a.v) and the stages.
+  static FA_FUNC Mainloop mainloop(AttnArrays<T> a, AttnSmem<T> smem) {
+    const Mainloop m = {{a.k, a.v, smem}};
+    return m;
+  }
+};
 
 } // namespace fa

@@ -1,5 +1,5 @@
 // The arguments of the attention body (attention.h), gathered once in each
-// entry point (mlx_fused_attn/families/attention/attention.metal, backend/cuda/attention_kernel.cuh)
+// entry point (families/attention/attention.metal and attention_kernel.cuh)
 // from its bindings and read by name in the body: the arrays one call reads
 // and writes, the threadgroup memory of the K and V stages, and where in the
 // grid a threadgroup works. Every pointer names its address space, as Metal
@@ -13,8 +13,8 @@
 namespace fa {
 
 /// The arrays of one attention call. The optional ones are read only where
-/// the features say (has_mask, has_sinks, has_lse, mask_blocks) and may be
-/// unbound otherwise.
+/// the features say (has_mask, has_sinks, has_lse, mask_blocks,
+/// split_keys) and may be unbound otherwise.
 template <typename T>
 struct AttnArrays {
   const FA_DEVICE T* q;
@@ -25,6 +25,8 @@ struct AttnArrays {
   const FA_DEVICE T* sinks; ///< [H_q]
   FA_DEVICE float* lse; ///< fp32 [B, H_q, L_q] (backward_params.h)
   const FA_DEVICE unsigned int* mask_blocks; ///< kernels/mask_visits.h
+  FA_DEVICE float* split_o; ///< the splits' partial outputs (split_keys.h)
+  FA_DEVICE float* split_stats; ///< their row maxima, then row sums
 };
 
 /// K's stages and V's (Q's rows, where the target keeps Q there, and the
@@ -35,13 +37,23 @@ struct AttnSmem {
   FA_THREADGROUP T* v;
 };
 
-/// Where a threadgroup of the grid works: its split of the query block's
-/// keys (split_keys.h), the query block, the head and the batch entry.
+/// Where a threadgroup works (a work tile, attention_scheduler.h): its split
+/// of the query block's keys (split_keys.h), the query block, the head and
+/// the batch entry.
 struct AttnPlace {
   AttnSplit split;
   int q_block;
   int head;
   int batch;
+};
+
+/// A warp's share of a work tile: the warp, its first query row and
+/// whether the query block is the ragged last one (its rows past L_q are
+/// neither read nor stored).
+struct AttnWarpRows {
+  int warp;
+  int q_row0;
+  bool q_ragged;
 };
 
 } // namespace fa

@@ -22,11 +22,9 @@
 
 namespace fa {
 
-/// Where one threadgroup's split of a query block goes: split `index` of
-/// `count` (count 1: no split, the output itself is written).
+/// Which split of a query block's keys a threadgroup visits: split `index`
+/// of `count` (count 1: no split, the output itself is written).
 struct AttnSplit {
-  FA_DEVICE float* o; ///< the partial outputs (count > 1)
-  FA_DEVICE float* stats; ///< the partial row maxima, then row sums
   int index;
   int count;
 };

@@ -23,11 +23,12 @@ std::vector<array> forward_inputs(
     const AttentionSpec& spec,
     const std::vector<array>& inputs) {
   std::vector<array> fwd = {inputs[kBwdQ], inputs[kBwdK], inputs[kBwdV]};
-  if (mask_index(spec) >= 0) {
-    fwd.push_back(inputs[kBwdMask]);
+  const OptionalInputs at = optional_inputs(spec, kBwdMask);
+  if (at.mask >= 0) {
+    fwd.push_back(inputs[at.mask]);
   }
-  if (spec.has_sinks) {
-    fwd.push_back(inputs[kBwdMask + (mask_index(spec) >= 0)]);
+  if (at.sinks >= 0) {
+    fwd.push_back(inputs[at.sinks]);
   }
   return fwd;
 }

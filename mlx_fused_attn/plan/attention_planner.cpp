@@ -172,7 +172,7 @@ Support plan_gpu_backward(
   plan.tiles = fa::choose_attention_backward_tiles(
       p.D, plan.dtype, *target.caps.gpu, target.caps.wgmma);
   plan.lists_input =
-      plan.features.mask_blocks ? kBwdMask + 1 + plan.features.has_sinks : -1;
+      plan.features.mask_blocks ? optional_inputs(plan.spec, kBwdMask).end : -1;
   return family_built(target.caps, KernelFamily::AttentionBackward);
 }
 

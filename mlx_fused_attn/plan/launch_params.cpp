@@ -111,11 +111,11 @@ fa::AttnBwdParams backward_launch_params(
     const std::vector<array>& inputs,
     const std::vector<array>& grads,
     const array* lists) {
-  const int mi = mask_index(plan.spec);
+  const int mi = optional_inputs(plan.spec, kBwdMask).mask;
   fa::AttnBwdParams p{};
   p.fwd = launch_params(
       plan, inputs[kBwdQ], inputs[kBwdK], inputs[kBwdV], inputs[kBwdOut],
-      mi >= 0 ? &inputs[kBwdMask] : nullptr);
+      mi >= 0 ? &inputs[mi] : nullptr);
   for (int i = 0; i < 3; ++i) {
     p.do_strides[i] = inputs[kBwdDout].strides()[i];
     p.dq_strides[i] = grads[0].strides()[i];

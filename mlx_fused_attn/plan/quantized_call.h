@@ -7,6 +7,7 @@
 
 #include "mlx/array.h"
 #include "mlx/stream.h"
+#include "mlx_fused_attn/plan/call.h"
 #include "mlx_fused_attn/spec.h"
 
 namespace mlx_fused_attn {
@@ -50,17 +51,13 @@ struct QuantizedAttentionCall {
   mlx::core::Stream stream;
 };
 
-/// Index of the mask / sinks among a quantized call's inputs, or -1.
+/// Index of the mask / sinks among a quantized call's inputs, or -1: the
+/// float call's optional inputs (optional_inputs), after the fixed ones.
 inline int quantized_mask_index(const QuantizedAttentionSpec& spec) {
-  const MaskKind m = spec.attention.mask;
-  return (m == MaskKind::Bool || m == MaskKind::Additive) ? kQuantFixedInputs
-                                                          : -1;
+  return optional_inputs(spec.attention, kQuantFixedInputs).mask;
 }
 inline int quantized_sinks_index(const QuantizedAttentionSpec& spec) {
-  if (!spec.attention.has_sinks) {
-    return -1;
-  }
-  return kQuantFixedInputs + (quantized_mask_index(spec) >= 0);
+  return optional_inputs(spec.attention, kQuantFixedInputs).sinks;
 }
 
 /// The output shape [B, H_q, L_q, D_v]. D_v follows from the inputs alone:

@@ -13,8 +13,8 @@
 // KVTmaRing is the consumers' schedule, with kv_pipeline.h's interface
 // (start, acquire, acquire_v, k_block, v_block) and release(kb), which the
 // step calls once a block's P V has returned (kOverlapSteps: the steps
-// overlap, attention_step.h); kv_tma_produce is the producer's loop over
-// the same blocks. The Source is attention.h's AttnKVSource: the stages'
+// overlap, attention_step.h); produce is the producer's loop over the same
+// blocks. The Source is attention.h's AttnKVSource: the stages'
 // addresses, the barriers' (sync_smem, after V's stages) and the consumer
 // threads (kThreads).
 #pragma once
@@ -41,6 +41,37 @@ constexpr int kKVTmaSyncBytes = 1024;
 constexpr int kConsumerBarrier = 1;
 /// The named barriers of the math warpgroups' turns (one each).
 constexpr int kTurnBarrier = 2;
+
+/// K's and V's tensor maps: the kernel's __grid_constant__ arguments, whose
+/// addresses the copies take (tma.h).
+struct KVTmaMaps {
+  const TmaMap* k;
+  const TmaMap* v;
+};
+
+/// One block of `Block`'s layout, rows from key0, into dst: a box a
+/// 128-byte swizzle panel (the tensor map's box: a panel's columns by the
+/// block's rows).
+template <typename Block, typename T>
+FA_FUNC void kv_tma_copy_block(
+    T* dst,
+    const TmaMap& map,
+    mbarrier_t* full,
+    int key0,
+    int kv_head,
+    int batch) {
+  typedef typename Block::Layout Layout;
+  static_assert(
+      Layout::kTailCols == 0, "TMA copies whole 128-byte panels only");
+  mbarrier_arrive_expect_bytes(
+      full, Block::kElems * sizeof(T));
+  FA_UNROLL
+  for (int c = 0; c < Layout::kWidePanels; ++c) {
+    tma_copy_4d(
+        dst + Layout::panel_start(c * Layout::kWideCols), map, full,
+        c * Layout::kWideCols, key0, kv_head, batch);
+  }
+}
 
 template <typename Block, typename Source, int kStages>
 struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
@@ -111,6 +142,33 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
       mbarrier_arrive(&barriers()->empty[Base::stage(kb)]);
     }
   }
+
+  /// The producer's one thread: block i of src.visits (visits.block(i)
+  /// times Source::kBK keys on), i < n_blocks, into stage i %
+  /// kStages once the consumers have released the block that stage held
+  /// before.
+  static FA_FUNC void produce(
+      const KVTmaMaps& maps,
+      const Source& src,
+      int n_blocks,
+      int kv_head,
+      int batch) {
+    typedef typename Source::VBlock VBlock;
+    Barriers* bars = reinterpret_cast<Barriers*>(src.sync_smem());
+    for (int kb = 0; kb < n_blocks; ++kb) {
+      const int s = kb % kStages;
+      if (kb >= kStages) {
+        mbarrier_wait(&bars->empty[s], unsigned(kb / kStages - 1) & 1u);
+      }
+      const int key0 = src.visits.block(kb) * Source::kBK;
+      kv_tma_copy_block<Block>(
+          src.k_smem + s * Block::kElems, *maps.k, &bars->full_k[s], key0,
+          kv_head, batch);
+      kv_tma_copy_block<VBlock>(
+          src.v_smem + s * VBlock::kElems, *maps.v, &bars->full_v[s], key0,
+          kv_head, batch);
+    }
+  }
 };
 
 /// One thread's barrier set-up, before the threadgroup's barrier that
@@ -124,65 +182,6 @@ FA_FUNC void kv_tma_init(KVTmaBarriers<kStages>* bars, int consumer_warps) {
     mbarrier_init(&bars->empty[s], consumer_warps);
   }
   mbarrier_init_fence();
-}
-
-/// One block of `Block`'s layout, rows from key0, into dst: a box a
-/// 128-byte swizzle panel (the tensor map's box: a panel's columns by the
-/// block's rows).
-template <typename Block, typename T>
-FA_FUNC void kv_tma_copy_block(
-    T* dst,
-    const TmaMap& map,
-    mbarrier_t* full,
-    int key0,
-    int kv_head,
-    int batch) {
-  typedef typename Block::Layout Layout;
-  static_assert(
-      Layout::kTailCols == 0, "TMA copies whole 128-byte panels only");
-  mbarrier_arrive_expect_bytes(
-      full, Block::kElems * sizeof(T));
-  FA_UNROLL
-  for (int c = 0; c < Layout::kWidePanels; ++c) {
-    tma_copy_4d(
-        dst + Layout::panel_start(c * Layout::kWideCols), map, full,
-        c * Layout::kWideCols, key0, kv_head, batch);
-  }
-}
-
-/// The producer's one thread: block i of `visits` (visits.block(i) times
-/// kBK keys on), i < n_blocks, into stage i % kStages once the consumers
-/// have released the block that stage held before.
-template <
-    typename KBlock,
-    typename VBlock,
-    int kStages,
-    int kBK,
-    typename T,
-    typename Visits>
-FA_FUNC void kv_tma_produce(
-    KVTmaBarriers<kStages>* bars,
-    T* k_smem,
-    T* v_smem,
-    const TmaMap& k_map,
-    const TmaMap& v_map,
-    Visits visits,
-    int n_blocks,
-    int kv_head,
-    int batch) {
-  for (int kb = 0; kb < n_blocks; ++kb) {
-    const int s = kb % kStages;
-    if (kb >= kStages) {
-      mbarrier_wait(&bars->empty[s], unsigned(kb / kStages - 1) & 1u);
-    }
-    const int key0 = visits.block(kb) * kBK;
-    kv_tma_copy_block<KBlock>(
-        k_smem + s * KBlock::kElems, k_map, &bars->full_k[s], key0, kv_head,
-        batch);
-    kv_tma_copy_block<VBlock>(
-        v_smem + s * VBlock::kElems, v_map, &bars->full_v[s], key0, kv_head,
-        batch);
-  }
 }
 
 } // namespace fa

@@ -15,13 +15,13 @@ void run(
     const std::vector<array>& inputs,
     std::vector<array>& outputs,
     Stream s) {
-  const array &q = inputs[0], &k = inputs[1], &v = inputs[2];
-  const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
+  const CallInputs call = call_inputs(plan.spec, inputs);
+  const array &q = call.q, &k = call.k, &v = call.v;
+  const OptionalInputs at = optional_inputs(plan.spec, kCallOptional);
 
   Problem pr{};
   // The output's strides are its row-major ones, as dispatch() allocates it.
-  pr.p = launch_params(
-      plan, q, k, v, outputs[0], mi >= 0 ? &inputs[mi] : nullptr);
+  pr.p = launch_params(plan, q, k, v, outputs[0], call.mask);
   pr.q_dstride = q.strides()[3];
   pr.k_dstride = k.strides()[3];
   pr.v_dstride = v.strides()[3];
@@ -30,13 +30,13 @@ void run(
 
   dispatch(
       s, inputs, outputs,
-      [pr, mi, si](
+      [pr, at](
           const std::vector<array>& in, std::vector<array>& out) mutable {
-        pr.q = in[0].data<void>();
-        pr.k = in[1].data<void>();
-        pr.v = in[2].data<void>();
-        pr.mask_data = mi >= 0 ? in[mi].data<void>() : nullptr;
-        pr.sinks = si >= 0 ? in[si].data<void>() : nullptr;
+        pr.q = in[kCallQ].data<void>();
+        pr.k = in[kCallK].data<void>();
+        pr.v = in[kCallV].data<void>();
+        pr.mask_data = at.mask >= 0 ? in[at.mask].data<void>() : nullptr;
+        pr.sinks = at.sinks >= 0 ? in[at.sinks].data<void>() : nullptr;
         pr.out = out[0].data<void>();
         pr.lse = out.size() > 1 ? out[1].data<float>() : nullptr;
         run_best(pr);

@@ -212,23 +212,20 @@ RunInputs run_inputs(
     bool producer,
     const Launch& at) {
   const auto kv_rows = producer ? cuda::tensor_map_rows : cuda::readable_rows;
+  const CallInputs call = call_inputs(plan.spec, inputs, plan.visits_input);
   RunInputs in{
-      cuda::readable_rows(inputs[0], plan.dtype, at.s, at.device, at.arch),
-      kv_rows(inputs[1], plan.dtype, at.s, at.device, at.arch),
-      kv_rows(inputs[2], plan.dtype, at.s, at.device, at.arch)};
+      cuda::readable_rows(call.q, plan.dtype, at.s, at.device, at.arch),
+      kv_rows(call.k, plan.dtype, at.s, at.device, at.arch),
+      kv_rows(call.v, plan.dtype, at.s, at.device, at.arch)};
   // Sinks are read as sinks[head]: a strided view is copied.
-  if (const int si = sinks_index(plan.spec); si >= 0) {
-    in.sinks = needs_row_copy(inputs[si])
+  if (call.sinks != nullptr) {
+    in.sinks = needs_row_copy(*call.sinks)
         ? cuda::contiguous_copy(
-              inputs[si], plan.dtype, at.s, at.device, at.arch)
-        : inputs[si];
+              *call.sinks, plan.dtype, at.s, at.device, at.arch)
+        : *call.sinks;
   }
-  if (const int mi = mask_index(plan.spec); mi >= 0) {
-    in.mask = &inputs[mi];
-  }
-  if (plan.visits_input >= 0) {
-    in.visits = &inputs[plan.visits_input];
-  }
+  in.mask = call.mask;
+  in.visits = call.visits;
   return in;
 }
 

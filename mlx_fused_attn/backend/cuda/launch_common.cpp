@@ -12,6 +12,7 @@
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/families/strided_copy/cuda/strided_copy_kernel_key.h"
+#include "mlx_fused_attn/families/strided_copy/strided_copy_kernel_args.h"
 #include "mlx_fused_attn/backend/poison.h"
 #include "mlx_fused_attn/backend/strided_copy_parts.h"
 #include "mlx_fused_attn/families/strided_copy/strided_copy_params.h"
@@ -87,7 +88,11 @@ mx::array contiguous_copy(
   auto* dst = static_cast<char*>(mx::gpu_ptr<void>(copy));
   for (const StridedCopyPart& part : strided_copy_parts(x)) {
     // Not const: the encoder takes its kernel arguments by non-const address.
-    fa::StridedCopyParams p = part.params;
+    fa::StridedCopyKernelArgs args{};
+    args.src = src + part.src_offset * x.itemsize();
+    args.dst = dst + part.dst_offset * x.itemsize();
+    args.params = part.params;
+    const fa::StridedCopyParams& p = args.params;
     const int inner = p.shape[2] * p.shape[3];
     // Each node takes the dependencies registered before it.
     enc.set_input_array(x);
@@ -101,9 +106,7 @@ mx::array contiguous_copy(
         dim3(fa::kStridedCopyThreads),
         {},
         0,
-        static_cast<const void*>(src + part.src_offset * x.itemsize()),
-        static_cast<void*>(dst + part.dst_offset * x.itemsize()),
-        p);
+        args);
   }
   enc.add_temporary(copy);
   return copy;

@@ -144,19 +144,17 @@ void run(
   mx::array& out = outputs[0];
   auto& d = mx::metal::device(s.device);
   auto& enc = mx::metal::get_command_encoder(s);
-  const int mi = mask_index(plan.spec), si = sinks_index(plan.spec);
-  const int vi = plan.visits_input;
-  const mx::array q = with_contiguous_rows(inputs[0], plan.dtype, d, enc);
-  const mx::array k = with_contiguous_rows(inputs[1], plan.dtype, d, enc);
-  const mx::array v = with_contiguous_rows(inputs[2], plan.dtype, d, enc);
+  const CallInputs call = call_inputs(plan.spec, inputs, plan.visits_input);
+  const mx::array q = with_contiguous_rows(call.q, plan.dtype, d, enc);
+  const mx::array k = with_contiguous_rows(call.k, plan.dtype, d, enc);
+  const mx::array v = with_contiguous_rows(call.v, plan.dtype, d, enc);
   std::optional<mx::array> sinks;
-  if (si >= 0) {
-    sinks = with_contiguous_rows(inputs[si], plan.dtype, d, enc);
+  if (call.sinks != nullptr) {
+    sinks = with_contiguous_rows(*call.sinks, plan.dtype, d, enc);
   }
   out.set_data(mx::allocator::malloc(out.nbytes()));
-  const fa::AttnParams params = launch_params(
-      plan, q, k, v, out, mi >= 0 ? &inputs[mi] : nullptr,
-      vi >= 0 ? &inputs[vi] : nullptr);
+  const fa::AttnParams params =
+      launch_params(plan, q, k, v, out, call.mask, call.visits);
 
   // The backward's LSE, where the primitive asked for it (outputs[1]).
   AttentionPlan run_plan = plan;
@@ -175,8 +173,8 @@ void run(
   enc.set_input_array(v, 2);
   enc.set_output_array(out, 3);
   enc.set_bytes(params, 4);
-  if (mi >= 0) {
-    enc.set_input_array(inputs[mi], 5);
+  if (call.mask != nullptr) {
+    enc.set_input_array(*call.mask, 5);
   }
   if (sinks) {
     enc.set_input_array(*sinks, 6);
@@ -198,8 +196,8 @@ void run(
     enc.set_output_array(*stats, 8);
     enc.set_bytes(plan.key_splits, 9);
   }
-  if (vi >= 0) {
-    enc.set_input_array(inputs[vi], 11);
+  if (call.visits != nullptr) {
+    enc.set_input_array(*call.visits, 11);
   }
   const MTL::Size grid(plan.grid.x, plan.grid.y, plan.grid.z);
   const MTL::Size group(fa::kSimdWidth, plan.grid.warps, 1);

@@ -90,15 +90,14 @@ fa_attention(
   // Unbound without split keys: read only with them.
   const int splits = features.split_keys ? *n_splits : 1;
   const fa::AttnArrays<T> arrays = {
-      q, k, v, out, mask, sinks, lse, mask_blocks};
+      q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats};
   const fa::AttnSmem<T> smem = {k_smem, v_smem};
-  const fa::AttnPlace place = {
-      {o_part, stats, int(tgid.x) % splits, splits},
-      int(tgid.x) / splits,
-      int(tgid.y),
-      int(tgid.z)};
-  fa::attention_block<Target, Shape>(
-      arrays, params, smem, features, place, warp, lane);
+  typedef fa::AttnParts<Target, Shape> Parts;
+  fa::attention_body<typename Parts::Epilogue>(
+      Parts::mainloop(arrays, smem), arrays, params, features,
+      fa::attention_static_scheduler(
+          int(tgid.x), int(tgid.y), int(tgid.z), splits),
+      warp, lane);
 }
 
 // Names must match attention_kernel_name() in

@@ -1,6 +1,8 @@
 // CUDA entry point of the fused attention kernel. The body is
 // mlx_fused_attn/kernels/attention.h, the same one Metal runs; this file
-// only declares the shared memory, fills the features and maps the grid.
+// only declares the shared memory, fills the features and picks the body's
+// policies: the target's mainloop and epilogue (AttnParts) and the static
+// tile scheduler over the grid's blocks in CUDA's order.
 //
 // Template: element type, head dims (D of q and k, DV of v), tiles (a type
 // whose `value` is an AttnTiles, kernel_tiles.h; wgmma: warpgroup products,
@@ -53,14 +55,14 @@ constexpr bool kSmemBytesAgree =
              AttnQOperand<Target, Shape>::kSmemElems) +
         (Tiles::value.producer ? kKVTmaSyncBytes : 0);
 
-/// Where a threadgroup of the grid works (query block, head, batch, split),
-/// and the features that the instance fixes at compile time.
+/// The features that the instance fixes at compile time, and the tile
+/// scheduler of CUDA's grid (attention_scheduler.h): the static one, over
+/// the grid's blocks taken heaviest first where the work falls by query
+/// block (grid_order.cuh).
 template <typename T, int D, int DV, bool kCausal, bool kHasMask>
-__device__ __forceinline__ AttnPlace attention_grid_place(
+__device__ __forceinline__ AttnStaticScheduler attention_grid_scheduler(
     AttnFeatures& features,
     const AttnParams& params,
-    float* o_part,
-    float* stats,
     int n_splits) {
   features.causal = kCausal;
   features.has_mask = kHasMask;
@@ -71,10 +73,7 @@ __device__ __forceinline__ AttnPlace attention_grid_place(
   const GridBlock g = grid_block<Heaviest::Last>(
       kCausal || features.mask_blocks,
       stride_t(params.L_k) * (D + DV) * sizeof(T) / params.gqa_factor);
-  const AttnPlace place = {
-      {o_part, stats, g.x % n_splits, n_splits}, g.x / n_splits, g.head,
-      g.batch};
-  return place;
+  return attention_static_scheduler(g.x, g.head, g.batch, n_splits);
 }
 
 template <
@@ -125,14 +124,16 @@ __global__ void __launch_bounds__(
     T* k_smem = reinterpret_cast<T*>(attention_smem);
     T* v_smem = k_smem + t.stages * KBlock::kElems;
 
-    const AttnPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
-        features, params, o_part, stats, n_splits);
+    const AttnStaticScheduler sched =
+        attention_grid_scheduler<T, D, DV, kCausal, kHasMask>(
+            features, params, n_splits);
     const AttnArrays<T> arrays = {
-        q, k, v, out, mask, sinks, lse, mask_blocks};
+        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats};
     const AttnSmem<T> smem = {k_smem, v_smem};
-    attention_block<Target, Shape>(
-        arrays, params, smem, features, at, threadIdx.x / kSimdWidth,
-        threadIdx.x % kSimdWidth);
+    typedef AttnParts<Target, Shape> Parts;
+    attention_body<typename Parts::Epilogue>(
+        Parts::mainloop(arrays, smem), arrays, params, features, sched,
+        threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
   }
 }
 
@@ -141,7 +142,8 @@ __global__ void __launch_bounds__(
 /// and V (attention_cuda.cpp: 4-D, {head dim, keys, heads, batch}, boxes
 /// of one 128-byte panel by bk keys, 128-byte swizzle, which is the
 /// swizzled blocks' layout). Warps 0-3 are the producer, whose one thread
-/// copies the blocks (tile/kv_tma_ring.h); the others run attention_block.
+/// copies the blocks (tile/kv_tma_ring.h, attention_produce); the others run
+/// attention_body.
 /// Shared memory: K's stages, V's, the ring's barriers, Q.
 template <
     typename T,
@@ -175,7 +177,6 @@ __global__ void __launch_bounds__(
     typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages, DV> Shape;
     typedef CudaWgmmaTmaTarget Target;
     typedef AttnKBlock<Target, Shape> KBlock;
-    typedef AttnVBlock<Target, Shape> VBlock;
     static_assert(t.producer && t.wgmma && t.q_shared, "producer tiles only");
     static_assert(
         kKVTmaSyncBytes == kProducerSyncBytes,
@@ -201,8 +202,14 @@ __global__ void __launch_bounds__(
         reinterpret_cast<KVTmaBarriers<t.stages>*>(
             attention_sync_smem<Target, Shape>(v_smem));
 
-    const AttnPlace at = attention_grid_place<T, D, DV, kCausal, kHasMask>(
-        features, params, o_part, stats, n_splits);
+    const AttnStaticScheduler sched =
+        attention_grid_scheduler<T, D, DV, kCausal, kHasMask>(
+            features, params, n_splits);
+    const AttnArrays<T> arrays = {
+        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats};
+    const AttnSmem<T> smem = {k_smem, v_smem};
+    typedef AttnParts<Target, Shape> Parts;
+    const typename Parts::Mainloop mainloop = Parts::mainloop(arrays, smem);
     const int warp = threadIdx.x / kSimdWidth;
     if (threadIdx.x == 0) {
       kv_tma_init(bars, t.warps);
@@ -211,20 +218,14 @@ __global__ void __launch_bounds__(
     if (warp < kProducerWarps) {
       warpgroup_registers_decrease<kProducerRegs>();
       if (threadIdx.x == 0) {
-        const AttnVisitRange range = attention_visit_range<t.bq, t.bk>(
-            params, mask_blocks, features, at);
-        kv_tma_produce<KBlock, VBlock, t.stages, t.bk>(
-            bars, k_smem, v_smem, k_map, v_map, range.visits, range.n_blocks,
-            at.head / params.gqa_factor, at.batch);
+        const KVTmaMaps maps = {&k_map, &v_map};
+        attention_produce(maps, mainloop, arrays, params, features, sched);
       }
       return;
     }
     warpgroup_registers_increase<kMathRegs>();
-    const AttnArrays<T> arrays = {
-        q, k, v, out, mask, sinks, lse, mask_blocks};
-    const AttnSmem<T> smem = {k_smem, v_smem};
-    attention_block<Target, Shape>(
-        arrays, params, smem, features, at, warp - kProducerWarps,
+    attention_body<typename Parts::Epilogue>(
+        mainloop, arrays, params, features, sched, warp - kProducerWarps,
         threadIdx.x % kSimdWidth);
   }
 }

@@ -170,14 +170,14 @@ struct BwdQSource {
   }
   FA_FUNC void load_kv(int j, int stage, int tid) const {
     const FA_CONSTANT AttnParams& p = bp->fwd;
+    const AttnBlockRows rows = {p.L_q, n_full_qblocks, align_q, false};
     attention_load_block<QBlock, Shape::kBK, false>(
         q_smem + stage * QBlock::kElems, q + head(j) * p.q_strides[1],
-        p.q_strides[2], p.L_q, q_block(j), n_full_qblocks, align_q, false,
-        tid);
+        p.q_strides[2], rows, q_block(j), tid);
     attention_load_block<DOBlock, Shape::kBK, false>(
         do_smem + stage * DOBlock::kElems,
-        dout + head(j) * bp->do_strides[1], bp->do_strides[2], p.L_q,
-        q_block(j), n_full_qblocks, align_q, false, tid);
+        dout + head(j) * bp->do_strides[1], bp->do_strides[2], rows,
+        q_block(j), tid);
   }
 };
 

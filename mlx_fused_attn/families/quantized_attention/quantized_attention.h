@@ -101,8 +101,8 @@ FA_FUNC QuantizedRows<T> quantized_rows_of(
   return rows;
 }
 
-/// The K/V policy of the quantized body (attention.h's AttnPlainKV
-/// interface): makes a (batch, kv head)'s QuantKVSource.
+/// The K/V policy of the quantized family's mainloop (attention.h's
+/// AttnPlainKV interface): makes a (batch, kv head)'s QuantKVSource.
 template <typename Target, typename Shape>
 struct QuantKV {
   typedef typename Shape::elem_type elem_type;
@@ -134,21 +134,23 @@ struct QuantKV {
   }
 };
 
-/// One threadgroup of the quantized family: a.k and a.v are unused (K and
-/// V are `kv`), a.lse unbound (no backward).
+/// The mainloop and the epilogue of the quantized instances of `Shape` on
+/// `Target` (attention.h's AttnParts, over QuantKV).
 template <typename Target, typename Shape>
-FA_FUNC void quantized_attention_block(
-    AttnArrays<typename Shape::elem_type> a,
-    QuantKVArrays<typename Shape::elem_type> kv,
-    const FA_CONSTANT AttnParams& p,
-    const FA_CONSTANT QuantKvParams& qp,
-    AttnSmem<typename Shape::elem_type> smem,
-    AttnFeatures f,
-    AttnPlace at,
-    int warp,
-    lane_t lane) {
-  const QuantKV<Target, Shape> policy = {kv, &qp, smem};
-  attention_block_over<Target, Shape>(a, p, policy, f, at, warp, lane);
-}
+struct QuantAttnParts {
+  typedef typename Shape::elem_type T;
+  typedef AttnMainloop<Target, Shape, QuantKV<Target, Shape>> Mainloop;
+  typedef AttnEpilogue<Shape, Mainloop::kVCols> Epilogue;
+
+  /// The mainloop over the call's quantized K and V, its parameters `qp`
+  /// and the stages.
+  static FA_FUNC Mainloop mainloop(
+      QuantKVArrays<T> kv,
+      const FA_CONSTANT QuantKvParams& qp,
+      AttnSmem<T> smem) {
+    const Mainloop m = {{kv, &qp, smem}};
+    return m;
+  }
+};
 
 } // namespace fa

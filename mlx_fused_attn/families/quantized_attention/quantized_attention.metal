@@ -83,18 +83,20 @@ fa_quantized_attention(
 #undef FA_READ_FUNCTION_CONSTANT
   // Unbound without split keys: read only with them.
   const int splits = features.split_keys ? *n_splits : 1;
+  // K and V are read through the mainloop's policy alone; there is no LSE
+  // (no backward).
   const fa::AttnArrays<T> arrays = {
-      q, nullptr, nullptr, out, mask, sinks, nullptr, mask_blocks};
+      q, nullptr, nullptr, out, mask, sinks, nullptr, mask_blocks, o_part,
+      stats};
   const fa::QuantKVArrays<T> kv = {
       k_words, k_scales, k_biases, v_words, v_scales, v_biases};
   const fa::AttnSmem<T> smem = {k_smem, v_smem};
-  const fa::AttnPlace place = {
-      {o_part, stats, int(tgid.x) % splits, splits},
-      int(tgid.x) / splits,
-      int(tgid.y),
-      int(tgid.z)};
-  fa::quantized_attention_block<Target, Shape>(
-      arrays, kv, params, qparams, smem, features, place, warp, lane);
+  typedef fa::QuantAttnParts<Target, Shape> Parts;
+  fa::attention_body<typename Parts::Epilogue>(
+      Parts::mainloop(kv, qparams, smem), arrays, params, features,
+      fa::attention_static_scheduler(
+          int(tgid.x), int(tgid.y), int(tgid.z), splits),
+      warp, lane);
 }
 
 // Names must match quantized_attention_kernel_name() in

@@ -81,21 +81,19 @@ __global__ void __launch_bounds__(
   features.has_mask = kHasMask;
   // The family reads no classes by block (its plans bind none).
   features.mask_blocks = false;
-  const int n_splits = args.n_splits;
-  const AttnPlace at = {
-      {args.o_part, args.stats, int(blockIdx.x) % n_splits, n_splits},
-      int(blockIdx.x) / n_splits,
-      int(blockIdx.y),
-      int(blockIdx.z)};
-  // K and V are read through `kv` alone; there is no LSE (no backward).
+  // K and V are read through the mainloop's policy alone; there is no LSE
+  // (no backward).
   const AttnArrays<T> arrays = {
       args.q, nullptr, nullptr, args.out, args.mask, args.sinks, nullptr,
-      nullptr};
+      nullptr, args.o_part, args.stats};
   const QuantKVArrays<T> kv = {args.k_words, args.k_scales, args.k_biases,
                                args.v_words, args.v_scales, args.v_biases};
   const AttnSmem<T> smem = {k_smem, v_smem};
-  quantized_attention_block<Target, Shape>(
-      arrays, kv, args.params, args.qparams, smem, features, at,
+  typedef QuantAttnParts<Target, Shape> Parts;
+  attention_body<typename Parts::Epilogue>(
+      Parts::mainloop(kv, args.qparams, smem), arrays, args.params, features,
+      attention_static_scheduler(
+          int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), args.n_splits),
       threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
 }
 

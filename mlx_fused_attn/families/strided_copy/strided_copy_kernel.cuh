@@ -1,20 +1,24 @@
-// CUDA entry point of the strided copy (mlx_fused_attn/kernels/
-// strided_copy.h), run on an input whose rows the attention kernel cannot
-// read directly. Grid: (ceil(shape[2] * shape[3] / 256), shape[1],
-// shape[0]); block: kStridedCopyThreads.
+// CUDA entry point of the strided copy (strided_copy.h), run on an input
+// whose rows the attention kernel cannot read directly; its arguments:
+// strided_copy_kernel_args.h. Grid: (ceil(shape[2] * shape[3] / 256),
+// shape[1], shape[0]); block: kStridedCopyThreads.
 #pragma once
 
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/families/strided_copy/strided_copy.h"
+#include "mlx_fused_attn/families/strided_copy/strided_copy_kernel_args.h"
 
 namespace fa {
 
 template <typename T>
 __global__ void __launch_bounds__(kStridedCopyThreads)
-    strided_copy_kernel(const T* src, T* dst, const StridedCopyParams params) {
+    strided_copy_kernel(const StridedCopyKernelArgs args) {
+  const StridedCopyParams& params = args.params;
   const int inner = blockIdx.x * kStridedCopyThreads + threadIdx.x;
   if (inner < params.shape[2] * params.shape[3]) {
-    strided_copy_element(src, dst, params, inner, blockIdx.y, blockIdx.z);
+    strided_copy_element(
+        static_cast<const T*>(args.src), static_cast<T*>(args.dst), params,
+        inner, blockIdx.y, blockIdx.z);
   }
 }
 

@@ -51,12 +51,13 @@ template <typename Target, typename T, int D, int DV, int BQ, int BK, int ST>
 #undef FA_READ_FUNCTION_CONSTANT
 
   const fa::AttnArrays<T> arrays = {
-      q, k, v, out, mask, sinks, lse, mask_blocks};
+      q, k, v, out, mask, sinks, lse, mask_blocks, nullptr, nullptr};
   const fa::AttnSmem<T> smem = {k_smem, v_smem};
-  const fa::AttnPlace place = {
-      {nullptr, nullptr, 0, 1}, int(tgid.x), int(tgid.y), int(tgid.z)};
-  fa::attention_block<Target, Shape>(
-      arrays, params, smem, features, place, warp, lane);
+  typedef fa::AttnParts<Target, Shape> Parts;
+  fa::attention_body<typename Parts::Epilogue>(
+      Parts::mainloop(arrays, smem), arrays, params, features,
+      fa::attention_static_scheduler(int(tgid.x), int(tgid.y), int(tgid.z), 1),
+      warp, lane);
 }
 
 #define FA_VARIANT(Target, suffix, tname, T, D, DV, BQ, BK, ST)            \
