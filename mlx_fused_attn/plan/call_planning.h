@@ -1,8 +1,8 @@
-// What every attention planner (float K/V: attention_planner.cpp; quantized
-// K/V: quantized_attention_planner.cpp) reads of its call before any family
-// takes it: the kernels' shapes, scale and mask features, and the refusals
-// that come first (empty inputs, element types without kernels). Pure: no
-// backend is reached from here.
+// What the attention planners (float K/V: attention_planner.cpp; quantized
+// K/V: quantized_attention_planner.cpp) read of a call before any family
+// takes it: the kernels' shapes, scale and mask features; and the refusals
+// that every planner, the neighborhood one too, makes first (empty inputs,
+// element types without kernels). Pure: no backend is reached from here.
 #pragma once
 
 #include <string>
