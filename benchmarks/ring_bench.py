@@ -109,35 +109,47 @@ def compute_only(ring, q, k, v, scale):
     each step's shape: the ring without its transfers."""
     qp = ring.pieces[ring.rank]
     acc = [None] * len(qp)
-    for t in range(ring.n):
-        src = (ring.rank - t) % ring.n
-        L = ring.lengths[src]
-        bk = mx.zeros(ring_impl._block_shape(k, L), dtype=k.dtype)
-        bv = mx.zeros(ring_impl._block_shape(v, L), dtype=v.dtype)
-        for qi, k0, k1, mask in ring.tasks(src):
-            _, q0, ql = qp[qi]
-            part = fa.scaled_dot_product_attention(
-                q[:, :, q0 : q0 + ql], bk[:, :, k0:k1], bv[:, :, k0:k1],
-                scale=scale, mask=mask, return_lse=True,
-            )  # fmt: skip
-            acc[qi] = ring_impl._merge2(acc[qi], part)
-        mx.eval([x for a in acc if a is not None for x in a])
+
+    def attend(qi, ks, vs, k0, k1, mask):
+        _, q0, ql = qp[qi]
+        args = (q[:, :, q0 : q0 + ql], ks[:, :, k0:k1], vs[:, :, k0:k1])
+        if acc[qi] is None:
+            acc[qi] = fa.scaled_dot_product_attention(*args, scale=scale, mask=mask, return_lse=True)
+        else:
+            acc[qi] = fa._ext.attention_merge(*args, *acc[qi], scale=scale, mask=mask)
+
+    for qi, k0, k1, mask in ring.tasks(ring.rank):
+        attend(qi, k, v, k0, k1, mask)
+    for part in range(ring_impl._PARTS):
+        for t in range(1, ring.n):
+            src = (ring.rank - t) % ring.n
+            start, stop = ring_impl._split(ring.lengths[src], ring_impl._PARTS)[part]
+            bk = mx.zeros(ring_impl._block_shape(k, stop - start), dtype=k.dtype)
+            bv = mx.zeros(ring_impl._block_shape(v, stop - start), dtype=v.dtype)
+            for task in ring.sub_tasks(src, start, stop):
+                attend(task[0], bk, bv, *task[1:])
+            mx.eval([x for a in acc for x in a])
 
 
 def transfer_only(ring, k, v):
     """The forward's transfers, step by step: the ring without kernels."""
-    cur = (k, v)
-    for t in range(ring.n - 1):
-        src = (ring.rank - t) % ring.n
-        step = ring_impl._Step(ring)
-        step.send(cur[0])
-        step.send(cur[1])
-        L = ring.lengths[(src - 1) % ring.n]
-        cur = (
-            step.recv(ring_impl._block_shape(k, L), k.dtype),
-            step.recv(ring_impl._block_shape(v, L), v.dtype),
-        )
-        step.run()
+    for part in range(ring_impl._PARTS):
+        for t in range(ring.n - 1):
+            src = (ring.rank - t) % ring.n
+            start, stop = ring_impl._split(ring.lengths[src], ring_impl._PARTS)[part]
+            if t == 0:
+                held = (k[:, :, start:stop], v[:, :, start:stop])
+            step = ring_impl._Step(ring)
+            if stop > start:
+                step.send(held[0])
+                step.send(held[1])
+            start, stop = ring_impl._split(ring.lengths[(src - 1) % ring.n], ring_impl._PARTS)[part]
+            if stop > start:
+                held = (
+                    step.recv(ring_impl._block_shape(k, stop - start), k.dtype),
+                    step.recv(ring_impl._block_shape(v, stop - start), v.dtype),
+                )
+            step.run()
 
 
 def free_port(n):

@@ -16,6 +16,11 @@ import threading
 import mlx.core as mx
 
 _LAYOUTS = ("contiguous", "zigzag")
+# The forward sends each key/value block as this many sub-blocks along the
+# sequence, one lap of the ring each: a process then holds the sub-block it
+# computes with and the one arriving, 4 / _PARTS of its q's size, instead
+# of two whole K/V blocks (4 q's). Measured in benchmarks/RESULTS.md.
+_PARTS = 4
 
 
 # ---------------------------------------------------------------- sharding
@@ -27,15 +32,20 @@ def _chunk_bounds(total: int, size: int, layout: str) -> list[list[tuple[int, in
     ``zigzag``: of 2 * size near-equal chunks, chunks ``rank`` and ``2 *
     size - 1 - rank`` (so causal work is the same on every rank)."""
     parts = size if layout == "contiguous" else 2 * size
-    # Sizes differ by at most one, larger ones first, as in numpy.array_split.
+    chunks = _split(total, parts)
+    if layout == "contiguous":
+        return [[c] for c in chunks]
+    return [[chunks[r], chunks[parts - 1 - r]] for r in range(size)]
+
+
+def _split(total: int, parts: int) -> list[tuple[int, int]]:
+    """(start, stop) of `parts` near-equal pieces of range(total): sizes
+    differ by at most one, larger ones first, as in numpy.array_split."""
     base, extra = divmod(total, parts)
     cuts = [0]
     for i in range(parts):
         cuts.append(cuts[-1] + base + (i < extra))
-    chunks = list(zip(cuts, cuts[1:]))
-    if layout == "contiguous":
-        return [[c] for c in chunks]
-    return [[chunks[r], chunks[parts - 1 - r]] for r in range(size)]
+    return list(zip(cuts, cuts[1:]))
 
 
 def _check_layout(layout) -> None:
@@ -121,6 +131,18 @@ class _Ring:
                     out.append(run)
         return [tuple(t) for t in out]
 
+    def sub_tasks(self, src, start, stop):
+        """The tasks of `src`'s block on its keys [start, stop) only, with
+        key ranges relative to `start`: unmasked ones, as every task of
+        another rank's block is (the causal ones pair a chunk with
+        itself)."""
+        out = []
+        for qi, k0, k1, mask in self.tasks(src):
+            lo, hi = max(k0, start), min(k1, stop)
+            if lo < hi:
+                out.append((qi, lo - start, hi - start, mask))
+        return out
+
 
 def _streams():
     """The send and the recv stream: separate, so that a blocking send and
@@ -145,29 +167,6 @@ def _gather_lengths(local: int, group) -> list[int]:
     lengths = mx.distributed.all_gather(mx.array([local], dtype=mx.int32), group=group)
     _eval_or_explain(group, lengths)
     return lengths.tolist()
-
-
-@mx.compile
-def _merged(ao, alse, o, lse):
-    """(out, lse) over the union of two disjoint key sets, out in float32.
-    Compiled: one fused kernel, without the full-size temporaries of its
-    elementwise steps (a ring process's peak memory is mostly these)."""
-    top = mx.maximum(alse, lse)
-    shift = mx.where(mx.isfinite(top), top, 0.0)
-    wa, wb = mx.exp(alse - shift), mx.exp(lse - shift)
-    total = wa + wb
-    safe = mx.where(total > 0, total, 1.0)
-    o = mx.where(mx.isfinite(lse)[..., None], o.astype(mx.float32), 0.0)
-    out = (wa[..., None] * ao + wb[..., None] * o) / safe[..., None]
-    return out, mx.where(total > 0, shift + mx.log(safe), -mx.inf)
-
-
-def _merge2(acc, part):
-    """Two (out, lse) partials over disjoint keys merged; out in float32."""
-    o, lse = part
-    if acc is None:
-        return o.astype(mx.float32), lse
-    return _merged(acc[0], acc[1], o, lse)
 
 
 def _seq(x, a, b):
@@ -239,33 +238,54 @@ def _block_shape(x, length):
 
 
 def _forward(ring, q, k, v, scale):
-    from . import scaled_dot_product_attention
+    """Out and LSE of this rank's queries over every block. The own block
+    is attended whole; the others arrive in _PARTS sub-blocks, lap by lap
+    (the sub-blocks of lap p are part p of every block), each merged into
+    the output and LSE held so far by the fused kernel (attention_merge:
+    in place on the CPU, rounded to the output's dtype once a merge)."""
+    from . import _ext, scaled_dot_product_attention
 
     qp = ring.pieces[ring.rank]
     acc = [None] * len(qp)
-    cur_k, cur_v = k, v
-    for t in range(ring.n):
-        src = (ring.rank - t) % ring.n
-        step = _Step(ring)
-        if t < ring.n - 1:
-            # The held block travels on while this step computes with it.
-            step.send(cur_k)
-            step.send(cur_v)
-            L = ring.lengths[(src - 1) % ring.n]
-            nxt = step.recv(_block_shape(k, L), k.dtype), step.recv(_block_shape(v, L), v.dtype)
-        for qi, k0, k1, mask in ring.tasks(src):
-            _, q0, ql = qp[qi]
-            part = scaled_dot_product_attention(
-                _seq(q, q0, q0 + ql), _seq(cur_k, k0, k1), _seq(cur_v, k0, k1),
-                scale=scale, mask=mask, return_lse=True,
-            )  # fmt: skip
-            acc[qi] = _merge2(acc[qi], part)
-        step.run(*[x for a in acc if a is not None for x in a])
-        if t < ring.n - 1:
-            cur_k, cur_v = nxt
-    out = mx.concatenate([a[0] for a in acc], axis=2).astype(q.dtype)
-    lse = mx.concatenate([a[1] for a in acc], axis=2)
-    return out, lse
+
+    def attend(qi, ks, vs, k0, k1, mask):
+        _, q0, ql = qp[qi]
+        args = (_seq(q, q0, q0 + ql), _seq(ks, k0, k1), _seq(vs, k0, k1))
+        if acc[qi] is None:
+            acc[qi] = scaled_dot_product_attention(*args, scale=scale, mask=mask, return_lse=True)
+        else:
+            acc[qi] = _ext.attention_merge(*args, *acc[qi], scale=scale, mask=mask)
+
+    for qi, k0, k1, mask in ring.tasks(ring.rank):
+        attend(qi, k, v, k0, k1, mask)
+    for part in range(_PARTS):
+        for t in range(ring.n):
+            src = (ring.rank - t) % ring.n
+            start, stop = _split(ring.lengths[src], _PARTS)[part]
+            if t == 0:
+                held = (_seq(k, start, stop), _seq(v, start, stop))
+            else:
+                for task in ring.sub_tasks(src, start, stop):
+                    attend(task[0], *held, *task[1:])
+            step = _Step(ring)
+            if t < ring.n - 1:
+                # The held sub-block travels on while this step computes
+                # with it; an empty one (a block shorter than _PARTS) is
+                # neither sent nor received, on both sides.
+                if stop > start:
+                    step.send(held[0])
+                    step.send(held[1])
+                start, stop = _split(ring.lengths[(src - 1) % ring.n], _PARTS)[part]
+                held = None
+                if stop > start:
+                    held = (
+                        step.recv(_block_shape(k, stop - start), k.dtype),
+                        step.recv(_block_shape(v, stop - start), v.dtype),
+                    )
+            step.run(*[x for a in acc if a is not None for x in a])
+    if len(acc) == 1:
+        return acc[0]
+    return mx.concatenate([a[0] for a in acc], axis=2), mx.concatenate([a[1] for a in acc], axis=2)
 
 
 def _backward(ring, q, k, v, out, lse, dout, scale):
