@@ -239,31 +239,37 @@ def _block_shape(x, length):
 
 def _forward(ring, q, k, v, scale):
     """Out and LSE of this rank's queries over every block. The own block
-    is attended whole; the others arrive in _PARTS sub-blocks, lap by lap
-    (the sub-blocks of lap p are part p of every block), each merged into
-    the output and LSE held so far by the fused kernel (attention_merge:
-    in place on the CPU, rounded to the output's dtype once a merge)."""
-    from . import _ext, scaled_dot_product_attention
+    is attended whole, a task a lap; the others arrive in _PARTS
+    sub-blocks, lap by lap (lap p carries part p of every block). Each
+    merges into the output and LSE held so far (attention_merge: in place
+    on the CPU, rounded to the output's dtype once a merge)."""
+    from . import _ext
 
     qp = ring.pieces[ring.rank]
-    acc = [None] * len(qp)
+    # Each piece's output and LSE start as those of no key: zero and -inf
+    # (every merge's inputs then have one output each, so the CPU merges
+    # in place from the first block on).
+    B, H = q.shape[:2]
+    acc = [(mx.zeros((B, H, ql, v.shape[3]), dtype=q.dtype), mx.full((B, H, ql), -mx.inf)) for _, _, ql in qp]
 
     def attend(qi, ks, vs, k0, k1, mask):
         _, q0, ql = qp[qi]
         args = (_seq(q, q0, q0 + ql), _seq(ks, k0, k1), _seq(vs, k0, k1))
-        if acc[qi] is None:
-            acc[qi] = scaled_dot_product_attention(*args, scale=scale, mask=mask, return_lse=True)
-        else:
-            acc[qi] = _ext.attention_merge(*args, *acc[qi], scale=scale, mask=mask)
+        acc[qi] = _ext.attention_merge(*args, *acc[qi], scale=scale, mask=mask)
 
-    for qi, k0, k1, mask in ring.tasks(ring.rank):
-        attend(qi, k, v, k0, k1, mask)
+    own = ring.tasks(ring.rank)
     for part in range(_PARTS):
         for t in range(ring.n):
             src = (ring.rank - t) % ring.n
             start, stop = _split(ring.lengths[src], _PARTS)[part]
             if t == 0:
                 held = (_seq(k, start, stop), _seq(v, start, stop))
+                # The own block's tasks (at most three), one a lap: in a
+                # step that merged twice into one piece, the first merge's
+                # output would still be referenced (by its LSE's pending
+                # eval) when the second runs, which then copies it.
+                for task in own[part::_PARTS]:
+                    attend(task[0], k, v, *task[1:])
             else:
                 for task in ring.sub_tasks(src, start, stop):
                     attend(task[0], *held, *task[1:])
@@ -282,7 +288,7 @@ def _forward(ring, q, k, v, scale):
                         step.recv(_block_shape(k, stop - start), k.dtype),
                         step.recv(_block_shape(v, stop - start), v.dtype),
                     )
-            step.run(*[x for a in acc if a is not None for x in a])
+            step.run(*[x for a in acc for x in a])
     if len(acc) == 1:
         return acc[0]
     return mx.concatenate([a[0] for a in acc], axis=2), mx.concatenate([a[1] for a in acc], axis=2)
