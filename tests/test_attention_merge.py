@@ -98,13 +98,16 @@ def test_merge_rejects_a_held_output_of_another_shape():
         fa._ext.attention_merge(q, q, q, q, mx.zeros((1, 2)), scale=1.0)
 
 
-def test_calls_no_cpu_kernel_covers_merge_with_plain_ops():
+@pytest.mark.parametrize("stream", ["default", "new"])
+def test_calls_no_cpu_kernel_covers_merge_with_plain_ops(stream):
     """float64 has no CPU kernel: the fused call with its LSE and the
-    plain-op merge (what a GPU stream runs) give the whole attention, to
-    float32 (the LSE's and the merge's precision)."""
+    plain-op merge (what a GPU stream runs; compiled on the default
+    stream) give the whole attention, to float32 (the LSE's and the
+    merge's precision)."""
+    stream = mx.cpu if stream == "default" else mx.new_stream(mx.cpu)
     q, k, v = (rand(s, mx.float64, i) for i, s in enumerate([(1, 2, 24, 16), (1, 1, 50, 16), (1, 1, 50, 16)]))
     held = (mx.zeros((1, 2, 24, 16), dtype=mx.float64), mx.full((1, 2, 24), -mx.inf))
     for a, b in ((0, 20), (20, 50)):
-        held = fa._ext.attention_merge(q, k[:, :, a:b], v[:, :, a:b], *held, scale=0.25, stream=mx.cpu)
+        held = fa._ext.attention_merge(q, k[:, :, a:b], v[:, :, a:b], *held, scale=0.25, stream=stream)
     assert held[0].dtype == mx.float64
     np.testing.assert_allclose(to_np(held[0]), reference(q, k, v, 0.25), rtol=1e-5, atol=1e-6)

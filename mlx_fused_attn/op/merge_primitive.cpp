@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "mlx/compile.h"
 #include "mlx/ops.h"
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 
@@ -89,7 +90,9 @@ std::vector<array> fused_attention_merge(
   return {out, lse};
 }
 
-std::vector<array> merged_by_lse(
+namespace {
+
+std::vector<array> merged_by_lse_ops(
     const array& held_out,
     const array& held_lse,
     const array& out,
@@ -118,6 +121,27 @@ std::vector<array> merged_by_lse(
   return {
       astype(merged, held_out.dtype(), s),
       where(seen, add(shift, log(safe, s), s), array(-INFINITY), s)};
+}
+
+/// What mlx::core::compile traces: a captureless function, so its ops
+/// run on the default stream, which merged_by_lse checks the call's is.
+std::vector<array> merged_on_default_stream(const std::vector<array>& in) {
+  return merged_by_lse_ops(
+      in[0], in[1], in[2], in[3], default_stream(default_device()));
+}
+
+} // namespace
+
+std::vector<array> merged_by_lse(
+    const array& held_out,
+    const array& held_lse,
+    const array& out,
+    const array& lse,
+    Stream s) {
+  if (s.device == default_device() && s == default_stream(s.device)) {
+    return compile(merged_on_default_stream)({held_out, held_lse, out, lse});
+  }
+  return merged_by_lse_ops(held_out, held_lse, out, lse, s);
 }
 
 } // namespace mlx_fused_attn

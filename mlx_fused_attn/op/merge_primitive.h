@@ -83,7 +83,9 @@ std::vector<mlx::core::array> fused_attention_merge(
 
 /// Two attentions of the same queries over disjoint key sets merged, as
 /// plain ops: {out, lse} in the held output's dtype (the sum in fp32) and
-/// fp32. A row one side saw no key of (LSE -inf) takes the other's.
+/// fp32. A row one side saw no key of (LSE -inf) takes the other's. On its
+/// device's default stream, compiled: one fused kernel, without the
+/// elementwise steps' full-size fp32 temporaries.
 std::vector<mlx::core::array> merged_by_lse(
     const mlx::core::array& held_out,
     const mlx::core::array& held_lse,
