@@ -2,7 +2,8 @@
 processes of a group, each holding its slice of the queries, keys and
 values. Key/value blocks travel around the ring with ``send``/``recv`` on
 streams of their own while each process attends its queries to the block it
-holds; the partial outputs merge by their log-sum-exp. The backward sends
+holds, merging it into its output by their log-sum-exps (in place on the
+CPU; the forward's blocks travel in sub-blocks). The backward sends
 the blocks around again with their dK/dV accumulators, which arrive home
 after a full lap. How it is built: docs/ring_attention.md."""
 
@@ -183,7 +184,7 @@ class _Step:
     evaluator stops queueing work while more than ten tasks are in flight,
     and tasks blocked on a recv stay in flight while the send their
     neighbour waits for is not queued yet. A step's memory is also that of
-    two blocks, not of every block at once.
+    the (sub-)block it holds and the one arriving, not of every block.
 
     Within a step, a rank reads its left neighbour's messages as one byte
     stream, so its recvs must run in the order the neighbour's sends do;
