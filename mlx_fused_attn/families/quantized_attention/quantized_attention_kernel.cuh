@@ -60,6 +60,9 @@ __global__ void __launch_bounds__(
     quantized_attention_kernel(const QuantAttnKernelArgs<T> args) {
   constexpr AttnTiles t = Tiles::value;
   static_assert(
+      kQuantArgsMatchHost<T>,
+      "QuantAttnKernelArgs<T> is laid out unlike the host's <void> form");
+  static_assert(
       kQuantizedTilesAgree<T, D, Tiles>,
       "instance disagrees with choose_quantized_attention_tiles");
   typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages> Shape;

@@ -32,4 +32,30 @@ struct QuantAttnKernelArgs {
   int n_splits; ///< 1: no split
 };
 
+/// Whether QuantAttnKernelArgs<T> is laid out as the host's <void> form:
+/// every field at the same offset, the same size and alignment. The kernel
+/// asserts it for its own T (quantized_attention_kernel.cuh), so a field
+/// whose type came to follow T's layout fails to compile rather than
+/// reading the host's bytes shifted. __builtin_offsetof: NVRTC has no
+/// <cstddef>; GCC, Clang and NVCC know it too.
+template <typename T>
+constexpr bool kQuantArgsMatchHost =
+    sizeof(QuantAttnKernelArgs<T>) == sizeof(QuantAttnKernelArgs<void>) &&
+    alignof(QuantAttnKernelArgs<T>) == alignof(QuantAttnKernelArgs<void>) &&
+#define FA_QUANT_ARGS_SAME_OFFSET(field)                        \
+  __builtin_offsetof(QuantAttnKernelArgs<T>, field) ==          \
+      __builtin_offsetof(QuantAttnKernelArgs<void>, field)
+    FA_QUANT_ARGS_SAME_OFFSET(q) && FA_QUANT_ARGS_SAME_OFFSET(out) &&
+    FA_QUANT_ARGS_SAME_OFFSET(mask) && FA_QUANT_ARGS_SAME_OFFSET(sinks) &&
+    FA_QUANT_ARGS_SAME_OFFSET(k_words) && FA_QUANT_ARGS_SAME_OFFSET(k_scales) &&
+    FA_QUANT_ARGS_SAME_OFFSET(k_biases) &&
+    FA_QUANT_ARGS_SAME_OFFSET(v_words) &&
+    FA_QUANT_ARGS_SAME_OFFSET(v_scales) &&
+    FA_QUANT_ARGS_SAME_OFFSET(v_biases) &&
+    FA_QUANT_ARGS_SAME_OFFSET(o_part) && FA_QUANT_ARGS_SAME_OFFSET(stats) &&
+    FA_QUANT_ARGS_SAME_OFFSET(params) && FA_QUANT_ARGS_SAME_OFFSET(qparams) &&
+    FA_QUANT_ARGS_SAME_OFFSET(features) &&
+    FA_QUANT_ARGS_SAME_OFFSET(n_splits);
+#undef FA_QUANT_ARGS_SAME_OFFSET
+
 } // namespace fa

@@ -80,6 +80,13 @@ Support quantized_prepare(const QuantizedAttentionPlan& plan, mx::Stream s) {
 
 namespace {
 
+// The kernel reads the struct as its own T's (quantized_attention_kernel.cuh
+// asserts each instance); float's, checked here too, is the one a host
+// compiler sees.
+static_assert(
+    fa::kQuantArgsMatchHost<float>,
+    "QuantAttnKernelArgs<float> is laid out unlike the <void> form filled here");
+
 /// The kernel's argument struct, its arrays' device pointers by name.
 fa::QuantAttnKernelArgs<void> kernel_args(
     const QuantizedAttentionPlan& plan,
