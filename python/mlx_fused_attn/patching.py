@@ -129,7 +129,9 @@ def quantized_scaled_dot_product_attention(
     """``mlx_lm.models.base.quantized_scaled_dot_product_attention`` as
     ``patch_mx_fast`` installs it: this package's fused op where a kernel
     covers the call (counted ``fused``), mlx-lm's own function otherwise
-    (counted ``fallback``), arguments it does not take included."""
+    (counted ``fallback``), arguments it does not take included. Either way
+    the caller's ``queries`` ends up scaled, as mlx-lm's ``queries *= scale``
+    leaves it (MLX's in-place ``*=`` updates the caller's array object)."""
     original = _original_quantized
     try:
         fused, _ = _package.quantized_can_use_fused(
@@ -140,9 +142,12 @@ def quantized_scaled_dot_product_attention(
     with _lock:
         _counts[_FIELD[FUSED if fused else FALLBACK]] += 1
     if fused:
-        return _package.quantized_scaled_dot_product_attention(
+        out = _package.quantized_scaled_dot_product_attention(
             queries, q_keys, q_values, scale, mask, group_size, bits
         )
+        # Lazy: only a caller that reads its queries again evaluates this.
+        queries *= scale
+        return out
     return original(queries, q_keys, q_values, scale=scale, mask=mask,
                     group_size=group_size, bits=bits)  # fmt: skip
 
