@@ -29,6 +29,9 @@ struct AttentionSpec {
   bool saves_lse = false;
   /// The caller's choice among equivalent plans (plan_hint.h).
   PlanHint hint{};
+  /// The caller's force_fused: its gradient raises where the fused backward
+  /// cannot run, as the forward raises (op/primitive.cpp).
+  bool force_fused = false;
 };
 
 /// The answer of every support check: whether a fused kernel runs, and if not

@@ -133,3 +133,70 @@ def test_broken_copy_family_takes_its_users_down_safely():
     ok, reason = r["attention"]
     assert not ok and "strided_copy kernel family is unavailable" in reason, reason
     assert r["attention_err"] < 1e-2 and r["neighborhood_err"] < 1e-2
+
+
+
+GRAD_CHILD = textwrap.dedent(
+    r"""
+    import json
+    import mlx.core as mx
+    import mlx_fused_attn as fa
+
+    mx.set_default_device(mx.cpu)
+    q = mx.random.normal((1, 2, 24, 64), key=mx.random.key(0))
+    k = mx.random.normal((1, 2, 40, 64), key=mx.random.key(1))
+    v = mx.random.normal((1, 2, 40, 64), key=mx.random.key(2))
+    want = mx.grad(lambda q: mx.fast.scaled_dot_product_attention(
+        q, k, v, scale=0.125, mask="causal").sum())(q)
+
+    def gradient(force_fused, return_lse):
+        def loss(q):
+            out = fa.scaled_dot_product_attention(
+                q, k, v, scale=0.125, mask="causal", force_fused=force_fused,
+                return_lse=return_lse)
+            # The LSE's cotangent is zero: the output's gradient alone.
+            return (out[0].sum() + 0 * out[1].sum()) if return_lse else out.sum()
+        g = mx.grad(loss)(q)
+        return float(mx.abs(g - want).max())
+
+    result = {"forward": fa.can_use_fused(q, k, v, scale=0.125, mask="causal")}
+    for name, return_lse in (("grad", False), ("grad_lse", True)):
+        result[name + "_plain_err"] = gradient(False, return_lse)
+        try:
+            result[name + "_forced_err"] = gradient(True, return_lse)
+            result[name] = ""
+        except ValueError as e:
+            result[name] = str(e)
+    print(json.dumps(result))
+    """
+)
+
+
+def run_grad_child(broken):
+    env = dict(os.environ)
+    env.pop("MLX_FUSED_ATTN_BREAK_FAMILY", None)
+    if broken:
+        env["MLX_FUSED_ATTN_BREAK_FAMILY"] = broken
+    r = subprocess.run(
+        [sys.executable, "-c", GRAD_CHILD], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("broken", [None, "attention_backward"])
+def test_force_fused_gradient_raises_where_no_fused_backward_runs(broken):
+    """force_fused=True holds for the gradient too: with the backward's
+    family broken (the forward's still runs), the forced call's forward runs
+    fused and its gradient raises the reason, with return_lse or without;
+    unforced, the gradient is plain ops, right. Unbroken, the forced
+    gradient runs fused and is right."""
+    r = run_grad_child(broken)
+    assert r["forward"][0], r["forward"]
+    for name in ("grad", "grad_lse"):
+        assert r[name + "_plain_err"] < 1e-4, r
+        if broken:
+            assert "force_fused=True but no fused backward runs" in r[name], r[name]
+            assert "attention_backward kernel family is unavailable" in r[name], r[name]
+        else:
+            assert r[name] == "" and r[name + "_forced_err"] < 1e-4, r

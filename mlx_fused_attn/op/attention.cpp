@@ -110,6 +110,7 @@ array scaled_dot_product_attention(
     StreamOrDevice s,
     const PlanHint& hint) {
   AttentionCall call = validate(q, k, v, scale, mask, sinks, s, hint);
+  call.spec.force_fused = force_fused;
   const AttentionPlan plan = plan_attention(call);
   if (runs_fused(kOp, plan, force_fused, call.stream.device)) {
     return fused_attention(call, plan, std::get_if<array>(&mask));
@@ -128,6 +129,7 @@ std::pair<array, array> scaled_dot_product_attention_with_lse(
     StreamOrDevice s) {
   AttentionCall call = validate(q, k, v, scale, mask, sinks, s);
   call.spec.saves_lse = true;
+  call.spec.force_fused = force_fused;
   const AttentionPlan plan = plan_attention(call);
   if (runs_fused(kOp, plan, force_fused, call.stream.device)) {
     const std::vector<array> outs =

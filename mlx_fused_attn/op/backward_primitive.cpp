@@ -8,6 +8,7 @@
 #include "mlx_fused_attn/backend/cpu/attention_cpu.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/op/call_plans.h"
+#include "mlx_fused_attn/op/errors.h"
 #include "mlx_fused_attn/op/fallback.h"
 #include "mlx_fused_attn/plan/launch_params.h"
 #include "mlx_fused_attn/op/mask_block_lists.h"
@@ -162,6 +163,11 @@ std::vector<array> attention_vjp(
   if (!plan.fused()) {
     // The forward's plan said yes; a kernel family that has failed to
     // build since (kernel_family.h) lands here.
+    if (spec.force_fused) {
+      throw std::invalid_argument(op_message(
+          "the backward of scaled_dot_product_attention",
+          "force_fused=True but no fused backward runs: ", plan.reason));
+    }
     return vjp_through(plain, primals, {cotangent}, argnums);
   }
   const Dtype dt = primals[0].dtype();

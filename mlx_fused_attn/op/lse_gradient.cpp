@@ -45,7 +45,8 @@ std::vector<array> lse_vjp(
   for (int a : argnums) {
     if (a == 0) {
       const array pk = scaled_dot_product_attention(
-          q, k, k, spec.scale, op_mask(spec, primals), sinks, false, s);
+          q, k, k, spec.scale, op_mask(spec, primals), sinks,
+          spec.force_fused, s);
       result.push_back(astype(
           multiply(multiply(g_col, astype(pk, float32, s), s),
                    array(spec.scale), s),

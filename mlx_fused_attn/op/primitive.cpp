@@ -5,6 +5,7 @@
 #include "mlx_fused_attn/op/lse_gradient.h"
 #include "mlx_fused_attn/op/mask_block_lists.h"
 #include "mlx_fused_attn/notices.h"
+#include "mlx_fused_attn/op/errors.h"
 
 namespace mlx_fused_attn {
 
@@ -32,31 +33,42 @@ Shape lse_shape(const std::vector<array>& inputs) {
   return {q.shape(0), q.shape(1), q.shape(2)};
 }
 
+constexpr const char* kBackwardOp = "the backward of scaled_dot_product_attention";
+
+/// Why `call`'s fused backward cannot run, empty where it can: the
+/// backward's kernels and the forward that writes the LSE they read, each
+/// planned (on Metal, its pipelines built), that forward's plan kept in
+/// `lse_forward`.
+std::string backward_refusal(
+    const AttentionCall& call,
+    AttentionPlan& lse_forward) {
+  const AttentionPlan backward = plan_attention_backward(call);
+  if (!backward.fused()) {
+    return backward.reason;
+  }
+  AttentionCall lse_call = call;
+  lse_call.spec.saves_lse = true;
+  lse_forward = plan_attention(lse_call);
+  return lse_forward.fused() ? "" : lse_forward.reason;
+}
+
 /// The forward plan of a call gradients may be taken of, with `saves_lse`
-/// set where the fused backward runs: the backward's kernels and the
-/// forward that writes the LSE, each planned (on Metal, its pipelines
-/// built) here, before the graph exists, so that a kernel that cannot run
-/// leaves plain-op gradients with its reason instead of failing in eval.
+/// set where the fused backward runs, planned here, before the graph
+/// exists, so that a kernel that cannot run leaves plain-op gradients with
+/// its reason instead of failing in eval. A forced call raises that reason
+/// only when a gradient is taken (FusedAttention::vjp): a compiled or
+/// vmapped inference call traces its inputs too.
 AttentionPlan training_plan(
     const AttentionCall& call,
     const AttentionPlan& plan,
     bool& saves_lse) {
-  saves_lse = false;
-  const AttentionPlan backward = plan_attention_backward(call);
-  std::string reason = backward.reason;
-  if (backward.fused()) {
-    AttentionCall lse_call = call;
-    lse_call.spec.saves_lse = true;
-    AttentionPlan forward = plan_attention(lse_call);
-    if (forward.fused()) {
-      saves_lse = true;
-      return forward;
-    }
-    reason = forward.reason;
+  AttentionPlan forward;
+  const std::string reason = backward_refusal(call, forward);
+  saves_lse = reason.empty();
+  if (saves_lse) {
+    return forward;
   }
-  note_fallback(
-      "the backward of scaled_dot_product_attention", call.stream.device,
-      reason);
+  note_fallback(kBackwardOp, call.stream.device, reason);
   return plan;
 }
 
@@ -138,6 +150,20 @@ std::vector<array> FusedAttention::vjp(
     const std::vector<int>& argnums,
     const std::vector<array>& outputs) {
   if (!saves_lse_) {
+    if (plan().spec.force_fused) {
+      const std::vector<array> call_inputs(
+          primals.begin(), primals.begin() + call_input_count(plan().spec));
+      AttentionPlan lse_forward;
+      std::string reason =
+          backward_refusal({plan().spec, call_inputs, stream()}, lse_forward);
+      if (reason.empty()) {
+        reason = "the forward's inputs were not traced for gradients, so it "
+                 "saved no LSE for the fused backward";
+      }
+      throw std::invalid_argument(op_message(
+          kBackwardOp, "force_fused=True but no fused backward runs: ",
+          reason));
+    }
     return FusedPrimitive::vjp(primals, cotangents, argnums, outputs);
   }
   std::vector<array> grads = attention_vjp(

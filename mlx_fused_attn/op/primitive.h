@@ -58,7 +58,7 @@ struct AttentionFamily {
   }
   static bool equivalent(const Spec& a, const Spec& b) {
     return a.scale == b.scale && a.mask == b.mask &&
-        a.has_sinks == b.has_sinks;
+        a.has_sinks == b.has_sinks && a.force_fused == b.force_fused;
   }
 };
 

@@ -204,7 +204,11 @@ def scaled_dot_product_attention(
         sinks: optional ``[H_q]`` attention sinks: one extra logit per head
             that takes softmax mass but contributes no value.
         force_fused: raise ``ValueError`` with the reason instead of running
-            the plain-ops fallback when no fused kernel covers the call.
+            the plain-ops fallback when no fused kernel covers the call; and
+            when a gradient of the call is taken (``mx.grad``, ``mx.vjp``)
+            where no fused backward covers it, instead of plain-op
+            gradients. Forward-mode derivatives (``mx.jvp``) are plain ops
+            either way.
         return_lse: also return the rows' log-sum-exp (see Returns).
         stream: stream or device to run on (default: the default stream).
 
