@@ -23,7 +23,10 @@ and reports the fused kernel's bandwidth, (q, k, v, o bytes) / kernel time,
 as a share of the measured copy bandwidth. `--workload` times the calls
 models make: decoding against a long cache, chunked prefill, GQA and array
 masks, with each kernel's distance from its floor and wall-clock against
-kernel time. `--routing` (issue 42) tunes routing on the workload's calls
+kernel time. `--persistent` (issue 46) times the producer kernel's static grid against
+its persistent one (MLX_FUSED_ATTN_PERSISTENT 0 and 1) and the planner's
+choice beside mx.fast, on issue 46's rows and the large grids. `--routing`
+(issue 42) tunes routing on the workload's calls
 and on batched prefill (B 1-8, L 512-8192, random, causal-array, window and
 padding bool masks) and head dims 64-256 (`mlx_fused_attn.tune`, the
 table in MLX_FUSED_ATTN_TUNED_FILE where set), then times the patched
@@ -173,13 +176,22 @@ def measure_mlx(make, iters):
     return kt, mlx_wall_us(make, iters)
 
 
-def general_kernel(make, iters):
-    """measure_mlx with the short-sequence kernel switched off."""
-    os.environ["MLX_FUSED_ATTN_SHORT"] = "0"
+def measure_with(variable, value, make, iters):
+    """measure_mlx with the switch `variable` set to `value` around it."""
+    saved = os.environ.get(variable)
+    os.environ[variable] = value
     try:
         return measure_mlx(make, iters)
     finally:
-        del os.environ["MLX_FUSED_ATTN_SHORT"]
+        if saved is None:
+            del os.environ[variable]
+        else:
+            os.environ[variable] = saved
+
+
+def general_kernel(make, iters):
+    """measure_mlx with the short-sequence kernel switched off."""
+    return measure_with("MLX_FUSED_ATTN_SHORT", "0", make, iters)
 
 
 class Case:
@@ -422,6 +434,8 @@ def main():
                     help="the calls models make: decode, chunked prefill, array masks, GQA")
     ap.add_argument("--routing", action="store_true",
                     help="tune, then auto against fused and mx.fast (issue 42; see above)")
+    ap.add_argument("--persistent", action="store_true",
+                    help="the producer kernel's static against its persistent grid (issue 46)")
     ap.add_argument("--calls", default=None,
                     help="with --workload or --routing, only these calls, as 'batched decode,no mask'")
     ap.add_argument("--json", default=None, help="with --routing, also write the rows as JSON")
@@ -437,6 +451,9 @@ def main():
         return
     if args.routing:
         routing_table(args)
+        return
+    if args.persistent:
+        persistent_table(args)
         return
 
     ceilings = measure_ceilings()
@@ -563,6 +580,67 @@ def workload_table(args):
                     f"{mk / fk:.2f}", f"{fw / fk:.2f}", f"{mw / mk:.2f}", f"{err:.2e}"])
     report.close()
 
+
+
+# Issue 46's forward rows, and the large grids that already run at cuDNN's
+# speed (a persistent grid must not slow them).
+PERSISTENT_TABLE_CASES = [
+    Case(8, 32, 512, 128, "bfloat16", "causal", Hkv=8),
+    Case(4, 32, 1024, 128, "bfloat16", "causal", Hkv=8),
+    Case(1, 32, 512, 128, "bfloat16", "causal", Hkv=8),
+    Case(2, 32, 2048, 128, "bfloat16", "causal", Hkv=8),
+    Case(1, 32, 1024, 64, "float16"),
+    Case(1, 32, 2048, 128, "float16"),
+    Case(1, 32, 2048, 96, "float16"),
+    Case(1, 32, 2048, 64, "float16", "add"),
+    Case(8, 32, 512, 128, "bfloat16", Hkv=8),
+    Case(1, 32, 4096, 128, "float16"),
+    Case(1, 32, 4096, 128, "float16", "causal"),
+    Case(4, 32, 8192, 128, "bfloat16"),
+    Case(4, 32, 8192, 128, "bfloat16", "causal"),
+]
+PERSISTENT_PROVIDERS = ["fused_static", "fused_persistent", "mx_fast"]
+
+
+def persistent_table(args):
+    """Issue 46: the producer kernel's static grid against its persistent
+    one (MLX_FUSED_ATTN_PERSISTENT 0 and 1) and the planner's choice,
+    beside mx.fast. Where the call's tiles have no producer (Hopper's D =
+    128 past one wave) both switches run the same kernel."""
+    ceilings = measure_ceilings()
+    report = Report(
+        args.out, ceilings,
+        "Kernel time per call in us (CUPTI); wall-clock per call in parentheses. `fused`: "
+        "the planner's choice (`plan`: persistent or static, `-`: no producer kernel); "
+        "`x static`: static kernel time / persistent kernel time (>1: persistent is "
+        "faster); `x mx.fast`: mx.fast kernel time / fused kernel time.",
+        ["B", "Hq/Hkv", "L", "D", "dtype", "mask", "plan", "fused", *PERSISTENT_PROVIDERS,
+         "x static", "x mx.fast", "max err vs mx.fast"],
+    )
+    forced = {"fused_static": "0", "fused_persistent": "1"}
+    for c in PERSISTENT_TABLE_CASES:
+        iters = args.iters or max(10, min(100, int(2e11 / c.work())))
+        scale = c.D**-0.5
+        (q, k, v, mask), _ = case_inputs(c, with_torch=False)
+        def fused():
+            return fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+        tiles = fa.plan_summary(q, k, v, scale=scale, mask=mask).tiles
+        plan = ("persistent" if tiles.get("persistent") else "static") if tiles.get("producer") else "-"
+        res = {"fused": measure_mlx(fused, iters)}
+        for name, value in forced.items():
+            res[name] = measure_with("MLX_FUSED_ATTN_PERSISTENT", value, fused, iters)
+        res["mx_fast"] = measure_mlx(
+            lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask), iters)
+        want = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+        err = mx.abs(fused()[:, :2].astype(mx.float32) - want[:, :2].astype(mx.float32)).max().item()
+        fk, fw = res["fused"]
+        report.row([str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.D), c.dtype, c.mask_label(),
+                    plan, f"{fmt_us(fk)} ({fmt_us(fw)})", *timing_cells(res, PERSISTENT_PROVIDERS),
+                    f"{res['fused_static'][0] / res['fused_persistent'][0]:.2f}",
+                    f"{res['mx_fast'][0] / fk:.2f}", f"{err:.2e}"])
+        del q, k, v, mask
+        mx.clear_cache()
+    report.close()
 
 
 # Issue 42: auto (patch_mx_fast after tune) within 3% of the faster of

@@ -7,10 +7,16 @@
 // is planned (as MLX_FUSED_ATTN_JIT is read at each call), so that one
 // process can time or check the other path on the same shapes
 // (benchmarks/gpu_bench.py --short, the tests); the plan keeps the answer
-// until the call runs.
+// until the call runs. MLX_FUSED_ATTN_PERSISTENT forces CUDA's persistent
+// grid (plan/persistent_grid.h) either way: "1" wherever the tiles allow
+// it, "0" never; unset, the planner chooses.
 #pragma once
 
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "mlx_fused_attn/plan/persistent_grid.h"
 
 namespace mlx_fused_attn {
 
@@ -29,6 +35,24 @@ inline bool split_keys_enabled() {
 
 inline bool mask_blocks_enabled() {
   return kernel_switch_on("MLX_FUSED_ATTN_MASK_BLOCKS");
+}
+
+inline PersistentChoice persistent_choice() {
+  const char* env = std::getenv("MLX_FUSED_ATTN_PERSISTENT");
+  if (env == nullptr || env[0] == '\0') {
+    return PersistentChoice::Planner;
+  }
+  const std::string value = env;
+  if (value == "1") {
+    return PersistentChoice::Always;
+  }
+  if (value == "0") {
+    return PersistentChoice::Never;
+  }
+  throw std::invalid_argument(
+      "[scaled_dot_product_attention] MLX_FUSED_ATTN_PERSISTENT must be "
+      "\"1\" (a persistent grid wherever the tiles allow it), \"0\" (never) "
+      "or unset (the planner's choice); got \"" + value + "\"");
 }
 
 } // namespace mlx_fused_attn

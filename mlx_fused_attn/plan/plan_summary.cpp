@@ -29,7 +29,9 @@ std::vector<std::pair<std::string, int>> tile_fields(
         {"stages", t->stages},
         {"min_blocks", t->min_blocks},
         {"wgmma", t->wgmma},
-        {"q_shared", t->q_shared}};
+        {"q_shared", t->q_shared},
+        {"producer", t->producer},
+        {"persistent", t->persistent}};
   }
   if (const auto* t = std::get_if<fa::ShortAttnTiles>(&plan.tiles)) {
     return {

@@ -1,6 +1,7 @@
 // The general kernel's planning part (plan/family_planning.h): tiles from
 // its chooser (the large-grid tiles past one wave), packed GQA for decode,
-// key splits under a wave, mask classes by block, and its grid.
+// key splits under a wave, mask classes by block, and its grid (persistent
+// for the producer kernel's grids of a few waves, persistent_grid.h).
 #include <algorithm>
 #include <cstdint>
 
@@ -8,6 +9,7 @@
 #include "mlx_fused_attn/plan/call.h"
 #include "mlx_fused_attn/plan/family_planning.h"
 #include "mlx_fused_attn/plan/kernel_switches.h"
+#include "mlx_fused_attn/plan/persistent_grid.h"
 #include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn {
@@ -49,6 +51,29 @@ int key_splits(
       : 1;
 }
 
+/// The general kernel's grid: the static one, a block a work tile
+/// (query blocks * splits, H_q, B), or `persistent_blocks` that walk those
+/// tiles (with persistent tiles).
+LaunchGrid general_grid(
+    const AttentionPlan& plan,
+    const fa::AttnTiles& tiles,
+    int64_t persistent_blocks,
+    fa::Backend backend) {
+  const fa::AttnParams& p = plan.params;
+  const int warps = fa::attention_launch_warps(tiles);
+  const int smem_bytes =
+      fa::attention_smem_bytes(tiles, p.D, p.D_v, plan.dtype, backend);
+  if (tiles.persistent) {
+    return {static_cast<unsigned>(persistent_blocks), 1, 1, warps, smem_bytes};
+  }
+  return {
+      blocks_of(p.L_q, tiles.bq) * plan.key_splits,
+      static_cast<unsigned>(p.H_q),
+      static_cast<unsigned>(p.B),
+      warps,
+      smem_bytes};
+}
+
 /// Sets the general kernel's tiles, key splits and grid. `cores`, the
 /// device's multiprocessors or GPU cores, sizes the wave that split keys
 /// fill. A plan whose spec saves the LSE gets has_lse and no split keys.
@@ -75,7 +100,6 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
       q_blocks > int64_t(tiles.min_blocks) * caps.sm_count) {
     tiles = choose(true);
   }
-  plan.tiles = tiles;
   plan.features.align_q = p.L_q % tiles.bq == 0;
   plan.features.align_k = p.L_k % tiles.bk == 0;
   const int64_t groups = int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B;
@@ -92,6 +116,12 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
           // A grid with a block on every other multiprocessor gains less.
           fa::dtype_size(plan.dtype), 2 * groups >= caps.cores ? 16 : 8));
   plan.features.split_keys = plan.key_splits > 1;
+  // The producer kernel's grid of a few waves walks its tiles persistent.
+  const int64_t work_tiles = groups * plan.key_splits;
+  const int64_t persistent_blocks = persistent_grid_blocks(
+      tiles, work_tiles, caps.sm_count, persistent_choice());
+  tiles.persistent = persistent_blocks > 0;
+  plan.tiles = tiles;
   // Packed GQA's query blocks are rows of several heads: they read classes
   // by block only where the heads share the mask (mlx-lm's padding masks).
   plan.features.mask_blocks = plan.features.has_mask &&
@@ -102,12 +132,7 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   // Strides are known at eval: Metal drops stride32 where offsets need 64
   // bits (stride32_fits).
   plan.features.stride32 = variant.stride32;
-  plan.grid = {
-      blocks_of(p.L_q, tiles.bq) * plan.key_splits,
-      static_cast<unsigned>(p.H_q),
-      static_cast<unsigned>(p.B),
-      fa::attention_launch_warps(tiles),
-      fa::attention_smem_bytes(tiles, p.D, p.D_v, plan.dtype, backend)};
+  plan.grid = general_grid(plan, tiles, persistent_blocks, backend);
 }
 
 } // namespace

@@ -1,0 +1,129 @@
+"""CUDA's persistent grid (issue 46), on the host: when the plan runs the
+producer kernel persistent and with how many blocks
+(mlx_fused_attn/plan/persistent_grid.h), and that the blocks' walks
+(kernels/cuda/persistent_scheduler.cuh's persistent_tile) take every work
+tile exactly once, each block's tiles in increasing order of the grid's
+(heaviest first where it is weighted), the round-robin's directions
+alternating. Host C++: no GPU, no MLX; each part skips without its
+compiler."""
+
+import shutil
+
+import pytest
+
+from conftest import run_host_program
+from test_cuda_compile import find_nvcc
+
+CXX = next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
+
+CHOICE = r"""
+#include <cstdio>
+#include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/plan/persistent_grid.h"
+
+using namespace mlx_fused_attn;
+
+int failures = 0;
+
+void expect(long got, long want, const char* what) {
+  if (got != want) {
+    std::printf("%s: %ld, expected %ld\n", what, got, want);
+    ++failures;
+  }
+}
+
+int main() {
+  // Hopper's D = 128 tiles past one wave (the producer's) and within one.
+  const fa::AttnTiles producer =
+      fa::choose_attention_tiles(128, 128, fa::DType::BFloat16, fa::Backend::Cuda, true, true);
+  const fa::AttnTiles one_wave =
+      fa::choose_attention_tiles(128, 128, fa::DType::BFloat16, fa::Backend::Cuda, true, false);
+  const fa::AttnTiles ampere =
+      fa::choose_attention_tiles(128, 128, fa::DType::BFloat16, fa::Backend::Cuda, false, true);
+  if (!producer.producer || one_wave.producer || ampere.producer) {
+    std::printf("the chooser's producer tiles moved\n");
+    return 1;
+  }
+  const auto P = PersistentChoice::Planner;
+  // Issue 46's prefill rows on an H100 (132 multiprocessors, a block each):
+  // B=8 L=512 and B=4 L=1024 with 32 query heads, 1024 tiles of 128 rows,
+  // 7.8 waves: persistent, a block a multiprocessor.
+  expect(persistent_grid_blocks(producer, 4 * 32 * 8, 132, P), 132, "B=8 L=512");
+  // B=1 H=32 L=2048: 512 tiles, 3.9 waves.
+  expect(persistent_grid_blocks(producer, 16 * 32, 132, P), 132, "B=1 L=2048");
+  // B=4 H=32 L=8192: 8192 tiles, 62 waves: static.
+  expect(persistent_grid_blocks(producer, 64 * 32 * 4, 132, P), 0, "B=4 L=8192");
+  // At the bound and past it.
+  expect(persistent_grid_blocks(producer, kPersistentMaxWaves * 132, 132, P), 132,
+         "the last wave count");
+  expect(persistent_grid_blocks(producer, kPersistentMaxWaves * 132 + 1, 132, P), 0,
+         "past the waves");
+  // One wave or less: every tile has its multiprocessor already.
+  expect(persistent_grid_blocks(producer, 132, 132, P), 0, "one wave");
+  // Only the producer kernel walks tiles; a device of unknown size none.
+  expect(persistent_grid_blocks(one_wave, 1024, 132, P), 0, "one-wave tiles");
+  expect(persistent_grid_blocks(ampere, 1024, 132, P), 0, "mma.sync tiles");
+  expect(persistent_grid_blocks(producer, 1024, 0, P), 0, "no multiprocessor count");
+  // Forced: every producer grid, small ones a block a tile; or none.
+  const auto A = PersistentChoice::Always;
+  const auto N = PersistentChoice::Never;
+  expect(persistent_grid_blocks(producer, 100, 132, A), 100, "forced, under a wave");
+  expect(persistent_grid_blocks(producer, 64 * 32 * 4, 132, A), 132, "forced, 62 waves");
+  expect(persistent_grid_blocks(one_wave, 1024, 132, A), 0, "forced, one-wave tiles");
+  expect(persistent_grid_blocks(producer, 1024, 132, N), 0, "never");
+  std::printf("%d\n", failures);
+  return failures != 0;
+}
+"""
+
+WALK = r"""
+#include <cstdio>
+#include <vector>
+#include "mlx_fused_attn/kernels/cuda/persistent_scheduler.cuh"
+
+int main() {
+  int failures = 0;
+  for (int tiles : {1, 2, 7, 131, 132, 133, 263, 264, 1024, 4001})
+    for (int blocks : {1, 2, 3, 132, 264}) {
+      if (blocks > tiles) continue;
+      std::vector<int> seen(tiles, 0);
+      std::vector<int> heaviest_first(2, -1);
+      for (int b = 0; b < blocks; ++b) {
+        int last = -1;
+        for (int round = 0;; ++round) {
+          const int t = fa::persistent_tile(b, blocks, round);
+          if (t >= tiles) break;
+          failures += t <= last || t < 0;
+          last = t;
+          ++seen[t];
+        }
+      }
+      for (int n : seen) failures += n != 1;
+      // A block that takes a round's first tile takes the next round's last.
+      if (blocks > 1) {
+        failures += fa::persistent_tile(0, blocks, 0) != 0;
+        failures += fa::persistent_tile(0, blocks, 1) != 2 * blocks - 1;
+      }
+      if (failures) {
+        std::printf("tiles %d blocks %d\n", tiles, blocks);
+        return 1;
+      }
+    }
+  std::printf("%d\n", failures);
+  return failures != 0;
+}
+"""
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler on the PATH")
+def test_plan_chooses_the_persistent_grid(tmp_path):
+    result = run_host_program(CXX, CHOICE, tmp_path)
+    assert result.returncode == 0, result.stdout
+
+
+def test_walks_take_every_tile_once(tmp_path):
+    nvcc = find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    result = run_host_program(nvcc, WALK, tmp_path, suffix=".cu")
+    assert result.returncode == 0, result.stdout
