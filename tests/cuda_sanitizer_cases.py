@@ -8,7 +8,8 @@ Covers each dtype, each kernel variant (unmasked, causal, bool and additive
 masks, a sliding-window mask whose key blocks are skipped, mixed blocks read
 as bits or element by element), sinks, GQA, ragged query and key blocks, a
 misaligned (copied) input, grids past one wave (the large-grid tiles, and
-on Hopper at D = 128 the producer warpgroup's TMA copies), grids
+on Hopper at D = 128 the producer warpgroup's TMA copies, on static and
+persistent grids), grids
 under one with split keys (decode with GQA packed, chunked prefill, array
 masks whose visits the splits share, a padding mask that packed decoding
 reads by block), head dims padded to whole
@@ -111,6 +112,16 @@ def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed):
     return ok
 
 
+def forced_grid(value, run, *args, **kwargs):
+    """`run`'s case with MLX_FUSED_ATTN_PERSISTENT set to `value` (the
+    producer kernel's persistent grid forced on or off)."""
+    os.environ["MLX_FUSED_ATTN_PERSISTENT"] = value
+    try:
+        return run(*args, **kwargs)
+    finally:
+        del os.environ["MLX_FUSED_ATTN_PERSISTENT"]
+
+
 def main():
     results = [
         case(mx.float16, 64, 130, 200, None, False, 1),
@@ -169,6 +180,14 @@ def main():
         case(mx.float16, 128, 500, 700, "causal", False, 33, batch=9),
         # Chunked prefill: one ragged causal query block a head.
         case(mx.bfloat16, 128, 100, 700, "causal", False, 34, batch=40),
+        # The producer's grids above are a few waves: the planner runs them
+        # persistent (plan/persistent_grid.h). The static grid, forced; and
+        # persistent blocks walking many tiles of two key blocks or one
+        # (the ring's stages and phases carried across tiles).
+        forced_grid("0", case, mx.bfloat16, 128, 1000, 333, None, True, 32, batch=5),
+        forced_grid("0", case, mx.float16, 128, 500, 700, "causal", False, 33, batch=9),
+        forced_grid("1", case, mx.bfloat16, 128, 200, 200, "causal", False, 39, batch=40),
+        forced_grid("1", case, mx.float16, 128, 250, 130, "bool", True, 40, batch=30),
         # Decode with GQA packed under a padding mask that every head shares:
         # skipped, shown and two-valued key blocks, split keys.
         case(mx.bfloat16, 128, 1, 3001, "padding", False, 35, batch=3),
