@@ -145,13 +145,17 @@ def test_sm80_tables_exist():
 # plans take from the family's chooser.
 HOST_KEYS = {
     # Every head dim pair, plain, causal and array mask, with and without
-    # warpgroup products, for grids of one wave and past it; the combine of
-    # split keys.
+    # warpgroup products, for grids of one wave and past it, and past it
+    # the producer kernel's persistent grid where there is one; the combine
+    # of split keys.
     "attention": """
   for (fa::DType t : types) {
 #define FA_PRINT(d, dv) \\
-    for (int v = 0; v < 12; ++v) print(AttentionKernelKey{t, d, dv, \
-        fa::choose_attention_tiles(d, dv, t, fa::Backend::Cuda, v % 6 >= 3, v >= 6), v % 3 == 1, v % 3 == 2});
+    for (int v = 0; v < 15; ++v) { \\
+      fa::AttnTiles tiles = fa::choose_attention_tiles(d, dv, t, fa::Backend::Cuda, v % 6 >= 3 || v >= 12, v >= 6); \\
+      tiles.persistent = v >= 12; \\
+      if (v < 12 || tiles.producer) print(AttentionKernelKey{t, d, dv, tiles, v % 3 == 1, v % 3 == 2}); \\
+    }
     FA_ATTENTION_HEAD_DIMS(FA_PRINT)
   }
   for (fa::DType t : types) print(SplitCombineKernelKey{t});""",
@@ -224,7 +228,8 @@ def expected_count(family):
     short_seqs = listed("short_attention_config.h", "FA_SHORT_ATTENTION_SEQS")
     na = len(listed("na_config.h", "FA_NA_HEAD_DIMS")) * len(listed("na_config.h", "FA_NA_AXES"))
     return {
-        "attention": 3 * N_HEAD_DIMS * 12 + 3,
+        # The persistent producer kernels: D = 128 in fp16 and bf16.
+        "attention": 3 * N_HEAD_DIMS * 12 + 2 * 3 + 3,
         "attention_backward": 3 * (1 + 12 * len(listed("attention_backward_config.h", "FA_ATTENTION_BACKWARD_HEAD_DIMS"))),
         "short_attention": 3 * len(short_dims) * len(short_seqs),
         "neighborhood": 3 * na,
@@ -325,17 +330,18 @@ def nvrtc_attention(names):
     """A causal bf16 kernel with each kind of product (mma.sync; wgmma with
     Q in registers at D = 64; wgmma with Q in shared memory at D = 128 for
     a grid of one wave, and past it the producer warpgroup's kernel: TMA,
-    mbarriers, setmaxnreg); the head dims past 128 and the padded 72, with
+    mbarriers, setmaxnreg; on a static and a persistent grid); the head dims past 128 and the padded 72, with
     warpgroup products (causal; a mask) and fp32's 3xTF32 mma.sync; the
     bf16 combine of split keys."""
     d128 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
     d64 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 64,")]
     producer = [e for e in names if e.startswith("fa::attention_producer_kernel<fa::bfloat_t, 128,")]
-    assert ", false, false, false>, true, false>" in d128[1], d128[1]
-    assert ", true, false, false>, true, false>" in d64[4], d64[4]
-    assert ", true, true, false>, true, false>" in d128[4], d128
-    assert ", true, true, true>, true, false>" in producer[1], producer
-    exprs = [d128[1], d64[4], d128[4], producer[1]]
+    assert ", false, false, false, false>, true, false>" in d128[1], d128[1]
+    assert ", true, false, false, false>, true, false>" in d64[4], d64[4]
+    assert ", true, true, false, false>, true, false>" in d128[4], d128
+    assert ", true, true, true, false>, true, false>" in producer[1], producer
+    assert ", true, true, true, true>, true, false>" in producer[4], producer
+    exprs = [d128[1], d64[4], d128[4], producer[1], producer[4]]
     for prefix, variants in [
         ("fa::half_t, 72, 72,", [4]),
         ("fa::bfloat_t, 192, 128,", [4, 2]),
