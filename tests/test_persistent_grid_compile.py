@@ -1,6 +1,7 @@
 """CUDA's persistent grid (issue 46), on the host: when the plan runs the
 producer kernel persistent and with how many blocks
-(mlx_fused_attn/plan/persistent_grid.h), and that the blocks' walks
+(mlx_fused_attn/plan/persistent_grid.h), the switch that forces it
+(MLX_FUSED_ATTN_PERSISTENT, kernel_switches.h), and that the blocks' walks
 (kernels/cuda/persistent_scheduler.cuh's persistent_tile) take every work
 tile exactly once, each block's tiles in increasing order of the grid's
 (heaviest first where it is weighted), the round-robin's directions
@@ -76,6 +77,38 @@ int main() {
 }
 """
 
+SWITCH = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include "mlx_fused_attn/plan/kernel_switches.h"
+
+using namespace mlx_fused_attn;
+
+int main() {
+  int failures = 0;
+  unsetenv("MLX_FUSED_ATTN_PERSISTENT");
+  failures += persistent_choice() != PersistentChoice::Planner;
+  setenv("MLX_FUSED_ATTN_PERSISTENT", "", 1);
+  failures += persistent_choice() != PersistentChoice::Planner;
+  setenv("MLX_FUSED_ATTN_PERSISTENT", "1", 1);
+  failures += persistent_choice() != PersistentChoice::Always;
+  setenv("MLX_FUSED_ATTN_PERSISTENT", "0", 1);
+  failures += persistent_choice() != PersistentChoice::Never;
+  setenv("MLX_FUSED_ATTN_PERSISTENT", "on", 1);
+  try {
+    persistent_choice();
+    ++failures;
+  } catch (const std::invalid_argument& e) {
+    failures += std::strstr(e.what(), "MLX_FUSED_ATTN_PERSISTENT must be") == nullptr ||
+        std::strstr(e.what(), "got \"on\"") == nullptr;
+  }
+  std::printf("%d\n", failures);
+  return failures != 0;
+}
+"""
+
 WALK = r"""
 #include <cstdio>
 #include <vector>
@@ -118,6 +151,12 @@ int main() {
 @pytest.mark.skipif(CXX is None, reason="no C++ compiler on the PATH")
 def test_plan_chooses_the_persistent_grid(tmp_path):
     result = run_host_program(CXX, CHOICE, tmp_path)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler on the PATH")
+def test_switch_forces_either_way_and_names_its_values(tmp_path):
+    result = run_host_program(CXX, SWITCH, tmp_path)
     assert result.returncode == 0, result.stdout
 
 

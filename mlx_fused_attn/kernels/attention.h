@@ -489,6 +489,8 @@ struct AttnMainloop {
     // nothing: a copy never waited for could land after the threadgroup
     // ends.
     if (n_blocks > 0) {
+      // After a tile of this threadgroup's, whose last products may still
+      // read the Q that this tile's copy overwrites.
       if constexpr (Pipeline::kResumes) {
         if (ring_base > 0) {
           pipe.await_consumers();
