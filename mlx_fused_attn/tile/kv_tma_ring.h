@@ -19,9 +19,10 @@
 // threads (kThreads).
 //
 // With kResumes (CudaWgmmaTmaResumingTarget) the ring runs on across a
-// threadgroup's work tiles (a persistent scheduler's): a tile's block kb is the ring's block
-// ring_base + kb, ring_base the blocks of the threadgroup's earlier tiles,
-// which the producer and the consumers count alike. Stages and barrier
+// threadgroup's work tiles (a persistent scheduler's): a tile's block kb
+// is the ring's block ring_base + kb, ring_base the blocks of the
+// threadgroup's earlier tiles, which the producer and the consumers count
+// alike. Stages and barrier
 // phases follow the ring's count, so the producer fills the next tile's
 // first stages as soon as the consumers release the last tile's, under
 // its last products and its store. The turns end each tile as they began
@@ -105,14 +106,18 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
   FA_FUNC Barriers* barriers() const {
     return reinterpret_cast<Barriers*>(Base::src.sync_smem());
   }
-  /// Block kb's stage and the phase of its barriers' waits.
-  FA_FUNC int ring_block(int kb) const {
+  /// This tile's block kb's place in the ring.
+  static FA_FUNC int ring_block(int ring_base, int kb) {
     if constexpr (kResumes) {
       return ring_base + kb;
     } else {
       return kb;
     }
   }
+  FA_FUNC int ring_block(int kb) const {
+    return ring_block(ring_base, kb);
+  }
+  /// Block kb's stage and the phase of its barriers' waits.
   FA_FUNC int stage(int kb) const {
     return ring_block(kb) % kStages;
   }
@@ -187,9 +192,10 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
   }
 
   /// The producer's one thread: block i of src.visits (visits.block(i)
-  /// times Source::kBK keys on), i < n_blocks, the ring's block g =
-  /// ring_base + i, into stage g % kStages once the consumers have
-  /// released the block that stage held before.
+  /// times Source::kBK keys on), i < n_blocks, the ring's block g
+  /// (ring_block: ring_base + i where the ring resumes), into stage g %
+  /// kStages once the consumers have released the block that stage held
+  /// before.
   static FA_FUNC void produce(
       const KVTmaMaps& maps,
       const Source& src,
@@ -200,7 +206,7 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
     typedef typename Source::VBlock VBlock;
     Barriers* bars = reinterpret_cast<Barriers*>(src.sync_smem());
     for (int kb = 0; kb < n_blocks; ++kb) {
-      const int g = ring_base + kb;
+      const int g = ring_block(ring_base, kb);
       const int s = g % kStages;
       if (g >= kStages) {
         mbarrier_wait(&bars->empty[s], unsigned(g / kStages - 1) & 1u);
