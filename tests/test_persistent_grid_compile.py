@@ -2,10 +2,10 @@
 producer kernel persistent and with how many blocks
 (mlx_fused_attn/plan/persistent_grid.h), the switch that forces it
 (MLX_FUSED_ATTN_PERSISTENT, kernel_switches.h), and that the blocks' walks
-(kernels/cuda/persistent_scheduler.cuh's persistent_tile) take every work
-tile exactly once, each block's tiles in increasing order of the grid's
-(heaviest first where it is weighted), the round-robin's directions
-alternating. Host C++: no GPU, no MLX; each part skips without its
+(kernels/cuda/persistent_scheduler.cuh) take every work tile exactly once,
+each block's tiles in increasing order of the grid's (heaviest first where
+it is weighted), the round-robin's directions alternating, and place each
+tile of the static grid (split, query block, head, batch) once. Host C++: no GPU, no MLX; each part skips without its
 compiler."""
 
 import shutil
@@ -142,6 +142,36 @@ int main() {
         return 1;
       }
     }
+  // The scheduler's places: every (split, query block, head, batch) of the
+  // static grid once, heaviest first or not, with splits, GQA-sized rows.
+  for (int q_blocks : {1, 3, 16})
+    for (int splits : {1, 2})
+      for (int heads : {1, 8, 32})
+        for (int batch : {1, 3})
+          for (int weighted = 0; weighted < 2; ++weighted)
+            for (int blocks : {1, 7, 132}) {
+              const fa::AttnPersistentScheduler s = {
+                  q_blocks * splits, heads, batch, splits, weighted == 1, 1 << 20};
+              std::vector<int> seen(q_blocks * splits * heads * batch, 0);
+              for (int b = 0; b < blocks; ++b)
+                for (fa::AttnWork w = s.work(b, blocks, 0); w.valid;
+                     w = s.work(b, blocks, w.round + 1)) {
+                  const fa::AttnPlace p = w.place;
+                  if (p.split.count != splits || p.split.index < 0 ||
+                      p.split.index >= splits || p.q_block < 0 ||
+                      p.q_block >= q_blocks || p.head < 0 || p.head >= heads ||
+                      p.batch < 0 || p.batch >= batch) {
+                    ++failures;
+                    continue;
+                  }
+                  ++seen[((p.batch * heads + p.head) * q_blocks + p.q_block) * splits +
+                         p.split.index];
+                }
+              for (int n : seen) failures += n != 1;
+            }
+  // Weighted: a block's first tile is a row's last query block.
+  const fa::AttnPersistentScheduler causal = {4, 32, 8, 1, true, 1 << 20};
+  failures += causal.work(0, 132, 0).place.q_block != 3;
   std::printf("%d\n", failures);
   return failures != 0;
 }

@@ -23,8 +23,8 @@ namespace fa {
 
 /// Tile `round * blocks + i` of the walk, where block `block` of `blocks`
 /// takes i = block in even rounds and blocks - 1 - block in odd ones. Host
-/// and device, so that tests/test_persistent_scheduler_compile.py checks
-/// on the host that the blocks' walks cover every tile once.
+/// and device, so that tests/test_persistent_grid_compile.py checks on the
+/// host that the blocks' walks cover every tile once.
 __host__ __device__ inline int persistent_tile(
     int block,
     int blocks,
@@ -41,21 +41,28 @@ struct AttnPersistentScheduler {
   bool by_weight; ///< heaviest first (ordered_block)
   stride_t row_bytes; ///< what one (head, batch) row streams (grid_order.cuh)
 
-  __device__ AttnWork at(int round) const {
-    const int t = persistent_tile(blockIdx.x, gridDim.x, round);
+  /// Block `block` of `blocks`' tile of round `round`: the static grid's
+  /// block that the walk's tile names, as the static scheduler places it
+  /// (attention_static_scheduler). Host and device, for
+  /// tests/test_persistent_grid_compile.py.
+  __host__ __device__ AttnWork work(int block, int blocks, int round) const {
+    const int t = persistent_tile(block, blocks, round);
+    const bool valid = t < gx * gy * gz;
+    // Past the walk's end, tile 0 (the order's arithmetic is the grid's).
+    const int u = valid ? t : 0;
     const GridBlock b = ordered_block<Heaviest::Last>(
-        t % gx, t / gx % gy, t / (gx * gy), gx, gy, gz, by_weight, row_bytes);
-    const AttnWork work = {
+        u % gx, u / gx % gy, u / (gx * gy), gx, gy, gz, by_weight, row_bytes);
+    const AttnWork w = {
         {{b.x % n_splits, n_splits}, b.x / n_splits, b.head, b.batch},
-        t < gx * gy * gz,
+        valid,
         round};
-    return work;
+    return w;
   }
   __device__ AttnWork first() const {
-    return at(0);
+    return work(blockIdx.x, gridDim.x, 0);
   }
-  __device__ AttnWork next(AttnWork work) const {
-    return at(work.round + 1);
+  __device__ AttnWork next(AttnWork w) const {
+    return work(blockIdx.x, gridDim.x, w.round + 1);
   }
 };
 
