@@ -389,6 +389,19 @@ void bind_build_info(nb::module_& m) {
       },
       "The GPU backend this build has, whether its kernels were built ahead "
       "of time, and whether they are compiled at run time now.");
+
+  m.def(
+      "_memory_kind",
+      [](mx::array a) {
+        {
+          nb::gil_scoped_release nogil;
+          a.eval();
+        }
+        return mlx_fused_attn::gpu::memory_kind(a);
+      },
+      "a"_a,
+      "What holds the evaluated array's memory (gpu.h's memory_kind), "
+      "without moving it: the host read test asks.");
 }
 
 } // namespace
