@@ -16,8 +16,9 @@ kernel time (CUPTI), wall per call (call and evaluation), and their ratios
 (goal: <= 1.1). The host read moves the output's buffer to unified memory for
 good, and MLX's cache hands that buffer to the next output of its size. The
 fused kernel runs as it is and with MLX_FUSED_ATTN_UNIFIED_OUTPUTS=1 (its
-outputs left in the unified memory the cache gives); mx.fast beside them. Each
-row runs in a fresh process, its wall measured before the profiler attaches.
+outputs left in the unified memory the cache gives); mx.fast beside them. The
+walls and the kernel times of each row are taken in fresh processes, the
+steady calls before the host reads.
 
     python benchmarks/memory_bench.py [--iters N] [--host-read-only]
 """
@@ -154,18 +155,37 @@ class Sequence:
         return statistics.median(times)
 
 
-def host_read_row(mx_fast, iters):
-    """{steady,host_read}_{kernel,wall}_us of one row, in this process: the
-    walls first, then the kernel times under the profiler."""
+def host_read_part(mx_fast, part, iters):
+    """{steady,host_read}_{part}_us of one row, part "wall" or "kernel", the
+    steady calls first: after a host read the cache holds a unified buffer,
+    which a steady call could then get."""
     make = attention_case(*HOST_READ_SHAPE, mx_fast=mx_fast)
     for _ in range(20):
         mx.eval(make())
     res = {}
     for mode, host_read in (("steady", False), ("host_read", True)):
-        res[f"{mode}_wall_us"] = Sequence(make, host_read).wall_us(iters)
-    for mode, host_read in (("steady", False), ("host_read", True)):
         seq = Sequence(make, host_read)
-        res[f"{mode}_kernel_us"] = profiled_us(seq.step, iters)[0]
+        res[f"{mode}_{part}_us"] = (
+            seq.wall_us(iters) if part == "wall" else profiled_us(seq.step, iters)[0]
+        )
+    return res
+
+
+def host_read_row(mx_fast, unified, iters):
+    """Both parts of one row, each in a fresh process: the profiler, once
+    attached, slows every launch of its process."""
+    env = dict(os.environ)
+    env.pop("MLX_FUSED_ATTN_UNIFIED_OUTPUTS", None)
+    if unified:
+        env["MLX_FUSED_ATTN_UNIFIED_OUTPUTS"] = "1"
+    res = {}
+    for part in ("wall", "kernel"):
+        run = subprocess.run(
+            [sys.executable, __file__, "--host-read-part", f"{int(mx_fast)},{part}",
+             "--iters", str(iters)],
+            capture_output=True, text=True, check=True, env=env,
+        )
+        res.update(json.loads(run.stdout.splitlines()[-1]))
     return res
 
 
@@ -178,15 +198,7 @@ def host_read_table(iters):
           "| steady wall us | after read wall us | wall ratio |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, mx_fast, unified in HOST_READ_ROWS:
-        env = dict(os.environ)
-        env.pop("MLX_FUSED_ATTN_UNIFIED_OUTPUTS", None)
-        if unified:
-            env["MLX_FUSED_ATTN_UNIFIED_OUTPUTS"] = "1"
-        run = subprocess.run(
-            [sys.executable, __file__, "--host-read-row", str(int(mx_fast)), "--iters", str(iters)],
-            capture_output=True, text=True, check=True, env=env,
-        )
-        r = json.loads(run.stdout.splitlines()[-1])
+        r = host_read_row(mx_fast, unified, iters)
         print(f"| {name} | {r['steady_kernel_us']:.1f} | {r['host_read_kernel_us']:.1f} "
               f"| {r['host_read_kernel_us'] / r['steady_kernel_us']:.2f} "
               f"| {r['steady_wall_us']:.1f} | {r['host_read_wall_us']:.1f} "
@@ -210,13 +222,14 @@ def main():
                     help="calls per measurement of the host read table")
     ap.add_argument("--host-read-only", action="store_true", help="only the host read table")
     ap.add_argument("--wall-of", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--host-read-row", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--host-read-part", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.wall_of is not None:
         print(wall_us(CASES[args.wall_of][1](), args.iters))
         return
-    if args.host_read_row is not None:
-        print(json.dumps(host_read_row(bool(args.host_read_row), args.iters)))
+    if args.host_read_part is not None:
+        mx_fast, part = args.host_read_part.split(",")
+        print(json.dumps(host_read_part(mx_fast == "1", part, args.iters)))
         return
     if args.host_read_only:
         host_read_table(args.host_read_iters)
