@@ -15,7 +15,7 @@ call's output (np.array) against a steady call, each call evaluated alone:
 kernel time (CUPTI), wall per call (call and evaluation), and their ratios
 (goal: <= 1.1). The host read moves the output's buffer to unified memory for
 good, and MLX's cache hands that buffer to the next output of its size. The
-fused kernel runs as it is and with MLX_FUSED_ATTN_UNIFIED_OUTPUTS=1 (its
+fused kernel runs as it is and with MLX_FUSED_ATTN_DEVICE_OUTPUTS=0 (its
 outputs left in the unified memory the cache gives); mx.fast beside them. The
 walls and the kernel times of each row are taken in fresh processes, the
 steady calls before the host reads.
@@ -175,9 +175,9 @@ def host_read_row(mx_fast, unified, iters):
     """Both parts of one row, each in a fresh process: the profiler, once
     attached, slows every launch of its process."""
     env = dict(os.environ)
-    env.pop("MLX_FUSED_ATTN_UNIFIED_OUTPUTS", None)
+    env.pop("MLX_FUSED_ATTN_DEVICE_OUTPUTS", None)
     if unified:
-        env["MLX_FUSED_ATTN_UNIFIED_OUTPUTS"] = "1"
+        env["MLX_FUSED_ATTN_DEVICE_OUTPUTS"] = "0"
     res = {}
     for part in ("wall", "kernel"):
         run = subprocess.run(

@@ -162,10 +162,10 @@ def test_an_output_after_a_host_read_of_the_last(name, keep_unified, monkeypatch
     """np.array(out) moves out's buffer to managed memory for good (MLX's
     Buffer::raw_ptr); freed, MLX's cache gives it to the next output of its
     size, its pages on the host. The backend gives that output device memory
-    (device_buffer.h); MLX_FUSED_ATTN_UNIFIED_OUTPUTS=1 keeps what the cache
+    (device_buffer.h); MLX_FUSED_ATTN_DEVICE_OUTPUTS=0 keeps what the cache
     gives, which shows that the cache did give the host's buffer."""
     if keep_unified:
-        monkeypatch.setenv("MLX_FUSED_ATTN_UNIFIED_OUTPUTS", "1")
+        monkeypatch.setenv("MLX_FUSED_ATTN_DEVICE_OUTPUTS", "0")
     make = CALLS[name]()
     mx.clear_cache()
     out = make()

@@ -2,7 +2,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "mlx/primitives.h"
 #include "mlx_fused_attn/backend/cuda/no_op_kernel_ptx.h"
 #include "mlx_fused_attn/backend/gpu.h"
+#include "mlx_fused_attn/plan/kernel_switches.h"
 
 namespace mlx_fused_attn::cuda {
 
@@ -26,12 +26,11 @@ namespace {
 /// which gives them back to itself: they stay as they are.
 constexpr size_t kScalarPoolBlock = 8;
 
-/// MLX_FUSED_ATTN_UNIFIED_OUTPUTS=1 leaves the unified memory MLX's cache
+/// MLX_FUSED_ATTN_DEVICE_OUTPUTS=0 leaves the unified memory MLX's cache
 /// may give as it is (benchmarks/memory_bench.py times both ways); read at
-/// every call, so that tests can set it.
-bool keep_unified_memory() {
-  const char* env = std::getenv("MLX_FUSED_ATTN_UNIFIED_OUTPUTS");
-  return env != nullptr && env[0] == '1';
+/// every call, so that tests can set it, as kernel_switches.h's are.
+bool device_outputs_enabled() {
+  return kernel_switch_on("MLX_FUSED_ATTN_DEVICE_OUTPUTS");
 }
 
 /// Gives `buf`, just allocated and unwritten, device memory of `enc`'s
@@ -117,10 +116,10 @@ void set_device_data(const std::vector<mx::array*>& arrays, mx::Stream s) {
       /* s = */ s);
   // Evaluated here, inside this eval_gpu: its node precedes the kernel's.
   made[0].primitive().eval_gpu(made[0].inputs(), made);
-  const bool keep_unified = keep_unified_memory();
+  const bool to_device = device_outputs_enabled();
   cu::CommandEncoder& enc = cu::get_command_encoder(s);
   for (size_t i = 0; i < arrays.size(); ++i) {
-    if (!keep_unified) {
+    if (to_device) {
       // The encoder tracks the buffer by its handle, which stays.
       to_device_memory(
           *static_cast<cu::CudaBuffer*>(made[i].buffer().ptr()), enc);
