@@ -26,16 +26,25 @@ constexpr bool attention_backward_head_dims_supported(
 /// dO, or K and V) of bk rows a stage, then, where the tiles keep them there
 /// (q_shared), the two operands of the bq owned rows (K and V, or Q and dO);
 /// rows padded by 16 bytes, the swizzled ones of warpgroup products not.
+/// The one-kernel form's dK/dV kernel (dq_atomics,
+/// attention_backward_dq_atomics.h) adds two bk x bq blocks of dS in padded
+/// rows and, where K is not in shared memory already, a copy of its bq rows.
 constexpr int attention_backward_smem_bytes(
     AttnTiles tiles,
     int head_dim,
     DType dtype,
-    Backend backend) {
+    Backend backend,
+    bool dq_atomics = false) {
   const int row_bytes =
       attention_padded_head_dim(head_dim, backend) * dtype_size(dtype) +
       (tiles.wgmma ? 0 : 16);
+  const int dq_bytes = dq_atomics
+      ? 2 * tiles.bk * (tiles.bq * dtype_size(dtype) + 16) +
+          (tiles.q_shared ? 0 : tiles.bq * row_bytes)
+      : 0;
   return 2 * row_bytes *
-      (tiles.stages * tiles.bk + (tiles.q_shared ? tiles.bq : 0));
+      (tiles.stages * tiles.bk + (tiles.q_shared ? tiles.bq : 0)) +
+      dq_bytes;
 }
 
 /// The shared memory a CUDA backward block may ask for: 16-bit kernels up to
@@ -53,10 +62,13 @@ enum class BwdKernel { DkDv, Dq };
 
 /// The tiles of the backward's two kernels: bq rows owned by a threadgroup
 /// (its keys in the dK/dV kernel, its queries in the dQ kernel), bk rows a
-/// streamed block.
+/// streamed block; and whether the dK/dV kernel accumulates dQ itself
+/// (dq_atomics: the one-kernel form, CUDA only; then the dQ kernel's tiles
+/// go unused).
 struct AttnBwdTiles {
   AttnTiles dkdv;
   AttnTiles dq;
+  bool dq_atomics = false;
 
   constexpr AttnTiles of(BwdKernel kernel) const {
     return kernel == BwdKernel::DkDv ? dkdv : dq;
@@ -108,6 +120,20 @@ constexpr AttnBwdTiles choose_attention_backward_tiles(
   }
   const AttnTiles tiles = {rows, bk, warps, stages};
   return AttnBwdTiles{tiles, tiles};
+}
+
+/// Whether the backward runs as one kernel (dK/dV accumulating dQ through
+/// atomics) unless a switch says otherwise: on CUDA with warpgroup products
+/// (Hopper, 16-bit), where its one extra product (dS K) and the atomics
+/// replace the dQ kernel's recompute of S and dP (two products and the
+/// exponentials; at D = 128, L = 4096 the dQ kernel is 682 us of 1842).
+/// With mma.sync the dK/dV kernel already sits at its register limit and K
+/// would need a copy in shared memory, so two kernels stay. Metal has no
+/// float atomics to rely on (attention_backward_dq_atomics.h).
+constexpr bool attention_backward_one_kernel(
+    Backend backend,
+    AttnBwdTiles tiles) {
+  return backend == Backend::Cuda && tiles.dkdv.wgmma;
 }
 
 } // namespace fa
