@@ -202,7 +202,7 @@ struct Backward {
   template <bool C>
   void backward(Part part) {
     if (part == Part::All) {
-      fa::attention_bwd_row_dot_kernel<4, T><<<dim3((pr.L + 3) / 4, pr.H, pr.B), 128>>>(o, dout, d, p);
+      fa::attention_bwd_row_dot_kernel<4, T><<<dim3((pr.L + 3) / 4, pr.H, pr.B), 128>>>(o, dout, d, nullptr, p);
     }
     if (part != Part::Dq) {
       fa::AttnFeatures fk = f;
@@ -210,7 +210,7 @@ struct Backward {
       fk.align_k = pr.L % kv.bq == 0;
       fa::attention_bwd_dkdv_kernel<T, D, KvTiles, C, false>
           <<<dim3((pr.L + kv.bq - 1) / kv.bq, pr.H, pr.B), kv.warps * 32, kKvSmem>>>(
-              q, k, v, dout, lse, d, dk, dv, p, nullptr, nullptr, fk);
+              q, k, v, dout, lse, d, dk, dv, nullptr, p, nullptr, nullptr, fk);
     }
     if (part != Part::DkDv) {
       fa::AttnFeatures fq = f;
