@@ -122,18 +122,4 @@ constexpr AttnBwdTiles choose_attention_backward_tiles(
   return AttnBwdTiles{tiles, tiles};
 }
 
-/// Whether the backward runs as one kernel (dK/dV accumulating dQ through
-/// atomics) unless a switch says otherwise: on CUDA with warpgroup products
-/// (Hopper, 16-bit), where its one extra product (dS K) and the atomics
-/// replace the dQ kernel's recompute of S and dP (two products and the
-/// exponentials; at D = 128, L = 4096 the dQ kernel is 682 us of 1842).
-/// With mma.sync the dK/dV kernel already sits at its register limit and K
-/// would need a copy in shared memory, so two kernels stay. Metal has no
-/// float atomics to rely on (attention_backward_dq_atomics.h).
-constexpr bool attention_backward_one_kernel(
-    Backend backend,
-    AttnBwdTiles tiles) {
-  return backend == Backend::Cuda && tiles.dkdv.wgmma;
-}
-
 } // namespace fa
