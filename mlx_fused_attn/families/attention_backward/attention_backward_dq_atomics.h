@@ -11,9 +11,10 @@
 // memory with no defined contents, and a memset node would be a fourth
 // launch of about the row dot's own cost).
 //
-// Metal keeps the two-kernel form: its float atomics on device memory are
-// relaxed, unordered and, on older GPUs, absent, so the sum would depend on
-// the GPU family (Metal's dQ kernel needs none).
+// Metal keeps the two-kernel form: it has float atomics only on Metal 3
+// GPUs (none in threadgroup memory before them), and only with relaxed
+// ordering, so one form could not serve every GPU it runs on; its dQ
+// kernel needs no atomics.
 //
 // Per visited block: every warp stores its dS^T tile (keys x queries, in
 // registers) into threadgroup memory as dS (queries x keys), one barrier,
