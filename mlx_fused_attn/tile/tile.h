@@ -199,8 +199,8 @@ FA_FUNC void tile_store_device_safe(
 }
 
 /// dst[r * ld + c] += element (r, c) for the rows r < lim_rows, as device
-/// atomics (the fragment's add_device: no return value, and two adjacent
-/// columns in one operation where the target has it).
+/// atomics (the fragment's atomic_add_device: no value returned, and two
+/// adjacent columns in one operation where the target has it).
 template <typename F, int R, int C>
 FA_FUNC void tile_atomic_add_device(
     FA_DEVICE float* dst,
