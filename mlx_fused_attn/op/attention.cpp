@@ -7,6 +7,7 @@
 #include "mlx_fused_attn/op/fallback.h"
 #include "mlx_fused_attn/op/mask_and_sinks.h"
 #include "mlx_fused_attn/op/backward_primitive.h"
+#include "mlx_fused_attn/op/merge_primitive.h"
 #include "mlx_fused_attn/op/primitive.h"
 #include "mlx_fused_attn/op/runs_fused.h"
 
@@ -169,6 +170,46 @@ std::vector<array> attention_backward(
   return attention_vjp(
       call.spec, call.inputs, astype(out, dt, call.stream), lse32, dout,
       {0, 1, 2}, call.stream);
+}
+
+std::pair<array, array> attention_merge(
+    const array& q,
+    const array& k,
+    const array& v,
+    const array& held_out,
+    const array& held_lse,
+    float scale,
+    const Mask& mask,
+    StreamOrDevice s) {
+  AttentionCall call = validate(q, k, v, scale, mask, std::nullopt, s);
+  call.spec.saves_lse = true;
+  const Shape out_shape = output_shape(call.inputs);
+  const Shape rows = {q.shape(0), q.shape(1), q.shape(2)};
+  const Dtype dt = call.inputs[0].dtype();
+  if (held_out.shape() != out_shape || held_out.dtype() != dt) {
+    throw std::invalid_argument(message(
+        "held_out must have the output's shape ", out_shape, " and dtype ",
+        dt, "; got ", held_out.shape(), " ", held_out.dtype()));
+  }
+  if (held_lse.shape() != rows) {
+    throw std::invalid_argument(message(
+        "held_lse must have shape ", rows, " [B, H_q, L_q]; got ",
+        held_lse.shape()));
+  }
+  const array lse32 = astype(held_lse, float32, call.stream);
+  const AttentionPlan plan = plan_attention(call);
+  // The CPU kernel merges in place; the GPU kernels' epilogues do not
+  // (yet), so there the partial is merged by plain ops.
+  if (plan.fused() && call.stream.device == Device::cpu) {
+    const std::vector<array> merged =
+        fused_attention_merge(plan, call.inputs, held_out, lse32, call.stream);
+    return {merged[0], merged[1]};
+  }
+  const auto [out, lse] = scaled_dot_product_attention_with_lse(
+      q, k, v, scale, mask, std::nullopt, false, call.stream);
+  const std::vector<array> merged =
+      merged_by_lse(held_out, lse32, out, lse, call.stream);
+  return {merged[0], merged[1]};
 }
 
 std::pair<bool, std::string> can_use_fused(
