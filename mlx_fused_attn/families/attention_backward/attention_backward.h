@@ -321,11 +321,9 @@ FA_FUNC void attention_backward_dkdv(
   const int key0 = at.block * Shape::kBQ;
   const int k_row0 = key0 + warp * kRows;
   const bool k_ragged = !f.align_k && at.block == p.L_k / Shape::kBQ;
-  // The query blocks each head of the group streams: the mask's list
-  // (shared by the group's heads, or a group of one), or under causal
-  // from the first that sees this block's first key (query i sees key j
-  // iff j <= i + causal_offset; rows that see no key, causal_offset < 0,
-  // reach every key, so then every block).
+  // The query blocks each head of the group streams: the mask's list (one
+  // for the group), or under causal from the first that sees key0 (query i
+  // sees key j iff j <= i + causal_offset; causal_offset < 0: every block).
   const int head0 = at.head * p.gqa_factor;
   int n_qblocks = (p.L_q + kBK - 1) / kBK;
   AttnVisits visits = {nullptr, nullptr, 0};
@@ -398,7 +396,6 @@ FA_FUNC void attention_backward_dkdv(
     dq.add(ds_t, j, src.head(j), q0, warp, lane);
   }
 
-  // ----------------------------------------------------------- store
   backward_store_dkdv<Shape, Warp>(
       a, bp, dk_acc, dv_acc, at, k_row0, k_ragged, lane);
 }
