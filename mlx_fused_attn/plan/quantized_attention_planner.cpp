@@ -158,6 +158,8 @@ Support plan_gpu(
                 fa::dtype_size(plan.dtype), 2 * groups >= caps.cores ? 16 : 8))
       : 1;
   plan.features.split_keys = plan.key_splits > 1;
+  plan.split_merge = backend == fa::Backend::Cuda &&
+      plan.features.split_keys && split_merge_enabled();
   plan.grid = {
       blocks_of(p.L_q, tiles.bq) * plan.key_splits,
       static_cast<unsigned>(p.H_q),

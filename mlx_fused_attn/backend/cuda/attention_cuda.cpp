@@ -26,6 +26,7 @@
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/families/short_attention/cuda/short_attention_cuda.h"
 #include "mlx_fused_attn/backend/cuda/tensor_map.h"
+#include "mlx_fused_attn/backend/cuda/zero_words_kernel_ptx.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
 #include "mlx_fused_attn/plan/launch_params.h"
@@ -64,6 +65,16 @@ cuda::AttentionKernelKey general_key(const AttentionPlan& plan) {
 /// (set_device_data).
 mx::array unmade_floats(int64_t n) {
   return mx::array({static_cast<int>(n)}, mx::float32, nullptr, {});
+}
+
+/// The counters of a plan whose last split merges (split_merge.cuh's
+/// split_counter): one a query block, head and batch, padded to words
+/// that set_device_data zeroes whole; their buffer not yet made.
+mx::array unmade_split_counters(const AttentionPlan& plan) {
+  const int64_t tiles = int64_t(plan.grid.x / plan.key_splits) * plan.grid.y *
+      plan.grid.z;
+  return mx::array(
+      {static_cast<int>(cuda::zeroed_words(tiles))}, mx::uint32, nullptr, {});
 }
 
 /// Merges the partials of a plan with split keys into `out`.
@@ -162,7 +173,7 @@ Support prepare(const AttentionPlan& plan, mx::Stream s) {
   if (plan.family == KernelFamily::ShortAttention) {
     return named(kOp, cuda::short_attention_ready(plan, device, arch));
   }
-  if (plan.key_splits > 1) {
+  if (plan.key_splits > 1 && !plan.split_merge) {
     if (Support ready = cuda::kernel_ready(
             cuda::SplitCombineKernelKey{plan.dtype}, device, arch);
         !ready.ok) {
@@ -249,25 +260,33 @@ void read_inputs(RunInputs& in, cu::CommandEncoder& enc) {
   enc.set_input_array(in.v);
 }
 
-/// The partials of split keys, which the kernel writes and the combine
-/// merges: temporaries, kept until the encoder's graph has run.
+/// The partials of split keys, which the kernel writes and its last
+/// split (plan.split_merge: counting on `counters`) or the combine merges:
+/// temporaries, kept until the encoder's graph has run.
 struct SplitPartials {
-  std::optional<mx::array> o_part, stats;
+  std::optional<mx::array> o_part, stats, counters;
   float* o_part_ptr = nullptr;
   float* stats_ptr = nullptr;
+  uint32_t* counters_ptr = nullptr;
 };
 
-/// Makes the buffers of the output, the LSE (`has_lse`: outputs[1]) and
-/// the partials, all at once (one node, not one each), before the first
-/// set_*_array: set_device_data adds a node of its own, which would take
-/// the dependencies registered for the next.
+/// Makes the buffers of the output, the LSE (`has_lse`: outputs[1]), the
+/// partials and the counters (zeroed: the first buffer), all at once (one
+/// node, not one each), before the first set_*_array: set_device_data adds
+/// a node of its own, which would take the dependencies registered for the
+/// next.
 SplitPartials make_buffers(
     const AttentionPlan& plan,
     std::vector<mx::array>& outputs,
     bool has_lse,
     const Launch& at) {
   SplitPartials parts;
-  std::vector<mx::array*> buffers = {&outputs[0]};
+  std::vector<mx::array*> buffers;
+  if (plan.split_merge) {
+    parts.counters = unmade_split_counters(plan);
+    buffers.push_back(&*parts.counters);
+  }
+  buffers.push_back(&outputs[0]);
   if (has_lse) {
     buffers.push_back(&outputs[1]);
   }
@@ -277,12 +296,16 @@ SplitPartials make_buffers(
     buffers.push_back(&*parts.o_part);
     buffers.push_back(&*parts.stats);
   }
-  cuda::set_device_data(buffers, at.s);
+  cuda::set_device_data(buffers, at.s, plan.split_merge);
   if (parts.o_part) {
     at.enc.add_temporary(*parts.o_part);
     at.enc.add_temporary(*parts.stats);
     parts.o_part_ptr = mx::gpu_ptr<float>(*parts.o_part);
     parts.stats_ptr = mx::gpu_ptr<float>(*parts.stats);
+  }
+  if (parts.counters) {
+    at.enc.add_temporary(*parts.counters);
+    parts.counters_ptr = mx::gpu_ptr<uint32_t>(*parts.counters);
   }
   return parts;
 }
@@ -304,10 +327,11 @@ void run(
       std::get<fa::AttnTiles>(plan.tiles).producer;
   RunInputs in = run_inputs(plan, inputs, producer, at);
   // The backward's LSE, where the primitive asked for it (outputs[1]); a
-  // plan that saves it has no split keys (plan_general_launch).
+  // plan that saves it splits keys only where the last split merges
+  // (plan_general_launch).
   fa::AttnFeatures features = plan.features;
   features.has_lse = outputs.size() > 1;
-  if (features.has_lse && plan.key_splits > 1) {
+  if (features.has_lse && plan.key_splits > 1 && !plan.split_merge) {
     throw std::logic_error(
         "[FusedAttention] internal error: split keys with the LSE");
   }
@@ -333,6 +357,10 @@ void run(
     at.enc.set_output_array(*parts.o_part);
     at.enc.set_output_array(*parts.stats);
   }
+  // After the node that zeroes them.
+  if (parts.counters) {
+    at.enc.set_output_array(*parts.counters);
+  }
   const CUfunction function =
       cuda::kernel_function(general_key(plan), at.device, at.arch);
   if (producer) {
@@ -340,16 +368,16 @@ void run(
     add_attention_node(
         at.enc, function, plan, params, in.q, in.k, in.v, out, in.mask_ptr,
         in.sinks_ptr, features, parts.o_part_ptr, parts.stats_ptr,
-        plan.key_splits, lse, in.visits_ptr,
+        parts.counters_ptr, plan.key_splits, lse, in.visits_ptr,
         cuda::panel_tensor_map(in.k, plan.dtype, rows),
         cuda::panel_tensor_map(in.v, plan.dtype, rows));
   } else {
     add_attention_node(
         at.enc, function, plan, params, in.q, in.k, in.v, out, in.mask_ptr,
         in.sinks_ptr, features, parts.o_part_ptr, parts.stats_ptr,
-        plan.key_splits, lse, in.visits_ptr);
+        parts.counters_ptr, plan.key_splits, lse, in.visits_ptr);
   }
-  if (parts.o_part) {
+  if (parts.o_part && !plan.split_merge) {
     add_combine_node(
         at.enc, plan, params, *parts.o_part, *parts.stats, out, at.device,
         at.arch);

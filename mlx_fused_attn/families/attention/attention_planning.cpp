@@ -49,9 +49,16 @@ int key_splits(
       : 1;
 }
 
+/// Whether the last split merges the partials in the kernel (CUDA, unless
+/// switched off): then a split call may save the LSE too.
+bool merges_in_kernel(fa::Backend backend) {
+  return backend == fa::Backend::Cuda && split_merge_enabled();
+}
+
 /// Sets the general kernel's tiles, key splits and grid. `cores`, the
 /// device's multiprocessors or GPU cores, sizes the wave that split keys
-/// fill. A plan whose spec saves the LSE gets has_lse and no split keys.
+/// fill. A plan whose spec saves the LSE gets has_lse, and split keys only
+/// where the last split merges them.
 void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   if (packs_gqa(plan)) {
     pack_gqa_rows(plan);
@@ -79,10 +86,12 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   plan.features.align_q = p.L_q % tiles.bq == 0;
   plan.features.align_k = p.L_k % tiles.bk == 0;
   const int64_t groups = int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B;
-  // A forward that saves the LSE for the fused backward runs unsplit (the
-  // split partials hold no row LSE), and plans the kernel that writes it.
+  // A forward that saves the LSE for the fused backward runs unsplit where
+  // a combine kernel merges (it writes no LSE), and plans the kernel that
+  // writes it.
+  const bool in_kernel = merges_in_kernel(backend);
   plan.features.has_lse = plan.spec.saves_lse;
-  plan.key_splits = plan.spec.saves_lse ? 1 : key_splits(
+  plan.key_splits = plan.spec.saves_lse && !in_kernel ? 1 : key_splits(
       hint,
       groups,
       int64_t(tiles.min_blocks) * caps.cores,
@@ -92,6 +101,7 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
           // A grid with a block on every other multiprocessor gains less.
           fa::dtype_size(plan.dtype), 2 * groups >= caps.cores ? 16 : 8));
   plan.features.split_keys = plan.key_splits > 1;
+  plan.split_merge = in_kernel && plan.features.split_keys;
   // Packed GQA's query blocks are rows of several heads: they read classes
   // by block only where the heads share the mask (mlx-lm's padding masks).
   plan.features.mask_blocks = plan.features.has_mask &&

@@ -3,7 +3,7 @@
 // NVRTC, kernels.h), and the plan's launch as nodes of the encoder's CUDA
 // graph: quantized_attention_kernel with its one argument struct
 // (quantized_attention_args.h), then, with split keys, the family's
-// combine.
+// combine, unless the kernel's last split merges (plan.split_merge).
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -14,6 +14,7 @@
 #include "mlx_fused_attn/families/quantized_attention/cuda/quantized_attention_kernel_key.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
+#include "mlx_fused_attn/backend/cuda/zero_words_kernel_ptx.h"
 #include "mlx_fused_attn/backend/gpu_quantized.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_args.h"
 #include "mlx_fused_attn/plan/quantized_launch_params.h"
@@ -69,7 +70,7 @@ Support quantized_prepare(const QuantizedAttentionPlan& plan, mx::Stream s) {
       return named(kOp, copies);
     }
   }
-  if (plan.key_splits > 1) {
+  if (plan.key_splits > 1 && !plan.split_merge) {
     if (Support ready = cuda::kernel_ready(
             cuda::QuantizedSplitCombineKernelKey{plan.dtype}, device, arch);
         !ready.ok) {
@@ -81,14 +82,58 @@ Support quantized_prepare(const QuantizedAttentionPlan& plan, mx::Stream s) {
 
 namespace {
 
+/// The partials of split keys and, where the kernel's last split merges
+/// them, its counters: temporaries, kept until the encoder's graph has run.
+struct QuantPartials {
+  std::optional<mx::array> o_part, stats, counters;
+};
+
+/// Makes the buffers of the output, the partials and the counters (zeroed:
+/// the first buffer) in one node (device_buffer.h), before the first
+/// set_*_array.
+QuantPartials make_buffers(
+    const QuantizedAttentionPlan& plan,
+    mx::array& out,
+    cu::CommandEncoder& enc,
+    mx::Stream s) {
+  const fa::AttnParams& p = plan.params;
+  const int64_t split_rows = int64_t(plan.key_splits) * p.B * p.H_q * p.L_q;
+  QuantPartials parts;
+  std::vector<mx::array*> buffers;
+  if (plan.split_merge) {
+    // One a query block, head and batch (split_merge.cuh's split_counter).
+    const int64_t tiles =
+        int64_t(plan.grid.x / plan.key_splits) * plan.grid.y * plan.grid.z;
+    parts.counters = mx::array(
+        {static_cast<int>(cuda::zeroed_words(tiles))}, mx::uint32, nullptr,
+        {});
+    buffers.push_back(&*parts.counters);
+  }
+  buffers.push_back(&out);
+  if (plan.key_splits > 1) {
+    parts.o_part = mx::array(
+        {static_cast<int>(split_rows * p.D_v)}, mx::float32, nullptr, {});
+    parts.stats = mx::array(
+        {static_cast<int>(2 * split_rows)}, mx::float32, nullptr, {});
+    buffers.push_back(&*parts.o_part);
+    buffers.push_back(&*parts.stats);
+  }
+  cuda::set_device_data(buffers, s, plan.split_merge);
+  for (const auto* t : {&parts.o_part, &parts.stats, &parts.counters}) {
+    if (*t) {
+      enc.add_temporary(**t);
+    }
+  }
+  return parts;
+}
+
 /// The kernel's argument struct, its arrays' device pointers by name.
 fa::QuantAttnKernelArgs<void> kernel_args(
     const QuantizedAttentionPlan& plan,
     const std::vector<mx::array>& in,
     const mx::array& out,
     const fa::AttnParams& params,
-    std::optional<mx::array>& o_part,
-    std::optional<mx::array>& stats) {
+    QuantPartials& parts) {
   const int mi = quantized_mask_index(plan.spec);
   const int si = quantized_sinks_index(plan.spec);
   fa::QuantAttnKernelArgs<void> args{};
@@ -104,8 +149,10 @@ fa::QuantAttnKernelArgs<void> kernel_args(
   args.v_words = mx::gpu_ptr<uint32_t>(in[kQuantVWords]);
   args.v_scales = mx::gpu_ptr<void>(in[kQuantVScales]);
   args.v_biases = mx::gpu_ptr<void>(in[kQuantVBiases]);
-  args.o_part = o_part ? mx::gpu_ptr<float>(*o_part) : nullptr;
-  args.stats = stats ? mx::gpu_ptr<float>(*stats) : nullptr;
+  args.o_part = parts.o_part ? mx::gpu_ptr<float>(*parts.o_part) : nullptr;
+  args.stats = parts.stats ? mx::gpu_ptr<float>(*parts.stats) : nullptr;
+  args.split_counters =
+      parts.counters ? mx::gpu_ptr<uint32_t>(*parts.counters) : nullptr;
   args.params = params;
   args.qparams = quantized_kv_params(plan, in);
   args.features = plan.features;
@@ -140,26 +187,9 @@ void quantized_run(
     in[si] = cuda::contiguous_copy(inputs[si], plan.dtype, s, device, arch);
   }
 
-  // The output and the partials in one node (device_buffer.h), before the
-  // first set_*_array.
-  const int64_t split_rows = int64_t(plan.key_splits) * plan.params.B *
-      plan.params.H_q * plan.params.L_q;
-  std::optional<mx::array> o_part, stats;
-  std::vector<mx::array*> buffers = {&out};
-  if (plan.key_splits > 1) {
-    o_part = mx::array(
-        {static_cast<int>(split_rows * plan.params.D_v)}, mx::float32,
-        nullptr, {});
-    stats = mx::array(
-        {static_cast<int>(2 * split_rows)}, mx::float32, nullptr, {});
-    buffers.push_back(&*o_part);
-    buffers.push_back(&*stats);
-  }
-  cuda::set_device_data(buffers, s);
-  if (o_part) {
-    enc.add_temporary(*o_part);
-    enc.add_temporary(*stats);
-  }
+  QuantPartials parts = make_buffers(plan, out, enc, s);
+  const std::optional<mx::array>& o_part = parts.o_part;
+  const std::optional<mx::array>& stats = parts.stats;
   cuda::poison(out, enc, device, arch);
 
   fa::AttnParams params = quantized_attention_params(plan, in, out);
@@ -171,8 +201,12 @@ void quantized_run(
     enc.set_output_array(*o_part);
     enc.set_output_array(*stats);
   }
+  // After the node that zeroes them.
+  if (parts.counters) {
+    enc.set_output_array(*parts.counters);
+  }
   fa::QuantAttnKernelArgs<void> args =
-      kernel_args(plan, in, out, params, o_part, stats);
+      kernel_args(plan, in, out, params, parts);
   enc.add_kernel_node_ex(
       cuda::kernel_function(quantized_key(plan), device, arch),
       dim3(plan.grid.x, plan.grid.y, plan.grid.z),
@@ -180,7 +214,7 @@ void quantized_run(
       {},
       static_cast<uint32_t>(plan.grid.smem_bytes),
       args);
-  if (o_part) {
+  if (o_part && !plan.split_merge) {
     const int inner = params.L_q * params.D_v;
     int n_splits = plan.key_splits;
     enc.add_kernel_node_ex(
