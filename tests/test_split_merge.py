@@ -114,3 +114,31 @@ def test_one_kernel_decode_under_masks_and_sinks(monkeypatch):
         np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
         ok = np.isfinite(ref)
         assert np.abs(got[ok] - ref[ok]).max() <= 1e-2 * max(1.0, np.abs(ref[ok]).max())
+
+
+@pytest.mark.parametrize("kind", ["none", "bool"])
+def test_quantized_decode_in_one_kernel(kind, monkeypatch):
+    # The quantized-KV family shares the split path: one query block of
+    # packed heads and thousands of keys split under a wave, merged by the
+    # last split, the same as by its combine kernel.
+    from test_quantized_attention import assert_quantized_close, make_mask, quantized
+
+    rng = np.random.default_rng(5)
+    B, Hq, Hk, Lk, bits, group = 1, 8, 2, 9000, 4, 64
+    q = mx.array(rng.standard_normal((B, Hq, 1, D), np.float32)).astype(mx.bfloat16)
+    k = mx.array(rng.standard_normal((B, Hk, Lk, D), np.float32)).astype(mx.bfloat16)
+    v = mx.array(rng.standard_normal((B, Hk, Lk, D), np.float32)).astype(mx.bfloat16)
+    qk, qv = quantized(k, group, bits), quantized(v, group, bits)
+    mask = make_mask(kind, rng, B, Hq, 2, Lk, mx.bfloat16)
+    mask = mask[:, :, 1:] if mask is not None else None  # the row that hides every key
+
+    def run_quantized():
+        out = fa.quantized_scaled_dot_product_attention(
+            q, qk, qv, D**-0.5, mask, group, bits, stream=mx.gpu)  # fmt: skip
+        mx.eval(out)
+        return out
+
+    merged = run_quantized()
+    assert_quantized_close(merged, q, qk, qv, group, bits, D**-0.5, mask, None, f"one kernel {kind}")
+    monkeypatch.setenv("MLX_FUSED_ATTN_SPLIT_MERGE", "0")
+    np.testing.assert_array_equal(to_np(merged), to_np(run_quantized()))
