@@ -50,7 +50,8 @@ int key_splits(
 }
 
 /// Whether the last split merges the partials in the kernel (CUDA, unless
-/// switched off): then a split call may save the LSE too.
+/// switched off; Metal keeps the combine kernel, split_merge.cuh says why):
+/// then a split call may save the LSE too.
 bool merges_in_kernel(fa::Backend backend) {
   return backend == fa::Backend::Cuda && split_merge_enabled();
 }
