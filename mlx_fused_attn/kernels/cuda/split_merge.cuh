@@ -33,6 +33,11 @@ namespace fa {
 /// barrier to each kernel's count.
 constexpr int kSplitMergeBarrier = 1;
 
+/// The output elements a thread merges at once: 4 chains of loads in
+/// flight where a threadgroup merges its rows alone (the combine kernel
+/// gives each element a thread).
+constexpr int kMergeElems = 4;
+
 /// Whether `pred` holds in any of the `threads` threads (whole warps) that
 /// reach named barrier `id`, each of which waits for all.
 __device__ __forceinline__ bool
@@ -84,10 +89,12 @@ __device__ void split_merge_if_last(
   __threadfence();
   const int row0 = at.q_block * kBQ;
   const int rows = min(kBQ, p.L_q - row0);
-  for (int i = tid; i < rows * p.D_v; i += kThreads) {
-    split_combine_element(
-        a.split_o, a.split_stats, a.out, p, at.split.count,
-        row0 * p.D_v + i, at.head, at.batch);
+  // The tile's rows only: the next query block's are its last split's.
+  const int end = (row0 + rows) * p.D_v;
+  for (int i = row0 * p.D_v + tid; i < end; i += kMergeElems * kThreads) {
+    const SplitElems e = {i, kThreads, end, at.head, at.batch};
+    split_combine_elements<kMergeElems>(
+        a.split_o, a.split_stats, a.out, p, at.split.count, e);
   }
   if (f.has_lse) {
     for (int r = tid; r < rows; r += kThreads) {
