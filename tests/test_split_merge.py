@@ -31,6 +31,8 @@ CASES = [
 ]
 IDS = [f"{str(c[0]).split('.')[-1]}-B{c[1]}-H{c[2]}/{c[3]}-Lk{c[4]}" for c in CASES]
 D = 128
+# One unit in the last place of each dtype, relative.
+ULP = {mx.float16: 2.0**-10, mx.bfloat16: 2.0**-7, mx.float32: 2.0**-23}
 
 
 def make(dtype, B, Hq, Hk, Lk, seed):
@@ -65,8 +67,10 @@ def test_one_kernel_decode_matches_two_kernels_and_the_reference(case, monkeypat
     assert not combined_plan.split_merge, combined_plan
     assert combined_plan.key_splits == merged_plan.key_splits, combined_plan
     combined = run(q, k, v, False)
-    # The same partials through the same merge (split_combine_element).
-    np.testing.assert_array_equal(to_np(merged), to_np(combined))
+    # The same partials through the same merge (split_combine_elements),
+    # four elements a thread or one: at most the dtype's rounding apart,
+    # should the compiler contract the two differently.
+    np.testing.assert_allclose(to_np(merged), to_np(combined), rtol=ULP[q.dtype], atol=1e-6)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -141,4 +145,4 @@ def test_quantized_decode_in_one_kernel(kind, monkeypatch):
     merged = run_quantized()
     assert_quantized_close(merged, q, qk, qv, group, bits, D**-0.5, mask, None, f"one kernel {kind}")
     monkeypatch.setenv("MLX_FUSED_ATTN_SPLIT_MERGE", "0")
-    np.testing.assert_array_equal(to_np(merged), to_np(run_quantized()))
+    np.testing.assert_allclose(to_np(merged), to_np(run_quantized()), rtol=ULP[mx.bfloat16], atol=1e-6)
