@@ -91,7 +91,7 @@ def test_one_kernel_decode_gives_the_lse(case, monkeypatch):
     # unsplit, to the same LSE up to the sums' order.
     monkeypatch.setenv("MLX_FUSED_ATTN_SPLIT_MERGE", "0")
     out2, lse2 = run(q, k, v, True)
-    np.testing.assert_allclose(np.array(lse2), np.array(lse), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(lse2), np.array(lse), rtol=2e-5, atol=1e-4)
     np.testing.assert_allclose(to_np(out2), to_np(out), atol=2e-2, rtol=2e-2)
 
 
