@@ -157,16 +157,18 @@ HOST_KEYS = {
   }
   for (fa::DType t : types) print(SplitCombineKernelKey{t});""",
     # Both kernels of every head dim, plain, causal and array mask, with
-    # and without warpgroup products; D.
+    # and without warpgroup products, dK/dV in both forms; D and the
+    # one-kernel form's dQ conversion.
     "attention_backward": """
   for (fa::DType t : types) {
     print(AttentionBackwardRowDotKey{t});
+    print(AttentionBackwardDqConvertKey{t});
 #define FA_PRINT(d) \\
-    for (int v = 0; v < 12; ++v) { \\
-      const fa::BwdKernel k = v % 6 < 3 ? fa::BwdKernel::DkDv : fa::BwdKernel::Dq; \\
+    for (int v = 0; v < 18; ++v) { \\
+      const fa::BwdKernel k = v % 9 < 3 || v % 9 >= 6 ? fa::BwdKernel::DkDv : fa::BwdKernel::Dq; \\
       print(AttentionBackwardKernelKey{k, t, d, \\
-          fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda, v >= 6).of(k), \\
-          v % 3 == 1, v % 3 == 2}); \\
+          fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda, v >= 9).of(k), \\
+          v % 3 == 1, v % 3 == 2, v % 9 >= 6}); \\
     }
     FA_ATTENTION_BACKWARD_HEAD_DIMS(FA_PRINT)
   }""",
@@ -226,7 +228,10 @@ def expected_count(family):
     na = len(listed("na_config.h", "FA_NA_HEAD_DIMS")) * len(listed("na_config.h", "FA_NA_AXES"))
     return {
         "attention": 3 * N_HEAD_DIMS * 12 + 3,
-        "attention_backward": 3 * (1 + 12 * len(listed("attention_backward_config.h", "FA_ATTENTION_BACKWARD_HEAD_DIMS"))),
+        # Per type: the row dot, the dQ conversion, and per head dim 18
+        # (two tile choices x three variants x dK/dV two-kernel, dK/dV
+        # one-kernel and dQ).
+        "attention_backward": 3 * (2 + 18 * len(listed("attention_backward_config.h", "FA_ATTENTION_BACKWARD_HEAD_DIMS"))),
         "short_attention": 3 * len(short_dims) * len(short_seqs),
         "neighborhood": 3 * na,
         "strided_copy": 3 + 1,

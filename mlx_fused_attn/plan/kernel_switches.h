@@ -1,5 +1,6 @@
 // Switches that turn a kernel path off for the GPU backends, each on unless
-// its variable is "0": MLX_FUSED_ATTN_SHORT (the short-sequence kernel),
+// its variable is "0" (MLX_FUSED_ATTN_BWD_ONE_KERNEL, last, forces its path
+// both ways): MLX_FUSED_ATTN_SHORT (the short-sequence kernel),
 // MLX_FUSED_ATTN_SPLIT_KEYS (split keys, split_keys.h),
 // MLX_FUSED_ATTN_SPLIT_MERGE (split keys in one kernel on CUDA, the last
 // split merging: kernels/cuda/split_merge.cuh; off, a combine kernel
@@ -36,6 +37,17 @@ inline bool split_merge_enabled() {
 
 inline bool mask_blocks_enabled() {
   return kernel_switch_on("MLX_FUSED_ATTN_MASK_BLOCKS");
+}
+
+/// MLX_FUSED_ATTN_BWD_ONE_KERNEL forces the CUDA backward's form both ways:
+/// "1" one kernel (dK/dV accumulating dQ through atomics), "0" two (a dQ
+/// kernel of its own); unset or anything else, the plan's choice `planned`.
+inline bool backward_one_kernel(bool planned) {
+  const char* env = std::getenv("MLX_FUSED_ATTN_BWD_ONE_KERNEL");
+  if (env != nullptr && (env[0] == '0' || env[0] == '1') && env[1] == '\0') {
+    return env[0] == '1';
+  }
+  return planned;
 }
 
 } // namespace mlx_fused_attn

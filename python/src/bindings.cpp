@@ -186,6 +186,25 @@ void bind_attention(nb::module_& m) {
       "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dout"_a, nb::kw_only(),
       "scale"_a, "mask"_a = nb::none(), "stream"_a = nb::none());
 
+  // For ring attention's forward: a block's attention merged into the
+  // output and LSE held so far (in place on the CPU).
+  m.def(
+      "attention_merge",
+      [](const mx::array& q,
+         const mx::array& k,
+         const mx::array& v,
+         const mx::array& held_out,
+         const mx::array& held_lse,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         const StreamArg& stream) {
+        return mlx_fused_attn::attention_merge(
+            q, k, v, held_out, held_lse, scale, mask,
+            to_stream_or_device(stream));
+      },
+      "q"_a, "k"_a, "v"_a, "held_out"_a, "held_lse"_a, nb::kw_only(),
+      "scale"_a, "mask"_a = nb::none(), "stream"_a = nb::none());
+
   m.def(
       "can_use_fused",
       [](const mx::array& q,
@@ -390,6 +409,19 @@ void bind_build_info(nb::module_& m) {
       },
       "The GPU backend this build has, whether its kernels were built ahead "
       "of time, and whether they are compiled at run time now.");
+
+  m.def(
+      "_memory_kind",
+      [](mx::array a) {
+        {
+          nb::gil_scoped_release nogil;
+          a.eval();
+        }
+        return mlx_fused_attn::gpu::memory_kind(a);
+      },
+      "a"_a,
+      "What holds the evaluated array's memory (gpu.h's memory_kind), "
+      "without moving it: the host read test asks.");
 }
 
 } // namespace

@@ -9,6 +9,9 @@
 // MLX's cache answers with a device buffer of the size, as it does in a
 // model. So an MLX primitive makes the memory, run here as a node of the
 // graph being built: it allocates on the stream's device, in stream order.
+// Where MLX's cache answers with a buffer that a host read moved to unified
+// memory, the buffer is given device memory before the kernel writes it
+// (device_buffer.cpp; issue 46).
 #pragma once
 
 #include <vector>
