@@ -190,7 +190,7 @@ struct Backward {
     auto kernel = fa::attention_kernel<T, D, D, FwdTiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     kernel<<<dim3((pr.L + 63) / 64, pr.H, pr.B), 128, smem>>>(
-        q, k, v, o, p.fwd, nullptr, nullptr, ff, nullptr, nullptr, 1, lse, nullptr);
+        q, k, v, o, p.fwd, nullptr, nullptr, ff, nullptr, nullptr, nullptr, 1, lse, nullptr);
     CHECK(cudaGetLastError());
   }
 

@@ -11,14 +11,15 @@ misaligned (copied) input, grids past one wave (the large-grid tiles, and
 on Hopper at D = 128 the producer warpgroup's TMA copies), grids
 under one with split keys (decode with GQA packed, chunked prefill, array
 masks whose visits the splits share, a padding mask that packed decoding
-reads by block), head dims padded to whole
+reads by block; merged by the last split, and by the combine kernel under
+MLX_FUSED_ATTN_SPLIT_MERGE=0), head dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
 a poisoned output; each result is checked against mx.fast on the CPU. The
 gradient cases run the fused backward (row dot, dK/dV, dQ; or the
 one-kernel form, dK/dV adding dQ through atomics and the conversion,
-forced in some) after a forward that saves the LSE (unsplit where it would
-split its keys), over the mask's block lists where it has them, against
-mx.fast's gradients on the CPU.
+forced in some) after a forward that saves the LSE (split keys merged by
+the last split, which writes it), over the mask's block lists where it
+has them, against mx.fast's gradients on the CPU.
 Not collected by pytest: under the sanitizers a run takes minutes.
 """
 
@@ -118,6 +119,16 @@ def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed, form=None):
     return ok
 
 
+def with_combine_kernel(run, *args, **kwargs):
+    """`run`'s case with split keys merged by the combine kernel (the switch
+    is read when each call is planned)."""
+    os.environ["MLX_FUSED_ATTN_SPLIT_MERGE"] = "0"
+    try:
+        return run(*args, **kwargs)
+    finally:
+        del os.environ["MLX_FUSED_ATTN_SPLIT_MERGE"]
+
+
 def main():
     results = [
         case(mx.float16, 64, 130, 200, None, False, 1),
@@ -138,9 +149,12 @@ def main():
         case(mx.bfloat16, 256, 130, 90, "additive", True, 12),
         case(mx.float16, 192, 70, 129, "causal", False, 13, Dv=128),
         case(mx.float32, 256, 40, 33, None, True, 14),
-        # Under a wave with long keys: split keys and their combine; decode
+        # Under a wave with long keys: split keys, merged by the last split
+        # (kernels/cuda/split_merge.cuh) or the combine kernel; decode
         # without sinks packs the 2 query heads of each KV head as rows.
         case(mx.bfloat16, 128, 1, 4000, None, False, 15),
+        with_combine_kernel(case, mx.bfloat16, 128, 1, 4000, None, False, 15),
+        with_combine_kernel(case, mx.float16, 128, 100, 3000, "causal", True, 17),
         case(mx.float16, 64, 1, 3001, "additive", True, 16),
         case(mx.float16, 128, 100, 3000, "causal", True, 17),
         case(mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
@@ -149,8 +163,8 @@ def main():
         grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 20),
         grad_case(mx.float16, 96, 129, 77, "bool", False, 21),
         grad_case(mx.float32, 32, 100, 150, "additive", True, 22),
-        # Forwards that would split their keys (under a wave, long keys) run
-        # unsplit to save the LSE; decode packs the GQA group as rows.
+        # Forwards that split their keys (under a wave, long keys): the last
+        # split writes the LSE; decode packs the GQA group as rows.
         grad_case(mx.float16, 128, 100, 3000, "causal", True, 23),
         grad_case(mx.bfloat16, 64, 1, 2000, None, False, 24),
         # The mask's block lists: blocks skipped in both kernels.

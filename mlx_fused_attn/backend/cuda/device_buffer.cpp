@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "mlx/fast.h"
 #include "mlx/primitives.h"
 #include "mlx_fused_attn/backend/cuda/no_op_kernel_ptx.h"
+#include "mlx_fused_attn/backend/cuda/zero_words_kernel_ptx.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/plan/kernel_switches.h"
 
@@ -35,7 +37,8 @@ bool device_outputs_enabled() {
 
 /// Gives `buf`, just allocated and unwritten, device memory of `enc`'s
 /// device where MLX's cache answered with unified memory, so that a kernel
-/// writes it without page faults.
+/// writes it without page faults. `zeroed`: the launch that made `buf`
+/// zeroed it, so the device memory is zeroed too.
 ///
 /// The host reading an array (array::data(), as np.array does) moves its
 /// buffer to unified memory for good (Buffer::raw_ptr), and the cache, which
@@ -44,7 +47,10 @@ bool device_outputs_enabled() {
 /// the calls MLX's allocator makes for each kind of memory, so that MLX later
 /// frees the buffer as the device buffer it now is. Nothing is copied: the
 /// contents are dead.
-void to_device_memory(cu::CudaBuffer& buf, cu::CommandEncoder& enc) {
+void to_device_memory(
+    cu::CudaBuffer& buf,
+    cu::CommandEncoder& enc,
+    bool zeroed) {
   if (buf.device != -1 || buf.size <= kScalarPoolBlock) {
     return;
   }
@@ -69,8 +75,19 @@ void to_device_memory(cu::CudaBuffer& buf, cu::CommandEncoder& enc) {
     cudaGetLastError();
     return;
   }
+  // The zeroing launch wrote the unified buffer. Ordered on the stream as
+  // the allocation is, so before the graph whose kernels read the memory.
+  if (zeroed && cudaMemsetAsync(data, 0, buf.size, enc.stream()) != cudaSuccess) {
+    cudaGetLastError();
+    if (device.memory_pools()) {
+      cudaFreeAsync(data, enc.stream());
+    } else {
+      cudaFree(data);
+    }
+    return;
+  }
   // Freed once the command buffer has run, off this thread: freeing unified
-  // memory waits for the device, and the no-op kernel's launch names it.
+  // memory waits for the device, and the launch that made it names it.
   enc.add_completed_handler([unified = buf.data, managed = attr.type ==
                                  cudaMemoryTypeManaged] {
     const cudaError_t freed = managed ? cudaFree(unified) : cudaFreeHost(unified);
@@ -89,7 +106,10 @@ void set_device_data(mx::array& a, mx::Stream s) {
   set_device_data(std::vector<mx::array*>{&a}, s);
 }
 
-void set_device_data(const std::vector<mx::array*>& arrays, mx::Stream s) {
+void set_device_data(
+    const std::vector<mx::array*>& arrays,
+    mx::Stream s,
+    bool zero_first) {
   std::vector<mx::Shape> shapes;
   std::vector<mx::Dtype> dtypes;
   for (const mx::array* a : arrays) {
@@ -100,16 +120,26 @@ void set_device_data(const std::vector<mx::array*>& arrays, mx::Stream s) {
   // init value, writes nothing before its kernel: the no-op kernel costs one
   // empty launch, where a fill (mx::zeros) would write every byte. It
   // declares one parameter, so the launch reads only the first output's
-  // address of those CustomKernel passes, and never through it.
+  // address of those CustomKernel passes, and never through it. Zeroing
+  // the first array instead is the same one launch, a thread a word (a
+  // multiple of the block's).
+  const int words = zero_first ? static_cast<int>(arrays[0]->nbytes() / 4) : 1;
+  if (zero_first &&
+      (arrays[0]->itemsize() != 4 || words % kZeroWordsThreads != 0)) {
+    throw std::logic_error(
+        "[set_device_data] internal error: the zeroed array must hold 32-bit "
+        "words, a multiple of kZeroWordsThreads");
+  }
+  const int threads = zero_first ? kZeroWordsThreads : 1;
   std::vector<mx::array> made = mx::fast::precompiled_cuda_kernel(
-      /* name = */ kNoOpKernelName,
-      /* compiled_source = */ kNoOpKernelPtx,
+      /* name = */ zero_first ? kZeroWordsKernelName : kNoOpKernelName,
+      /* compiled_source = */ zero_first ? kZeroWordsKernelPtx : kNoOpKernelPtx,
       /* inputs = */ {},
       /* output_shapes = */ shapes,
       /* output_dtypes = */ dtypes,
       /* scalars = */ {},
-      /* grid = */ {1, 1, 1},
-      /* threadgroup = */ {1, 1, 1},
+      /* grid = */ {words, 1, 1},
+      /* threadgroup = */ {threads, 1, 1},
       /* shared_memory = */ 0,
       /* init_value = */ std::nullopt,
       /* ensure_row_contiguous = */ false,
@@ -122,7 +152,9 @@ void set_device_data(const std::vector<mx::array*>& arrays, mx::Stream s) {
     if (to_device) {
       // The encoder tracks the buffer by its handle, which stays.
       to_device_memory(
-          *static_cast<cu::CudaBuffer*>(made[i].buffer().ptr()), enc);
+          *static_cast<cu::CudaBuffer*>(made[i].buffer().ptr()),
+          enc,
+          /* zeroed = */ zero_first && i == 0);
     }
     arrays[i]->copy_shared_buffer(made[i]);
   }

@@ -14,7 +14,8 @@ namespace {
 
 /// Sets the general kernel's tiles, key splits and grid. `cores`, the
 /// device's multiprocessors or GPU cores, sizes the wave that split keys
-/// fill. A plan whose spec saves the LSE gets has_lse and no split keys.
+/// fill. A plan whose spec saves the LSE gets has_lse, and split keys only
+/// where the last split merges them.
 void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   // One sink a head: a block of several heads' rows would not share it.
   if (packs_gqa(plan.params) && !plan.features.has_sinks) {
@@ -42,13 +43,16 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   plan.tiles = tiles;
   plan.features.align_q = p.L_q % tiles.bq == 0;
   plan.features.align_k = p.L_k % tiles.bk == 0;
-  // A forward that saves the LSE for the fused backward runs unsplit (the
-  // split partials hold no row LSE), and plans the kernel that writes it.
+  // A forward that saves the LSE for the fused backward runs unsplit where
+  // a combine kernel merges (it writes no LSE), and plans the kernel that
+  // writes it.
+  const bool in_kernel = merges_in_kernel(backend);
   plan.features.has_lse = plan.spec.saves_lse;
-  plan.key_splits = plan.spec.saves_lse
+  plan.key_splits = plan.spec.saves_lse && !in_kernel
       ? 1
       : key_splits(hint, p, tiles, plan.dtype, caps.cores);
   plan.features.split_keys = plan.key_splits > 1;
+  plan.split_merge = in_kernel && plan.features.split_keys;
   // Packed GQA's query blocks are rows of several heads: they read classes
   // by block only where the heads share the mask (mlx-lm's padding masks).
   plan.features.mask_blocks = plan.features.has_mask &&
