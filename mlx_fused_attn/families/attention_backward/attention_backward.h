@@ -364,9 +364,12 @@ FA_FUNC void attention_backward_dkdv(
   const Dq dq =
       Dq::start(a, bp, smem, k_op, at, k_ragged, warp * kSimdWidth + lane);
 
-  typename Warp::Scores s_t, dp_t;
-  typename Warp::ScoreOperand p_t, ds_t;
-  typename Warp::Acc dk_acc, dv_acc;
+  typename Warp::Scores s_t;
+  typename Warp::Scores dp_t;
+  typename Warp::ScoreOperand p_t;
+  typename Warp::ScoreOperand ds_t;
+  typename Warp::Acc dk_acc;
+  typename Warp::Acc dv_acc;
   tile_fill(dk_acc, 0.0f);
   tile_fill(dv_acc, 0.0f);
 
