@@ -23,10 +23,13 @@ and reports the fused kernel's bandwidth, (q, k, v, o bytes) / kernel time,
 as a share of the measured copy bandwidth. `--workload` times the calls
 models make: decoding against a long cache, chunked prefill, GQA and array
 masks, with each kernel's distance from its floor and wall-clock against
-kernel time. `--persistent` (issue 46) times the producer kernel's static grid against
-its persistent one (MLX_FUSED_ATTN_PERSISTENT 0 and 1) and the planner's
-choice beside mx.fast, on issue 46's rows and the large grids. `--routing`
-(issue 42) tunes routing on the workload's calls
+kernel time, and the fused call again with split keys merged by the
+combine kernel (`fused_combine`, MLX_FUSED_ATTN_SPLIT_MERGE=0; the same
+as `fused` where the keys are unsplit). `--persistent` (issue 46) times the
+producer kernel's static grid against its persistent one
+(MLX_FUSED_ATTN_PERSISTENT 0 and 1) and the planner's choice beside
+mx.fast, on issue 46's rows and the large grids. `--routing` (issue 42)
+tunes routing on the workload's calls
 and on batched prefill (B 1-8, L 512-8192, random, causal-array, window and
 padding bool masks) and head dims 64-256 (`mlx_fused_attn.tune`, the
 table in MLX_FUSED_ATTN_TUNED_FILE where set), then times the patched
@@ -189,9 +192,23 @@ def measure_with(variable, value, make, iters):
             os.environ[variable] = saved
 
 
-def general_kernel(make, iters):
-    """measure_mlx with the short-sequence kernel switched off."""
-    return measure_with("MLX_FUSED_ATTN_SHORT", "0", make, iters)
+def switched_off(variable):
+    """measure_mlx with the kernel switch `variable` (plan/kernel_switches.h)
+    set to 0."""
+
+    def measure(make, iters):
+        return measure_with(variable, "0", make, iters)
+
+    return measure
+
+
+# The fused calls measured with a kernel path switched off: the general
+# kernel in place of the short one, the combine kernel in place of the
+# last split's merge.
+SWITCHED = {
+    "fused_general": switched_off("MLX_FUSED_ATTN_SHORT"),
+    "fused_combine": switched_off("MLX_FUSED_ATTN_SPLIT_MERGE"),
+}
 
 
 class Case:
@@ -301,7 +318,7 @@ def case_inputs(case, with_torch=True):
     return (q, k, v, mask), (tq, tk, tv, tmask)
 
 
-def run_case(case, iters, ceilings, skip_unfused, general=False):
+def run_case(case, iters, ceilings, skip_unfused, general=False, combine=False):
     c = case
     scale = c.D**-0.5
     (q, k, v, mask), (tq, tk, tv, tmask) = case_inputs(c)
@@ -315,9 +332,11 @@ def run_case(case, iters, ceilings, skip_unfused, general=False):
         mlx_calls["mlx_unfused"] = lambda: mlx_unfused(q, k, v, scale, mask)
     if general:
         mlx_calls["fused_general"] = mlx_calls["fused"]
+    if combine:
+        mlx_calls["fused_combine"] = mlx_calls["fused"]
     for name, make in mlx_calls.items():
         try:
-            measure = general_kernel if name == "fused_general" else measure_mlx
+            measure = SWITCHED.get(name, measure_mlx)
             results[name] = measure(make, iters)
         except Exception as e:  # out of memory and the like: reported, not fatal
             results[name] = (float("nan"), float("nan"))
@@ -550,7 +569,7 @@ WORKLOAD_CASES = [
     ("no mask", Case(1, 32, 2048, 64, "float16")),
     ("GQA prefill", Case(1, 32, 2048, 128, "bfloat16", "causal", Hkv=8)),
 ]
-WORKLOAD_PROVIDERS = ["mx_fast", "torch_flash", "torch_cudnn", "torch_eff", "mlx_unfused"]
+WORKLOAD_PROVIDERS = ["fused_combine", "mx_fast", "torch_flash", "torch_cudnn", "torch_eff", "mlx_unfused"]
 
 
 def workload_table(args):
@@ -560,7 +579,9 @@ def workload_table(args):
         "Kernel time per call in us (CUPTI, one evaluation a call); wall-clock per call "
         "in parentheses (a stream of async_eval calls, one synchronisation). "
         "`floor`: the larger of FLOPs / matmul rate and (q, k, v, o, mask bytes) / copy "
-        "bandwidth. `x mx.fast`: mx.fast kernel time / fused kernel time (>1: fused is faster).",
+        "bandwidth. `fused_combine`: the fused call with split keys merged by the combine kernel "
+        "(MLX_FUSED_ATTN_SPLIT_MERGE=0). "
+        "`x mx.fast`: mx.fast kernel time / fused kernel time (>1: fused is faster).",
         ["call", "B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "mask", "fused", "floor us",
          "% of floor", *WORKLOAD_PROVIDERS, "x mx.fast", "wall/kernel fused",
          "wall/kernel mx.fast", "max err vs mx.fast"],
@@ -571,7 +592,8 @@ def workload_table(args):
         if calls and label not in calls:
             continue
         iters = args.iters or max(10, min(100, int(2e11 / c.work())))
-        res, floor_us, err = run_case(c, iters, ceilings, skip_unfused=c.B * c.Hq * c.Lq * c.Lk > 2**31)
+        res, floor_us, err = run_case(c, iters, ceilings, skip_unfused=c.B * c.Hq * c.Lq * c.Lk > 2**31,
+                                      combine=True)
         fk, fw = res["fused"]
         mk, mw = res["mx_fast"]
         report.row([label, str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.Lk), str(c.D), c.dtype,

@@ -12,12 +12,21 @@ does for its prompt chunks); decode then takes ``--gen`` greedy steps. The
 LoRA step is one ``value_and_grad`` of the cross-entropy over
 ``--train-len`` tokens with mlx-lm's LoRA adapters on every layer (the
 rest frozen). The attentions alternate within each of ``--repeats``
-rounds, on MLX's default device; medians are reported.
+rounds, on MLX's default device; medians are reported, with MLX's peak
+memory (the prefill's above the weights, the decode's above the prefilled
+cache) and the K/V cache's size.
+
+``--kv-bits`` generates into mlx-lm's ``QuantizedKVCache`` (``--kv-group-size``)
+instead of a float ``KVCache``: unpatched (``mx.fast``) its attention is
+mlx-lm's own quantized matmuls; patched it is this package's quantized
+kernel wherever one covers the call. The LoRA step has no cache and is the
+same either way.
 
     python benchmarks/model_bench.py                       # 2 layers, prompt 512, 32 tokens
     python benchmarks/model_bench.py --tune --layers 4 --prompt 4096 --gen 128 \\
         --dtype bfloat16 --json out.json --plot out.png
     python benchmarks/model_bench.py --config path/to/config.json --tune
+    python benchmarks/model_bench.py --kv-bits 4 --prompt 4096 --gen 128 --train-len 0
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -43,10 +53,12 @@ from mlx_fused_attn.tuning import Call
 
 try:
     import mlx_lm
-    from mlx_lm.models.cache import KVCache
+    from mlx_lm.models.cache import KVCache, QuantizedKVCache
     from mlx_lm.tuner.utils import linear_to_lora_layers
 except ImportError:
     sys.exit("model_bench.py needs mlx-lm: pip install mlx-lm==0.32.2")
+
+from quantized_cache import add_kv_options, peak_above
 
 DTYPES = {"float16": mx.float16, "bfloat16": mx.bfloat16, "float32": mx.float32}
 # Llama 3 8B's layer shape (config.json of meta-llama/Meta-Llama-3-8B).
@@ -112,23 +124,51 @@ def agreeing_prefix(a, b):
     return next((t for t, (x, y) in enumerate(steps) if x != y), len(steps))
 
 
-def generate(model, prompt, gen):
-    """(prefill seconds, decode seconds, generated tokens) for one request."""
-    cache = [KVCache() for _ in model.layers]
-    mx.synchronize()
+class Generation(NamedTuple):
+    """One request's generation: its times, tokens and memory."""
+
+    prefill_s: float
+    decode_s: float
+    tokens: list  # [batch][step]
+    prefill_peak: int  # bytes above the weights, the filled cache included
+    decode_peak: int  # bytes above the prefilled cache
+    cache_bytes: int  # the K/V cache's arrays after the last step
+
+
+def new_cache(model, kv_bits, group_size):
+    """A fresh cache a layer: mlx-lm's QuantizedKVCache with `kv_bits`, else
+    a float KVCache."""
+    if kv_bits:
+        return [QuantizedKVCache(group_size=group_size, bits=kv_bits) for _ in model.layers]
+    return [KVCache() for _ in model.layers]
+
+
+def generate(model, prompt, gen, cache):
+    """Prefills `cache` with the prompt (its logits left unevaluated, as
+    mlx-lm's generate does for its prompt chunks), then decodes `gen` greedy
+    steps."""
+
+    def prefill():
+        model(prompt[:, :-1], cache=cache)
+        return [c.state for c in cache]
+
+    def decode():
+        y = prompt[:, -1:]
+        out = []
+        for _ in range(gen):
+            y = mx.argmax(model(y, cache=cache)[:, -1, :], axis=-1, keepdims=True)
+            mx.eval(y)
+            out.append(y)
+        return mx.concatenate(out, axis=1)
+
     start = time.perf_counter()
-    model(prompt[:, :-1], cache=cache)
-    mx.eval([c.state for c in cache])
-    prefill = time.perf_counter() - start
-    y = prompt[:, -1:]
-    out = []
+    _, prefill_peak = peak_above(prefill)
+    prefill_s = time.perf_counter() - start
     start = time.perf_counter()
-    for _ in range(gen):
-        y = mx.argmax(model(y, cache=cache)[:, -1, :], axis=-1, keepdims=True)
-        mx.eval(y)
-        out.append(y)
-    decode = time.perf_counter() - start
-    return prefill, decode, mx.concatenate(out, axis=1).tolist()
+    tokens, decode_peak = peak_above(decode)
+    decode_s = time.perf_counter() - start
+    return Generation(prefill_s, decode_s, tokens.tolist(), prefill_peak, decode_peak,
+                      sum(c.nbytes for c in cache))  # fmt: skip
 
 
 def add_lora(model):
@@ -206,12 +246,20 @@ def _cell(x, fmt):
     return "-" if x is None else format(x, fmt)
 
 
+def kv_cache_name(config):
+    """The cache the generation runs in, as the table names it."""
+    if config["kv_bits"]:
+        return f"QuantizedKVCache({config['kv_bits']} bits, groups of {config['kv_group_size']})"
+    return "KVCache"
+
+
 def print_table(result, file=sys.stdout):
     c = result["config"]
     print(
         f"# model_bench: {result['model']} x {c['layers']} layers, vocab {c['vocab']}, "
         f"{c['dtype']}, batch {c['batch']}, prompt {c['prompt']}, {c['gen']} tokens, "
-        f"LoRA step over {c['train_len']} tokens; {result['device']}; mlx {result['mlx']}, "
+        f"LoRA step over {c['train_len']} tokens; {kv_cache_name(c)}; {result['device']}; "
+        f"mlx {result['mlx']}, "
         f"mlx-lm {result['mlx_lm']}, mlx_fused_attn {result['mlx_fused_attn']}; "
         f"{result['date']}; commit {result['commit']}",
         file=file,
@@ -219,14 +267,16 @@ def print_table(result, file=sys.stdout):
     if result["tuned"] is not None:
         print(f"tuned {len(result['tuned'])} shape classes in {result['tune_s']:.1f} s", file=file)
     print("| attention | prefill tok/s | decode tok/s | LoRA step s | prefill s | decode s "
+          "| prefill peak MiB | decode peak MiB | K/V cache MiB "
           "| calls fused / fallback / passthrough | tokens equal to mx.fast's |",
           file=file)  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---|---:|", file=file)
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|", file=file)
     for name, r in result["runs"].items():
         print(
             f"| {name} | {r['prefill_tok_s']:.1f} | {r['decode_tok_s']:.2f} | "
             f"{_cell(r['lora_step_s'], '.3f')} | {r['prefill_s']:.3f} | {r['decode_s']:.3f} | "
-            f"{r['calls'] or '-'} | {r['tokens_agree']} of {c['gen']} |",
+            f"{r['prefill_peak_mib']:.1f} | {r['decode_peak_mib']:.1f} | "
+            f"{r['kv_cache_mib']:.1f} | {r['calls'] or '-'} | {r['tokens_agree']} of {c['gen']} |",
             file=file,
         )
     base = result["runs"].get("mx.fast")
@@ -289,6 +339,8 @@ def main(argv=None):
                     help=f"the attentions compared, comma-separated from {', '.join(ATTENTIONS)}")
     ap.add_argument("--tune", action="store_true",
                     help="tune this benchmark's calls first (python -m mlx_fused_attn.tune)")
+    add_kv_options(ap, "generate into mlx-lm's QuantizedKVCache of this many bits instead of a "
+                       "float KVCache (4 and 8 have GPU kernels)")  # fmt: skip
     ap.add_argument("--device", choices=["cpu", "gpu"], help="default: MLX's default device")
     ap.add_argument("--json", help="write the results as JSON")
     ap.add_argument("--plot", help="write a bar chart (PNG)")
@@ -316,15 +368,18 @@ def main(argv=None):
     # Warm-up at the timed shapes (a shorter prompt left the first timed run
     # to pay for cuDNN plans and allocations at the full length: seen on an
     # H200 as an 8x "speedup" of calls both paths sent to mx.fast).
+    def cache():
+        return new_cache(model, args.kv_bits, args.kv_group_size)
+
     for name in names:
         with attention(name):
-            generate(model, prompt, 2)
+            generate(model, prompt, 2, cache())
     gen_times = {n: [] for n in names}
     calls = {}
     for _ in range(args.repeats):
         for name in names:
             with attention(name) as patch:
-                gen_times[name].append(generate(model, prompt, args.gen))
+                gen_times[name].append(generate(model, prompt, args.gen, cache()))
             calls[name] = patch.stats if patch else None
     lora_times = {n: [] for n in names}
     if args.train_len:
@@ -338,11 +393,11 @@ def main(argv=None):
                     lora_times[name].append(lora_step(model, data))
 
     runs = {}
-    first = gen_times[names[0]][0][2]
-    reference = gen_times["mx.fast"][0][2] if "mx.fast" in gen_times else first
+    first = gen_times[names[0]][0].tokens
+    reference = gen_times["mx.fast"][0].tokens if "mx.fast" in gen_times else first
     for name, ts in gen_times.items():
-        prefill = statistics.median(t[0] for t in ts)
-        decode = statistics.median(t[1] for t in ts)
+        prefill = statistics.median(t.prefill_s for t in ts)
+        decode = statistics.median(t.decode_s for t in ts)
         stats = calls[name]
         runs[name] = {
             "prefill_s": prefill,
@@ -350,11 +405,14 @@ def main(argv=None):
             "prefill_tok_s": args.batch * (args.prompt - 1) / prefill,
             "decode_tok_s": args.batch * args.gen / decode,
             "lora_step_s": statistics.median(lora_times[name]) if lora_times[name] else None,
+            "prefill_peak_mib": max(t.prefill_peak for t in ts) / 2**20,
+            "decode_peak_mib": max(t.decode_peak for t in ts) / 2**20,
+            "kv_cache_mib": ts[0].cache_bytes / 2**20,
             "calls": (f"{stats.fused} / {stats.fallback} / {stats.passed_through}"
                       if stats else None),
             # Random weights give near ties, so rounding flips a greedy token
             # sooner or later; a flip at the first token would point at a bug.
-            "tokens_agree": agreeing_prefix(reference, ts[0][2]),
+            "tokens_agree": agreeing_prefix(reference, ts[0].tokens),
         }
     result = {
         "config": vars(args),

@@ -26,6 +26,17 @@ import mlx_fused_attn as fa
 from sdpa_bench import DTYPES, duration, flops, time_fn
 
 COLUMNS = ["B", "qsl", "ksl", "chunk", "hdim", "n_qh", "n_kvh", "dtype", "bits", "group"]
+# mx.quantize's affine widths and group sizes: what QuantizedKVCache takes.
+KV_BITS = (2, 3, 4, 5, 6, 8)
+KV_GROUP_SIZES = (32, 64, 128)
+
+
+def add_kv_options(ap, kv_bits_help):
+    """The --kv-bits and --kv-group-size options of the benchmarks that
+    quantize a K/V cache (sdpa_bench.py, model_bench.py)."""
+    ap.add_argument("--kv-bits", type=int, choices=KV_BITS, help=kv_bits_help)
+    ap.add_argument("--kv-group-size", type=int, default=64, choices=KV_GROUP_SIZES,
+                    help="with --kv-bits: the quantization's group size (default 64)")
 
 
 def mlx_lm_function():
@@ -36,17 +47,25 @@ def mlx_lm_function():
     return quantized_scaled_dot_product_attention
 
 
+def peak_above(fn):
+    """(fn()'s result, evaluated; MLX's peak memory in bytes during the call
+    above what was allocated before it)."""
+    mx.synchronize()
+    mx.reset_peak_memory()
+    before = mx.get_active_memory()
+    out = fn()
+    mx.eval(out)
+    return out, mx.get_peak_memory() - before
+
+
 def timed(fn, slow_after):
     """(median ms, peak bytes above the inputs) of fn(); a first call longer
     than `slow_after` seconds is its own time (mlx-lm's path on a CPU takes
     seconds to minutes a call)."""
     mx.synchronize()
-    mx.reset_peak_memory()
-    before = mx.get_active_memory()
     t0 = time.perf_counter()
-    mx.eval(fn())
+    _, peak = peak_above(fn)
     first = time.perf_counter() - t0
-    peak = mx.get_peak_memory() - before
     seconds = first if first > slow_after else time_fn(fn)
     return 1e3 * seconds, peak
 

@@ -10,7 +10,8 @@ and prints a row per count. Every process holds its slice of q, k, v
 - ``fwd_ms`` (and ``fwd_bwd_ms`` with ``--backward``): wall-clock of
   ``ring_attention`` (and ``mx.grad`` through it), best of ``--iters``;
 - ``peak_mib``: MLX's peak memory during the forward, the process's q, k, v
-  included, and ``peak_vs_one``: that over the one-process call's peak;
+  included, and ``peak_vs_one``: that over the one-process call's peak
+  (with ``--backward`` also ``fb_peak_mib``, forward plus backward);
 - ``compute_ms``: the same kernels without transfers (each step's block
   from local arrays of its shape), ``transfer_ms``: the same transfers
   without kernels, ``exposed_ms``: ``fwd - compute``, what the ring costs
@@ -93,6 +94,7 @@ def worker(args):
     row["peak_mib"] = peak_mib(forward)
     row["fwd_ms"] = best_ms(forward, args.iters)
     if args.backward:
+        row["fb_peak_mib"] = peak_mib(forward_backward)
         row["fwd_bwd_ms"] = best_ms(forward_backward, args.iters)
     if size > 1:
         ring = ring_impl._Ring(group, ring_impl._gather_lengths(k.shape[2], group), args.causal, args.layout)
@@ -108,36 +110,46 @@ def compute_only(ring, q, k, v, scale):
     """The forward's kernels and merges, step by step, on local blocks of
     each step's shape: the ring without its transfers."""
     qp = ring.pieces[ring.rank]
-    acc = [None] * len(qp)
-    for t in range(ring.n):
-        src = (ring.rank - t) % ring.n
-        L = ring.lengths[src]
-        bk = mx.zeros(ring_impl._block_shape(k, L), dtype=k.dtype)
-        bv = mx.zeros(ring_impl._block_shape(v, L), dtype=v.dtype)
-        for qi, k0, k1, mask in ring.tasks(src):
-            _, q0, ql = qp[qi]
-            part = fa.scaled_dot_product_attention(
-                q[:, :, q0 : q0 + ql], bk[:, :, k0:k1], bv[:, :, k0:k1],
-                scale=scale, mask=mask, return_lse=True,
-            )  # fmt: skip
-            acc[qi] = ring_impl._merge2(acc[qi], part)
-        mx.eval([x for a in acc if a is not None for x in a])
+    B, H = q.shape[:2]
+    acc = [(mx.zeros((B, H, ql, v.shape[3]), dtype=q.dtype), mx.full((B, H, ql), -mx.inf)) for _, _, ql in qp]
+
+    def attend(qi, ks, vs, k0, k1, mask):
+        _, q0, ql = qp[qi]
+        args = (q[:, :, q0 : q0 + ql], ks[:, :, k0:k1], vs[:, :, k0:k1])
+        acc[qi] = fa._ext.attention_merge(*args, *acc[qi], scale=scale, mask=mask)
+
+    for qi, k0, k1, mask in ring.tasks(ring.rank):
+        attend(qi, k, v, k0, k1, mask)
+    for part in range(ring_impl._PARTS):
+        for t in range(1, ring.n):
+            src = (ring.rank - t) % ring.n
+            start, stop = ring_impl._split(ring.lengths[src], ring_impl._PARTS)[part]
+            bk = mx.zeros(ring_impl._block_shape(k, stop - start), dtype=k.dtype)
+            bv = mx.zeros(ring_impl._block_shape(v, stop - start), dtype=v.dtype)
+            for task in ring.sub_tasks(src, start, stop):
+                attend(task[0], bk, bv, *task[1:])
+            mx.eval([x for a in acc for x in a])
 
 
 def transfer_only(ring, k, v):
     """The forward's transfers, step by step: the ring without kernels."""
-    cur = (k, v)
-    for t in range(ring.n - 1):
-        src = (ring.rank - t) % ring.n
-        step = ring_impl._Step(ring)
-        step.send(cur[0])
-        step.send(cur[1])
-        L = ring.lengths[(src - 1) % ring.n]
-        cur = (
-            step.recv(ring_impl._block_shape(k, L), k.dtype),
-            step.recv(ring_impl._block_shape(v, L), v.dtype),
-        )
-        step.run()
+    for part in range(ring_impl._PARTS):
+        for t in range(ring.n - 1):
+            src = (ring.rank - t) % ring.n
+            start, stop = ring_impl._split(ring.lengths[src], ring_impl._PARTS)[part]
+            if t == 0:
+                held = (k[:, :, start:stop], v[:, :, start:stop])
+            step = ring_impl._Step(ring)
+            if stop > start:
+                step.send(held[0])
+                step.send(held[1])
+            start, stop = ring_impl._split(ring.lengths[(src - 1) % ring.n], ring_impl._PARTS)[part]
+            if stop > start:
+                held = (
+                    step.recv(ring_impl._block_shape(k, stop - start), k.dtype),
+                    step.recv(ring_impl._block_shape(v, stop - start), v.dtype),
+                )
+            step.run()
 
 
 def free_port(n):
@@ -198,7 +210,7 @@ def main():
         f"D={args.hdim} {args.dtype} "
         f"causal={args.causal} layout={args.layout} backend={args.backend}"
     )
-    cols = ["procs", "L_per_proc", "fwd_ms", "fwd_bwd_ms", "peak_mib", "peak_vs_one",
+    cols = ["procs", "L_per_proc", "fwd_ms", "fwd_bwd_ms", "peak_mib", "peak_vs_one", "fb_peak_mib",
             "compute_ms", "transfer_ms", "exposed_ms", "overlap"]  # fmt: skip
     print("  ".join(f"{c:>11}" for c in cols))
     results, one_peak = [], None
@@ -212,6 +224,8 @@ def main():
         slowest = dict(max(rows, key=lambda r: r["fwd_ms"]))
         slowest["peak_mib"] = max(r["peak_mib"] for r in rows)
         slowest["peak_vs_one"] = max(r["peak_vs_one"] for r in rows)
+        if args.backward:
+            slowest["fb_peak_mib"] = max(r["fb_peak_mib"] for r in rows)
         cells = [f"{n:>11}"] + [f"{slowest.get(c, float('nan')):>11.4g}" for c in cols[1:]]
         print("  ".join(cells), flush=True)
     if args.json:

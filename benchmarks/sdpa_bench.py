@@ -502,6 +502,9 @@ def grid(args):
 
 
 def main(argv=None):
+    # Here, not at the top: quantized_cache imports this module.
+    import quantized_cache
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="the whole MLX grid (slow on a CPU)")
     ap.add_argument("--batch", type=int, default=1, help="B (default 1)")
@@ -530,12 +533,10 @@ def main(argv=None):
                     help="on a Mac: time each variant of the Metal kernel "
                          "(MLX_FUSED_ATTN_METAL_VARIANT) against mx.fast and the unfused ops "
                          "(default cases: D = 128, float16 and bfloat16, L = 1024 and 4096)")
-    ap.add_argument("--kv-bits", type=int, choices=[2, 3, 4, 5, 6, 8],
-                    help="time attention over a K/V cache quantized to this many bits against "
-                         "mlx-lm's quantized path, with peak memory (benchmarks/quantized_cache.py; "
-                         "--qsl default 1, --hdim 128)")
-    ap.add_argument("--kv-group-size", type=int, default=64, choices=[32, 64, 128],
-                    help="with --kv-bits: the quantization's group size (default 64)")
+    quantized_cache.add_kv_options(
+        ap, "time attention over a K/V cache quantized to this many bits against mlx-lm's "
+            "quantized path, with peak memory (benchmarks/quantized_cache.py; --qsl default 1, "
+            "--hdim 128)")  # fmt: skip
     ap.add_argument("--prefill-chunk", type=int,
                     help="with --kv-bits: run the queries as causal prefill chunks of this many")
     ap.add_argument("--skip-mlx-lm", action="store_true",
@@ -553,8 +554,6 @@ def main(argv=None):
     if args.metal_variants:
         return run_metal_variants(args)
     if args.kv_bits:
-        import quantized_cache
-
         rows = quantized_cache.run(args)
         if args.json:
             strict_json.dump({"device": device_name(), "mlx": mx.__version__,

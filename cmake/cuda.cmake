@@ -76,6 +76,7 @@ target_sources(
           ${FA_CUDA_DIR}/device_limits.cpp
           ${FA_CUDA_DIR}/kernels.cpp ${FA_CUDA_DIR}/launch_common.cpp
           ${FA_CUDA_DIR}/nvrtc_compiler.cpp
+          ${FA_CUDA_DIR}/split_partials.cpp
           ${FA_CUDA_DIR}/tensor_map.cpp
           ${FA_CUDA_FAMILY_HOST}
           ${FA_CUDA_JIT_SOURCE})

@@ -48,6 +48,7 @@ target_sources(
   mlx_fused_attn
   PRIVATE ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/attention_metal.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/kernel_library.cpp
+          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/split_partials.cpp
           ${FA_METAL_FAMILY_HOST}
           ${FA_JIT_SOURCE})
 

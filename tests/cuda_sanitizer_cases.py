@@ -12,13 +12,15 @@ on Hopper at D = 128 the producer warpgroup's TMA copies, on static and
 persistent grids), grids
 under one with split keys (decode with GQA packed, chunked prefill, array
 masks whose visits the splits share, a padding mask that packed decoding
-reads by block), head dims padded to whole
+reads by block; merged by the last split, and by the combine kernel under
+MLX_FUSED_ATTN_SPLIT_MERGE=0), head dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
 a poisoned output; each result is checked against mx.fast on the CPU. The
-gradient cases run the fused backward (row dot, dK/dV, dQ) after a forward
-that saves the LSE (unsplit where it would split its keys), over the
-mask's block lists where it has them, against mx.fast's gradients on the
-CPU.
+gradient cases run the fused backward (row dot, dK/dV, dQ; or the
+one-kernel form, dK/dV adding dQ through atomics and the conversion,
+forced in some) after a forward that saves the LSE (split keys merged by
+the last split, which writes it), over the mask's block lists where it
+has them, against mx.fast's gradients on the CPU.
 Not collected by pytest: under the sanitizers a run takes minutes.
 """
 
@@ -74,7 +76,9 @@ def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1, Dv
     return status == "ok"
 
 
-def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed):
+def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed, form=None):
+    """`form`: MLX_FUSED_ATTN_BWD_ONE_KERNEL while the backward is planned
+    ("1" one kernel, "0" two; None the plan's own choice)."""
     key = mx.random.key(seed)
     kq, kk, kv, km, ks, kd = mx.random.split(key, 6)
     q = mx.random.normal((2, 4, Lq, D), key=kq).astype(dtype)
@@ -99,7 +103,11 @@ def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed):
         f = lambda q, k, v: attention(q, k, v, scale=D**-0.5, mask=mask, sinks=s, stream=stream, **kw)  # noqa: E731
         return mx.vjp(f, [q, k, v], [dout])[1]
 
+    if form is not None:
+        os.environ["MLX_FUSED_ATTN_BWD_ONE_KERNEL"] = form
     got = grads(fa.scaled_dot_product_attention, mx.gpu, force_fused=True)
+    mx.eval(got)
+    os.environ.pop("MLX_FUSED_ATTN_BWD_ONE_KERNEL", None)
     want = grads(mx.fast.scaled_dot_product_attention, mx.cpu)
     ok = True
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
@@ -107,7 +115,7 @@ def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed):
         err = np.abs(np.array(g.astype(mx.float32)) - w).max() / max(np.abs(w).max(), 1e-6)
         status = "ok" if err <= 2 * TOL[dtype] else "FAIL"
         ok = ok and status == "ok"
-        print(f"{status} grad {name} {dtype} D={D} Lq={Lq} Lk={Lk} mask={mask_kind} sinks={sinks} "
+        print(f"{status} grad {name} {dtype} D={D} Lq={Lq} Lk={Lk} mask={mask_kind} sinks={sinks} form={form} "
               f"relative err {err:.2e}", flush=True)
     return ok
 
@@ -120,6 +128,16 @@ def forced_grid(value, run, *args, **kwargs):
         return run(*args, **kwargs)
     finally:
         del os.environ["MLX_FUSED_ATTN_PERSISTENT"]
+
+
+def with_combine_kernel(run, *args, **kwargs):
+    """`run`'s case with split keys merged by the combine kernel (the switch
+    is read when each call is planned)."""
+    os.environ["MLX_FUSED_ATTN_SPLIT_MERGE"] = "0"
+    try:
+        return run(*args, **kwargs)
+    finally:
+        del os.environ["MLX_FUSED_ATTN_SPLIT_MERGE"]
 
 
 def main():
@@ -142,9 +160,12 @@ def main():
         case(mx.bfloat16, 256, 130, 90, "additive", True, 12),
         case(mx.float16, 192, 70, 129, "causal", False, 13, Dv=128),
         case(mx.float32, 256, 40, 33, None, True, 14),
-        # Under a wave with long keys: split keys and their combine; decode
+        # Under a wave with long keys: split keys, merged by the last split
+        # (kernels/cuda/split_merge.cuh) or the combine kernel; decode
         # without sinks packs the 2 query heads of each KV head as rows.
         case(mx.bfloat16, 128, 1, 4000, None, False, 15),
+        with_combine_kernel(case, mx.bfloat16, 128, 1, 4000, None, False, 15),
+        with_combine_kernel(case, mx.float16, 128, 100, 3000, "causal", True, 17),
         case(mx.float16, 64, 1, 3001, "additive", True, 16),
         case(mx.float16, 128, 100, 3000, "causal", True, 17),
         case(mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
@@ -153,13 +174,22 @@ def main():
         grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 20),
         grad_case(mx.float16, 96, 129, 77, "bool", False, 21),
         grad_case(mx.float32, 32, 100, 150, "additive", True, 22),
-        # Forwards that would split their keys (under a wave, long keys) run
-        # unsplit to save the LSE; decode packs the GQA group as rows.
+        # Forwards that split their keys (under a wave, long keys): the last
+        # split writes the LSE; decode packs the GQA group as rows.
         grad_case(mx.float16, 128, 100, 3000, "causal", True, 23),
         grad_case(mx.bfloat16, 64, 1, 2000, None, False, 24),
         # The mask's block lists: blocks skipped in both kernels.
         grad_case(mx.float16, 64, 300, 333, "window", False, 37),
         grad_case(mx.bfloat16, 128, 257, 200, "window", True, 38),
+        # The one-kernel backward forced (these grids are under the wave
+        # where the plan takes it): on Hopper's warpgroup products (16-bit),
+        # and on mma.sync (fp32; at D = 96 its warps share a block's dQ by
+        # columns, some with one product fewer).
+        grad_case(mx.float16, 64, 130, 200, None, False, 39, form="1"),
+        grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 40, form="1"),
+        grad_case(mx.float32, 32, 100, 150, "additive", True, 41, form="1"),
+        grad_case(mx.float32, 96, 129, 77, "bool", False, 42, form="1"),
+        grad_case(mx.float16, 128, 257, 200, "window", False, 43, form="1"),
         # Key blocks skipped and read without the mask (the visit list),
         # ragged, past one wave.
         case(mx.float16, 64, 700, 900, "window", False, 25, batch=3),

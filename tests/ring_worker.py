@@ -27,6 +27,8 @@ CASES = {
         ("gqa zigzag causal", (6, 2), 16, 24, None, 77, True, "zigzag", mx.float32),
         ("uneven", (2, 1), 32, 32, [30, 51], None, False, "contiguous", mx.float32),
         ("float16 causal", (4, 2), 64, 64, None, 512, True, "contiguous", mx.float16),
+        # A block shorter than ring._PARTS: one of its sub-blocks is empty.
+        ("tiny block causal", (2, 1), 16, 16, [3, 29], None, True, "contiguous", mx.float32),
     ],
     4: [
         ("gqa causal uneven", (4, 2), 32, 32, [21, 40, 9, 33], None, True, "contiguous", mx.float32),

@@ -123,3 +123,28 @@ def test_model_bench_compares_three_attentions_in_strict_json(tmp_path, monkeypa
     assert {r["source"] for r in data["routes"]["auto"].values()} == {"tuned"}
     assert {c for r in data["tuned"] for c in r["calls"]} >= {
         "prompt: B=1 H=4/2 Lq=15 Lk=15 D=16 float32 causal"}
+
+
+def test_model_bench_generates_into_a_quantized_cache(tmp_path, monkeypatch):
+    """--kv-bits: the generation fills mlx-lm's QuantizedKVCache, whose
+    attention the patch sends to the quantized kernel (the prompt and every
+    decode step, each layer), and the table gives memory beside time."""
+    pytest.importorskip("mlx_lm")
+    monkeypatch.setenv("MLX_FUSED_ATTN_TUNED_FILE", str(tmp_path / "tuned.json"))
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 32,
+        "num_key_value_heads": 2, "intermediate_size": 128, "rms_norm_eps": 1e-5}))  # fmt: skip
+    out = bench("model_bench.py", "--config", "config.json", "--layers", "2", "--prompt", "40",
+                "--gen", "3", "--train-len", "0", "--vocab", "100", "--dtype", "float32",
+                "--kv-bits", "4", "--kv-group-size", "32", "--attention", "mx.fast,fused",
+                "--json", "r.json", tmp_path=tmp_path)  # fmt: skip
+    assert "QuantizedKVCache(4 bits, groups of 32)" in out and "K/V cache MiB" in out, out
+    data = strict_load(tmp_path / "r.json")
+    assert data["config"]["kv_bits"] == 4 and data["config"]["kv_group_size"] == 32
+    # 2 layers x (the prompt + 3 steps), all fused.
+    assert data["runs"]["fused"]["calls"] == "8 / 0 / 0"
+    for name, run in data["runs"].items():
+        assert run["prefill_peak_mib"] > 0 and run["kv_cache_mib"] > 0, name
+        assert run["tokens_agree"] == 3, name
+    # Both ran the same cache: 4-bit codes with a scale and a bias each 32.
+    assert data["runs"]["fused"]["kv_cache_mib"] == data["runs"]["mx.fast"]["kv_cache_mib"]

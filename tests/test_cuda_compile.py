@@ -17,9 +17,10 @@ strided_copy, quantized_attention).
   NVRTC (the family records of families/*/cuda/*_kernel_key.h, printed by a small host
   program); and, where libnvrtc is installed (pip's nvidia-cuda-nvrtc),
   with NVRTC itself under the options the library uses.
-- The no-op kernel through which MLX allocates the outputs
-  (backend/cuda/no_op_kernel_ptx.h) assembles with ptxas for both targets,
-  its entry named as the host names it.
+- The PTX kernels through which MLX allocates the outputs, the no-op one
+  (backend/cuda/no_op_kernel_ptx.h) and the one that zeroes split keys'
+  counters (zero_words_kernel_ptx.h), assemble with ptxas for both
+  targets, each entry named as the host names it.
 
 Skips with the reason when nvcc is absent.
 """
@@ -160,16 +161,18 @@ HOST_KEYS = {
   }
   for (fa::DType t : types) print(SplitCombineKernelKey{t});""",
     # Both kernels of every head dim, plain, causal and array mask, with
-    # and without warpgroup products; D.
+    # and without warpgroup products, dK/dV in both forms; D and the
+    # one-kernel form's dQ conversion.
     "attention_backward": """
   for (fa::DType t : types) {
     print(AttentionBackwardRowDotKey{t});
+    print(AttentionBackwardDqConvertKey{t});
 #define FA_PRINT(d) \\
-    for (int v = 0; v < 12; ++v) { \\
-      const fa::BwdKernel k = v % 6 < 3 ? fa::BwdKernel::DkDv : fa::BwdKernel::Dq; \\
+    for (int v = 0; v < 18; ++v) { \\
+      const fa::BwdKernel k = v % 9 < 3 || v % 9 >= 6 ? fa::BwdKernel::DkDv : fa::BwdKernel::Dq; \\
       print(AttentionBackwardKernelKey{k, t, d, \\
-          fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda, v >= 6).of(k), \\
-          v % 3 == 1, v % 3 == 2}); \\
+          fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda, v >= 9).of(k), \\
+          v % 3 == 1, v % 3 == 2, v % 9 >= 6}); \\
     }
     FA_ATTENTION_BACKWARD_HEAD_DIMS(FA_PRINT)
   }""",
@@ -230,7 +233,10 @@ def expected_count(family):
     return {
         # The persistent producer kernels: D = 128 in fp16 and bf16.
         "attention": 3 * N_HEAD_DIMS * 12 + 2 * 3 + 3,
-        "attention_backward": 3 * (1 + 12 * len(listed("attention_backward_config.h", "FA_ATTENTION_BACKWARD_HEAD_DIMS"))),
+        # Per type: the row dot, the dQ conversion, and per head dim 18
+        # (two tile choices x three variants x dK/dV two-kernel, dK/dV
+        # one-kernel and dQ).
+        "attention_backward": 3 * (2 + 18 * len(listed("attention_backward_config.h", "FA_ATTENTION_BACKWARD_HEAD_DIMS"))),
         "short_attention": 3 * len(short_dims) * len(short_seqs),
         "neighborhood": 3 * na,
         "strided_copy": 3 + 1,
@@ -415,22 +421,31 @@ def test_nvrtc_compiles_the_jit_source(tmp_path, family):
         nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def test_no_op_kernel_ptx_assembles(tmp_path):
+# The PTX kernels launched through MLX's CustomKernel to make memory
+# (backend/cuda/device_buffer.cpp): header, entry name, PTX text.
+PTX_KERNELS = [
+    ("no_op_kernel_ptx.h", "kNoOpKernelName", "kNoOpKernelPtx"),
+    ("zero_words_kernel_ptx.h", "kZeroWordsKernelName", "kZeroWordsKernelPtx"),
+]
+
+
+@pytest.mark.parametrize("header,name,text", PTX_KERNELS, ids=[k[0] for k in PTX_KERNELS])
+def test_memory_kernel_ptx_assembles(tmp_path, header, name, text):
     ptxas = os.path.join(os.path.dirname(NVCC), "ptxas")
     cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if cxx is None or not os.path.exists(ptxas):
         pytest.skip("no C++ compiler or ptxas")
     main = tmp_path / "print_ptx.cpp"
     main.write_text(
-        '#include <cstdio>\n#include "mlx_fused_attn/backend/cuda/no_op_kernel_ptx.h"\n'
-        "int main() { std::printf(\"%s\\n%s\", mlx_fused_attn::cuda::kNoOpKernelName,"
-        " mlx_fused_attn::cuda::kNoOpKernelPtx); }\n")
+        f'#include <cstdio>\n#include "mlx_fused_attn/backend/cuda/{header}"\n'
+        f"int main() {{ std::printf(\"%s\\n%s\", mlx_fused_attn::cuda::{name},"
+        f" mlx_fused_attn::cuda::{text}); }}\n")
     exe = tmp_path / "print_ptx"
     subprocess.run([cxx, "-std=c++17", f"-I{REPO}", str(main), "-o", str(exe)], check=True)
     name, ptx = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n", 1)
     assert re.findall(r"\.entry\s+(\w+)", ptx) == [name]
-    (tmp_path / "no_op.ptx").write_text(ptx)
+    (tmp_path / "kernel.ptx").write_text(ptx)
     for arch in ["sm_80", "sm_90a"]:
-        r = subprocess.run([ptxas, f"-arch={arch}", str(tmp_path / "no_op.ptx"), "-o", str(tmp_path / f"{arch}.cubin")],
+        r = subprocess.run([ptxas, f"-arch={arch}", str(tmp_path / "kernel.ptx"), "-o", str(tmp_path / f"{arch}.cubin")],
                            capture_output=True, text=True)
         assert r.returncode == 0, f"{arch}: {r.stderr}"

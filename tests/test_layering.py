@@ -27,8 +27,10 @@ OP = "mlx_fused_attn/op/"
 # backends.
 PLANNING_ROOTS = (
     "mlx_fused_attn/plan/attention_planner.cpp",
+    "mlx_fused_attn/plan/call_planning.cpp",
     "mlx_fused_attn/plan/family_planning.cpp",
     "mlx_fused_attn/plan/na_planner.cpp",
+    "mlx_fused_attn/plan/quantized_attention_planner.cpp",
     "mlx_fused_attn/plan/launch_params.cpp",
 )
 DEVICE_CODE = ("mlx_fused_attn/kernels/", "mlx_fused_attn/tile/")
@@ -37,6 +39,7 @@ FAMILIES = "mlx_fused_attn/families/"
 PLANNER_HEADERS = (
     "mlx_fused_attn/plan/attention_planner.h",
     "mlx_fused_attn/plan/na_planner.h",
+    "mlx_fused_attn/plan/quantized_attention_planner.h",
     "mlx_fused_attn/op/call_plans.h",
 )
 

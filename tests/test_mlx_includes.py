@@ -21,6 +21,7 @@ ALLOWED = {
     "mlx/backend/cuda/device.h",
     "mlx/backend/cuda/utils.h",
     "mlx/backend/metal/device.h",
+    "mlx/compile.h",
     "mlx/device.h",
     "mlx/dtype.h",
     "mlx/fast.h",

@@ -83,6 +83,7 @@ def test_ring_bench_writes_strict_json(tmp_path):
     rows = json.loads((tmp_path / "r.json").read_text(), parse_constant=refuse)["rows"]
     assert [r["procs"] for r in rows] == [1, 2, 2]
     assert all(r["fwd_ms"] > 0 and r["fwd_bwd_ms"] > 0 and r["peak_mib"] > 0 for r in rows)
+    assert all(r["fb_peak_mib"] >= r["peak_mib"] for r in rows)
     assert all(0 <= r["overlap"] <= 1 for r in rows[1:])
 
 

@@ -1,16 +1,15 @@
 #include "mlx_fused_attn/op/attention.h"
 
-#include <cmath>
-
 #include "mlx/ops.h"
 #include "mlx_fused_attn/plan/attention_planner.h"
 #include "mlx_fused_attn/op/call_plans.h"
 #include "mlx_fused_attn/op/errors.h"
 #include "mlx_fused_attn/op/fallback.h"
 #include "mlx_fused_attn/op/mask_and_sinks.h"
-#include "mlx_fused_attn/notices.h"
 #include "mlx_fused_attn/op/backward_primitive.h"
+#include "mlx_fused_attn/op/merge_primitive.h"
 #include "mlx_fused_attn/op/primitive.h"
+#include "mlx_fused_attn/op/runs_fused.h"
 
 namespace mlx_fused_attn {
 
@@ -66,12 +65,7 @@ Dtype check_qkv(const array& q, const array& k, const array& v) {
         "v must have the heads and length of k ", k.shape(),
         "; got v of shape ", v.shape()));
   }
-  const int H_q = q.shape(1), H_kv = k.shape(1);
-  if (H_kv == 0 || H_q % H_kv != 0) {
-    throw std::invalid_argument(message(
-        "the query heads (", H_q, ") must be a multiple of the key/value "
-        "heads (", H_kv, ")"));
-  }
+  check_gqa_heads(kOp, q.shape(1), k.shape(1));
   return dt;
 }
 
@@ -87,9 +81,7 @@ AttentionCall validate(
     StreamOrDevice sd,
     const PlanHint& hint = {}) {
   const Dtype dt = check_qkv(q, k, v);
-  if (!std::isfinite(scale)) {
-    throw std::invalid_argument(message("scale must be finite; got ", scale));
-  }
+  check_scale(kOp, scale);
 
   Stream s = to_stream(sd);
   AttentionSpec spec{scale, MaskKind::None, sinks.has_value()};
@@ -119,14 +111,9 @@ array scaled_dot_product_attention(
     const PlanHint& hint) {
   AttentionCall call = validate(q, k, v, scale, mask, sinks, s, hint);
   const AttentionPlan plan = plan_attention(call);
-  if (plan.fused()) {
+  if (runs_fused(kOp, plan, force_fused, call.stream.device)) {
     return fused_attention(call, plan, std::get_if<array>(&mask));
   }
-  if (force_fused) {
-    throw std::invalid_argument(
-        message("force_fused=True but no fused kernel runs: ", plan.reason));
-  }
-  note_fallback("scaled_dot_product_attention", call.stream.device, plan.reason);
   return attention_fallback(call.spec, call.inputs, call.stream);
 }
 
@@ -142,16 +129,11 @@ std::pair<array, array> scaled_dot_product_attention_with_lse(
   AttentionCall call = validate(q, k, v, scale, mask, sinks, s);
   call.spec.saves_lse = true;
   const AttentionPlan plan = plan_attention(call);
-  if (plan.fused()) {
+  if (runs_fused(kOp, plan, force_fused, call.stream.device)) {
     const std::vector<array> outs =
         fused_attention_with_lse(call, plan, std::get_if<array>(&mask));
     return {outs[0], outs[1]};
   }
-  if (force_fused) {
-    throw std::invalid_argument(
-        message("force_fused=True but no fused kernel runs: ", plan.reason));
-  }
-  note_fallback("scaled_dot_product_attention", call.stream.device, plan.reason);
   return {
       attention_fallback(call.spec, call.inputs, call.stream),
       attention_lse_fallback(call.spec, call.inputs, call.stream)};
@@ -188,6 +170,46 @@ std::vector<array> attention_backward(
   return attention_vjp(
       call.spec, call.inputs, astype(out, dt, call.stream), lse32, dout,
       {0, 1, 2}, call.stream);
+}
+
+std::pair<array, array> attention_merge(
+    const array& q,
+    const array& k,
+    const array& v,
+    const array& held_out,
+    const array& held_lse,
+    float scale,
+    const Mask& mask,
+    StreamOrDevice s) {
+  AttentionCall call = validate(q, k, v, scale, mask, std::nullopt, s);
+  call.spec.saves_lse = true;
+  const Shape out_shape = output_shape(call.inputs);
+  const Shape rows = {q.shape(0), q.shape(1), q.shape(2)};
+  const Dtype dt = call.inputs[0].dtype();
+  if (held_out.shape() != out_shape || held_out.dtype() != dt) {
+    throw std::invalid_argument(message(
+        "held_out must have the output's shape ", out_shape, " and dtype ",
+        dt, "; got ", held_out.shape(), " ", held_out.dtype()));
+  }
+  if (held_lse.shape() != rows) {
+    throw std::invalid_argument(message(
+        "held_lse must have shape ", rows, " [B, H_q, L_q]; got ",
+        held_lse.shape()));
+  }
+  const array lse32 = astype(held_lse, float32, call.stream);
+  const AttentionPlan plan = plan_attention(call);
+  // The CPU kernel merges in place; the GPU kernels' epilogues do not
+  // (yet), so there the partial is merged by plain ops.
+  if (plan.fused() && call.stream.device == Device::cpu) {
+    const std::vector<array> merged =
+        fused_attention_merge(plan, call.inputs, held_out, lse32, call.stream);
+    return {merged[0], merged[1]};
+  }
+  const auto [out, lse] = scaled_dot_product_attention_with_lse(
+      q, k, v, scale, mask, std::nullopt, false, call.stream);
+  const std::vector<array> merged =
+      merged_by_lse(held_out, lse32, out, lse, call.stream);
+  return {merged[0], merged[1]};
 }
 
 std::pair<bool, std::string> can_use_fused(

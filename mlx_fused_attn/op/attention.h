@@ -60,6 +60,23 @@ std::vector<mlx::core::array> attention_backward(
     const Mask& mask = {},
     mlx::core::StreamOrDevice s = {});
 
+/// The attention of q over k, v merged by LSE into `held_out` and
+/// `held_lse`, the output and LSE (convention above) of q over other keys:
+/// {out, lse} of q over both key sets, out in the call's dtype (rounded
+/// once a merge; the sums in fp32), lse fp32. On the CPU the kernel merges
+/// in place (merge_primitive.h); elsewhere a fused call and plain ops. For
+/// ring attention's forward, which has its own gradient: not
+/// differentiable.
+std::pair<mlx::core::array, mlx::core::array> attention_merge(
+    const mlx::core::array& q,
+    const mlx::core::array& k,
+    const mlx::core::array& v,
+    const mlx::core::array& held_out,
+    const mlx::core::array& held_lse,
+    float scale,
+    const Mask& mask = {},
+    mlx::core::StreamOrDevice s = {});
+
 /// Whether the call above would run a fused kernel, and if not why.
 /// Invalid arguments raise exactly as the op does.
 std::pair<bool, std::string> can_use_fused(

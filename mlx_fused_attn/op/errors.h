@@ -1,7 +1,9 @@
-// The errors the ops raise at their boundary. Messages start with the op's
-// name in brackets and name the argument and what it accepts.
+// The errors the ops raise at their boundary, and the checks that every
+// attention op makes alike. Messages start with the op's name in brackets
+// and name the argument and what it accepts.
 #pragma once
 
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -25,6 +27,24 @@ std::string op_message(const char* op, const Parts&... parts) {
   msg << "[" << op << "] ";
   (msg << ... << parts);
   return msg.str();
+}
+
+/// Checks that the softmax scale is finite.
+inline void check_scale(const char* op, float scale) {
+  if (!std::isfinite(scale)) {
+    throw std::invalid_argument(
+        op_message(op, "scale must be finite; got ", scale));
+  }
+}
+
+/// Checks that the H_q query heads share the H_kv key/value heads evenly
+/// (GQA).
+inline void check_gqa_heads(const char* op, int H_q, int H_kv) {
+  if (H_kv == 0 || H_q % H_kv != 0) {
+    throw std::invalid_argument(op_message(
+        op, "the query heads (", H_q, ") must be a multiple of the "
+        "key/value heads (", H_kv, ")"));
+  }
 }
 
 } // namespace mlx_fused_attn

@@ -1,13 +1,11 @@
 #include "mlx_fused_attn/op/quantized_attention.h"
 
-#include <cmath>
-
 #include "mlx/ops.h"
-#include "mlx_fused_attn/notices.h"
 #include "mlx_fused_attn/op/call_plans.h"
 #include "mlx_fused_attn/op/errors.h"
 #include "mlx_fused_attn/op/quantized_fallback.h"
 #include "mlx_fused_attn/op/quantized_primitive.h"
+#include "mlx_fused_attn/op/runs_fused.h"
 
 namespace mlx_fused_attn {
 
@@ -108,9 +106,7 @@ QuantizedAttentionCall validate(
         "queries must be floating-point (float16, bfloat16, float32); got ",
         queries.dtype()));
   }
-  if (!std::isfinite(scale)) {
-    throw std::invalid_argument(message("scale must be finite; got ", scale));
-  }
+  check_scale(kOp, scale);
   const int D_k = check_quantized("q_keys", keys, group_size, bits);
   check_quantized("q_values", values, group_size, bits);
   if (D_k != queries.shape(3)) {
@@ -130,12 +126,7 @@ QuantizedAttentionCall validate(
         "q_values must have the batch, heads and length of q_keys ",
         kw.shape(), "; got codes of shape ", vw.shape()));
   }
-  const int H_q = queries.shape(1), H_kv = kw.shape(1);
-  if (H_kv == 0 || H_q % H_kv != 0) {
-    throw std::invalid_argument(message(
-        "the query heads (", H_q, ") must be a multiple of the key/value "
-        "heads (", H_kv, ")"));
-  }
+  check_gqa_heads(kOp, queries.shape(1), kw.shape(1));
 
   // The output's dtype is that of mlx-lm's quantized matmuls: queries,
   // scales and biases promoted.
@@ -156,7 +147,8 @@ QuantizedAttentionCall validate(
       queries.shape(0), queries.shape(1), queries.shape(2), kw.shape(2)};
   add_mask(kOp, kDtypeOf, mask, full, dt, spec.attention, inputs, s);
   if (sinks) {
-    inputs.push_back(checked_sinks(kOp, kDtypeOf, *sinks, H_q, dt, s));
+    inputs.push_back(
+        checked_sinks(kOp, kDtypeOf, *sinks, queries.shape(1), dt, s));
   }
   return {spec, std::move(inputs), s};
 }
@@ -177,14 +169,9 @@ array quantized_scaled_dot_product_attention(
   QuantizedAttentionCall call = validate(
       queries, keys, values, scale, mask, group_size, bits, sinks, s);
   const QuantizedAttentionPlan plan = plan_quantized_attention(call);
-  if (plan.fused()) {
+  if (runs_fused(kOp, plan, force_fused, call.stream.device)) {
     return fused_quantized_attention(call, plan);
   }
-  if (force_fused) {
-    throw std::invalid_argument(
-        message("force_fused=True but no fused kernel runs: ", plan.reason));
-  }
-  note_fallback(kOp, call.stream.device, plan.reason);
   return quantized_attention_without_gradients(
       call.spec, call.inputs, call.stream);
 }

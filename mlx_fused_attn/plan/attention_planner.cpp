@@ -5,6 +5,7 @@
 #include "mlx/utils.h"
 #include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
 #include "mlx_fused_attn/families/short_attention/short_attention_kernel_name.h"
+#include "mlx_fused_attn/plan/call_planning.h"
 #include "mlx_fused_attn/plan/family_planning.h"
 #include "mlx_fused_attn/plan/kernel_switches.h"
 
@@ -20,39 +21,12 @@ std::string op_name(const DeviceCaps& caps, const char* part) {
 
 /// The plan's family-independent part: shapes, scale and mask features.
 AttentionPlan shape_plan(const AttentionCall& call) {
-  const array& q = call.inputs[0];
-  const array& k = call.inputs[1];
   AttentionPlan plan;
   plan.spec = call.spec;
-  fa::AttnParams& p = plan.params;
-  p.B = q.shape(0);
-  p.H_q = q.shape(1);
-  p.H_kv = k.shape(1);
-  p.gqa_factor = p.H_q / p.H_kv;
-  p.L_q = q.shape(2);
-  p.L_k = k.shape(2);
-  p.D = q.shape(3);
-  p.D_v = call.inputs[2].shape(3);
-  p.causal_offset = p.L_k - p.L_q;
-  p.scale_log2 = call.spec.scale * kLog2e;
-
-  fa::AttnFeatures& f = plan.features;
-  f.has_mask = mask_index(call.spec) >= 0;
-  f.bool_mask = call.spec.mask == MaskKind::Bool;
-  f.causal = call.spec.mask == MaskKind::Causal;
-  f.has_sinks = call.spec.has_sinks;
+  plan_shapes(
+      call.spec, call.inputs[kCallQ].shape(), call.inputs[kCallK].shape(),
+      call.inputs[kCallV].shape(3), plan.params, plan.features);
   return plan;
-}
-
-/// Whether any input is empty: empty calls run as plain MLX ops.
-bool has_empty_input(const AttentionCall& call, AttentionPlan& plan) {
-  for (const auto& a : call.inputs) {
-    if (a.size() == 0) {
-      plan.reason = "an input is empty; empty calls run as plain MLX ops";
-      return true;
-    }
-  }
-  return false;
 }
 
 /// The head dims with a kernel, from FA_ATTENTION_HEAD_DIMS: "32, 64, ...
@@ -76,36 +50,17 @@ std::string head_dims_with_a_kernel() {
   return equal.str() + " (q, k and v alike)" + pairs.str();
 }
 
-/// The CPU kernels' one limit, their element types; on yes, `plan.dtype`
-/// is the kernels'.
-Support cpu_kernel_covers(const AttentionCall& call, AttentionPlan& plan) {
-  const Dtype dtype = call.inputs[0].dtype();
-  const auto kernel = kernel_dtype(dtype);
-  if (!kernel) {
-    std::ostringstream msg;
-    msg << "the fused CPU kernel takes float16, bfloat16 or float32, not "
-        << dtype << "; this call runs as plain MLX ops";
-    return Support::no(msg.str());
-  }
-  plan.dtype = *kernel;
-  return Support::yes();
-}
-
 /// The GPU kernels' own limits (dtype, head dims), each "no" naming `op`.
 /// On yes, `plan.dtype` is the kernels'.
 Support gpu_kernel_covers(
     const std::string& op,
     const AttentionCall& call,
     AttentionPlan& plan) {
-  const array& q = call.inputs[0];
-  const auto dtype = kernel_dtype(q.dtype());
-  if (!dtype) {
-    std::ostringstream msg;
-    msg << op << "no kernel for dtype " << q.dtype()
-        << " (float16, bfloat16 and float32 have one)";
-    return Support::no(msg.str());
+  if (Support takes =
+          gpu_kernels_take(op, call.inputs[kCallQ].dtype(), plan.dtype);
+      !takes.ok) {
+    return takes;
   }
-  plan.dtype = *dtype;
   const int D = plan.params.D;
   const int D_v = plan.params.D_v;
   if (!fa::attention_head_dims_supported(D, D_v)) {
@@ -140,6 +95,27 @@ bool backward_reads_lists(const AttentionPlan& plan) {
       mask_blocks_enabled();
 }
 
+/// Whether the backward runs as one kernel (dK/dV accumulating dQ through
+/// atomics) unless a switch says otherwise: on CUDA with warpgroup products
+/// (Hopper, 16-bit), where its one extra product (dS K) and the atomics
+/// replace the dQ kernel's recompute of S and dP (two products and the
+/// exponentials; at D = 128, L = 4096 the dQ kernel is 682 us of 1842),
+/// and where the dK/dV grid fills a wave of two blocks on each
+/// multiprocessor: under it, the dQ kernel's grid (H_q / H_kv times larger
+/// under GQA, and run on its own) is the one that fills the GPU. With
+/// mma.sync the dK/dV kernel already sits at its register limit and K
+/// would need a copy in shared memory, so two kernels stay. Metal has no
+/// float atomics to rely on (attention_backward_dq_atomics.h).
+bool backward_one_kernel_planned(
+    const DeviceCaps& caps,
+    const fa::AttnParams& p,
+    const fa::AttnBwdTiles& tiles) {
+  const int64_t dkdv_blocks =
+      int64_t(p.L_k + tiles.dkdv.bq - 1) / tiles.dkdv.bq * p.H_kv * p.B;
+  return caps.gpu == fa::Backend::Cuda && tiles.dkdv.wgmma &&
+      dkdv_blocks >= 2 * int64_t(caps.sm_count);
+}
+
 /// The GPU backward's limits on top of the forward kernel's, each "no"
 /// naming the op; on yes its tiles and the block lists it reads are set.
 Support plan_gpu_backward(
@@ -166,11 +142,21 @@ Support plan_gpu_backward(
         "the row log-sum-exp");
   }
   plan.features.mask_blocks = backward_reads_lists(plan);
-  if (Support fits = grid_fits(target, plan); !fits.ok) {
+  if (Support fits = grid_fits(target, plan.params); !fits.ok) {
     return fits;
   }
-  plan.tiles = fa::choose_attention_backward_tiles(
+  fa::AttnBwdTiles tiles = fa::choose_attention_backward_tiles(
       p.D, plan.dtype, *target.caps.gpu, target.caps.wgmma);
+  // Metal has one form; a forced one kernel needs its dK/dV kernel's
+  // shared memory (dS and K's copy) to fit the device.
+  tiles.dq_atomics = *target.caps.gpu == fa::Backend::Cuda &&
+      backward_one_kernel(
+          backward_one_kernel_planned(target.caps, p, tiles)) &&
+      (target.caps.max_smem_bytes == 0 ||
+       fa::attention_backward_smem_bytes(
+           tiles.dkdv, p.D, plan.dtype, fa::Backend::Cuda, true) <=
+           target.caps.max_smem_bytes);
+  plan.tiles = tiles;
   plan.lists_input =
       plan.features.mask_blocks ? optional_inputs(plan.spec, kBwdMask).end : -1;
   return family_built(target.caps, KernelFamily::AttentionBackward);
@@ -183,7 +169,8 @@ void plan_cpu(
     const DeviceCaps& caps,
     KernelFamily family,
     AttentionPlan& plan) {
-  if (admitted(cpu_kernel_covers(call, plan), plan) &&
+  if (admitted(cpu_kernels_take(call.inputs[kCallQ].dtype(), plan.dtype),
+               plan) &&
       admitted(family_built(caps, family), plan)) {
     plan.family = family;
   }
@@ -195,7 +182,7 @@ AttentionPlan attention_plan_for(
     const AttentionCall& call,
     const DeviceCaps& caps) {
   AttentionPlan plan = shape_plan(call);
-  if (has_empty_input(call, plan)) {
+  if (!admitted(no_empty_input(call.inputs), plan)) {
     return plan;
   }
   if (caps.cpu) {
@@ -223,7 +210,7 @@ AttentionPlan attention_backward_plan_for(
     const DeviceCaps& caps,
     const AttentionPlan& forward) {
   AttentionPlan plan = shape_plan(call);
-  if (has_empty_input(call, plan)) {
+  if (!admitted(no_empty_input(call.inputs), plan)) {
     return plan;
   }
   if (caps.cpu) {

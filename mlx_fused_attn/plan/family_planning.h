@@ -1,10 +1,13 @@
 // What a kernel family's planning part reads and the checks every family's
-// plan makes: the device and how refusals name the op (PlanTarget), the
-// grid and shared-memory limits, whether the family builds. Each family that
-// the attention op can run keeps its planning part in its folder
-// (families/<folder>/<name>_planning.cpp, `plan_<name>`, declared here from
-// the registry's FA_ATTENTION_CANDIDATES); the planner tries them in the
-// registry's order. Pure: no backend is reached from here.
+// plan makes, float K/V or quantized (quantized_attention_planner.cpp): the
+// device and how refusals name the op (PlanTarget), the grid and
+// shared-memory limits, whether the family builds, and what the general
+// kernel's plan shares with the quantized family's (packed GQA, the key
+// splits of its tiles, whether the last split merges them). Each family that the attention op can run keeps its
+// planning part in its folder (families/<folder>/<name>_planning.cpp,
+// `plan_<name>`, declared here from the registry's FA_ATTENTION_CANDIDATES);
+// the planner tries them in the registry's order. Pure: no backend is
+// reached from here.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include "mlx_fused_attn/families/registry.h"
 #include "mlx_fused_attn/plan/attention_plan.h"
 #include "mlx_fused_attn/plan/device_caps.h"
+#include "mlx_fused_attn/plan/kernel_switches.h"
 
 namespace mlx_fused_attn {
 
@@ -28,19 +32,59 @@ inline unsigned blocks_of(int64_t items, int per_block) {
   return static_cast<unsigned>((items + per_block - 1) / per_block);
 }
 
-/// Whether the plan's grid fits the device's limit on the heads and batch
-/// axes.
-Support grid_fits(const PlanTarget& target, const AttentionPlan& plan);
+/// Whether a grid of `p`'s heads and batch fits the device's limit on
+/// those axes.
+Support grid_fits(const PlanTarget& target, const fa::AttnParams& p);
 
-/// Whether the shared memory of the plan's `kernel` fits a block.
+/// Whether `grid`'s shared memory fits a block; a refusal names `kernel`
+/// by `p`'s head dims and its element type `dtype`.
 Support smem_fits(
     const PlanTarget& target,
     const char* kernel,
-    const AttentionPlan& plan);
+    const fa::AttnParams& p,
+    fa::DType dtype,
+    const LaunchGrid& grid);
 
 /// Whether `family` can be built on the device (the backend's reason
 /// where it cannot).
 Support family_built(const DeviceCaps& caps, KernelFamily family);
+
+/// Whether a decode call can pack its GQA groups (packed_gqa): one query
+/// row a head, heads sharing K/V.
+inline bool packs_gqa(const fa::AttnParams& p) {
+  return p.L_q == 1 && p.gqa_factor > 1;
+}
+
+/// The packed plan's shapes: H_kv heads of gqa_factor rows, one block's
+/// rows, which read their head's K and V once. At L_q = 1 the causal mask
+/// hides no key, so the rows need none. `Plan`: AttentionPlan or
+/// QuantizedAttentionPlan.
+template <typename Plan>
+void pack_gqa_rows(Plan& plan) {
+  fa::AttnParams& p = plan.params;
+  p.L_q = p.gqa_factor;
+  p.H_q = p.H_kv;
+  p.gqa_factor = 1;
+  plan.features.causal = false;
+  plan.packed_gqa = true;
+}
+
+/// The key splits (split_count.h) of `p`'s query blocks of `tiles` in
+/// `dtype` on a device of `cores`: none where they are off, at most the
+/// hint's where it caps them.
+int key_splits(
+    const PlanHint& hint,
+    const fa::AttnParams& p,
+    const fa::AttnTiles& tiles,
+    fa::DType dtype,
+    int cores);
+
+/// Whether the last split merges the partials in the kernel (CUDA, unless
+/// switched off; Metal keeps the combine kernel, kernels/cuda/split_merge.cuh
+/// says why): then a split call may save the LSE too.
+inline bool merges_in_kernel(fa::Backend backend) {
+  return backend == fa::Backend::Cuda && split_merge_enabled();
+}
 
 /// Each attention candidate's planning part: fills the family's tiles, grid
 /// and features into `plan`, or says why the family does not take the call.

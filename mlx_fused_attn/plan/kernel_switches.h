@@ -1,6 +1,10 @@
 // Switches that turn a kernel path off for the GPU backends, each on unless
-// its variable is "0": MLX_FUSED_ATTN_SHORT (the short-sequence kernel),
-// MLX_FUSED_ATTN_SPLIT_KEYS (split keys, split_keys.h) and
+// its variable is "0" (MLX_FUSED_ATTN_BWD_ONE_KERNEL, last, forces its path
+// both ways): MLX_FUSED_ATTN_SHORT (the short-sequence kernel),
+// MLX_FUSED_ATTN_SPLIT_KEYS (split keys, split_keys.h),
+// MLX_FUSED_ATTN_SPLIT_MERGE (split keys in one kernel on CUDA, the last
+// split merging: kernels/cuda/split_merge.cuh; off, a combine kernel
+// merges) and
 // MLX_FUSED_ATTN_MASK_BLOCKS (an array mask's classes by block and the
 // backward's block lists, kernels/mask_visits.h: the kernels then read the
 // mask at every score of every block). Read when each call
@@ -33,6 +37,10 @@ inline bool split_keys_enabled() {
   return kernel_switch_on("MLX_FUSED_ATTN_SPLIT_KEYS");
 }
 
+inline bool split_merge_enabled() {
+  return kernel_switch_on("MLX_FUSED_ATTN_SPLIT_MERGE");
+}
+
 inline bool mask_blocks_enabled() {
   return kernel_switch_on("MLX_FUSED_ATTN_MASK_BLOCKS");
 }
@@ -53,6 +61,17 @@ inline PersistentChoice persistent_choice() {
       "[scaled_dot_product_attention] MLX_FUSED_ATTN_PERSISTENT must be "
       "\"1\" (a persistent grid wherever the tiles allow it), \"0\" (never) "
       "or unset (the planner's choice); got \"" + value + "\"");
+}
+
+/// MLX_FUSED_ATTN_BWD_ONE_KERNEL forces the CUDA backward's form both ways:
+/// "1" one kernel (dK/dV accumulating dQ through atomics), "0" two (a dQ
+/// kernel of its own); unset or anything else, the plan's choice `planned`.
+inline bool backward_one_kernel(bool planned) {
+  const char* env = std::getenv("MLX_FUSED_ATTN_BWD_ONE_KERNEL");
+  if (env != nullptr && (env[0] == '0' || env[0] == '1') && env[1] == '\0') {
+    return env[0] == '1';
+  }
+  return planned;
 }
 
 } // namespace mlx_fused_attn

@@ -149,9 +149,8 @@ fa::AttnFeatures backward_kernel_features(
   return f;
 }
 
-int64_t split_rows(const AttentionPlan& plan) {
-  const fa::AttnParams& p = plan.params;
-  return int64_t(plan.key_splits) * p.B * p.H_q * p.L_q;
+int64_t split_rows(int key_splits, const fa::AttnParams& p) {
+  return int64_t(key_splits) * p.B * p.H_q * p.L_q;
 }
 
 fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features) {

@@ -60,10 +60,11 @@ fa::AttnFeatures backward_kernel_features(
     const AttentionPlan& plan,
     fa::BwdKernel kernel);
 
-/// The rows of the partials of a plan with split keys: [key_splits, B, H,
-/// L_q] as the kernel's parameters count them (split_keys.h); a row holds
-/// D_v outputs and two statistics.
-int64_t split_rows(const AttentionPlan& plan);
+/// The rows of the partials of `key_splits` splits of the keys of `p`'s
+/// rows: [key_splits, B, H, L_q] as the kernel's parameters count them
+/// (split_keys.h); a row holds D_v outputs and two statistics. Every plan
+/// with split keys (the float one, the quantized one) counts them so.
+int64_t split_rows(int key_splits, const fa::AttnParams& p);
 
 /// The short kernel's features, as the general kernel's are for the call.
 fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features);

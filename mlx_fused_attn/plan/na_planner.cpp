@@ -7,6 +7,8 @@
 
 #include "mlx/utils.h"
 #include "mlx_fused_attn/families/neighborhood/na_config.h"
+#include "mlx_fused_attn/plan/call_planning.h"
+#include "mlx_fused_attn/plan/family_planning.h"
 #include "mlx_fused_attn/plan/na_grid_choice.h"
 
 namespace mlx_fused_attn {
@@ -35,21 +37,6 @@ NaPlan shape_plan(const NaCall& call) {
   return plan;
 }
 
-/// The CPU kernel's one limit, its element types; on yes, `plan.dtype` is
-/// the kernel's.
-Support cpu_kernel_covers(const NaCall& call, NaPlan& plan) {
-  const Dtype dtype = call.inputs[0].dtype();
-  const auto kernel = kernel_dtype(dtype);
-  if (!kernel) {
-    std::ostringstream msg;
-    msg << "the fused CPU kernel takes float16, bfloat16 or float32, not "
-        << dtype << "; this call runs as plain MLX ops";
-    return Support::no(msg.str());
-  }
-  plan.dtype = *kernel;
-  return Support::yes();
-}
-
 /// The kernel's own limits, each "no" naming `op` ("[neighborhood_attention]
 /// Metal: "). On yes, `plan.dtype` is the kernel's.
 Support na_kernel_covers(
@@ -58,15 +45,11 @@ Support na_kernel_covers(
     NaPlan& plan) {
   const array& q = call.inputs[0];
   const array& v = call.inputs[2];
+  if (Support takes = gpu_kernels_take(op, q.dtype(), plan.dtype); !takes.ok) {
+    return takes;
+  }
   std::ostringstream msg;
   msg << op;
-  const auto dtype = kernel_dtype(q.dtype());
-  if (!dtype) {
-    msg << "no kernel for dtype " << q.dtype()
-        << " (float16, bfloat16 and float32 have one)";
-    return Support::no(msg.str());
-  }
-  plan.dtype = *dtype;
   const int D = q.shape(-1);
   if (v.shape(-1) != D) {
     msg << "the kernel needs one head dim for q, k and v; got " << D
@@ -162,13 +145,6 @@ Support plan_gpu(
   return Support::yes();
 }
 
-/// Whether the neighborhood family can be built on the device.
-Support family_built(const DeviceCaps& caps) {
-  const std::string* reason =
-      caps.unavailable_reason(KernelFamily::Neighborhood);
-  return reason == nullptr ? Support::yes() : Support::no(*reason);
-}
-
 } // namespace
 
 NaPlan neighborhood_plan_for(const NaCall& call, const DeviceCaps& caps) {
@@ -182,13 +158,12 @@ NaPlan neighborhood_plan_for(const NaCall& call, const DeviceCaps& caps) {
       return plan;
     }
   }
-  if (call.inputs[0].size() == 0) {
-    plan.reason = "an input is empty; empty calls run as plain MLX ops";
+  if (!admitted(no_empty_input(call.inputs), plan)) {
     return plan;
   }
   Support admits = Support::yes();
   if (caps.cpu) {
-    admits = cpu_kernel_covers(call, plan);
+    admits = cpu_kernels_take(call.inputs[0].dtype(), plan.dtype);
   } else if (!caps.gpu) {
     admits = Support::no(
         caps.refusal + " with an explicit neighborhood mask");
@@ -199,7 +174,8 @@ NaPlan neighborhood_plan_for(const NaCall& call, const DeviceCaps& caps) {
       admits = plan_gpu(op, caps, call, plan);
     }
   }
-  if (admitted(admits, plan) && admitted(family_built(caps), plan)) {
+  if (admitted(admits, plan) &&
+      admitted(family_built(caps, KernelFamily::Neighborhood), plan)) {
     plan.family = KernelFamily::Neighborhood;
   }
   return plan;

@@ -76,6 +76,7 @@ PlanSummary summarize_plan(const AttentionPlan& plan) {
   s.family = plan.fused() ? family_name(*plan.family) : "";
   s.key_splits = plan.key_splits;
   s.packed_gqa = plan.packed_gqa;
+  s.split_merge = plan.split_merge;
   s.tiles = tile_fields(plan);
   return s;
 }

@@ -2,7 +2,8 @@
 processes of a group, each holding its slice of the queries, keys and
 values. Key/value blocks travel around the ring with ``send``/``recv`` on
 streams of their own while each process attends its queries to the block it
-holds; the partial outputs merge by their log-sum-exp. The backward sends
+holds, merging it into its output by their log-sum-exps (in place on the
+CPU; the forward's blocks travel in sub-blocks). The backward sends
 the blocks around again with their dK/dV accumulators, which arrive home
 after a full lap. How it is built: docs/ring_attention.md."""
 
@@ -16,6 +17,11 @@ import threading
 import mlx.core as mx
 
 _LAYOUTS = ("contiguous", "zigzag")
+# The forward sends each key/value block as this many sub-blocks along the
+# sequence, one lap of the ring each: a process then holds the sub-block it
+# computes with and the one arriving, 4 / _PARTS of its q's size, instead
+# of two whole K/V blocks (4 q's). Measured in benchmarks/RESULTS.md.
+_PARTS = 4
 
 
 # ---------------------------------------------------------------- sharding
@@ -27,15 +33,20 @@ def _chunk_bounds(total: int, size: int, layout: str) -> list[list[tuple[int, in
     ``zigzag``: of 2 * size near-equal chunks, chunks ``rank`` and ``2 *
     size - 1 - rank`` (so causal work is the same on every rank)."""
     parts = size if layout == "contiguous" else 2 * size
-    # Sizes differ by at most one, larger ones first, as in numpy.array_split.
+    chunks = _split(total, parts)
+    if layout == "contiguous":
+        return [[c] for c in chunks]
+    return [[chunks[r], chunks[parts - 1 - r]] for r in range(size)]
+
+
+def _split(total: int, parts: int) -> list[tuple[int, int]]:
+    """(start, stop) of `parts` near-equal pieces of range(total): sizes
+    differ by at most one, larger ones first, as in numpy.array_split."""
     base, extra = divmod(total, parts)
     cuts = [0]
     for i in range(parts):
         cuts.append(cuts[-1] + base + (i < extra))
-    chunks = list(zip(cuts, cuts[1:]))
-    if layout == "contiguous":
-        return [[c] for c in chunks]
-    return [[chunks[r], chunks[parts - 1 - r]] for r in range(size)]
+    return list(zip(cuts, cuts[1:]))
 
 
 def _check_layout(layout) -> None:
@@ -121,6 +132,18 @@ class _Ring:
                     out.append(run)
         return [tuple(t) for t in out]
 
+    def sub_tasks(self, src, start, stop):
+        """The tasks of `src`'s block on its keys [start, stop) only, with
+        key ranges relative to `start`: unmasked ones, as every task of
+        another rank's block is (the causal ones pair a chunk with
+        itself)."""
+        out = []
+        for qi, k0, k1, mask in self.tasks(src):
+            lo, hi = max(k0, start), min(k1, stop)
+            if lo < hi:
+                out.append((qi, lo - start, hi - start, mask))
+        return out
+
 
 def _streams():
     """The send and the recv stream: separate, so that a blocking send and
@@ -147,29 +170,6 @@ def _gather_lengths(local: int, group) -> list[int]:
     return lengths.tolist()
 
 
-@mx.compile
-def _merged(ao, alse, o, lse):
-    """(out, lse) over the union of two disjoint key sets, out in float32.
-    Compiled: one fused kernel, without the full-size temporaries of its
-    elementwise steps (a ring process's peak memory is mostly these)."""
-    top = mx.maximum(alse, lse)
-    shift = mx.where(mx.isfinite(top), top, 0.0)
-    wa, wb = mx.exp(alse - shift), mx.exp(lse - shift)
-    total = wa + wb
-    safe = mx.where(total > 0, total, 1.0)
-    o = mx.where(mx.isfinite(lse)[..., None], o.astype(mx.float32), 0.0)
-    out = (wa[..., None] * ao + wb[..., None] * o) / safe[..., None]
-    return out, mx.where(total > 0, shift + mx.log(safe), -mx.inf)
-
-
-def _merge2(acc, part):
-    """Two (out, lse) partials over disjoint keys merged; out in float32."""
-    o, lse = part
-    if acc is None:
-        return o.astype(mx.float32), lse
-    return _merged(acc[0], acc[1], o, lse)
-
-
 def _seq(x, a, b):
     return x[:, :, a:b]
 
@@ -184,7 +184,7 @@ class _Step:
     evaluator stops queueing work while more than ten tasks are in flight,
     and tasks blocked on a recv stay in flight while the send their
     neighbour waits for is not queued yet. A step's memory is also that of
-    two blocks, not of every block at once.
+    the (sub-)block it holds and the one arriving, not of every block.
 
     Within a step, a rank reads its left neighbour's messages as one byte
     stream, so its recvs must run in the order the neighbour's sends do;
@@ -239,33 +239,60 @@ def _block_shape(x, length):
 
 
 def _forward(ring, q, k, v, scale):
-    from . import scaled_dot_product_attention
+    """Out and LSE of this rank's queries over every block. The own block
+    is attended whole, a task a lap; the others arrive in _PARTS
+    sub-blocks, lap by lap (lap p carries part p of every block). Each
+    merges into the output and LSE held so far (attention_merge: in place
+    on the CPU, rounded to the output's dtype once a merge)."""
+    from . import _ext
 
     qp = ring.pieces[ring.rank]
-    acc = [None] * len(qp)
-    cur_k, cur_v = k, v
-    for t in range(ring.n):
-        src = (ring.rank - t) % ring.n
-        step = _Step(ring)
-        if t < ring.n - 1:
-            # The held block travels on while this step computes with it.
-            step.send(cur_k)
-            step.send(cur_v)
-            L = ring.lengths[(src - 1) % ring.n]
-            nxt = step.recv(_block_shape(k, L), k.dtype), step.recv(_block_shape(v, L), v.dtype)
-        for qi, k0, k1, mask in ring.tasks(src):
-            _, q0, ql = qp[qi]
-            part = scaled_dot_product_attention(
-                _seq(q, q0, q0 + ql), _seq(cur_k, k0, k1), _seq(cur_v, k0, k1),
-                scale=scale, mask=mask, return_lse=True,
-            )  # fmt: skip
-            acc[qi] = _merge2(acc[qi], part)
-        step.run(*[x for a in acc if a is not None for x in a])
-        if t < ring.n - 1:
-            cur_k, cur_v = nxt
-    out = mx.concatenate([a[0] for a in acc], axis=2).astype(q.dtype)
-    lse = mx.concatenate([a[1] for a in acc], axis=2)
-    return out, lse
+    # Each piece's output and LSE start as those of no key: zero and -inf
+    # (every merge's inputs then have one output each, so the CPU merges
+    # in place from the first block on).
+    B, H = q.shape[:2]
+    acc = [(mx.zeros((B, H, ql, v.shape[3]), dtype=q.dtype), mx.full((B, H, ql), -mx.inf)) for _, _, ql in qp]
+
+    def attend(qi, ks, vs, k0, k1, mask):
+        _, q0, ql = qp[qi]
+        args = (_seq(q, q0, q0 + ql), _seq(ks, k0, k1), _seq(vs, k0, k1))
+        acc[qi] = _ext.attention_merge(*args, *acc[qi], scale=scale, mask=mask)
+
+    own = ring.tasks(ring.rank)
+    for part in range(_PARTS):
+        for t in range(ring.n):
+            src = (ring.rank - t) % ring.n
+            start, stop = _split(ring.lengths[src], _PARTS)[part]
+            if t == 0:
+                held = (_seq(k, start, stop), _seq(v, start, stop))
+                # The own block's tasks (at most three), one a lap: in a
+                # step that merged twice into one piece, the first merge's
+                # output would still be referenced (by its LSE's pending
+                # eval) when the second runs, which then copies it.
+                for task in own[part::_PARTS]:
+                    attend(task[0], k, v, *task[1:])
+            else:
+                for task in ring.sub_tasks(src, start, stop):
+                    attend(task[0], *held, *task[1:])
+            step = _Step(ring)
+            if t < ring.n - 1:
+                # The held sub-block travels on while this step computes
+                # with it; an empty one (a block shorter than _PARTS) is
+                # neither sent nor received, on both sides.
+                if stop > start:
+                    step.send(held[0])
+                    step.send(held[1])
+                start, stop = _split(ring.lengths[(src - 1) % ring.n], _PARTS)[part]
+                held = None
+                if stop > start:
+                    held = (
+                        step.recv(_block_shape(k, stop - start), k.dtype),
+                        step.recv(_block_shape(v, stop - start), v.dtype),
+                    )
+            step.run(*[x for a in acc for x in a])
+    if len(acc) == 1:
+        return acc[0]
+    return mx.concatenate([a[0] for a in acc], axis=2), mx.concatenate([a[1] for a in acc], axis=2)
 
 
 def _backward(ring, q, k, v, out, lse, dout, scale):

@@ -100,6 +100,7 @@ void bind_plans(nb::module_& m) {
         d["key_splits"] = plan.key_splits;
         d["packed_gqa"] = plan.packed_gqa;
         d["tiles"] = tiles;
+        d["split_merge"] = plan.split_merge;
         return d;
       },
       "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
@@ -107,7 +108,7 @@ void bind_plans(nb::module_& m) {
       "short_kernel"_a = true, "max_key_splits"_a = 0,
       "metal_variant"_a = nb::none(),
       "The plan of a call as a dict: code, message, family, key_splits, "
-      "packed_gqa, tiles.");
+      "packed_gqa, tiles, split_merge.");
 
   m.def(
       "cuda_multiprocessors",
@@ -183,6 +184,25 @@ void bind_attention(nb::module_& m) {
             q, k, v, out, lse, dout, scale, mask, to_stream_or_device(stream));
       },
       "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dout"_a, nb::kw_only(),
+      "scale"_a, "mask"_a = nb::none(), "stream"_a = nb::none());
+
+  // For ring attention's forward: a block's attention merged into the
+  // output and LSE held so far (in place on the CPU).
+  m.def(
+      "attention_merge",
+      [](const mx::array& q,
+         const mx::array& k,
+         const mx::array& v,
+         const mx::array& held_out,
+         const mx::array& held_lse,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         const StreamArg& stream) {
+        return mlx_fused_attn::attention_merge(
+            q, k, v, held_out, held_lse, scale, mask,
+            to_stream_or_device(stream));
+      },
+      "q"_a, "k"_a, "v"_a, "held_out"_a, "held_lse"_a, nb::kw_only(),
       "scale"_a, "mask"_a = nb::none(), "stream"_a = nb::none());
 
   m.def(
@@ -389,6 +409,19 @@ void bind_build_info(nb::module_& m) {
       },
       "The GPU backend this build has, whether its kernels were built ahead "
       "of time, and whether they are compiled at run time now.");
+
+  m.def(
+      "_memory_kind",
+      [](mx::array a) {
+        {
+          nb::gil_scoped_release nogil;
+          a.eval();
+        }
+        return mlx_fused_attn::gpu::memory_kind(a);
+      },
+      "a"_a,
+      "What holds the evaluated array's memory (gpu.h's memory_kind), "
+      "without moving it: the host read test asks.");
 }
 
 } // namespace

@@ -23,6 +23,17 @@ void run(
     std::vector<mlx::core::array>& outputs,
     mlx::core::Stream s);
 
+/// The eval of FusedAttentionMerge (op/merge_primitive.h): inputs are
+/// the call's, then the held output and LSE; `out` and `lse` take their
+/// buffers where they can be donated (else new ones), and the kernel
+/// merges this call's rows into them.
+void run_merge(
+    const AttentionPlan& plan,
+    const std::vector<mlx::core::array>& inputs,
+    mlx::core::array& out,
+    mlx::core::array& lse,
+    mlx::core::Stream s);
+
 /// The backward's eval, as gpu.h's run_backward on the GPU; the CPU's
 /// kernel takes every call its forward takes.
 void run_backward(

@@ -374,6 +374,51 @@ inline void rescale_row(float* o, int D_v, float alpha) {
   }
 }
 
+/// Each row merged with the held output and LSE (Problem::merge), which
+/// may be the buffers written: weights from the two LSEs (log2 domain), the
+/// sum in fp32, rounded once to T. A row that saw no key here (MASKED, or
+/// no score) keeps what it held; one that held no key (LSE -inf, its output
+/// anything) takes this call's.
+template <typename T>
+void merge_rows(
+    const Problem& pr,
+    const Inputs<T>& in,
+    int b,
+    int h,
+    int q0,
+    int rows,
+    const Scratch& sc) {
+  const fa::AttnParams& p = pr.p;
+  const fa::stride_t* hs = pr.held_o_strides;
+  const fa::stride_t* ls = pr.held_lse_strides;
+  for (int i = 0; i < rows; ++i) {
+    const int row = q0 + i;
+    const float held = pr.held_lse[b * ls[0] + h * ls[1] + row * ls[2]];
+    const float m = sc.m[i], l = sc.l[i];
+    const bool sees = m != MASKED && l > 0.0f;
+    const float mine = sees ? m + std::log2(l) : -INFINITY;
+    const float held2 = held * LOG2E;
+    const float top = held2 > mine ? held2 : mine;
+    // Both -inf: the row keeps its held output and LSE.
+    const float w_held =
+        held2 == -INFINITY ? float(!sees) : std::exp2(held2 - top);
+    const float w_mine = sees ? std::exp2(mine - top) : 0.0f;
+    const float total = w_held + w_mine;
+    const float a = w_held / total;
+    const float c = sees ? w_mine / (total * l) : 0.0f;
+    const T* ho = static_cast<const T*>(pr.held_out) + b * hs[0] +
+        h * hs[1] + row * hs[2];
+    T* o = in.out + b * p.o_strides[0] + h * p.o_strides[1] +
+        row * p.o_strides[2];
+    for (int d = 0; d < p.D_v; ++d) {
+      const float before = a == 0.0f ? 0.0f : a * to_float(ho[d * hs[3]]);
+      o[d] = from_float<T>(before + c * sc.o[i * p.D_v + d]);
+    }
+    pr.lse[lse_row(p, b, h, row)] =
+        sees ? (top + std::log2(total)) / LOG2E : held;
+  }
+}
+
 /// The rows' outputs divided by their sums, stored (and their LSE where
 /// asked). A row whose every logit was -inf ends with l = 0: 0 / 0 = NaN,
 /// as the softmax of all -inf is.
@@ -387,6 +432,9 @@ void store_rows(
     int rows,
     const Scratch& sc) {
   const fa::AttnParams& p = pr.p;
+  if (pr.merge) {
+    return merge_rows(pr, in, b, h, q0, rows, sc);
+  }
   if (pr.lse != nullptr) {
     store_lse(sc.m.data(), sc.l.data(), rows, pr.lse + lse_row(p, b, h, q0));
   }

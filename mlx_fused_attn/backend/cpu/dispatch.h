@@ -11,15 +11,17 @@
 
 namespace mlx_fused_attn::cpu {
 
-/// Allocates `outputs` and enqueues run(inputs, outputs) on the stream
-/// through MLX's CPU command encoder. Data pointers must be read inside
-/// `run`: when eval_cpu runs, the inputs may not be computed yet (it only
-/// schedules).
+/// Enqueues run(inputs, outputs) on the stream through MLX's CPU command
+/// encoder, `outputs` already holding their buffers: new ones (`fresh`,
+/// poisoned first where the tests ask), or data the kernel updates in
+/// place. Data pointers must be read inside `run`: when eval_cpu runs, the
+/// inputs may not be computed yet (it only schedules).
 template <typename Run>
-void dispatch(
+void dispatch_into(
     mlx::core::Stream s,
     const std::vector<mlx::core::array>& inputs,
     std::vector<mlx::core::array>& outputs,
+    bool fresh,
     Run run) {
   using mlx::core::array;
   auto& encoder = mlx::core::cpu::get_command_encoder(s);
@@ -29,20 +31,33 @@ void dispatch(
     weak_inputs.push_back(array::unsafe_weak_copy(a));
   }
   for (auto& out : outputs) {
-    out.set_data(mlx::core::allocator::malloc(out.nbytes()));
     encoder.set_output_array(out);
     weak_outputs.push_back(array::unsafe_weak_copy(out));
   }
   encoder.dispatch([run = std::move(run),
                     inputs = std::move(weak_inputs),
-                    outputs = std::move(weak_outputs)]() mutable {
-    if (poison_outputs()) {
+                    outputs = std::move(weak_outputs),
+                    fresh]() mutable {
+    if (fresh && poison_outputs()) {
       for (auto& out : outputs) {
         std::memset(out.data<void>(), 0xff, out.nbytes());
       }
     }
     run(inputs, outputs);
   });
+}
+
+/// Allocates `outputs` and enqueues run(inputs, outputs) (dispatch_into).
+template <typename Run>
+void dispatch(
+    mlx::core::Stream s,
+    const std::vector<mlx::core::array>& inputs,
+    std::vector<mlx::core::array>& outputs,
+    Run run) {
+  for (auto& out : outputs) {
+    out.set_data(mlx::core::allocator::malloc(out.nbytes()));
+  }
+  dispatch_into(s, inputs, outputs, /* fresh = */ true, std::move(run));
 }
 
 } // namespace mlx_fused_attn::cpu

@@ -31,6 +31,14 @@ struct Problem {
   const void* sinks; ///< [H_q] of `dtype`, or null
   void* out; ///< [B, H_q, L_q, D_v], strides in p.o_strides, D_v contiguous
   float* lse; ///< the row LSE (backward_params.h) to write, or null
+  /// Merge mode (op attention_merge): each row of this call merged by LSE
+  /// with the held output and LSE, the attention over other keys, into
+  /// `out` and `lse`; the held arrays may be those same buffers.
+  bool merge = false;
+  const void* held_out; ///< `dtype`, element strides held_o_strides
+  fa::stride_t held_o_strides[4];
+  const float* held_lse; ///< element strides held_lse_strides
+  fa::stride_t held_lse_strides[3];
 };
 
 /// One attention backward problem.

@@ -19,12 +19,12 @@
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
 #include "mlx/utils.h"
-#include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/backend/cuda/device_limits.h"
 #include "mlx_fused_attn/families/attention/cuda/attention_kernel_key.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/families/short_attention/cuda/short_attention_cuda.h"
+#include "mlx_fused_attn/backend/cuda/split_partials.h"
 #include "mlx_fused_attn/backend/cuda/tensor_map.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
@@ -58,43 +58,6 @@ cuda::AttentionKernelKey general_key(const AttentionPlan& plan) {
       std::get<fa::AttnTiles>(plan.tiles),
       plan.features.causal,
       plan.features.has_mask};
-}
-
-/// An fp32 array of `n` elements, its buffer not yet made
-/// (set_device_data).
-mx::array unmade_floats(int64_t n) {
-  return mx::array({static_cast<int>(n)}, mx::float32, nullptr, {});
-}
-
-/// Merges the partials of a plan with split keys into `out`.
-void add_combine_node(
-    cu::CommandEncoder& enc,
-    const AttentionPlan& plan,
-    fa::AttnParams params,
-    const mx::array& o_part,
-    const mx::array& stats,
-    mx::array& out,
-    int device,
-    int arch) {
-  const int inner = params.L_q * params.D_v;
-  int n_splits = plan.key_splits;
-  enc.set_input_array(o_part);
-  enc.set_input_array(stats);
-  enc.set_output_array(out);
-  enc.add_kernel_node_ex(
-      cuda::kernel_function(
-          cuda::SplitCombineKernelKey{plan.dtype}, device, arch),
-      dim3((inner + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads,
-           params.H_q,
-           params.B),
-      dim3(fa::kSplitCombineThreads),
-      {},
-      0,
-      mx::gpu_ptr<float>(o_part),
-      mx::gpu_ptr<float>(stats),
-      mx::gpu_ptr<void>(out),
-      params,
-      n_splits);
 }
 
 /// Adds the plan's kernel `function` to the encoder's graph; both families
@@ -162,7 +125,7 @@ Support prepare(const AttentionPlan& plan, mx::Stream s) {
   if (plan.family == KernelFamily::ShortAttention) {
     return named(kOp, cuda::short_attention_ready(plan, device, arch));
   }
-  if (plan.key_splits > 1) {
+  if (plan.key_splits > 1 && !plan.split_merge) {
     if (Support ready = cuda::kernel_ready(
             cuda::SplitCombineKernelKey{plan.dtype}, device, arch);
         !ready.ok) {
@@ -249,44 +212,6 @@ void read_inputs(RunInputs& in, cu::CommandEncoder& enc) {
   enc.set_input_array(in.v);
 }
 
-/// The partials of split keys, which the kernel writes and the combine
-/// merges: temporaries, kept until the encoder's graph has run.
-struct SplitPartials {
-  std::optional<mx::array> o_part, stats;
-  float* o_part_ptr = nullptr;
-  float* stats_ptr = nullptr;
-};
-
-/// Makes the buffers of the output, the LSE (`has_lse`: outputs[1]) and
-/// the partials, all at once (one node, not one each), before the first
-/// set_*_array: set_device_data adds a node of its own, which would take
-/// the dependencies registered for the next.
-SplitPartials make_buffers(
-    const AttentionPlan& plan,
-    std::vector<mx::array>& outputs,
-    bool has_lse,
-    const Launch& at) {
-  SplitPartials parts;
-  std::vector<mx::array*> buffers = {&outputs[0]};
-  if (has_lse) {
-    buffers.push_back(&outputs[1]);
-  }
-  if (plan.key_splits > 1) {
-    parts.o_part = unmade_floats(split_rows(plan) * plan.params.D_v);
-    parts.stats = unmade_floats(2 * split_rows(plan));
-    buffers.push_back(&*parts.o_part);
-    buffers.push_back(&*parts.stats);
-  }
-  cuda::set_device_data(buffers, at.s);
-  if (parts.o_part) {
-    at.enc.add_temporary(*parts.o_part);
-    at.enc.add_temporary(*parts.stats);
-    parts.o_part_ptr = mx::gpu_ptr<float>(*parts.o_part);
-    parts.stats_ptr = mx::gpu_ptr<float>(*parts.stats);
-  }
-  return parts;
-}
-
 } // namespace
 
 void run(
@@ -304,14 +229,22 @@ void run(
       std::get<fa::AttnTiles>(plan.tiles).producer;
   RunInputs in = run_inputs(plan, inputs, producer, at);
   // The backward's LSE, where the primitive asked for it (outputs[1]); a
-  // plan that saves it has no split keys (plan_general_launch).
+  // plan that saves it splits keys only where the last split merges
+  // (plan_general_launch).
   fa::AttnFeatures features = plan.features;
   features.has_lse = outputs.size() > 1;
-  if (features.has_lse && plan.key_splits > 1) {
+  if (features.has_lse && plan.key_splits > 1 && !plan.split_merge) {
     throw std::logic_error(
         "[FusedAttention] internal error: split keys with the LSE");
   }
-  const SplitPartials parts = make_buffers(plan, outputs, features.has_lse, at);
+  std::vector<mx::array*> made = {&outputs[0]};
+  if (features.has_lse) {
+    made.push_back(&outputs[1]);
+  }
+  const cuda::SplitPartials parts =
+      cuda::make_buffers(
+          made, plan.key_splits, cuda::merged_tiles(plan), plan.params, at.s,
+          at.enc);
   float* lse = features.has_lse ? mx::gpu_ptr<float>(outputs[1]) : nullptr;
   cuda::poison(out, at.enc, at.device, at.arch);
 
@@ -333,6 +266,10 @@ void run(
     at.enc.set_output_array(*parts.o_part);
     at.enc.set_output_array(*parts.stats);
   }
+  // After the node that zeroes them.
+  if (parts.counters) {
+    at.enc.set_output_array(*parts.counters);
+  }
   const CUfunction function =
       cuda::kernel_function(general_key(plan), at.device, at.arch);
   if (producer) {
@@ -340,19 +277,21 @@ void run(
     add_attention_node(
         at.enc, function, plan, params, in.q, in.k, in.v, out, in.mask_ptr,
         in.sinks_ptr, features, parts.o_part_ptr, parts.stats_ptr,
-        plan.key_splits, lse, in.visits_ptr,
+        parts.counters_ptr, plan.key_splits, lse, in.visits_ptr,
         cuda::panel_tensor_map(in.k, plan.dtype, rows),
         cuda::panel_tensor_map(in.v, plan.dtype, rows));
   } else {
     add_attention_node(
         at.enc, function, plan, params, in.q, in.k, in.v, out, in.mask_ptr,
         in.sinks_ptr, features, parts.o_part_ptr, parts.stats_ptr,
-        plan.key_splits, lse, in.visits_ptr);
+        parts.counters_ptr, plan.key_splits, lse, in.visits_ptr);
   }
-  if (parts.o_part) {
-    add_combine_node(
-        at.enc, plan, params, *parts.o_part, *parts.stats, out, at.device,
-        at.arch);
+  if (parts.o_part && !plan.split_merge) {
+    cuda::add_combine_node(
+        at.enc,
+        cuda::kernel_function(
+            cuda::SplitCombineKernelKey{plan.dtype}, at.device, at.arch),
+        params, plan.key_splits, parts, out);
   }
 }
 

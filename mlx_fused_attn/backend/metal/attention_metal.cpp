@@ -6,7 +6,6 @@
 // builds the pipeline a call will use and checks it against the dispatch,
 // so that a kernel that cannot run makes the call fall back before its
 // graph exists; MLX's Device caches the libraries and pipelines for eval.
-#include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -16,6 +15,7 @@
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/families/attention/metal/attention_variant.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
+#include "mlx_fused_attn/backend/metal/split_partials.h"
 #include "mlx_fused_attn/families/strided_copy/metal/strided_copy_metal.h"
 #include "mlx_fused_attn/families/short_attention/metal/short_attention_metal.h"
 #include "mlx_fused_attn/kernels/attention_kernel_name.h"
@@ -29,9 +29,6 @@ namespace mx = mlx::core;
 namespace {
 
 constexpr const char* kOp = "[scaled_dot_product_attention] Metal: ";
-
-/// Threads a threadgroup of the split-key combine (at most).
-constexpr size_t kCombineThreads = 256;
 
 /// The GPU cores whose wave split keys fill. Neither Metal nor MLX reports
 /// a core count; Apple's GPUs have 8 (M1) to 80 (M3 Ultra), and 32 splits
@@ -56,43 +53,9 @@ MetalPipeline general_pipeline(const AttentionPlan& plan) {
 
 /// The combine of split keys (split_keys.h), in the general kernel's
 /// library.
-MetalPipeline split_combine_pipeline(fa::DType dtype) {
-  MetalPipeline p;
-  p.family = KernelFamily::Attention;
-  p.kernel_name = fa::split_combine_kernel_name(dtype);
-  p.hash_name = p.kernel_name;
-  p.threads = kCombineThreads;
-  return p;
-}
-
-/// Merges the partials of a plan with split keys into `out`.
-void combine_splits(
-    const AttentionPlan& plan,
-    const fa::AttnParams& params,
-    const mx::array& o_part,
-    const mx::array& stats,
-    mx::array& out,
-    mx::metal::Device& d,
-    mx::metal::CommandEncoder& enc) {
-  enc.set_compute_pipeline_state(
-      get_pipeline(d, split_combine_pipeline(plan.dtype)));
-  enc.set_output_array(out, 3);
-  enc.set_bytes(params, 4);
-  enc.set_input_array(o_part, 7);
-  enc.set_input_array(stats, 8);
-  enc.set_bytes(plan.key_splits, 9);
-  const size_t inner = size_t(params.L_q) * params.D_v;
-  enc.dispatch_threads(
-      MTL::Size(inner, params.H_q, params.B),
-      MTL::Size(std::min(inner, kCombineThreads), 1, 1));
-}
-
-/// An fp32 temporary of `n` elements, kept until the command buffer ends.
-mx::array temporary_floats(int64_t n, mx::metal::CommandEncoder& enc) {
-  mx::array a({static_cast<int>(n)}, mx::float32, nullptr, {});
-  a.set_data(mx::allocator::malloc(a.nbytes()));
-  enc.add_temporary(a);
-  return a;
+MetalPipeline general_combine_pipeline(fa::DType dtype) {
+  return split_combine_pipeline(
+      KernelFamily::Attention, fa::split_combine_kernel_name(dtype));
 }
 
 } // namespace
@@ -128,7 +91,7 @@ Support prepare(const AttentionPlan& plan, mx::Stream s) {
     }
   }
   if (plan.key_splits > 1) {
-    if (Support ready = pipeline_ready(d, split_combine_pipeline(plan.dtype));
+    if (Support ready = pipeline_ready(d, general_combine_pipeline(plan.dtype));
         !ready.ok) {
       return named(kOp, ready);
     }
@@ -188,13 +151,9 @@ void run(
     outputs[1].set_data(mx::allocator::malloc(outputs[1].nbytes()));
     enc.set_output_array(outputs[1], 10);
   }
-  std::optional<mx::array> o_part, stats;
+  std::optional<SplitPartials> parts;
   if (plan.key_splits > 1) {
-    o_part = temporary_floats(split_rows(plan) * params.D_v, enc);
-    stats = temporary_floats(2 * split_rows(plan), enc);
-    enc.set_output_array(*o_part, 7);
-    enc.set_output_array(*stats, 8);
-    enc.set_bytes(plan.key_splits, 9);
+    parts = bind_split_partials(params, plan.key_splits, enc);
   }
   if (call.visits != nullptr) {
     enc.set_input_array(*call.visits, 11);
@@ -202,8 +161,10 @@ void run(
   const MTL::Size grid(plan.grid.x, plan.grid.y, plan.grid.z);
   const MTL::Size group(fa::kSimdWidth, plan.grid.warps, 1);
   enc.dispatch_threadgroups(grid, group);
-  if (plan.key_splits > 1) {
-    combine_splits(plan, params, *o_part, *stats, out, d, enc);
+  if (parts) {
+    combine_splits(
+        general_combine_pipeline(plan.dtype), params, plan.key_splits, *parts,
+        out, d, enc);
   }
 }
 

@@ -22,8 +22,10 @@
 // shared memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
 // With split keys (split_keys.h, features.split_keys) the kernel writes
 // n_splits partials to o_part and stats (split_keys.h), the split being the
-// block index modulo n_splits.
-// Without them, lse: the rows' log-sum-exp (fp32 [B, H_q, L_q]) where
+// block index modulo n_splits; with split_counters (zeroed, one a query
+// block, head and batch) the last split of each merges them into the
+// output and lse (kernels/cuda/split_merge.cuh), without, split_combine_kernel
+// does. lse: the rows' log-sum-exp (fp32 [B, H_q, L_q]) where
 // features.has_lse.
 #pragma once
 
@@ -31,6 +33,7 @@
 #include "mlx_fused_attn/kernels/cuda/grid_order.cuh"
 #include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/kernels/cuda/persistent_scheduler.cuh"
+#include "mlx_fused_attn/kernels/cuda/split_merge.cuh"
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
@@ -160,6 +163,7 @@ __global__ void __launch_bounds__(
     AttnFeatures features,
     float* o_part,
     float* stats,
+    unsigned int* split_counters,
     int n_splits,
     float* lse,
     const unsigned int* mask_blocks) {
@@ -193,10 +197,11 @@ __global__ void __launch_bounds__(
         attention_grid_scheduler<T, D, DV, kCausal, kHasMask>(
             features, params, n_splits);
     const AttnArrays<T> arrays = {
-        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats};
+        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats,
+        split_counters};
     const AttnSmem<T> smem = {k_smem, v_smem};
     typedef AttnParts<Target, Shape> Parts;
-    attention_body<typename Parts::Epilogue>(
+    attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
         Parts::mainloop(arrays, smem), arrays, params, features, sched,
         threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
   }
@@ -230,6 +235,7 @@ __global__ void __launch_bounds__(
     AttnFeatures features,
     float* o_part,
     float* stats,
+    unsigned int* split_counters,
     int n_splits,
     float* lse,
     const unsigned int* mask_blocks,
@@ -272,7 +278,8 @@ __global__ void __launch_bounds__(
         attention_producer_scheduler<T, D, DV, Tiles, kCausal, kHasMask>(
             features, params, n_splits);
     const AttnArrays<T> arrays = {
-        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats};
+        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats,
+        split_counters};
     const AttnSmem<T> smem = {k_smem, v_smem};
     typedef AttnParts<Target, Shape> Parts;
     const typename Parts::Mainloop mainloop = Parts::mainloop(arrays, smem);
@@ -290,7 +297,7 @@ __global__ void __launch_bounds__(
       return;
     }
     warpgroup_registers_increase<kMathRegs>();
-    attention_body<typename Parts::Epilogue>(
+    attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
         mainloop, arrays, params, features, sched, warp - kProducerWarps,
         threadIdx.x % kSimdWidth);
   }

@@ -2,7 +2,6 @@
 // its chooser (the large-grid tiles past one wave), packed GQA for decode,
 // key splits under a wave, mask classes by block, and its grid (persistent
 // for the producer kernel's grids of a few waves, persistent_grid.h).
-#include <algorithm>
 #include <cstdint>
 
 #include "mlx_fused_attn/kernels/attention_config.h"
@@ -10,46 +9,10 @@
 #include "mlx_fused_attn/plan/family_planning.h"
 #include "mlx_fused_attn/plan/kernel_switches.h"
 #include "mlx_fused_attn/plan/persistent_grid.h"
-#include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn {
 
 namespace {
-
-/// Whether the call runs best as decode with GQA packed (packed_gqa): one
-/// query row a head, heads sharing K/V, and one sink a block's rows would
-/// not share.
-bool packs_gqa(const AttentionPlan& plan) {
-  const fa::AttnParams& p = plan.params;
-  return p.L_q == 1 && p.gqa_factor > 1 && !plan.features.has_sinks;
-}
-
-/// The packed plan's shapes: H_kv heads of gqa_factor rows. At L_q = 1 the
-/// causal mask hides no key, so the rows need none.
-void pack_gqa_rows(AttentionPlan& plan) {
-  fa::AttnParams& p = plan.params;
-  p.L_q = p.gqa_factor;
-  p.H_q = p.H_kv;
-  p.gqa_factor = 1;
-  plan.features.causal = false;
-  plan.packed_gqa = true;
-}
-
-/// The key splits of the plan (split_count.h), none where they are off,
-/// at most the hint's where it caps them.
-int key_splits(
-    const PlanHint& hint,
-    int64_t groups,
-    int64_t wave,
-    int key_blocks,
-    int64_t most) {
-  if (hint.max_key_splits > 0) {
-    most = std::min<int64_t>(most, hint.max_key_splits);
-  }
-  return split_keys_enabled()
-      ? key_split_count(groups, wave, key_blocks, most)
-      : 1;
-}
 
 /// The general kernel's grid: the static one, a block a work tile
 /// (query blocks * splits, H_q, B), or `persistent_blocks` that walk those
@@ -76,9 +39,11 @@ LaunchGrid general_grid(
 
 /// Sets the general kernel's tiles, key splits and grid. `cores`, the
 /// device's multiprocessors or GPU cores, sizes the wave that split keys
-/// fill. A plan whose spec saves the LSE gets has_lse and no split keys.
+/// fill. A plan whose spec saves the LSE gets has_lse, and split keys only
+/// where the last split merges them.
 void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
-  if (packs_gqa(plan)) {
+  // One sink a head: a block of several heads' rows would not share it.
+  if (packs_gqa(plan.params) && !plan.features.has_sinks) {
     pack_gqa_rows(plan);
   }
   const fa::Backend backend = *caps.gpu;
@@ -102,22 +67,23 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   }
   plan.features.align_q = p.L_q % tiles.bq == 0;
   plan.features.align_k = p.L_k % tiles.bk == 0;
-  const int64_t groups = int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B;
-  // A forward that saves the LSE for the fused backward runs unsplit (the
-  // split partials hold no row LSE), and plans the kernel that writes it.
+  // A forward that saves the LSE for the fused backward runs unsplit where
+  // a combine kernel merges (it writes no LSE), and plans the kernel that
+  // writes it.
+  const bool in_kernel = merges_in_kernel(backend);
   plan.features.has_lse = plan.spec.saves_lse;
-  plan.key_splits = plan.spec.saves_lse ? 1 : key_splits(
-      hint,
-      groups,
-      int64_t(tiles.min_blocks) * caps.cores,
-      static_cast<int>(blocks_of(p.L_k, tiles.bk)),
-      splits_worth_their_partials(
-          p.L_k, std::min(tiles.bq, p.L_q), p.D, p.D_v,
-          // A grid with a block on every other multiprocessor gains less.
-          fa::dtype_size(plan.dtype), 2 * groups >= caps.cores ? 16 : 8));
+  plan.key_splits = plan.spec.saves_lse && !in_kernel
+      ? 1
+      : key_splits(hint, p, tiles, plan.dtype, caps.cores);
   plan.features.split_keys = plan.key_splits > 1;
+  plan.split_merge = in_kernel && plan.features.split_keys;
   // The producer kernel's grid of a few waves walks its tiles persistent.
-  const int64_t work_tiles = groups * plan.key_splits;
+  // Split keys stay allowed with it: the last split's merge is its work
+  // tile's epilogue (split_merge.cuh), so a persistent block merges inside
+  // its walk as a static one does, never waiting on another block (today's
+  // tiles keep them apart: the producer's come past one wave, splits under).
+  const int64_t work_tiles =
+      int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B * plan.key_splits;
   const int64_t persistent_blocks = persistent_grid_blocks(
       tiles, work_tiles, caps.sm_count, persistent_choice());
   tiles.persistent = persistent_blocks > 0;
@@ -138,11 +104,13 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
 } // namespace
 
 Support plan_attention(const PlanTarget& target, AttentionPlan& plan) {
-  if (Support fits = grid_fits(target, plan); !fits.ok) {
+  if (Support fits = grid_fits(target, plan.params); !fits.ok) {
     return fits;
   }
   plan_general_launch(plan, target.caps);
-  if (Support fits = smem_fits(target, "kernel", plan); !fits.ok) {
+  if (Support fits =
+          smem_fits(target, "kernel", plan.params, plan.dtype, plan.grid);
+      !fits.ok) {
     return fits;
   }
   return family_built(target.caps, KernelFamily::Attention);

@@ -43,7 +43,9 @@ Support plan_short_attention(const PlanTarget& target, AttentionPlan& plan) {
       1,
       tiles.warps,
       fa::short_attention_smem_bytes(tiles, p.D, plan.dtype)};
-  if (Support fits = smem_fits(target, "short kernel", plan); !fits.ok) {
+  if (Support fits = smem_fits(
+          target, "short kernel", plan.params, plan.dtype, plan.grid);
+      !fits.ok) {
     return fits;
   }
   return family_built(target.caps, KernelFamily::ShortAttention);

@@ -3,17 +3,16 @@
 // NVRTC, kernels.h), and the plan's launch as nodes of the encoder's CUDA
 // graph: quantized_attention_kernel with its one argument struct
 // (quantized_attention_args.h), then, with split keys, the family's
-// combine.
+// combine, unless the kernel's last split merges (plan.split_merge).
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "mlx/backend/cuda/device.h"
 #include "mlx/backend/cuda/utils.h"
-#include "mlx_fused_attn/backend/cuda/device_buffer.h"
 #include "mlx_fused_attn/families/quantized_attention/cuda/quantized_attention_kernel_key.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
+#include "mlx_fused_attn/backend/cuda/split_partials.h"
 #include "mlx_fused_attn/backend/gpu_quantized.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_args.h"
 #include "mlx_fused_attn/plan/quantized_launch_params.h"
@@ -69,7 +68,7 @@ Support quantized_prepare(const QuantizedAttentionPlan& plan, mx::Stream s) {
       return named(kOp, copies);
     }
   }
-  if (plan.key_splits > 1) {
+  if (plan.key_splits > 1 && !plan.split_merge) {
     if (Support ready = cuda::kernel_ready(
             cuda::QuantizedSplitCombineKernelKey{plan.dtype}, device, arch);
         !ready.ok) {
@@ -87,8 +86,7 @@ fa::QuantAttnKernelArgs<void> kernel_args(
     const std::vector<mx::array>& in,
     const mx::array& out,
     const fa::AttnParams& params,
-    std::optional<mx::array>& o_part,
-    std::optional<mx::array>& stats) {
+    const cuda::SplitPartials& parts) {
   const int mi = quantized_mask_index(plan.spec);
   const int si = quantized_sinks_index(plan.spec);
   fa::QuantAttnKernelArgs<void> args{};
@@ -104,8 +102,9 @@ fa::QuantAttnKernelArgs<void> kernel_args(
   args.v_words = mx::gpu_ptr<uint32_t>(in[kQuantVWords]);
   args.v_scales = mx::gpu_ptr<void>(in[kQuantVScales]);
   args.v_biases = mx::gpu_ptr<void>(in[kQuantVBiases]);
-  args.o_part = o_part ? mx::gpu_ptr<float>(*o_part) : nullptr;
-  args.stats = stats ? mx::gpu_ptr<float>(*stats) : nullptr;
+  args.o_part = parts.o_part_ptr;
+  args.stats = parts.stats_ptr;
+  args.split_counters = parts.counters_ptr;
   args.params = params;
   args.qparams = quantized_kv_params(plan, in);
   args.features = plan.features;
@@ -140,39 +139,24 @@ void quantized_run(
     in[si] = cuda::contiguous_copy(inputs[si], plan.dtype, s, device, arch);
   }
 
-  // The output and the partials in one node (device_buffer.h), before the
-  // first set_*_array.
-  const int64_t split_rows = int64_t(plan.key_splits) * plan.params.B *
-      plan.params.H_q * plan.params.L_q;
-  std::optional<mx::array> o_part, stats;
-  std::vector<mx::array*> buffers = {&out};
-  if (plan.key_splits > 1) {
-    o_part = mx::array(
-        {static_cast<int>(split_rows * plan.params.D_v)}, mx::float32,
-        nullptr, {});
-    stats = mx::array(
-        {static_cast<int>(2 * split_rows)}, mx::float32, nullptr, {});
-    buffers.push_back(&*o_part);
-    buffers.push_back(&*stats);
-  }
-  cuda::set_device_data(buffers, s);
-  if (o_part) {
-    enc.add_temporary(*o_part);
-    enc.add_temporary(*stats);
-  }
+  const cuda::SplitPartials parts = cuda::make_buffers(
+      {&out}, plan.key_splits, cuda::merged_tiles(plan), plan.params, s, enc);
   cuda::poison(out, enc, device, arch);
 
-  fa::AttnParams params = quantized_attention_params(plan, in, out);
+  const fa::AttnParams params = quantized_attention_params(plan, in, out);
   for (const mx::array& a : in) {
     enc.set_input_array(a);
   }
   enc.set_output_array(out);
-  if (o_part) {
-    enc.set_output_array(*o_part);
-    enc.set_output_array(*stats);
+  if (parts.o_part) {
+    enc.set_output_array(*parts.o_part);
+    enc.set_output_array(*parts.stats);
   }
-  fa::QuantAttnKernelArgs<void> args =
-      kernel_args(plan, in, out, params, o_part, stats);
+  // After the node that zeroes them.
+  if (parts.counters) {
+    enc.set_output_array(*parts.counters);
+  }
+  fa::QuantAttnKernelArgs<void> args = kernel_args(plan, in, out, params, parts);
   enc.add_kernel_node_ex(
       cuda::kernel_function(quantized_key(plan), device, arch),
       dim3(plan.grid.x, plan.grid.y, plan.grid.z),
@@ -180,23 +164,12 @@ void quantized_run(
       {},
       static_cast<uint32_t>(plan.grid.smem_bytes),
       args);
-  if (o_part) {
-    const int inner = params.L_q * params.D_v;
-    int n_splits = plan.key_splits;
-    enc.add_kernel_node_ex(
+  if (parts.o_part && !plan.split_merge) {
+    cuda::add_combine_node(
+        enc,
         cuda::kernel_function(
             cuda::QuantizedSplitCombineKernelKey{plan.dtype}, device, arch),
-        dim3((inner + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads,
-             params.H_q,
-             params.B),
-        dim3(fa::kSplitCombineThreads),
-        {},
-        0,
-        mx::gpu_ptr<float>(*o_part),
-        mx::gpu_ptr<float>(*stats),
-        mx::gpu_ptr<void>(out),
-        params,
-        n_splits);
+        params, plan.key_splits, parts, out);
   }
 }
 

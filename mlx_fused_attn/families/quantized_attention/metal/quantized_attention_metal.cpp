@@ -3,13 +3,13 @@
 // Metal device and command encoder, binding buffers as
 // quantized_attention.metal lists them. Its split keys merge in the
 // family's own combine.
-#include <algorithm>
 #include <optional>
 
 #include "mlx/allocator.h"
 #include "mlx/backend/metal/device.h"
 #include "mlx_fused_attn/backend/gpu_quantized.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
+#include "mlx_fused_attn/backend/metal/split_partials.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_name.h"
 #include "mlx_fused_attn/families/strided_copy/metal/strided_copy_metal.h"
 #include "mlx_fused_attn/plan/quantized_launch_params.h"
@@ -21,9 +21,6 @@ namespace mx = mlx::core;
 namespace {
 
 constexpr const char* kOp = "[quantized_scaled_dot_product_attention] Metal: ";
-
-/// Threads a threadgroup of the split-key combine (at most).
-constexpr size_t kCombineThreads = 256;
 
 MetalPipeline quantized_pipeline(const QuantizedAttentionPlan& plan) {
   const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
@@ -40,21 +37,11 @@ MetalPipeline quantized_pipeline(const QuantizedAttentionPlan& plan) {
   return p;
 }
 
+/// The family's combine of split keys, in its own library.
 MetalPipeline quantized_combine_pipeline(fa::DType dtype) {
-  MetalPipeline p;
-  p.family = KernelFamily::QuantizedAttention;
-  p.kernel_name = fa::quantized_split_combine_kernel_name(dtype);
-  p.hash_name = p.kernel_name;
-  p.threads = kCombineThreads;
-  return p;
-}
-
-/// An fp32 temporary of `n` elements, kept until the command buffer ends.
-mx::array temporary_floats(int64_t n, mx::metal::CommandEncoder& enc) {
-  mx::array a({static_cast<int>(n)}, mx::float32, nullptr, {});
-  a.set_data(mx::allocator::malloc(a.nbytes()));
-  enc.add_temporary(a);
-  return a;
+  return split_combine_pipeline(
+      KernelFamily::QuantizedAttention,
+      fa::quantized_split_combine_kernel_name(dtype));
 }
 
 /// `words` with contiguous rows, as the loader reads them: the array, or a
@@ -126,15 +113,9 @@ void quantized_run(
   if (si >= 0) {
     enc.set_input_array(in[si], 6);
   }
-  std::optional<mx::array> o_part, stats;
-  const int64_t split_rows =
-      int64_t(plan.key_splits) * params.B * params.H_q * params.L_q;
+  std::optional<SplitPartials> parts;
   if (plan.key_splits > 1) {
-    o_part = temporary_floats(split_rows * params.D_v, enc);
-    stats = temporary_floats(2 * split_rows, enc);
-    enc.set_output_array(*o_part, 7);
-    enc.set_output_array(*stats, 8);
-    enc.set_bytes(plan.key_splits, 9);
+    parts = bind_split_partials(params, plan.key_splits, enc);
   }
   enc.set_input_array(in[kQuantKScales], 12);
   enc.set_input_array(in[kQuantKBiases], 13);
@@ -144,18 +125,10 @@ void quantized_run(
   enc.dispatch_threadgroups(
       MTL::Size(plan.grid.x, plan.grid.y, plan.grid.z),
       MTL::Size(fa::kSimdWidth, plan.grid.warps, 1));
-  if (plan.key_splits > 1) {
-    enc.set_compute_pipeline_state(
-        get_pipeline(d, quantized_combine_pipeline(plan.dtype)));
-    enc.set_output_array(out, 3);
-    enc.set_bytes(params, 4);
-    enc.set_input_array(*o_part, 7);
-    enc.set_input_array(*stats, 8);
-    enc.set_bytes(plan.key_splits, 9);
-    const size_t inner = size_t(params.L_q) * params.D_v;
-    enc.dispatch_threads(
-        MTL::Size(inner, params.H_q, params.B),
-        MTL::Size(std::min(inner, kCombineThreads), 1, 1));
+  if (parts) {
+    combine_splits(
+        quantized_combine_pipeline(plan.dtype), params, plan.key_splits,
+        *parts, out, d, enc);
   }
 }
 
