@@ -95,27 +95,6 @@ bool backward_reads_lists(const AttentionPlan& plan) {
       mask_blocks_enabled();
 }
 
-/// Whether the backward runs as one kernel (dK/dV accumulating dQ through
-/// atomics) unless a switch says otherwise: on CUDA with warpgroup products
-/// (Hopper, 16-bit), where its one extra product (dS K) and the atomics
-/// replace the dQ kernel's recompute of S and dP (two products and the
-/// exponentials; at D = 128, L = 4096 the dQ kernel is 682 us of 1842),
-/// and where the dK/dV grid fills a wave of two blocks on each
-/// multiprocessor: under it, the dQ kernel's grid (H_q / H_kv times larger
-/// under GQA, and run on its own) is the one that fills the GPU. With
-/// mma.sync the dK/dV kernel already sits at its register limit and K
-/// would need a copy in shared memory, so two kernels stay. Metal has no
-/// float atomics to rely on (attention_backward_dq_atomics.h).
-bool backward_one_kernel_planned(
-    const DeviceCaps& caps,
-    const fa::AttnParams& p,
-    const fa::AttnBwdTiles& tiles) {
-  const int64_t dkdv_blocks =
-      int64_t(p.L_k + tiles.dkdv.bq - 1) / tiles.dkdv.bq * p.H_kv * p.B;
-  return caps.gpu == fa::Backend::Cuda && tiles.dkdv.wgmma &&
-      dkdv_blocks >= 2 * int64_t(caps.sm_count);
-}
-
 /// The GPU backward's limits on top of the forward kernel's, each "no"
 /// naming the op; on yes its tiles and the block lists it reads are set.
 Support plan_gpu_backward(
@@ -147,11 +126,10 @@ Support plan_gpu_backward(
   }
   fa::AttnBwdTiles tiles = fa::choose_attention_backward_tiles(
       p.D, plan.dtype, *target.caps.gpu, target.caps.wgmma);
-  // Metal has one form; a forced one kernel needs its dK/dV kernel's
-  // shared memory (dS and K's copy) to fit the device.
+  // Metal has one form; the one-kernel form (opt-in, kernel_switches.h)
+  // needs its dK/dV kernel's shared memory (dS and K's copy) to fit.
   tiles.dq_atomics = *target.caps.gpu == fa::Backend::Cuda &&
-      backward_one_kernel(
-          backward_one_kernel_planned(target.caps, p, tiles)) &&
+      backward_one_kernel_enabled() &&
       (target.caps.max_smem_bytes == 0 ||
        fa::attention_backward_smem_bytes(
            tiles.dkdv, p.D, plan.dtype, fa::Backend::Cuda, true) <=

@@ -1,24 +1,32 @@
-// Switches that turn a kernel path off for the GPU backends, each on unless
-// its variable is "0" (MLX_FUSED_ATTN_BWD_ONE_KERNEL, last, forces its path
-// both ways): MLX_FUSED_ATTN_SHORT (the short-sequence kernel),
-// MLX_FUSED_ATTN_SPLIT_KEYS (split keys, split_keys.h),
-// MLX_FUSED_ATTN_SPLIT_MERGE (split keys in one kernel on CUDA, the last
-// split merging: kernels/cuda/split_merge.cuh; off, a combine kernel
-// merges) and
-// MLX_FUSED_ATTN_MASK_BLOCKS (an array mask's classes by block and the
-// backward's block lists, kernels/mask_visits.h: the kernels then read the
-// mask at every score of every block). Read when each call
-// is planned (as MLX_FUSED_ATTN_JIT is read at each call), so that one
-// process can time or check the other path on the same shapes
-// (benchmarks/gpu_bench.py --short, the tests); the plan keeps the answer
-// until the call runs. MLX_FUSED_ATTN_PERSISTENT forces CUDA's persistent
-// grid (plan/persistent_grid.h) either way: "1" wherever the tiles allow
-// it, "0" never; unset, the planner chooses.
+// Switches over the GPU backends' kernel paths, read when each call is
+// planned (as MLX_FUSED_ATTN_JIT is read at each call), so that one process
+// can time or check both paths on the same shapes (benchmarks/gpu_bench.py,
+// the tests); the plan keeps the answer until the call runs.
+//
+// On unless the variable is "0" (kernel_switch_on): MLX_FUSED_ATTN_SHORT (the
+// short-sequence kernel), MLX_FUSED_ATTN_SPLIT_KEYS (split keys,
+// split_keys.h) and MLX_FUSED_ATTN_MASK_BLOCKS (an array mask's classes by
+// block and the backward's block lists, kernels/mask_visits.h: the kernels
+// then read the mask at every score of every block).
+//
+// Opt-in, CUDA only (opt_in_switch_on): "1" takes the path wherever it
+// applies, "0", unset or any other value never does. These have never run on
+// a GPU; they wait for a GPU run to check and time them (issue 46), and a run
+// that moves one to default-on deletes it from this list:
+// - MLX_FUSED_ATTN_SPLIT_MERGE: split keys in one kernel, the last split
+//   merging (kernels/cuda/split_merge.cuh); otherwise a combine kernel merges
+//   and a call that saves the LSE runs unsplit.
+// - MLX_FUSED_ATTN_BWD_ONE_KERNEL: the backward as one kernel, dK/dV adding
+//   dQ through atomics (attention_backward_dq_atomics.h), wherever its
+//   shared memory fits; otherwise a dQ kernel of its own.
+// - MLX_FUSED_ATTN_PERSISTENT: the producer kernel's persistent grid
+//   wherever the tiles allow it (plan/persistent_grid.h, whose planner rule
+//   is the candidate default); otherwise the static grid.
+// - MLX_FUSED_ATTN_DEVICE_OUTPUTS: outputs moved to device memory where MLX's
+//   cache hands a unified buffer (backend/cuda/device_buffer.cpp).
 #pragma once
 
 #include <cstdlib>
-#include <stdexcept>
-#include <string>
 
 #include "mlx_fused_attn/plan/persistent_grid.h"
 
@@ -29,6 +37,11 @@ inline bool kernel_switch_on(const char* variable) {
   return env == nullptr || env[0] != '0';
 }
 
+inline bool opt_in_switch_on(const char* variable) {
+  const char* env = std::getenv(variable);
+  return env != nullptr && env[0] == '1' && env[1] == '\0';
+}
+
 inline bool short_attention_enabled() {
   return kernel_switch_on("MLX_FUSED_ATTN_SHORT");
 }
@@ -37,41 +50,26 @@ inline bool split_keys_enabled() {
   return kernel_switch_on("MLX_FUSED_ATTN_SPLIT_KEYS");
 }
 
-inline bool split_merge_enabled() {
-  return kernel_switch_on("MLX_FUSED_ATTN_SPLIT_MERGE");
-}
-
 inline bool mask_blocks_enabled() {
   return kernel_switch_on("MLX_FUSED_ATTN_MASK_BLOCKS");
 }
 
-inline PersistentChoice persistent_choice() {
-  const char* env = std::getenv("MLX_FUSED_ATTN_PERSISTENT");
-  if (env == nullptr || env[0] == '\0') {
-    return PersistentChoice::Planner;
-  }
-  const std::string value = env;
-  if (value == "1") {
-    return PersistentChoice::Always;
-  }
-  if (value == "0") {
-    return PersistentChoice::Never;
-  }
-  throw std::invalid_argument(
-      "[scaled_dot_product_attention] MLX_FUSED_ATTN_PERSISTENT must be "
-      "\"1\" (a persistent grid wherever the tiles allow it), \"0\" (never) "
-      "or unset (the planner's choice); got \"" + value + "\"");
+inline bool split_merge_enabled() {
+  return opt_in_switch_on("MLX_FUSED_ATTN_SPLIT_MERGE");
 }
 
-/// MLX_FUSED_ATTN_BWD_ONE_KERNEL forces the CUDA backward's form both ways:
-/// "1" one kernel (dK/dV accumulating dQ through atomics), "0" two (a dQ
-/// kernel of its own); unset or anything else, the plan's choice `planned`.
-inline bool backward_one_kernel(bool planned) {
-  const char* env = std::getenv("MLX_FUSED_ATTN_BWD_ONE_KERNEL");
-  if (env != nullptr && (env[0] == '0' || env[0] == '1') && env[1] == '\0') {
-    return env[0] == '1';
-  }
-  return planned;
+inline bool backward_one_kernel_enabled() {
+  return opt_in_switch_on("MLX_FUSED_ATTN_BWD_ONE_KERNEL");
+}
+
+inline PersistentChoice persistent_choice() {
+  return opt_in_switch_on("MLX_FUSED_ATTN_PERSISTENT")
+      ? PersistentChoice::Always
+      : PersistentChoice::Never;
+}
+
+inline bool device_outputs_enabled() {
+  return opt_in_switch_on("MLX_FUSED_ATTN_DEVICE_OUTPUTS");
 }
 
 } // namespace mlx_fused_attn

@@ -11,9 +11,10 @@
 
 namespace mlx_fused_attn {
 
-/// A caller's forcing of the persistent grid (MLX_FUSED_ATTN_PERSISTENT,
-/// kernel_switches.h): the planner's choice, always where the tiles allow
-/// it, or never.
+/// Where the grid runs persistent: the planner's rule below (the default a
+/// GPU run is to confirm, issue 46), always where the tiles allow it, or
+/// never. MLX_FUSED_ATTN_PERSISTENT (kernel_switches.h, opt-in until then)
+/// picks Always on "1", Never otherwise.
 enum class PersistentChoice { Planner, Always, Never };
 
 /// A static grid of at most this many waves runs persistent: there each

@@ -28,13 +28,6 @@ namespace {
 /// which gives them back to itself: they stay as they are.
 constexpr size_t kScalarPoolBlock = 8;
 
-/// MLX_FUSED_ATTN_DEVICE_OUTPUTS=0 leaves the unified memory MLX's cache
-/// may give as it is (benchmarks/memory_bench.py times both ways); read at
-/// every call, so that tests can set it, as kernel_switches.h's are.
-bool device_outputs_enabled() {
-  return kernel_switch_on("MLX_FUSED_ATTN_DEVICE_OUTPUTS");
-}
-
 /// Gives `buf`, just allocated and unwritten, device memory of `enc`'s
 /// device where MLX's cache answered with unified memory, so that a kernel
 /// writes it without page faults. `zeroed`: the launch that made `buf`
