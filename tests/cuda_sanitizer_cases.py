@@ -12,15 +12,17 @@ on Hopper at D = 128 the producer warpgroup's TMA copies, on static and
 persistent grids), grids
 under one with split keys (decode with GQA packed, chunked prefill, array
 masks whose visits the splits share, a padding mask that packed decoding
-reads by block; merged by the last split, and by the combine kernel under
-MLX_FUSED_ATTN_SPLIT_MERGE=0), head dims padded to whole
+reads by block; merged by the last split, and by the combine kernel), head
+dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
 a poisoned output; each result is checked against mx.fast on the CPU. The
 gradient cases run the fused backward (row dot, dK/dV, dQ; or the
 one-kernel form, dK/dV adding dQ through atomics and the conversion,
-forced in some) after a forward that saves the LSE (split keys merged by
-the last split, which writes it), over the mask's block lists where it
-has them, against mx.fast's gradients on the CPU.
+in some) after a forward that saves the LSE (split keys merged by the last
+split, which writes it, or unsplit), over the mask's block lists where it
+has them, against mx.fast's gradients on the CPU. Outputs moved to device
+memory after a host read, and left unified. Issue 46's opt-in paths
+(plan/kernel_switches.h) each run with their switch "1" and "0".
 Not collected by pytest: under the sanitizers a run takes minutes.
 """
 
@@ -78,7 +80,7 @@ def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1, Dv
 
 def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed, form=None):
     """`form`: MLX_FUSED_ATTN_BWD_ONE_KERNEL while the backward is planned
-    ("1" one kernel, "0" two; None the plan's own choice)."""
+    ("1" one kernel, "0" two; None unset, the default: two)."""
     key = mx.random.key(seed)
     kq, kk, kv, km, ks, kd = mx.random.split(key, 6)
     q = mx.random.normal((2, 4, Lq, D), key=kq).astype(dtype)
@@ -120,24 +122,31 @@ def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed, form=None):
     return ok
 
 
+def switched(variable, value, run, *args, **kwargs):
+    """`run`'s case with the switch `variable` set to `value` (read when
+    each call is planned or, for MLX_FUSED_ATTN_DEVICE_OUTPUTS, run)."""
+    os.environ[variable] = value
+    try:
+        return run(*args, **kwargs)
+    finally:
+        del os.environ[variable]
+
+
+def merged_in_kernel(value, run, *args, **kwargs):
+    """Split keys merged by the last split ("1") or the combine kernel."""
+    return switched("MLX_FUSED_ATTN_SPLIT_MERGE", value, run, *args, **kwargs)
+
+
 def forced_grid(value, run, *args, **kwargs):
-    """`run`'s case with MLX_FUSED_ATTN_PERSISTENT set to `value` (the
-    producer kernel's persistent grid forced on or off)."""
-    os.environ["MLX_FUSED_ATTN_PERSISTENT"] = value
-    try:
-        return run(*args, **kwargs)
-    finally:
-        del os.environ["MLX_FUSED_ATTN_PERSISTENT"]
+    """The producer kernel's persistent grid ("1") or the static one."""
+    return switched("MLX_FUSED_ATTN_PERSISTENT", value, run, *args, **kwargs)
 
 
-def with_combine_kernel(run, *args, **kwargs):
-    """`run`'s case with split keys merged by the combine kernel (the switch
-    is read when each call is planned)."""
-    os.environ["MLX_FUSED_ATTN_SPLIT_MERGE"] = "0"
-    try:
-        return run(*args, **kwargs)
-    finally:
-        del os.environ["MLX_FUSED_ATTN_SPLIT_MERGE"]
+def device_outputs(value, run, *args, **kwargs):
+    """Outputs that MLX's cache hands in unified memory (the previous
+    same-sized case's, read by the host and freed) moved to device memory
+    ("1") or left there."""
+    return switched("MLX_FUSED_ATTN_DEVICE_OUTPUTS", value, run, *args, **kwargs)
 
 
 def main():
@@ -163,28 +172,35 @@ def main():
         # Under a wave with long keys: split keys, merged by the last split
         # (kernels/cuda/split_merge.cuh) or the combine kernel; decode
         # without sinks packs the 2 query heads of each KV head as rows.
-        case(mx.bfloat16, 128, 1, 4000, None, False, 15),
-        with_combine_kernel(case, mx.bfloat16, 128, 1, 4000, None, False, 15),
-        with_combine_kernel(case, mx.float16, 128, 100, 3000, "causal", True, 17),
-        case(mx.float16, 64, 1, 3001, "additive", True, 16),
-        case(mx.float16, 128, 100, 3000, "causal", True, 17),
-        case(mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
+        merged_in_kernel("1", case, mx.bfloat16, 128, 1, 4000, None, False, 15),
+        merged_in_kernel("0", case, mx.bfloat16, 128, 1, 4000, None, False, 15),
+        merged_in_kernel("1", case, mx.float16, 64, 1, 3001, "additive", True, 16),
+        merged_in_kernel("0", case, mx.float16, 64, 1, 3001, "additive", True, 16),
+        merged_in_kernel("1", case, mx.float16, 128, 100, 3000, "causal", True, 17),
+        merged_in_kernel("0", case, mx.float16, 128, 100, 3000, "causal", True, 17),
+        merged_in_kernel("1", case, mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
+        merged_in_kernel("0", case, mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
         # The fused backward: GQA, ragged blocks, L_q != L_k.
         grad_case(mx.float16, 64, 130, 200, None, False, 19),
         grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 20),
         grad_case(mx.float16, 96, 129, 77, "bool", False, 21),
         grad_case(mx.float32, 32, 100, 150, "additive", True, 22),
-        # Forwards that split their keys (under a wave, long keys): the last
-        # split writes the LSE; decode packs the GQA group as rows.
-        grad_case(mx.float16, 128, 100, 3000, "causal", True, 23),
-        grad_case(mx.bfloat16, 64, 1, 2000, None, False, 24),
+        # Forwards that split their keys (under a wave, long keys) where the
+        # last split merges and writes the LSE, else unsplit; decode packs
+        # the GQA group as rows.
+        merged_in_kernel("1", grad_case, mx.float16, 128, 100, 3000, "causal", True, 23),
+        merged_in_kernel("0", grad_case, mx.float16, 128, 100, 3000, "causal", True, 23),
+        merged_in_kernel("1", grad_case, mx.bfloat16, 64, 1, 2000, None, False, 24),
+        merged_in_kernel("0", grad_case, mx.bfloat16, 64, 1, 2000, None, False, 24),
         # The mask's block lists: blocks skipped in both kernels.
         grad_case(mx.float16, 64, 300, 333, "window", False, 37),
         grad_case(mx.bfloat16, 128, 257, 200, "window", True, 38),
-        # The one-kernel backward forced (these grids are under the wave
-        # where the plan takes it): on Hopper's warpgroup products (16-bit),
-        # and on mma.sync (fp32; at D = 96 its warps share a block's dQ by
-        # columns, some with one product fewer).
+        # The one-kernel backward (the two-kernel form of the same cases
+        # above, unset, and here with "0"): on Hopper's warpgroup products
+        # (16-bit), and on mma.sync (fp32; at D = 96 its warps share a
+        # block's dQ by columns, some with one product fewer).
+        grad_case(mx.float16, 64, 130, 200, None, False, 19, form="0"),
+        grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 20, form="0"),
         grad_case(mx.float16, 64, 130, 200, None, False, 39, form="1"),
         grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 40, form="1"),
         grad_case(mx.float32, 32, 100, 150, "additive", True, 41, form="1"),
@@ -210,18 +226,30 @@ def main():
         case(mx.float16, 128, 500, 700, "causal", False, 33, batch=9),
         # Chunked prefill: one ragged causal query block a head.
         case(mx.bfloat16, 128, 100, 700, "causal", False, 34, batch=40),
-        # The producer's grids above are a few waves: the planner runs them
-        # persistent (plan/persistent_grid.h). The static grid, forced; and
-        # persistent blocks walking many tiles of two key blocks or one
-        # (the ring's stages and phases carried across tiles).
+        # The producer's grids above are a few waves, static: the persistent
+        # grid (plan/persistent_grid.h) is opt-in. Those two persistent and
+        # static forced; and persistent blocks walking many tiles of two key
+        # blocks or one (the ring's stages and phases carried across tiles),
+        # and the same static.
+        forced_grid("1", case, mx.bfloat16, 128, 1000, 333, None, True, 32, batch=5),
         forced_grid("0", case, mx.bfloat16, 128, 1000, 333, None, True, 32, batch=5),
+        forced_grid("1", case, mx.float16, 128, 500, 700, "causal", False, 33, batch=9),
         forced_grid("0", case, mx.float16, 128, 500, 700, "causal", False, 33, batch=9),
         forced_grid("1", case, mx.bfloat16, 128, 200, 200, "causal", False, 39, batch=40),
+        forced_grid("0", case, mx.bfloat16, 128, 200, 200, "causal", False, 39, batch=40),
         forced_grid("1", case, mx.float16, 128, 250, 130, "bool", True, 40, batch=30),
+        forced_grid("0", case, mx.float16, 128, 250, 130, "bool", True, 40, batch=30),
         # Decode with GQA packed under a padding mask that every head shares:
         # skipped, shown and two-valued key blocks, split keys.
         case(mx.bfloat16, 128, 1, 3001, "padding", False, 35, batch=3),
         case(mx.float16, 64, 1, 2000, "padding", False, 36, batch=2),
+        # Same-sized outputs in a row, each after the last one's host read
+        # (float32: the check reads the output itself, not a cast copy):
+        # moved to device memory, then left unified.
+        device_outputs("1", case, mx.float32, 64, 130, 200, None, False, 44),
+        device_outputs("1", case, mx.float32, 64, 130, 200, None, False, 44),
+        device_outputs("0", case, mx.float32, 64, 130, 200, None, False, 44),
+        device_outputs("0", case, mx.float32, 64, 130, 200, None, False, 44),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)

@@ -1,6 +1,7 @@
-"""The CUDA backward in both forms, forced by MLX_FUSED_ATTN_BWD_ONE_KERNEL:
-one kernel (dK/dV adds dS K into an fp32 dQ accumulator through atomics, a
-conversion writes dQ) and two (a dQ kernel of its own). For causal and
+"""The CUDA backward in both forms, set by MLX_FUSED_ATTN_BWD_ONE_KERNEL:
+one kernel ("1", opt-in until a GPU run checks it, issue 46: dK/dV adds
+dS K into an fp32 dQ accumulator through atomics, a conversion writes dQ)
+and two ("0" or unset, the default: a dQ kernel of its own). For causal and
 plain calls, bool and additive masks, GQA, D 64 and 128, every dtype and
 lengths that are not whole blocks, each form's gradients meet the rule of
 test_backward.py against the float64 reference (mx.grad through the plain
@@ -51,13 +52,16 @@ def make_case(name, dtype):
 
 def fused_gradients(monkeypatch, form, q, k, v, mask, w):
     """dQ, dK, dV of the fused call on the GPU with the backward forced to
-    `form` ("1": one kernel, "0": two); the switch is read as the call is
+    `form` ("1": one kernel, "0" or None, unset: two); the switch is read as the call is
     planned, so it is set until the gradients are evaluated."""
-    monkeypatch.setenv("MLX_FUSED_ATTN_BWD_ONE_KERNEL", form)
+    if form is None:
+        monkeypatch.delenv("MLX_FUSED_ATTN_BWD_ONE_KERNEL", raising=False)
+    else:
+        monkeypatch.setenv("MLX_FUSED_ATTN_BWD_ONE_KERNEL", form)
     with mx.stream(mx.gpu):
         got = gradients(fused, q, k, v, mask, None, w, False)
         mx.eval(got)
-    monkeypatch.delenv("MLX_FUSED_ATTN_BWD_ONE_KERNEL")
+    monkeypatch.delenv("MLX_FUSED_ATTN_BWD_ONE_KERNEL", raising=False)
     return [to_np(g) for g in got]
 
 
@@ -79,3 +83,14 @@ def test_both_forms_match_the_reference_and_each_other(monkeypatch, name, dtype)
         assert np.abs(a - r).max() <= bound, f"{what}: one kernel off the reference"
         assert np.abs(b - r).max() <= bound, f"{what}: two kernels off the reference"
         assert np.abs(a - b).max() <= bound, f"{what}: the forms disagree"
+
+
+@pytest.mark.parametrize("value", [None, "yes"])
+def test_two_kernels_unless_the_switch_is_1(monkeypatch, value):
+    # Unset or any value but "1", the backward is the two-kernel form: the
+    # same bits as "0" (no atomics there, so no order to differ in).
+    q, k, v, mask, w = make_case("causal-gqa-d128", mx.bfloat16)
+    two = fused_gradients(monkeypatch, "0", q, k, v, mask, w)
+    got = fused_gradients(monkeypatch, value, q, k, v, mask, w)
+    for g, a, b in zip(["dq", "dk", "dv"], got, two):
+        np.testing.assert_array_equal(a, b, err_msg=f"{value} {g}")
