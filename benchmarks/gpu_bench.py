@@ -23,11 +23,12 @@ and reports the fused kernel's bandwidth, (q, k, v, o bytes) / kernel time,
 as a share of the measured copy bandwidth. `--workload` times the calls
 models make: decoding against a long cache, chunked prefill, GQA and array
 masks, with each kernel's distance from its floor and wall-clock against
-kernel time, and the fused call again with split keys merged by the
-combine kernel (`fused_combine`, MLX_FUSED_ATTN_SPLIT_MERGE=0; the same
-as `fused` where the keys are unsplit). `--persistent` (issue 46) times the
-producer kernel's static grid against its persistent one
-(MLX_FUSED_ATTN_PERSISTENT 0 and 1) and the planner's choice beside
+kernel time, the fused call in both forms of split keys (`fused`: merged
+by the last split, MLX_FUSED_ATTN_SPLIT_MERGE=1; `fused_combine`: by the
+combine kernel, =0, the default; the same where the keys are unsplit, and
+where the call saves the LSE the combine form runs unsplit).
+`--persistent` (issue 46) times the producer kernel's static grid against
+its persistent one (MLX_FUSED_ATTN_PERSISTENT 0, the default, and 1) beside
 mx.fast, on issue 46's rows and the large grids. `--routing` (issue 42)
 tunes routing on the workload's calls
 and on batched prefill (B 1-8, L 512-8192, random, causal-array, window and
@@ -179,12 +180,12 @@ def measure_mlx(make, iters):
     return kt, mlx_wall_us(make, iters)
 
 
-def measure_with(variable, value, make, iters):
-    """measure_mlx with the switch `variable` set to `value` around it."""
+def with_switch(variable, value, run):
+    """run() with the switch `variable` set to `value` around it."""
     saved = os.environ.get(variable)
     os.environ[variable] = value
     try:
-        return measure_mlx(make, iters)
+        return run()
     finally:
         if saved is None:
             del os.environ[variable]
@@ -192,23 +193,30 @@ def measure_with(variable, value, make, iters):
             os.environ[variable] = saved
 
 
-def switched_off(variable):
+def measure_with(variable, value, make, iters):
+    """measure_mlx with the switch `variable` set to `value` around it."""
+    return with_switch(variable, value, lambda: measure_mlx(make, iters))
+
+
+def switched(variable, value):
     """measure_mlx with the kernel switch `variable` (plan/kernel_switches.h)
-    set to 0."""
+    set to `value`."""
 
     def measure(make, iters):
-        return measure_with(variable, "0", make, iters)
+        return measure_with(variable, value, make, iters)
 
     return measure
 
 
-# The fused calls measured with a kernel path switched off: the general
-# kernel in place of the short one, the combine kernel in place of the
-# last split's merge.
+# The fused calls measured with a kernel path switched: the general kernel
+# in place of the short one; split keys merged by the combine kernel, and
+# (the workload's `fused`, opt-in until a GPU run checks it) by the last
+# split.
 SWITCHED = {
-    "fused_general": switched_off("MLX_FUSED_ATTN_SHORT"),
-    "fused_combine": switched_off("MLX_FUSED_ATTN_SPLIT_MERGE"),
+    "fused_general": switched("MLX_FUSED_ATTN_SHORT", "0"),
+    "fused_combine": switched("MLX_FUSED_ATTN_SPLIT_MERGE", "0"),
 }
+MERGED_IN_KERNEL = switched("MLX_FUSED_ATTN_SPLIT_MERGE", "1")
 
 
 class Case:
@@ -336,7 +344,7 @@ def run_case(case, iters, ceilings, skip_unfused, general=False, combine=False):
         mlx_calls["fused_combine"] = mlx_calls["fused"]
     for name, make in mlx_calls.items():
         try:
-            measure = SWITCHED.get(name, measure_mlx)
+            measure = MERGED_IN_KERNEL if combine and name == "fused" else SWITCHED.get(name, measure_mlx)
             results[name] = measure(make, iters)
         except Exception as e:  # out of memory and the like: reported, not fatal
             results[name] = (float("nan"), float("nan"))
@@ -357,11 +365,17 @@ def run_case(case, iters, ceilings, skip_unfused, general=False, combine=False):
             results[name] = (float("nan"), float("nan"))
             print(f"  {name}: {type(e).__name__}: {str(e)[:80]}", file=sys.stderr)
 
-    # The fused answer against mx.fast on a slice, so that a fast wrong kernel
-    # cannot hide in the table.
-    got = fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+    # The fused answer (each form timed) against mx.fast on a slice, so that a
+    # fast wrong kernel cannot hide in the table.
     want = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
-    err = mx.abs(got[:, :2].astype(mx.float32) - want[:, :2].astype(mx.float32)).max().item()
+
+    def fused_err():
+        got = fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+        return mx.abs(got[:, :2].astype(mx.float32) - want[:, :2].astype(mx.float32)).max().item()
+
+    err = fused_err()
+    if combine:
+        err = max(err, with_switch("MLX_FUSED_ATTN_SPLIT_MERGE", "1", fused_err))
 
     tflops_ceiling, tbps_ceiling = ceilings
     floor_us = max(c.flops() / (tflops_ceiling * 1e12), c.nbytes() / (tbps_ceiling * 1e12)) * 1e6
@@ -579,8 +593,8 @@ def workload_table(args):
         "Kernel time per call in us (CUPTI, one evaluation a call); wall-clock per call "
         "in parentheses (a stream of async_eval calls, one synchronisation). "
         "`floor`: the larger of FLOPs / matmul rate and (q, k, v, o, mask bytes) / copy "
-        "bandwidth. `fused_combine`: the fused call with split keys merged by the combine kernel "
-        "(MLX_FUSED_ATTN_SPLIT_MERGE=0). "
+        "bandwidth. `fused`: split keys merged by the last split (MLX_FUSED_ATTN_SPLIT_MERGE=1); "
+        "`fused_combine`: by the combine kernel (=0, the default). "
         "`x mx.fast`: mx.fast kernel time / fused kernel time (>1: fused is faster).",
         ["call", "B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "mask", "fused", "floor us",
          "% of floor", *WORKLOAD_PROVIDERS, "x mx.fast", "wall/kernel fused",
@@ -626,17 +640,20 @@ PERSISTENT_PROVIDERS = ["fused_static", "fused_persistent", "mx_fast"]
 
 def persistent_table(args):
     """Issue 46: the producer kernel's static grid against its persistent
-    one (MLX_FUSED_ATTN_PERSISTENT 0 and 1) and the planner's choice,
-    beside mx.fast. Where the call's tiles have no producer (Hopper's D =
-    128 past one wave) both switches run the same kernel."""
+    one (MLX_FUSED_ATTN_PERSISTENT 0, the default, and 1, opt-in until
+    this table confirms plan/persistent_grid.h's rule: persistent past one
+    wave and up to kPersistentMaxWaves), beside mx.fast. Where the call's
+    tiles have no producer both switches run the same kernel."""
     ceilings = measure_ceilings()
     report = Report(
         args.out, ceilings,
-        "Kernel time per call in us (CUPTI); wall-clock per call in parentheses. `fused`: "
-        "the planner's choice (`plan`: persistent or static, `-`: no producer kernel); "
-        "`x static`: static kernel time / persistent kernel time (>1: persistent is "
-        "faster); `x mx.fast`: mx.fast kernel time / fused kernel time.",
-        ["B", "Hq/Hkv", "L", "D", "dtype", "mask", "plan", "fused", *PERSISTENT_PROVIDERS,
+        "Kernel time per call in us (CUPTI); wall-clock per call in parentheses. "
+        "`producer`: whether the call runs the producer kernel (`-`: neither switch "
+        "changes it); `fused_static`: MLX_FUSED_ATTN_PERSISTENT=0 (the default); "
+        "`fused_persistent`: =1; `x static`: static kernel time / persistent kernel time "
+        "(>1: persistent is faster); `x mx.fast`: mx.fast kernel time / the faster "
+        "fused kernel time.",
+        ["B", "Hq/Hkv", "L", "D", "dtype", "mask", "producer", *PERSISTENT_PROVIDERS,
          "x static", "x mx.fast", "max err vs mx.fast"],
     )
     forced = {"fused_static": "0", "fused_persistent": "1"}
@@ -647,17 +664,21 @@ def persistent_table(args):
         def fused():
             return fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
         tiles = fa.plan_summary(q, k, v, scale=scale, mask=mask).tiles
-        plan = ("persistent" if tiles.get("persistent") else "static") if tiles.get("producer") else "-"
-        res = {"fused": measure_mlx(fused, iters)}
+        producer = "yes" if tiles.get("producer") else "-"
+        res = {}
         for name, value in forced.items():
             res[name] = measure_with("MLX_FUSED_ATTN_PERSISTENT", value, fused, iters)
         res["mx_fast"] = measure_mlx(
             lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask), iters)
         want = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
-        err = mx.abs(fused()[:, :2].astype(mx.float32) - want[:, :2].astype(mx.float32)).max().item()
-        fk, fw = res["fused"]
+
+        def fused_err():
+            return mx.abs(fused()[:, :2].astype(mx.float32) - want[:, :2].astype(mx.float32)).max().item()
+
+        err = max(with_switch("MLX_FUSED_ATTN_PERSISTENT", value, fused_err) for value in forced.values())
+        fk = min(res["fused_static"][0], res["fused_persistent"][0])
         report.row([str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.D), c.dtype, c.mask_label(),
-                    plan, f"{fmt_us(fk)} ({fmt_us(fw)})", *timing_cells(res, PERSISTENT_PROVIDERS),
+                    producer, *timing_cells(res, PERSISTENT_PROVIDERS),
                     f"{res['fused_static'][0] / res['fused_persistent'][0]:.2f}",
                     f"{res['mx_fast'][0] / fk:.2f}", f"{err:.2e}"])
         del q, k, v, mask
