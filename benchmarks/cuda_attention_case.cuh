@@ -111,11 +111,13 @@ inline fa::AttnParams contiguous_params(int B, int Hq, int Hkv, int Lq, int Lk, 
 /// A launch of the library's kernel under `Tiles` as the library sets it
 /// up (the producer warpgroup's with K's and V's tensor maps, or the plain
 /// one with its shared-memory carveout), on the grid `grid`; split keys
-/// write `o_part` and `stats` where n_splits > 1. Returns the launch.
+/// write `o_part` and `stats` where n_splits > 1, and with `counters` (zeroed,
+/// one a query block, head and batch) the last split merges them
+/// (kernels/cuda/split_merge.cuh). Returns the launch.
 template <typename T, int D, typename Tiles, bool C>
 auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 grid,
                       const T* q, const T* k, const T* v, T* o, float* o_part, float* stats,
-                      int n_splits) {
+                      int n_splits, unsigned int* counters = nullptr) {
   constexpr fa::AttnTiles t = Tiles::value;
   const int smem = fa::attention_smem_bytes(
       t, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
@@ -127,7 +129,7 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
     const fa::TmaMap v_map = panel_map(v, p.B, p.H_kv, p.L_k, D, t.bk);
     return [=] {
       kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
-                                      n_splits, nullptr, nullptr, k_map, v_map);
+                                      counters, n_splits, nullptr, nullptr, k_map, v_map);
     };
   } else {
     auto kernel = fa::attention_kernel<T, D, D, Tiles, C, false>;
@@ -138,7 +140,7 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
     }
     return [=] {
       kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
-                                      n_splits, nullptr, nullptr);
+                                      counters, n_splits, nullptr, nullptr);
     };
   }
 }

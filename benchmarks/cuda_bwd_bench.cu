@@ -6,7 +6,8 @@
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
 //     benchmarks/cuda_bwd_bench.cu -o bwd_bench
-//   ./bwd_bench            # check lines, then: case, time, TFLOP/s
+//   ./bwd_bench            # check lines, then: case, time, TFLOP/s, both
+//                          # forms (two kernels; one: dQ through atomics)
 //   ./bwd_bench check      # the checks only (tests/test_cuda_backward_gpu.py)
 //   ./bwd_bench sweep      # the tile sweep: a line a candidate (sweep());
 //                          # -DFA_SWEEP_QUICK: three candidates
@@ -23,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -129,13 +131,15 @@ struct DefaultTiles {
 /// Which kernels a launch runs: the whole backward, or one of the two tiled ones.
 enum class Part { All, DkDv, Dq };
 
+/// kOneKernel: the one-kernel form (dK/dV accumulates dQ in fp32 through
+/// atomics; the row dot zeroes the accumulator, a conversion writes dQ).
 template <typename T, int D, typename KvTiles = typename DefaultTiles<T, D>::dkdv,
-          typename QTiles = typename DefaultTiles<T, D>::dq>
+          typename QTiles = typename DefaultTiles<T, D>::dq, bool kOneKernel = false>
 struct Backward {
   static constexpr fa::AttnTiles kv = KvTiles::value;
   static constexpr fa::AttnTiles qt = QTiles::value;
-  static constexpr int kKvSmem =
-      fa::attention_backward_smem_bytes(kv, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
+  static constexpr int kKvSmem = fa::attention_backward_smem_bytes(
+      kv, D, fa::DTypeOf<T>::value, fa::Backend::Cuda, kOneKernel);
   static constexpr int kQSmem =
       fa::attention_backward_smem_bytes(qt, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
   typedef fa::AttnTilesOf<64, 64, 4, 2> FwdTiles;
@@ -144,7 +148,7 @@ struct Backward {
   fa::AttnBwdParams p{};
   fa::AttnFeatures f{};
   T *q, *k, *v, *o, *dout, *dq, *dk, *dv;
-  float *lse, *d;
+  float *lse, *d, *dq_acc = nullptr;
 
   explicit Backward(const Problem& pr_) : pr(pr_) {
     const size_t n = size_t(pr.B) * pr.H * pr.L * D;
@@ -153,6 +157,7 @@ struct Backward {
     }
     CHECK(cudaMalloc(&lse, n / D * sizeof(float)));
     CHECK(cudaMalloc(&d, n / D * sizeof(float)));
+    if (kOneKernel) CHECK(cudaMalloc(&dq_acc, n * sizeof(float)));
     unsigned seed = 1;
     for (T* x : {q, k, v, dout}) fill_random<<<1024, 256>>>(x, n, seed++);
     fa::AttnParams& a = p.fwd;
@@ -170,7 +175,7 @@ struct Backward {
   }
   ~Backward() {
     for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dout, (void*)dq,
-                    (void*)dk, (void*)dv, (void*)lse, (void*)d}) {
+                    (void*)dk, (void*)dv, (void*)lse, (void*)d, (void*)dq_acc}) {
       cudaFree(x);
     }
   }
@@ -185,7 +190,7 @@ struct Backward {
     auto kernel = fa::attention_kernel<T, D, D, FwdTiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     kernel<<<dim3((pr.L + 63) / 64, pr.H, pr.B), 128, smem>>>(
-        q, k, v, o, p.fwd, nullptr, nullptr, ff, nullptr, nullptr, 1, lse, nullptr);
+        q, k, v, o, p.fwd, nullptr, nullptr, ff, nullptr, nullptr, nullptr, 1, lse, nullptr);
     CHECK(cudaGetLastError());
   }
 
@@ -193,7 +198,7 @@ struct Backward {
   /// load_kernel allows them.
   template <bool C>
   static void raise_smem() {
-    CHECK(cudaFuncSetAttribute(fa::attention_bwd_dkdv_kernel<T, D, KvTiles, C, false>,
+    CHECK(cudaFuncSetAttribute(fa::attention_bwd_dkdv_kernel<T, D, KvTiles, C, false, kOneKernel>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, kKvSmem));
     CHECK(cudaFuncSetAttribute(fa::attention_bwd_dq_kernel<T, D, QTiles, C, false>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, kQSmem));
@@ -202,17 +207,19 @@ struct Backward {
   template <bool C>
   void backward(Part part) {
     if (part == Part::All) {
-      fa::attention_bwd_row_dot_kernel<4, T><<<dim3((pr.L + 3) / 4, pr.H, pr.B), 128>>>(o, dout, d, p);
+      fa::attention_bwd_row_dot_kernel<4, T><<<dim3((pr.L + 3) / 4, pr.H, pr.B), 128>>>(o, dout, d, dq_acc, p);
     }
     if (part != Part::Dq) {
       fa::AttnFeatures fk = f;
       fk.align_q = pr.L % kv.bk == 0;
       fk.align_k = pr.L % kv.bq == 0;
-      fa::attention_bwd_dkdv_kernel<T, D, KvTiles, C, false>
+      fa::attention_bwd_dkdv_kernel<T, D, KvTiles, C, false, kOneKernel>
           <<<dim3((pr.L + kv.bq - 1) / kv.bq, pr.H, pr.B), kv.warps * 32, kKvSmem>>>(
-              q, k, v, dout, lse, d, dk, dv, p, nullptr, nullptr, fk);
+              q, k, v, dout, lse, d, dk, dv, dq_acc, p, nullptr, nullptr, fk);
     }
-    if (part != Part::DkDv) {
+    if (kOneKernel && part != Part::DkDv) {
+      fa::attention_bwd_dq_convert_kernel<4, T><<<dim3((pr.L + 3) / 4, pr.H, pr.B), 128>>>(dq_acc, dq, p);
+    } else if (part != Part::DkDv) {
       fa::AttnFeatures fq = f;
       fq.align_q = pr.L % qt.bq == 0;
       fq.align_k = pr.L % qt.bk == 0;
@@ -284,19 +291,29 @@ struct Backward {
   }
 };
 
+/// Both forms: two kernels, then one (named "<name> one-kernel").
 template <typename T, int D>
 bool check(Problem pr, const char* name) {
-  Backward<T, D> b(pr);
-  return b.check(name);
+  typedef DefaultTiles<T, D> Tiles;
+  const std::string one = std::string(name) + " one-kernel";
+  return Backward<T, D>(pr).check(name) &
+      Backward<T, D, typename Tiles::dkdv, typename Tiles::dq, true>(pr).check(one.c_str());
 }
 
+/// Both forms' whole backward (row dot included; one-kernel: the
+/// conversion too).
 template <typename T, int D>
 void bench(Problem pr, const char* name, double fa2_us) {
-  Backward<T, D> b(pr);
-  const float us = b.time_us(pr.L >= 8192 ? 3 : 20);
+  typedef DefaultTiles<T, D> Tiles;
+  const int reps = pr.L >= 8192 ? 3 : 20;
+  const float us = Backward<T, D>(pr).time_us(reps);
+  const float one_us =
+      Backward<T, D, typename Tiles::dkdv, typename Tiles::dq, true>(pr).time_us(reps);
   const double pairs = pr.causal ? 0.5 * double(pr.L) * (pr.L + 1) : double(pr.L) * pr.L;
   const double flop = 2.5 * 4.0 * pr.B * pr.H * pairs * D;
-  std::printf("%-40s %10.1f us %7.1f TFLOP/s   FA2 %8.0f us\n", name, us, flop / us * 1e-6, fa2_us);
+  std::printf("%-40s two kernels %10.1f us %7.1f TFLOP/s | one kernel %10.1f us %7.1f TFLOP/s"
+              " | FA2 %8.0f us\n",
+              name, us, flop / us * 1e-6, one_us, flop / one_us * 1e-6, fa2_us);
 }
 
 /// Registers and local memory (spills and stack) a thread, from ptxas.

@@ -2,7 +2,8 @@
 // GQA; few queries against one) through the library's kernels as the
 // library plans them: at L_q = 1 a KV head's query heads packed as rows
 // (attention_planner.cpp, pack_gqa_rows), the keys split across threadgroups
-// up to a wave (key_splits), then the combine; under the tiles the library
+// up to a wave (key_splits), then the combine, or the last split merging
+// (kernels/cuda/split_merge.cuh: one kernel); under the tiles the library
 // runs there and their nearest rivals, each with the split count its wave
 // gives. Standalone: no MLX.
 //
@@ -11,7 +12,9 @@
 //   ./decode_sweep [case]   # case, tiles, splits, us, % of the copy floor
 //
 // Times are the mean of many calls between two events: both kernels, the
-// split kernel's launches alone, and the combine's alone. Small grids are
+// split kernel's launches alone, the combine's alone, and the one kernel
+// with its counters' memset (which the library folds into the launch that
+// makes the temporaries). Small grids are
 // paced by the host's launches here (a few us a launch), which MLX's graphs
 // do not pay; CUPTI's kernel time (gpu_bench.py) is the number to record.
 // The floor is K and V's bytes at the copy bandwidth measured here.
@@ -58,6 +61,7 @@ struct DecodeCase {
   Decode d;
   T *q, *k, *v, *o;
   float *ref, *o_part, *stats;
+  unsigned int* counters;
   size_t n;
   bool has_ref = false;
   float floor_us;
@@ -72,6 +76,7 @@ struct DecodeCase {
     CHECK(cudaMalloc(&ref, n * sizeof(float)));
     CHECK(cudaMalloc(&o_part, 128 * n * sizeof(float)));
     CHECK(cudaMalloc(&stats, 2 * 128 * n / D * sizeof(float)));
+    CHECK(cudaMalloc(&counters, n / D * sizeof(unsigned int)));
     fill_random<<<1024, 256>>>(q, n, 1);
     fill_random<<<1024, 256>>>(k, n_kv, 2);
     fill_random<<<1024, 256>>>(v, n_kv, 3);
@@ -80,7 +85,7 @@ struct DecodeCase {
   }
   ~DecodeCase() {
     for (void* x : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)ref, (void*)o_part,
-                    (void*)stats})
+                    (void*)stats, (void*)counters})
       cudaFree(x);
   }
 
@@ -108,27 +113,44 @@ struct DecodeCase {
                                                                            splits);
     };
     CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
-    float ms, ms_main, ms_combine = 0;
-    // The split kernel alone, with the combine, and the combine alone.
-    auto time = [&](auto split_kernel) {
+    float ms, ms_main, ms_combine = 0, ms_one = 0;
+    double err = 0, err_one = 0;
+    // The split kernel alone, with the combine (its output checked), and
+    // the combine alone; then the one kernel, its output checked too.
+    const size_t counter_bytes = size_t(grid.x / splits) * grid.y * grid.z * sizeof(unsigned int);
+    auto time = [&](auto split_kernel, auto one_kernel) {
       ms_main = launch_ms(split_kernel, reps);
       ms = launch_ms([&] { split_kernel(); finish(); }, reps);
-      if (splits > 1) ms_combine = launch_ms(finish, reps);
+      if (!has_ref) {  // the first shape is the others' reference
+        to_float<<<1024, 256>>>(o, ref, n);
+        has_ref = true;
+      }
+      err = max_diff(o, ref, n);
+      if (splits > 1) {
+        ms_combine = launch_ms(finish, reps);
+        CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
+        ms_one = launch_ms([&] {
+          CHECK(cudaMemsetAsync(counters, 0, counter_bytes));
+          one_kernel();
+        }, reps);
+        err_one = max_diff(o, ref, n);
+      }
     };
     if (d.causal) {
-      time(attention_launch<T, D, Tiles, true>(p, f, grid, q, k, v, o, o_part, stats, splits));
+      time(attention_launch<T, D, Tiles, true>(p, f, grid, q, k, v, o, o_part, stats, splits),
+           attention_launch<T, D, Tiles, true>(p, f, grid, q, k, v, o, o_part, stats, splits,
+                                               counters));
     } else {
-      time(attention_launch<T, D, Tiles, false>(p, f, grid, q, k, v, o, o_part, stats, splits));
+      time(attention_launch<T, D, Tiles, false>(p, f, grid, q, k, v, o, o_part, stats, splits),
+           attention_launch<T, D, Tiles, false>(p, f, grid, q, k, v, o, o_part, stats, splits,
+                                                counters));
     }
-    if (!has_ref) {  // the first shape is the others' reference
-      to_float<<<1024, 256>>>(o, ref, n);
-      has_ref = true;
-    }
-    const double err = max_diff(o, ref, n);
     std::printf("B=%d H=%d/%d Lq=%3d Lk=%6d D=%d %-6s bq=%3d bk=%3d warps=%2d stages=%d blocks/SM>=%d "
-                "splits=%3d %8.1f us (splits alone %6.1f, combine alone %5.1f)  %5.1f%% of floor  err %.2e\n",
+                "splits=%3d %8.1f us (splits alone %6.1f, combine alone %5.1f; one kernel %6.1f, "
+                "err %.2e)  %5.1f%% of floor  err %.2e\n",
                 d.B, d.Hq, d.Hkv, d.Lq, d.Lk, D, t.producer ? "wg-tma" : t.q_shared ? "wg-sq" : "wg-rq",
                 t.bq, t.bk, t.warps, t.stages, t.min_blocks, splits, ms * 1e3, ms_main * 1e3, ms_combine * 1e3,
+                ms_one * 1e3, err_one,
                 100.0f * floor_us / (ms * 1e3f), err);
     std::fflush(stdout);
   }

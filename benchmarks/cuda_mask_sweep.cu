@@ -88,7 +88,7 @@ float run(const fa::half_t* q, const fa::half_t* k, const fa::half_t* v,
                              cudaSharedmemCarveoutMaxShared));
   const dim3 grid(kQB, H, B);
   return 1e3f * launch_ms([&] {
-    kernel<<<grid, kT.warps * 32, smem>>>(q, k, v, o, p, mask, nullptr, f, nullptr, nullptr, 1,
+    kernel<<<grid, kT.warps * 32, smem>>>(q, k, v, o, p, mask, nullptr, f, nullptr, nullptr, nullptr, 1,
                                           nullptr, blocks);
   }, reps);
 }

@@ -23,7 +23,14 @@ and reports the fused kernel's bandwidth, (q, k, v, o bytes) / kernel time,
 as a share of the measured copy bandwidth. `--workload` times the calls
 models make: decoding against a long cache, chunked prefill, GQA and array
 masks, with each kernel's distance from its floor and wall-clock against
-kernel time. `--routing` (issue 42) tunes routing on the workload's calls
+kernel time, the fused call in both forms of split keys (`fused`: merged
+by the last split, MLX_FUSED_ATTN_SPLIT_MERGE=1; `fused_combine`: by the
+combine kernel, =0, the default; the same where the keys are unsplit, and
+where the call saves the LSE the combine form runs unsplit).
+`--persistent` (issue 46) times the producer kernel's static grid against
+its persistent one (MLX_FUSED_ATTN_PERSISTENT 0, the default, and 1) beside
+mx.fast, on issue 46's rows and the large grids. `--routing` (issue 42)
+tunes routing on the workload's calls
 and on batched prefill (B 1-8, L 512-8192, random, causal-array, window and
 padding bool masks) and head dims 64-256 (`mlx_fused_attn.tune`, the
 table in MLX_FUSED_ATTN_TUNED_FILE where set), then times the patched
@@ -173,13 +180,43 @@ def measure_mlx(make, iters):
     return kt, mlx_wall_us(make, iters)
 
 
-def general_kernel(make, iters):
-    """measure_mlx with the short-sequence kernel switched off."""
-    os.environ["MLX_FUSED_ATTN_SHORT"] = "0"
+def with_switch(variable, value, run):
+    """run() with the switch `variable` set to `value` around it."""
+    saved = os.environ.get(variable)
+    os.environ[variable] = value
     try:
-        return measure_mlx(make, iters)
+        return run()
     finally:
-        del os.environ["MLX_FUSED_ATTN_SHORT"]
+        if saved is None:
+            del os.environ[variable]
+        else:
+            os.environ[variable] = saved
+
+
+def measure_with(variable, value, make, iters):
+    """measure_mlx with the switch `variable` set to `value` around it."""
+    return with_switch(variable, value, lambda: measure_mlx(make, iters))
+
+
+def switched(variable, value):
+    """measure_mlx with the kernel switch `variable` (plan/kernel_switches.h)
+    set to `value`."""
+
+    def measure(make, iters):
+        return measure_with(variable, value, make, iters)
+
+    return measure
+
+
+# The fused calls measured with a kernel path switched: the general kernel
+# in place of the short one; split keys merged by the combine kernel, and
+# (the workload's `fused`, opt-in until a GPU run checks it) by the last
+# split.
+SWITCHED = {
+    "fused_general": switched("MLX_FUSED_ATTN_SHORT", "0"),
+    "fused_combine": switched("MLX_FUSED_ATTN_SPLIT_MERGE", "0"),
+}
+MERGED_IN_KERNEL = switched("MLX_FUSED_ATTN_SPLIT_MERGE", "1")
 
 
 class Case:
@@ -289,7 +326,7 @@ def case_inputs(case, with_torch=True):
     return (q, k, v, mask), (tq, tk, tv, tmask)
 
 
-def run_case(case, iters, ceilings, skip_unfused, general=False):
+def run_case(case, iters, ceilings, skip_unfused, general=False, combine=False):
     c = case
     scale = c.D**-0.5
     (q, k, v, mask), (tq, tk, tv, tmask) = case_inputs(c)
@@ -303,9 +340,11 @@ def run_case(case, iters, ceilings, skip_unfused, general=False):
         mlx_calls["mlx_unfused"] = lambda: mlx_unfused(q, k, v, scale, mask)
     if general:
         mlx_calls["fused_general"] = mlx_calls["fused"]
+    if combine:
+        mlx_calls["fused_combine"] = mlx_calls["fused"]
     for name, make in mlx_calls.items():
         try:
-            measure = general_kernel if name == "fused_general" else measure_mlx
+            measure = MERGED_IN_KERNEL if combine and name == "fused" else SWITCHED.get(name, measure_mlx)
             results[name] = measure(make, iters)
         except Exception as e:  # out of memory and the like: reported, not fatal
             results[name] = (float("nan"), float("nan"))
@@ -326,11 +365,17 @@ def run_case(case, iters, ceilings, skip_unfused, general=False):
             results[name] = (float("nan"), float("nan"))
             print(f"  {name}: {type(e).__name__}: {str(e)[:80]}", file=sys.stderr)
 
-    # The fused answer against mx.fast on a slice, so that a fast wrong kernel
-    # cannot hide in the table.
-    got = fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+    # The fused answer (each form timed) against mx.fast on a slice, so that a
+    # fast wrong kernel cannot hide in the table.
     want = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
-    err = mx.abs(got[:, :2].astype(mx.float32) - want[:, :2].astype(mx.float32)).max().item()
+
+    def fused_err():
+        got = fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+        return mx.abs(got[:, :2].astype(mx.float32) - want[:, :2].astype(mx.float32)).max().item()
+
+    err = fused_err()
+    if combine:
+        err = max(err, with_switch("MLX_FUSED_ATTN_SPLIT_MERGE", "1", fused_err))
 
     tflops_ceiling, tbps_ceiling = ceilings
     floor_us = max(c.flops() / (tflops_ceiling * 1e12), c.nbytes() / (tbps_ceiling * 1e12)) * 1e6
@@ -422,6 +467,8 @@ def main():
                     help="the calls models make: decode, chunked prefill, array masks, GQA")
     ap.add_argument("--routing", action="store_true",
                     help="tune, then auto against fused and mx.fast (issue 42; see above)")
+    ap.add_argument("--persistent", action="store_true",
+                    help="the producer kernel's static against its persistent grid (issue 46)")
     ap.add_argument("--calls", default=None,
                     help="with --workload or --routing, only these calls, as 'batched decode,no mask'")
     ap.add_argument("--json", default=None, help="with --routing, also write the rows as JSON")
@@ -437,6 +484,9 @@ def main():
         return
     if args.routing:
         routing_table(args)
+        return
+    if args.persistent:
+        persistent_table(args)
         return
 
     ceilings = measure_ceilings()
@@ -533,7 +583,7 @@ WORKLOAD_CASES = [
     ("no mask", Case(1, 32, 2048, 64, "float16")),
     ("GQA prefill", Case(1, 32, 2048, 128, "bfloat16", "causal", Hkv=8)),
 ]
-WORKLOAD_PROVIDERS = ["mx_fast", "torch_flash", "torch_cudnn", "torch_eff", "mlx_unfused"]
+WORKLOAD_PROVIDERS = ["fused_combine", "mx_fast", "torch_flash", "torch_cudnn", "torch_eff", "mlx_unfused"]
 
 
 def workload_table(args):
@@ -543,7 +593,9 @@ def workload_table(args):
         "Kernel time per call in us (CUPTI, one evaluation a call); wall-clock per call "
         "in parentheses (a stream of async_eval calls, one synchronisation). "
         "`floor`: the larger of FLOPs / matmul rate and (q, k, v, o, mask bytes) / copy "
-        "bandwidth. `x mx.fast`: mx.fast kernel time / fused kernel time (>1: fused is faster).",
+        "bandwidth. `fused`: split keys merged by the last split (MLX_FUSED_ATTN_SPLIT_MERGE=1); "
+        "`fused_combine`: by the combine kernel (=0, the default). "
+        "`x mx.fast`: mx.fast kernel time / fused kernel time (>1: fused is faster).",
         ["call", "B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "mask", "fused", "floor us",
          "% of floor", *WORKLOAD_PROVIDERS, "x mx.fast", "wall/kernel fused",
          "wall/kernel mx.fast", "max err vs mx.fast"],
@@ -554,7 +606,8 @@ def workload_table(args):
         if calls and label not in calls:
             continue
         iters = args.iters or max(10, min(100, int(2e11 / c.work())))
-        res, floor_us, err = run_case(c, iters, ceilings, skip_unfused=c.B * c.Hq * c.Lq * c.Lk > 2**31)
+        res, floor_us, err = run_case(c, iters, ceilings, skip_unfused=c.B * c.Hq * c.Lq * c.Lk > 2**31,
+                                      combine=True)
         fk, fw = res["fused"]
         mk, mw = res["mx_fast"]
         report.row([label, str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.Lk), str(c.D), c.dtype,
@@ -563,6 +616,74 @@ def workload_table(args):
                     f"{mk / fk:.2f}", f"{fw / fk:.2f}", f"{mw / mk:.2f}", f"{err:.2e}"])
     report.close()
 
+
+
+# Issue 46's forward rows, and the large grids that already run at cuDNN's
+# speed (a persistent grid must not slow them).
+PERSISTENT_TABLE_CASES = [
+    Case(8, 32, 512, 128, "bfloat16", "causal", Hkv=8),
+    Case(4, 32, 1024, 128, "bfloat16", "causal", Hkv=8),
+    Case(1, 32, 512, 128, "bfloat16", "causal", Hkv=8),
+    Case(2, 32, 2048, 128, "bfloat16", "causal", Hkv=8),
+    Case(1, 32, 1024, 64, "float16"),
+    Case(1, 32, 2048, 128, "float16"),
+    Case(1, 32, 2048, 96, "float16"),
+    Case(1, 32, 2048, 64, "float16", "add"),
+    Case(8, 32, 512, 128, "bfloat16", Hkv=8),
+    Case(1, 32, 4096, 128, "float16"),
+    Case(1, 32, 4096, 128, "float16", "causal"),
+    Case(4, 32, 8192, 128, "bfloat16"),
+    Case(4, 32, 8192, 128, "bfloat16", "causal"),
+]
+PERSISTENT_PROVIDERS = ["fused_static", "fused_persistent", "mx_fast"]
+
+
+def persistent_table(args):
+    """Issue 46: the producer kernel's static grid against its persistent
+    one (MLX_FUSED_ATTN_PERSISTENT 0, the default, and 1, opt-in until
+    this table confirms plan/persistent_grid.h's rule: persistent past one
+    wave and up to kPersistentMaxWaves), beside mx.fast. Where the call's
+    tiles have no producer both switches run the same kernel."""
+    ceilings = measure_ceilings()
+    report = Report(
+        args.out, ceilings,
+        "Kernel time per call in us (CUPTI); wall-clock per call in parentheses. "
+        "`producer`: whether the call runs the producer kernel (`-`: neither switch "
+        "changes it); `fused_static`: MLX_FUSED_ATTN_PERSISTENT=0 (the default); "
+        "`fused_persistent`: =1; `x static`: static kernel time / persistent kernel time "
+        "(>1: persistent is faster); `x mx.fast`: mx.fast kernel time / the faster "
+        "fused kernel time.",
+        ["B", "Hq/Hkv", "L", "D", "dtype", "mask", "producer", *PERSISTENT_PROVIDERS,
+         "x static", "x mx.fast", "max err vs mx.fast"],
+    )
+    forced = {"fused_static": "0", "fused_persistent": "1"}
+    for c in PERSISTENT_TABLE_CASES:
+        iters = args.iters or max(10, min(100, int(2e11 / c.work())))
+        scale = c.D**-0.5
+        (q, k, v, mask), _ = case_inputs(c, with_torch=False)
+        def fused():
+            return fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+        tiles = fa.plan_summary(q, k, v, scale=scale, mask=mask).tiles
+        producer = "yes" if tiles.get("producer") else "-"
+        res = {}
+        for name, value in forced.items():
+            res[name] = measure_with("MLX_FUSED_ATTN_PERSISTENT", value, fused, iters)
+        res["mx_fast"] = measure_mlx(
+            lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask), iters)
+        want = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+
+        def fused_err():
+            return mx.abs(fused()[:, :2].astype(mx.float32) - want[:, :2].astype(mx.float32)).max().item()
+
+        err = max(with_switch("MLX_FUSED_ATTN_PERSISTENT", value, fused_err) for value in forced.values())
+        fk = min(res["fused_static"][0], res["fused_persistent"][0])
+        report.row([str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.D), c.dtype, c.mask_label(),
+                    producer, *timing_cells(res, PERSISTENT_PROVIDERS),
+                    f"{res['fused_static'][0] / res['fused_persistent'][0]:.2f}",
+                    f"{res['mx_fast'][0] / fk:.2f}", f"{err:.2e}"])
+        del q, k, v, mask
+        mx.clear_cache()
+    report.close()
 
 
 # Issue 42: auto (patch_mx_fast after tune) within 3% of the faster of

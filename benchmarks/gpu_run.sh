@@ -29,6 +29,15 @@
 #
 #   STEPS="build models" benchmarks/gpu_run.sh OUTPUT_DIR
 #
+# The step "verify" (issue 46) checks and times the opt-in paths that wait
+# for a GPU run (plan/kernel_switches.h: split keys merged by the last split,
+# MLX_FUSED_ATTN_SPLIT_MERGE; the one-kernel backward,
+# MLX_FUSED_ATTN_BWD_ONE_KERNEL; the persistent grid,
+# MLX_FUSED_ATTN_PERSISTENT; outputs moved to device memory,
+# MLX_FUSED_ATTN_DEVICE_OUTPUTS; each on with "1" only): their GPU tests,
+# which set each switch both ways, then the same GPU tests again with all
+# four "1" (a test that sets a switch itself keeps its own), the sanitizers
+# over both forms, and each form timed against the other and cuDNN.
 # The step "tune" (issue 42) tunes routing for Llama 3 8B's config (timed:
 # under 30 s is the aim) and runs gpu_bench.py --routing (ROUTING_ARGS: more
 # arguments, e.g. --calls 'decode,prefill'). Every step keeps its tuned
@@ -137,6 +146,36 @@ if has tune; then
   $PY benchmarks/gpu_bench.py --routing --out "$OUT/routing.md" --json "$OUT/routing.json" \
     ${ROUTING_ARGS:-} > "$OUT/routing.log" 2>&1
   cat "$OUT/routing.md"
+fi
+
+if has verify; then
+  log "issue 46's switched paths: tests, sanitizers, both forms timed"
+  verify_tests="tests/test_split_merge.py tests/test_split_keys.py
+    tests/test_backward_one_kernel.py tests/test_cuda_backward_gpu.py tests/test_cuda_memory.py
+    tests/test_cuda_backend.py tests/test_quantized_attention.py tests/test_attention_merge.py"
+  $PY -m pytest -q -rs -p no:cacheprovider $verify_tests -k "not cpu" \
+    > "$OUT/verify_pytest.log" 2>&1
+  tail -5 "$OUT/verify_pytest.log"
+  MLX_FUSED_ATTN_SPLIT_MERGE=1 MLX_FUSED_ATTN_BWD_ONE_KERNEL=1 MLX_FUSED_ATTN_PERSISTENT=1 \
+    MLX_FUSED_ATTN_DEVICE_OUTPUTS=1 $PY -m pytest -q -rs -p no:cacheprovider $verify_tests \
+    -k "not cpu" > "$OUT/verify_pytest_opt_in.log" 2>&1
+  tail -5 "$OUT/verify_pytest_opt_in.log"
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool $tool --error-exitcode 3 $PY tests/cuda_sanitizer_cases.py \
+      >> "$OUT/verify_sanitizer.log" 2>&1
+    echo "$tool exit $?" | tee -a "$OUT/verify_sanitizer.log"
+  done
+  {
+    $PY benchmarks/gpu_bench.py --workload
+    $PY benchmarks/gpu_bench.py --persistent
+    for form in 0 1; do
+      MLX_FUSED_ATTN_BWD_ONE_KERNEL=$form $PY benchmarks/bwd_bench.py \
+        --case 1x32x1024x64-fp16 --case 1x32x4096x128-bf16 --case 1x32x4096x128-bf16-causal \
+        --case 4x32x8192x128-bf16-causal --skip mlx_unfused --skip torch_flash --skip torch_eff
+    done
+    $PY benchmarks/memory_bench.py --host-read-only
+  } > "$OUT/verify_bench.md" 2>&1
+  cat "$OUT/verify_bench.md"
 fi
 
 if has memory; then

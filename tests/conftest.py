@@ -81,6 +81,7 @@ NEEDS_GPU = {
     "test_gpu_jit.py",
     "test_cuda_backend.py",
     "test_split_keys.py",
+    "test_split_merge.py",
     "test_cuda_memory.py",
 }
 

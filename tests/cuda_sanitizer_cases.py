@@ -8,16 +8,21 @@ Covers each dtype, each kernel variant (unmasked, causal, bool and additive
 masks, a sliding-window mask whose key blocks are skipped, mixed blocks read
 as bits or element by element), sinks, GQA, ragged query and key blocks, a
 misaligned (copied) input, grids past one wave (the large-grid tiles, and
-on Hopper at D = 128 the producer warpgroup's TMA copies), grids
+on Hopper at D = 128 the producer warpgroup's TMA copies, on static and
+persistent grids), grids
 under one with split keys (decode with GQA packed, chunked prefill, array
 masks whose visits the splits share, a padding mask that packed decoding
-reads by block), head dims padded to whole
+reads by block; merged by the last split, and by the combine kernel), head
+dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
 a poisoned output; each result is checked against mx.fast on the CPU. The
-gradient cases run the fused backward (row dot, dK/dV, dQ) after a forward
-that saves the LSE (unsplit where it would split its keys), over the
-mask's block lists where it has them, against mx.fast's gradients on the
-CPU.
+gradient cases run the fused backward (row dot, dK/dV, dQ; or the
+one-kernel form, dK/dV adding dQ through atomics and the conversion,
+in some) after a forward that saves the LSE (split keys merged by the last
+split, which writes it, or unsplit), over the mask's block lists where it
+has them, against mx.fast's gradients on the CPU. Outputs moved to device
+memory after a host read, and left unified. Issue 46's opt-in paths
+(plan/kernel_switches.h) each run with their switch "1" and "0".
 Not collected by pytest: under the sanitizers a run takes minutes.
 """
 
@@ -73,7 +78,9 @@ def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1, Dv
     return status == "ok"
 
 
-def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed):
+def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed, form=None):
+    """`form`: MLX_FUSED_ATTN_BWD_ONE_KERNEL while the backward is planned
+    ("1" one kernel, "0" two; None unset, the default: two)."""
     key = mx.random.key(seed)
     kq, kk, kv, km, ks, kd = mx.random.split(key, 6)
     q = mx.random.normal((2, 4, Lq, D), key=kq).astype(dtype)
@@ -98,7 +105,11 @@ def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed):
         f = lambda q, k, v: attention(q, k, v, scale=D**-0.5, mask=mask, sinks=s, stream=stream, **kw)  # noqa: E731
         return mx.vjp(f, [q, k, v], [dout])[1]
 
+    if form is not None:
+        os.environ["MLX_FUSED_ATTN_BWD_ONE_KERNEL"] = form
     got = grads(fa.scaled_dot_product_attention, mx.gpu, force_fused=True)
+    mx.eval(got)
+    os.environ.pop("MLX_FUSED_ATTN_BWD_ONE_KERNEL", None)
     want = grads(mx.fast.scaled_dot_product_attention, mx.cpu)
     ok = True
     for name, g, w in zip(("dq", "dk", "dv"), got, want):
@@ -106,9 +117,36 @@ def grad_case(dtype, D, Lq, Lk, mask_kind, sinks, seed):
         err = np.abs(np.array(g.astype(mx.float32)) - w).max() / max(np.abs(w).max(), 1e-6)
         status = "ok" if err <= 2 * TOL[dtype] else "FAIL"
         ok = ok and status == "ok"
-        print(f"{status} grad {name} {dtype} D={D} Lq={Lq} Lk={Lk} mask={mask_kind} sinks={sinks} "
+        print(f"{status} grad {name} {dtype} D={D} Lq={Lq} Lk={Lk} mask={mask_kind} sinks={sinks} form={form} "
               f"relative err {err:.2e}", flush=True)
     return ok
+
+
+def switched(variable, value, run, *args, **kwargs):
+    """`run`'s case with the switch `variable` set to `value` (read when
+    each call is planned or, for MLX_FUSED_ATTN_DEVICE_OUTPUTS, run)."""
+    os.environ[variable] = value
+    try:
+        return run(*args, **kwargs)
+    finally:
+        del os.environ[variable]
+
+
+def merged_in_kernel(value, run, *args, **kwargs):
+    """Split keys merged by the last split ("1") or the combine kernel."""
+    return switched("MLX_FUSED_ATTN_SPLIT_MERGE", value, run, *args, **kwargs)
+
+
+def forced_grid(value, run, *args, **kwargs):
+    """The producer kernel's persistent grid ("1") or the static one."""
+    return switched("MLX_FUSED_ATTN_PERSISTENT", value, run, *args, **kwargs)
+
+
+def device_outputs(value, run, *args, **kwargs):
+    """Outputs that MLX's cache hands in unified memory (the previous
+    same-sized case's, read by the host and freed) moved to device memory
+    ("1") or left there."""
+    return switched("MLX_FUSED_ATTN_DEVICE_OUTPUTS", value, run, *args, **kwargs)
 
 
 def main():
@@ -131,24 +169,43 @@ def main():
         case(mx.bfloat16, 256, 130, 90, "additive", True, 12),
         case(mx.float16, 192, 70, 129, "causal", False, 13, Dv=128),
         case(mx.float32, 256, 40, 33, None, True, 14),
-        # Under a wave with long keys: split keys and their combine; decode
+        # Under a wave with long keys: split keys, merged by the last split
+        # (kernels/cuda/split_merge.cuh) or the combine kernel; decode
         # without sinks packs the 2 query heads of each KV head as rows.
-        case(mx.bfloat16, 128, 1, 4000, None, False, 15),
-        case(mx.float16, 64, 1, 3001, "additive", True, 16),
-        case(mx.float16, 128, 100, 3000, "causal", True, 17),
-        case(mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
+        merged_in_kernel("1", case, mx.bfloat16, 128, 1, 4000, None, False, 15),
+        merged_in_kernel("0", case, mx.bfloat16, 128, 1, 4000, None, False, 15),
+        merged_in_kernel("1", case, mx.float16, 64, 1, 3001, "additive", True, 16),
+        merged_in_kernel("0", case, mx.float16, 64, 1, 3001, "additive", True, 16),
+        merged_in_kernel("1", case, mx.float16, 128, 100, 3000, "causal", True, 17),
+        merged_in_kernel("0", case, mx.float16, 128, 100, 3000, "causal", True, 17),
+        merged_in_kernel("1", case, mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
+        merged_in_kernel("0", case, mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
         # The fused backward: GQA, ragged blocks, L_q != L_k.
         grad_case(mx.float16, 64, 130, 200, None, False, 19),
         grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 20),
         grad_case(mx.float16, 96, 129, 77, "bool", False, 21),
         grad_case(mx.float32, 32, 100, 150, "additive", True, 22),
-        # Forwards that would split their keys (under a wave, long keys) run
-        # unsplit to save the LSE; decode packs the GQA group as rows.
-        grad_case(mx.float16, 128, 100, 3000, "causal", True, 23),
-        grad_case(mx.bfloat16, 64, 1, 2000, None, False, 24),
+        # Forwards that split their keys (under a wave, long keys) where the
+        # last split merges and writes the LSE, else unsplit; decode packs
+        # the GQA group as rows.
+        merged_in_kernel("1", grad_case, mx.float16, 128, 100, 3000, "causal", True, 23),
+        merged_in_kernel("0", grad_case, mx.float16, 128, 100, 3000, "causal", True, 23),
+        merged_in_kernel("1", grad_case, mx.bfloat16, 64, 1, 2000, None, False, 24),
+        merged_in_kernel("0", grad_case, mx.bfloat16, 64, 1, 2000, None, False, 24),
         # The mask's block lists: blocks skipped in both kernels.
         grad_case(mx.float16, 64, 300, 333, "window", False, 37),
         grad_case(mx.bfloat16, 128, 257, 200, "window", True, 38),
+        # The one-kernel backward (the two-kernel form of the same cases
+        # above, unset, and here with "0"): on Hopper's warpgroup products
+        # (16-bit), and on mma.sync (fp32; at D = 96 its warps share a
+        # block's dQ by columns, some with one product fewer).
+        grad_case(mx.float16, 64, 130, 200, None, False, 19, form="0"),
+        grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 20, form="0"),
+        grad_case(mx.float16, 64, 130, 200, None, False, 39, form="1"),
+        grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 40, form="1"),
+        grad_case(mx.float32, 32, 100, 150, "additive", True, 41, form="1"),
+        grad_case(mx.float32, 96, 129, 77, "bool", False, 42, form="1"),
+        grad_case(mx.float16, 128, 257, 200, "window", False, 43, form="1"),
         # Key blocks skipped and read without the mask (the visit list),
         # ragged, past one wave.
         case(mx.float16, 64, 700, 900, "window", False, 25, batch=3),
@@ -169,10 +226,30 @@ def main():
         case(mx.float16, 128, 500, 700, "causal", False, 33, batch=9),
         # Chunked prefill: one ragged causal query block a head.
         case(mx.bfloat16, 128, 100, 700, "causal", False, 34, batch=40),
+        # The producer's grids above are a few waves, static: the persistent
+        # grid (plan/persistent_grid.h) is opt-in. Those two persistent and
+        # static forced; and persistent blocks walking many tiles of two key
+        # blocks or one (the ring's stages and phases carried across tiles),
+        # and the same static.
+        forced_grid("1", case, mx.bfloat16, 128, 1000, 333, None, True, 32, batch=5),
+        forced_grid("0", case, mx.bfloat16, 128, 1000, 333, None, True, 32, batch=5),
+        forced_grid("1", case, mx.float16, 128, 500, 700, "causal", False, 33, batch=9),
+        forced_grid("0", case, mx.float16, 128, 500, 700, "causal", False, 33, batch=9),
+        forced_grid("1", case, mx.bfloat16, 128, 200, 200, "causal", False, 39, batch=40),
+        forced_grid("0", case, mx.bfloat16, 128, 200, 200, "causal", False, 39, batch=40),
+        forced_grid("1", case, mx.float16, 128, 250, 130, "bool", True, 40, batch=30),
+        forced_grid("0", case, mx.float16, 128, 250, 130, "bool", True, 40, batch=30),
         # Decode with GQA packed under a padding mask that every head shares:
         # skipped, shown and two-valued key blocks, split keys.
         case(mx.bfloat16, 128, 1, 3001, "padding", False, 35, batch=3),
         case(mx.float16, 64, 1, 2000, "padding", False, 36, batch=2),
+        # Same-sized outputs in a row, each after the last one's host read
+        # (float32: the check reads the output itself, not a cast copy):
+        # moved to device memory, then left unified.
+        device_outputs("1", case, mx.float32, 64, 130, 200, None, False, 44),
+        device_outputs("1", case, mx.float32, 64, 130, 200, None, False, 44),
+        device_outputs("0", case, mx.float32, 64, 130, 200, None, False, 44),
+        device_outputs("0", case, mx.float32, 64, 130, 200, None, False, 44),
     ]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     raise SystemExit(0 if all(results) else 1)

@@ -116,8 +116,9 @@ CASES = {
     "sinks-bool": (1, 2, 2, 33, 65, 32, 32, "bool", True),
     "gqa-8": (1, 8, 1, 65, 65, 64, 64, None, False),
     "head-dims-differ": (1, 2, 2, 40, 72, 64, 32, "causal", False),
-    # Under a GPU wave with long keys, where the forward would split its
-    # keys; it saves the LSE unsplit. Decode packs the GQA group as rows.
+    # Under a GPU wave with long keys, where the forward splits its keys:
+    # on CUDA the last split merges them and writes the LSE, on Metal the
+    # forward saves it unsplit. Decode packs the GQA group as rows.
     "long-keys": (1, 2, 1, 40, 1500, 64, 64, "causal", True),
     "decode-gqa": (1, 4, 1, 1, 700, 64, 64, None, False),
 }

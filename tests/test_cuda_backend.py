@@ -166,10 +166,9 @@ PRODUCER_CASES = {
 }
 
 
-@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
-@pytest.mark.parametrize("name", list(PRODUCER_CASES))
-def test_producer_tiles(name, dtype):
-    (B, H_q, H_kv, L_q, L_k), mask, form = PRODUCER_CASES[name]
+def producer_inputs(case, dtype):
+    """q, k, v, mask, sinks of a PRODUCER_CASES entry."""
+    (B, H_q, H_kv, L_q, L_k), mask, form = case
     D = 128
     q = rand((B, H_q, L_q, D), dtype, 31)
     if form == "transposed":
@@ -188,7 +187,14 @@ def test_producer_tiles(name, dtype):
         "additive": rand((1, H_q, L_q, L_k), dtype, 35),
     }[mask]
     s = rand((H_q,), dtype, 36) if form == "sinks" else None
-    scale = D**-0.5
+    return q, k, v, m, s
+
+
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
+@pytest.mark.parametrize("name", list(PRODUCER_CASES))
+def test_producer_tiles(name, dtype):
+    q, k, v, m, s = producer_inputs(PRODUCER_CASES[name], dtype)
+    scale = q.shape[-1] ** -0.5
     out = fa.scaled_dot_product_attention(
         q, k, v, scale=scale, mask=m, sinks=s, force_fused=True, stream=mx.gpu
     )
@@ -196,6 +202,65 @@ def test_producer_tiles(name, dtype):
     if hopper():
         loaded = [st for st in fa.kernel_status() if "attention_producer_kernel" in st["what"]]
         assert loaded and all(st["reason"] == "" for st in loaded), fa.kernel_status()
+
+
+# More producer cases for the persistent grid (issue 46): many tiles of
+# few key blocks, so that each block walks several tiles and the ring's
+# stages and phases run on across tiles of 2 blocks (3 stages); one causal
+# tile of 1 block or 2; a grid of 3 tiles a block or more.
+PERSISTENT_CASES = {
+    **PRODUCER_CASES,
+    "short_tiles": ((8, 32, 8, 200, 200), None, "plain"),
+    "short_causal": ((8, 32, 8, 200, 200), "causal", "plain"),
+    "short_bool": ((8, 32, 32, 200, 200), "bool", "plain"),
+    "short_sinks": ((8, 32, 8, 256, 256), None, "sinks"),
+}
+
+
+def plan_tiles(q, k, v, m, s):
+    return fa.plan_summary(q, k, v, scale=0.1, mask=m, sinks=s, stream=mx.gpu).tiles
+
+
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
+@pytest.mark.parametrize("name", list(PERSISTENT_CASES))
+def test_persistent_grid_matches_the_static_one(name, dtype, monkeypatch):
+    # MLX_FUSED_ATTN_PERSISTENT forces the producer kernel's grid either
+    # way: the same tiles' code, so the same bits; against the reference
+    # too, since a tile skipped or run twice would only show there if
+    # both went wrong alike.
+    q, k, v, m, s = producer_inputs(PERSISTENT_CASES[name], dtype)
+    scale = q.shape[-1] ** -0.5
+    outs = {}
+    for forced in ("0", "1"):
+        monkeypatch.setenv("MLX_FUSED_ATTN_PERSISTENT", forced)
+        if hopper():
+            tiles = plan_tiles(q, k, v, m, s)
+            assert tiles["producer"] and tiles["persistent"] == (forced == "1"), tiles
+        outs[forced] = fa.scaled_dot_product_attention(
+            q, k, v, scale=scale, mask=m, sinks=s, force_fused=True, stream=mx.gpu
+        )
+        mx.eval(outs[forced])
+    assert mx.array_equal(outs["0"], outs["1"]).item(), f"persistent {name} {dtype}"
+    assert_close(outs["1"], q, k, v, scale, m, s, what=f"persistent {name} {dtype}")
+
+
+@pytest.mark.parametrize("value", [None, "0", "yes"])
+def test_persistent_grid_is_opt_in(value, monkeypatch):
+    # The persistent grid waits for a GPU run (issue 46): only "1" takes
+    # it, even on issue 46's B=8 L=512 GQA prefill (1024 tiles, under 16
+    # waves on any Hopper), where the planner's rule (persistent_grid.h,
+    # checked on the host by test_persistent_grid_compile.py) would.
+    if not hopper():
+        pytest.skip("the producer kernel runs on Hopper only")
+    if value is None:
+        monkeypatch.delenv("MLX_FUSED_ATTN_PERSISTENT", raising=False)
+    else:
+        monkeypatch.setenv("MLX_FUSED_ATTN_PERSISTENT", value)
+    few = [rand((8, h, 512, 128), mx.bfloat16, i) for i, h in enumerate((32, 8, 8))]
+    tiles = plan_tiles(*few, "causal", None)
+    assert tiles["producer"] and not tiles["persistent"], tiles
+    monkeypatch.setenv("MLX_FUSED_ATTN_PERSISTENT", "1")
+    assert plan_tiles(*few, "causal", None)["persistent"]
 
 
 def test_producer_tiles_save_the_lse():

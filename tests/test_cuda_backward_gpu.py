@@ -1,6 +1,7 @@
 """The backward's CUDA kernels on a GPU, before the host launches them: the
-forward kernel writes O and the LSE (has_lse), then D, dK/dV and dQ run,
-and every gradient of a few cases (fp16, bf16, fp32; causal or not; ragged
+forward kernel writes O and the LSE (has_lse), then D, dK/dV and dQ run
+(two kernels; then the one-kernel form: dK/dV accumulating dQ through
+atomics, and the conversion), and every gradient of a few cases (fp16, bf16, fp32; causal or not; ragged
 blocks) is checked against a plain fp32 reference kernel
 (benchmarks/cuda_bwd_bench.cu's `check` mode). Needs nvcc and an NVIDIA
 GPU; skips without them."""
@@ -44,4 +45,5 @@ def test_backward_kernels_match_the_reference(tmp_path):
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(exe), "check"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count("ok ") == 12, run.stdout
+    # Four cases, three gradients each, in both forms of the backward.
+    assert run.stdout.count("ok ") == 24, run.stdout

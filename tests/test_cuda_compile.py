@@ -17,9 +17,10 @@ strided_copy, quantized_attention).
   NVRTC (the family records of families/*/cuda/*_kernel_key.h, printed by a small host
   program); and, where libnvrtc is installed (pip's nvidia-cuda-nvrtc),
   with NVRTC itself under the options the library uses.
-- The no-op kernel through which MLX allocates the outputs
-  (backend/cuda/no_op_kernel_ptx.h) assembles with ptxas for both targets,
-  its entry named as the host names it.
+- The PTX kernels through which MLX allocates the outputs, the no-op one
+  (backend/cuda/no_op_kernel_ptx.h) and the one that zeroes split keys'
+  counters (zero_words_kernel_ptx.h), assemble with ptxas for both
+  targets, each entry named as the host names it.
 
 Skips with the reason when nvcc is absent.
 """
@@ -145,27 +146,33 @@ def test_sm80_tables_exist():
 # plans take from the family's chooser.
 HOST_KEYS = {
     # Every head dim pair, plain, causal and array mask, with and without
-    # warpgroup products, for grids of one wave and past it; the combine of
-    # split keys.
+    # warpgroup products, for grids of one wave and past it, and past it
+    # the producer kernel's persistent grid where there is one; the combine
+    # of split keys.
     "attention": """
   for (fa::DType t : types) {
 #define FA_PRINT(d, dv) \\
-    for (int v = 0; v < 12; ++v) print(AttentionKernelKey{t, d, dv, \
-        fa::choose_attention_tiles(d, dv, t, fa::Backend::Cuda, v % 6 >= 3, v >= 6), v % 3 == 1, v % 3 == 2});
+    for (int v = 0; v < 15; ++v) { \\
+      fa::AttnTiles tiles = fa::choose_attention_tiles(d, dv, t, fa::Backend::Cuda, v % 6 >= 3 || v >= 12, v >= 6); \\
+      tiles.persistent = v >= 12; \\
+      if (v < 12 || tiles.producer) print(AttentionKernelKey{t, d, dv, tiles, v % 3 == 1, v % 3 == 2}); \\
+    }
     FA_ATTENTION_HEAD_DIMS(FA_PRINT)
   }
   for (fa::DType t : types) print(SplitCombineKernelKey{t});""",
     # Both kernels of every head dim, plain, causal and array mask, with
-    # and without warpgroup products; D.
+    # and without warpgroup products, dK/dV in both forms; D and the
+    # one-kernel form's dQ conversion.
     "attention_backward": """
   for (fa::DType t : types) {
     print(AttentionBackwardRowDotKey{t});
+    print(AttentionBackwardDqConvertKey{t});
 #define FA_PRINT(d) \\
-    for (int v = 0; v < 12; ++v) { \\
-      const fa::BwdKernel k = v % 6 < 3 ? fa::BwdKernel::DkDv : fa::BwdKernel::Dq; \\
+    for (int v = 0; v < 18; ++v) { \\
+      const fa::BwdKernel k = v % 9 < 3 || v % 9 >= 6 ? fa::BwdKernel::DkDv : fa::BwdKernel::Dq; \\
       print(AttentionBackwardKernelKey{k, t, d, \\
-          fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda, v >= 6).of(k), \\
-          v % 3 == 1, v % 3 == 2}); \\
+          fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda, v >= 9).of(k), \\
+          v % 3 == 1, v % 3 == 2, v % 9 >= 6}); \\
     }
     FA_ATTENTION_BACKWARD_HEAD_DIMS(FA_PRINT)
   }""",
@@ -224,8 +231,12 @@ def expected_count(family):
     short_seqs = listed("short_attention_config.h", "FA_SHORT_ATTENTION_SEQS")
     na = len(listed("na_config.h", "FA_NA_HEAD_DIMS")) * len(listed("na_config.h", "FA_NA_AXES"))
     return {
-        "attention": 3 * N_HEAD_DIMS * 12 + 3,
-        "attention_backward": 3 * (1 + 12 * len(listed("attention_backward_config.h", "FA_ATTENTION_BACKWARD_HEAD_DIMS"))),
+        # The persistent producer kernels: D = 128 in fp16 and bf16.
+        "attention": 3 * N_HEAD_DIMS * 12 + 2 * 3 + 3,
+        # Per type: the row dot, the dQ conversion, and per head dim 18
+        # (two tile choices x three variants x dK/dV two-kernel, dK/dV
+        # one-kernel and dQ).
+        "attention_backward": 3 * (2 + 18 * len(listed("attention_backward_config.h", "FA_ATTENTION_BACKWARD_HEAD_DIMS"))),
         "short_attention": 3 * len(short_dims) * len(short_seqs),
         "neighborhood": 3 * na,
         "strided_copy": 3 + 1,
@@ -325,17 +336,18 @@ def nvrtc_attention(names):
     """A causal bf16 kernel with each kind of product (mma.sync; wgmma with
     Q in registers at D = 64; wgmma with Q in shared memory at D = 128 for
     a grid of one wave, and past it the producer warpgroup's kernel: TMA,
-    mbarriers, setmaxnreg); the head dims past 128 and the padded 72, with
+    mbarriers, setmaxnreg; on a static and a persistent grid); the head dims past 128 and the padded 72, with
     warpgroup products (causal; a mask) and fp32's 3xTF32 mma.sync; the
     bf16 combine of split keys."""
     d128 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
     d64 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 64,")]
     producer = [e for e in names if e.startswith("fa::attention_producer_kernel<fa::bfloat_t, 128,")]
-    assert ", false, false, false>, true, false>" in d128[1], d128[1]
-    assert ", true, false, false>, true, false>" in d64[4], d64[4]
-    assert ", true, true, false>, true, false>" in d128[4], d128
-    assert ", true, true, true>, true, false>" in producer[1], producer
-    exprs = [d128[1], d64[4], d128[4], producer[1]]
+    assert ", false, false, false, false>, true, false>" in d128[1], d128[1]
+    assert ", true, false, false, false>, true, false>" in d64[4], d64[4]
+    assert ", true, true, false, false>, true, false>" in d128[4], d128
+    assert ", true, true, true, false>, true, false>" in producer[1], producer
+    assert ", true, true, true, true>, true, false>" in producer[4], producer
+    exprs = [d128[1], d64[4], d128[4], producer[1], producer[4]]
     for prefix, variants in [
         ("fa::half_t, 72, 72,", [4]),
         ("fa::bfloat_t, 192, 128,", [4, 2]),
@@ -409,22 +421,31 @@ def test_nvrtc_compiles_the_jit_source(tmp_path, family):
         nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def test_no_op_kernel_ptx_assembles(tmp_path):
+# The PTX kernels launched through MLX's CustomKernel to make memory
+# (backend/cuda/device_buffer.cpp): header, entry name, PTX text.
+PTX_KERNELS = [
+    ("no_op_kernel_ptx.h", "kNoOpKernelName", "kNoOpKernelPtx"),
+    ("zero_words_kernel_ptx.h", "kZeroWordsKernelName", "kZeroWordsKernelPtx"),
+]
+
+
+@pytest.mark.parametrize("header,name,text", PTX_KERNELS, ids=[k[0] for k in PTX_KERNELS])
+def test_memory_kernel_ptx_assembles(tmp_path, header, name, text):
     ptxas = os.path.join(os.path.dirname(NVCC), "ptxas")
     cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if cxx is None or not os.path.exists(ptxas):
         pytest.skip("no C++ compiler or ptxas")
     main = tmp_path / "print_ptx.cpp"
     main.write_text(
-        '#include <cstdio>\n#include "mlx_fused_attn/backend/cuda/no_op_kernel_ptx.h"\n'
-        "int main() { std::printf(\"%s\\n%s\", mlx_fused_attn::cuda::kNoOpKernelName,"
-        " mlx_fused_attn::cuda::kNoOpKernelPtx); }\n")
+        f'#include <cstdio>\n#include "mlx_fused_attn/backend/cuda/{header}"\n'
+        f"int main() {{ std::printf(\"%s\\n%s\", mlx_fused_attn::cuda::{name},"
+        f" mlx_fused_attn::cuda::{text}); }}\n")
     exe = tmp_path / "print_ptx"
     subprocess.run([cxx, "-std=c++17", f"-I{REPO}", str(main), "-o", str(exe)], check=True)
     name, ptx = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n", 1)
     assert re.findall(r"\.entry\s+(\w+)", ptx) == [name]
-    (tmp_path / "no_op.ptx").write_text(ptx)
+    (tmp_path / "kernel.ptx").write_text(ptx)
     for arch in ["sm_80", "sm_90a"]:
-        r = subprocess.run([ptxas, f"-arch={arch}", str(tmp_path / "no_op.ptx"), "-o", str(tmp_path / f"{arch}.cubin")],
+        r = subprocess.run([ptxas, f"-arch={arch}", str(tmp_path / "kernel.ptx"), "-o", str(tmp_path / f"{arch}.cubin")],
                            capture_output=True, text=True)
         assert r.returncode == 0, f"{arch}: {r.stderr}"

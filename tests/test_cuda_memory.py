@@ -2,11 +2,14 @@
 mx.get_active_memory() rises by exactly the outputs' bytes, as the allocator
 rounds them, while they live and falls back when they die; peak memory sees
 them and the copies the backend makes of unaligned inputs; clear_cache()
-and set_memory_limit() treat them as MLX's own arrays."""
+and set_memory_limit() treat them as MLX's own arrays. With
+MLX_FUSED_ATTN_DEVICE_OUTPUTS=1 an output stays in device memory after the
+host read the previous one (issue 46)."""
 
 import gc
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
 import mlx_fused_attn as fa
@@ -152,3 +155,39 @@ def test_memory_limit_and_cache_see_the_outputs():
     finally:
         mx.set_memory_limit(old_limit)
         mx.clear_cache()
+
+
+@pytest.mark.parametrize("switch", ["1", "0", None], ids=["device", "unified-0", "unified-unset"])
+@pytest.mark.parametrize("name", CALLS)
+def test_an_output_after_a_host_read_of_the_last(name, switch, monkeypatch):
+    """np.array(out) moves out's buffer to managed memory for good (MLX's
+    Buffer::raw_ptr); freed, MLX's cache gives it to the next output of its
+    size, its pages on the host. With MLX_FUSED_ATTN_DEVICE_OUTPUTS=1 the
+    backend gives that output device memory (device_buffer.h); "0" or unset
+    (opt-in until a GPU run checks it, issue 46) keeps what the cache gives,
+    which shows that the cache did give the host's buffer."""
+    if switch is None:
+        monkeypatch.delenv("MLX_FUSED_ATTN_DEVICE_OUTPUTS", raising=False)
+    else:
+        monkeypatch.setenv("MLX_FUSED_ATTN_DEVICE_OUTPUTS", switch)
+    keep_unified = switch != "1"
+    make = CALLS[name]()
+    mx.clear_cache()
+    out = make()
+    mx.eval(out)
+    assert fa._ext._memory_kind(out) == "device"
+    first = np.array(out)
+    assert fa._ext._memory_kind(out) == "managed"
+    del out
+    settled_active()
+    out = make()
+    mx.eval(out)
+    assert fa._ext._memory_kind(out) == ("managed" if keep_unified else "device")
+    np.testing.assert_array_equal(np.array(out), first)
+    # Again, with the second host read's buffer and its swap's free behind.
+    del out
+    settled_active()
+    out = make()
+    mx.eval(out)
+    assert fa._ext._memory_kind(out) == ("managed" if keep_unified else "device")
+    np.testing.assert_array_equal(np.array(out), first)

@@ -5,7 +5,7 @@ rescale's branch, after the softmax. This compiles the producer kernels
 (sm_90a) and reads their SASS: in the key loop, the block's exponentials
 must lie between the wait for S (at most one group pending:
 `WARPGROUP.DEPBAR.LE gsb0, 0x1`) and the wait for P V (none pending:
-`0x0`). Skips without nvcc or nvdisasm (the
+`0x0`), on the static grid and the persistent one. Skips without nvcc or nvdisasm (the
 `test-cuda` extra installs NVIDIA's nvdisasm wheel)."""
 
 import importlib.util
@@ -18,15 +18,20 @@ import pytest
 
 from test_cuda_compile import NVCC, nvcc_output
 
-TILES = "fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true>"
-# (causal, mask): the three instances the AOT build makes of each dtype.
-INSTANCES = [("false", "false"), ("true", "false"), ("false", "true")]
+# The static grid's tiles and the persistent grid's (plan/persistent_grid.h).
+TILES = [
+    f"fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true, {persistent}>"
+    for persistent in ("false", "true")
+]
+# (causal, mask): the three instances the AOT build makes of each dtype and
+# tiles.
+INSTANCES = [(t, c, m) for t in TILES for c, m in [("false", "false"), ("true", "false"), ("false", "true")]]
 KERNELS = (
     '#include "mlx_fused_attn/families/attention/attention_kernel.cuh"\n'
     "const void* kernels[] = {\n"
     + "".join(
-        f"    (const void*)fa::attention_producer_kernel<fa::bfloat_t, 128, 128, {TILES}, {c}, {m}>,\n"
-        for c, m in INSTANCES
+        f"    (const void*)fa::attention_producer_kernel<fa::bfloat_t, 128, 128, {t}, {c}, {m}>,\n"
+        for t, c, m in INSTANCES
     )
     + "};\n"
 )

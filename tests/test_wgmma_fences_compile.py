@@ -2,8 +2,8 @@
 the wgmma.fence before them: the PTX ISA leaves a write to those registers
 between the fence and the products undefined. The tile ops pin every
 accumulator before the fence (swizzled_block.h); this checks the PTX nvcc
-makes of the forward kernels (the producer warpgroup's too) and both
-backward kernels: between each wgmma.fence and its commit, no instruction
+makes of the forward kernels (the producer warpgroup's too) and the
+backward kernels (dK/dV in both forms): between each wgmma.fence and its commit, no instruction
 but the products writes a float register. And the products' shapes: a
 Q K^T step covers 128 keys, a P V step both 64-column panels of D = 128.
 Skips without nvcc."""
@@ -22,6 +22,7 @@ const void* kernels[] = {
     (const void*)fa::attention_kernel<fa::half_t, 64, 64, fa::AttnTilesOf<64, 128, 4, 2, 3, true, false>, false, true>,
     (const void*)fa::attention_producer_kernel<fa::bfloat_t, 128, 128, fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true>, true, true>,
     (const void*)fa::attention_bwd_dkdv_kernel<fa::bfloat_t, 128, fa::AttnTilesOf<64, 64, 4, 2, 1, true, true>, true, false>,
+    (const void*)fa::attention_bwd_dkdv_kernel<fa::half_t, 128, fa::AttnTilesOf<64, 64, 4, 2, 1, true, true>, false, true, true>,
     (const void*)fa::attention_bwd_dq_kernel<fa::bfloat_t, 128, fa::AttnTilesOf<64, 64, 4, 2, 1, true, false>, false, true>,
     (const void*)fa::attention_bwd_dq_kernel<fa::half_t, 64, fa::AttnTilesOf<64, 128, 4, 2, 1, true, true>, true, false>,
 };
@@ -69,3 +70,17 @@ def test_products_cover_128_keys_and_two_panels(ptx):
     body = entry(ptx, "attention_producer_kernel")
     shapes = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m64n\d+k16)", body)
     assert shapes and set(shapes) == {"m64n128k16"}, sorted(set(shapes))
+
+
+def test_one_kernel_dkdv_adds_dq_with_a_warpgroup_product_and_pair_reductions(ptx):
+    """The one-kernel form's dK/dV kernel (half, D = 128): its five
+    products are warpgroup products, dS K (m64n128k16, dS from registers)
+    among them, and dQ's sums leave as 8-byte reductions (red.v2), never
+    as atomics that return a value."""
+    (body,) = [b for b in ptx.split(".entry ")[1:]
+               if "attention_bwd_dkdv_kernel" in b.split("(", 1)[0]
+               and "6__half" in b.split("(", 1)[0]]
+    shapes = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m64n\d+k16)", body)
+    assert shapes.count("m64n128k16") >= 3 and "m64n64k16" in shapes, sorted(set(shapes))
+    assert "red.global.add.v2.f32" in body
+    assert "atom.global" not in body

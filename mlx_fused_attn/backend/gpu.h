@@ -55,4 +55,10 @@ struct BackendInfo {
 };
 BackendInfo backend_info();
 
+/// What holds the memory of the evaluated array `a`: on CUDA "device",
+/// "managed" or "host" as the runtime reports it ("unregistered" for none of
+/// these), on Metal "unified", without a GPU backend "host". The CUDA backend
+/// keeps its outputs in device memory (cuda/device_buffer.h); tests ask here.
+std::string memory_kind(const mlx::core::array& a);
+
 } // namespace mlx_fused_attn::gpu

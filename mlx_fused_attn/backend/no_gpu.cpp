@@ -55,4 +55,8 @@ BackendInfo backend_info() {
   return {"none", false, false, {}};
 }
 
+std::string memory_kind(const mlx::core::array&) {
+  return "host";
+}
+
 } // namespace mlx_fused_attn::gpu

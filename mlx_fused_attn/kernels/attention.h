@@ -452,14 +452,17 @@ struct AttnMainloop {
   }
 
   /// The math's part: work tile `at`'s key blocks into the warp's step
-  /// `st` (begun here, from the sink where split 0 counts it).
-  FA_FUNC void mma(
+  /// `st` (begun here, from the sink where split 0 counts it). Returns the
+  /// blocks it visited; `ring_base`, those of the threadgroup's earlier
+  /// tiles, where the schedule runs on across tiles (Pipeline::kResumes).
+  FA_FUNC int mma(
       FA_THREAD Step& st,
       AttnArrays<T> a,
       const FA_CONSTANT AttnParams& p,
       AttnFeatures f,
       AttnPlace at,
       AttnWarpRows w,
+      int ring_base,
       lane_t lane) const {
     const int head = at.head;
     const int batch = at.batch;
@@ -469,9 +472,12 @@ struct AttnMainloop {
     const AttnVisits visits = range.visits;
     const int n_blocks = range.n_blocks;
 
-    const Pipeline pipe = kv_pipeline<Pipeline>(
+    Pipeline pipe = kv_pipeline<Pipeline>(
         kv.source(p, f, batch, kv_head, visits), n_blocks,
         w.warp * kSimdWidth + lane);
+    if constexpr (Pipeline::kResumes) {
+      pipe.ring_base = ring_base;
+    }
     const AttnBlockMasks<T, kBK> masks = attention_masks_of<T, kBK, true>(
         p, a.mask, f, range, batch, head, w.q_row0);
 
@@ -483,6 +489,13 @@ struct AttnMainloop {
     // nothing: a copy never waited for could land after the threadgroup
     // ends.
     if (n_blocks > 0) {
+      // After a tile of this threadgroup's, whose last products may still
+      // read the Q that this tile's copy overwrites.
+      if constexpr (Pipeline::kResumes) {
+        if (ring_base > 0) {
+          pipe.await_consumers();
+        }
+      }
       AttnQOperand<Target, Shape> q_op;
       load_q(
           q_op, a.q, p, at, w,
@@ -516,24 +529,28 @@ struct AttnMainloop {
         }
       }
     }
+    return n_blocks;
   }
 
   /// The producer's part (one thread of it): the blocks that `mma` visits
   /// in work tile `at`, copied through `maps` (the schedule's: K's and V's
-  /// tensor maps) into the stages.
+  /// tensor maps) into the stages, the ring's from `ring_base` on. Returns
+  /// their count, as mma does.
   template <typename Maps>
-  FA_FUNC void load(
+  FA_FUNC int load(
       const FA_THREAD Maps& maps,
       AttnArrays<T> a,
       const FA_CONSTANT AttnParams& p,
       AttnFeatures f,
-      AttnPlace at) const {
+      AttnPlace at,
+      int ring_base) const {
     const int kv_head = at.head / p.gqa_factor;
     const AttnVisitRange range =
         attention_visit_range<kBQ, kBK>(p, a.mask_blocks, f, at);
     Pipeline::produce(
         maps, kv.source(p, f, at.batch, kv_head, range.visits),
-        range.n_blocks, kv_head, at.batch);
+        range.n_blocks, ring_base, kv_head, at.batch);
+    return range.n_blocks;
   }
 };
 
@@ -541,7 +558,9 @@ struct AttnMainloop {
 /// threadgroup, each run by `mainloop` (mma) into a warp's step and stored
 /// by `Epilogue`. The entry point picks the three policies, as it picks the
 /// target. With a producer warpgroup (attention_produce) these are the
-/// math's warps, numbered from 0.
+/// math's warps, numbered from 0. A scheduler of several tiles a
+/// threadgroup needs a K/V schedule that runs on across them, counting the
+/// blocks of the tiles before (ring_base) as the producer does.
 template <typename Epilogue, typename Mainloop, typename Scheduler>
 FA_FUNC void attention_body(
     Mainloop mainloop,
@@ -552,17 +571,22 @@ FA_FUNC void attention_body(
     int warp,
     lane_t lane) {
   typedef typename Mainloop::Shape Shape;
+  static_assert(
+      Scheduler::kOneTile || Mainloop::Pipeline::kResumes,
+      "several tiles a threadgroup need a schedule that resumes");
+  int ring_base = 0;
   for (AttnWork work = sched.first(); work.valid; work = sched.next(work)) {
     const AttnWarpRows w =
         attention_warp_rows<Shape>(p, f, work.place, warp);
     typename Mainloop::Step st;
-    mainloop.mma(st, a, p, f, work.place, w, lane);
+    ring_base += mainloop.mma(st, a, p, f, work.place, w, ring_base, lane);
     Epilogue::store(st, a, p, f, work.place, w, lane);
   }
 }
 
 /// The producer warpgroup's body (its one copying thread): the same work
-/// tiles as the math's, each tile's blocks copied by `mainloop` (load).
+/// tiles as the math's, each tile's blocks copied by `mainloop` (load)
+/// into the ring from where the last tile's ended.
 template <typename Maps, typename Mainloop, typename Scheduler>
 FA_FUNC void attention_produce(
     const FA_THREAD Maps& maps,
@@ -571,8 +595,9 @@ FA_FUNC void attention_produce(
     const FA_CONSTANT AttnParams& p,
     AttnFeatures f,
     Scheduler sched) {
+  int ring_base = 0;
   for (AttnWork work = sched.first(); work.valid; work = sched.next(work)) {
-    mainloop.load(maps, a, p, f, work.place);
+    ring_base += mainloop.load(maps, a, p, f, work.place, ring_base);
   }
 }
 

@@ -27,6 +27,11 @@ struct AttnArrays {
   const FA_DEVICE unsigned int* mask_blocks; ///< kernels/mask_visits.h
   FA_DEVICE float* split_o; ///< the splits' partial outputs (split_keys.h)
   FA_DEVICE float* split_stats; ///< their row maxima, then row sums
+  /// With split keys on CUDA, one zeroed counter a (query block, head,
+  /// batch), through which the last split to finish merges the partials
+  /// (kernels/cuda/split_merge.cuh); null: a combine kernel merges them
+  /// (Metal always, CUDA as the plan says).
+  FA_DEVICE unsigned int* split_counters;
 };
 
 /// K's stages and V's (Q's rows, where the target keeps Q there, and the

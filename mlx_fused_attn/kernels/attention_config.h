@@ -32,13 +32,20 @@ struct AttnTiles {
   /// the `warps` that do the math, copies K and V by TMA into a ring of
   /// `stages` (tile/kv_tma_ring.h) and gives its registers to the others.
   bool producer = false;
+  /// CUDA sm_90a, with a producer: a persistent grid, a block or
+  /// min_blocks a multiprocessor, each walking its share of the work tiles
+  /// (kernels/cuda/persistent_scheduler.cuh), so that the producer copies
+  /// a tile's first K/V blocks under the previous tile's last products and
+  /// its store. Not a shape: the plan sets it after choosing the tiles
+  /// (plan/persistent_grid.h).
+  bool persistent = false;
 };
 
 constexpr bool operator==(AttnTiles a, AttnTiles b) {
   return a.bq == b.bq && a.bk == b.bk && a.warps == b.warps &&
       a.stages == b.stages && a.min_blocks == b.min_blocks &&
       a.wgmma == b.wgmma && a.q_shared == b.q_shared &&
-      a.producer == b.producer;
+      a.producer == b.producer && a.persistent == b.persistent;
 }
 
 /// The producer's warps (one warpgroup) and its barriers' threadgroup

@@ -5,8 +5,10 @@
 // body asks it for a first tile and for the tile after each, and the math
 // and a producer warpgroup that copies for it (kv_tma_ring.h) walk the same
 // tiles, each asking alone. A scheduler that hands a threadgroup several
-// tiles in turn (a persistent grid) is another type with these two
-// functions.
+// tiles in turn (CUDA's persistent grid, kernels/cuda/
+// persistent_scheduler.cuh) is another type with these two functions, and
+// kOneTile false: the body then runs the K/V schedule on across the tiles
+// (its kResumes, tile/kv_tma_ring.h).
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_args.h"
@@ -18,6 +20,7 @@ namespace fa {
 struct AttnWork {
   AttnPlace place;
   bool valid;
+  int round; ///< the threadgroup's tiles before this one
 };
 
 /// The default scheduler: a threadgroup does one tile, the one its block
@@ -25,10 +28,11 @@ struct AttnWork {
 /// the entry point says: Metal's own, or CUDA's heaviest first
 /// (kernels/cuda/grid_order.cuh).
 struct AttnStaticScheduler {
+  FA_CONST bool kOneTile = true;
   AttnPlace place;
 
   FA_FUNC AttnWork first() const {
-    const AttnWork work = {place, true};
+    const AttnWork work = {place, true, 0};
     return work;
   }
   FA_FUNC AttnWork next(AttnWork work) const {

@@ -17,6 +17,7 @@
 // kernel's parameters say (packed GQA included).
 #pragma once
 
+#include "mlx_fused_attn/kernels/attention_masks.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/language.h"
 
@@ -57,6 +58,98 @@ FA_FUNC stride_t split_row(
   return ((stride_t(index) * p.B + batch) * p.H_q + head) * p.L_q + row;
 }
 
+/// The largest of the n_splits maxima of (batch, head, row): the exponent
+/// that the splits' weights are taken against.
+FA_FUNC float split_max(
+    const FA_DEVICE float* stats,
+    const FA_CONSTANT AttnParams& p,
+    int n_splits,
+    int row,
+    int head,
+    int batch) {
+  float max_all = -FA_INFINITY;
+  for (int i = 0; i < n_splits; ++i) {
+    max_all = FA_MAX(max_all, stats[split_row(p, i, batch, head, row)]);
+  }
+  return max_all;
+}
+
+/// Split `r`'s weight w_i against the maxima's largest, max_all (the
+/// partials' row r; the sums from row `sums`).
+FA_FUNC float split_weight(
+    const FA_DEVICE float* stats,
+    stride_t sums,
+    stride_t r,
+    float max_all) {
+  // NaN in a split's scores makes its sum, and the row, NaN.
+  return stats[sums + r] * FA_EXP2(stats[r] - max_all);
+}
+
+/// Which elements of (batch, head)'s output split_combine_elements merges:
+/// element j at inner + j * stride (inner = row * D_v + column), those at
+/// or past `end` skipped.
+struct SplitElems {
+  int inner;
+  int stride;
+  int end;
+  int head;
+  int batch;
+};
+
+/// kElems elements of the output merged from the n_splits partials, each
+/// split's loads for all of them issued together (a thread that merges
+/// several elements waits on one chain of loads, not kElems).
+template <int kElems, typename T>
+FA_FUNC void split_combine_elements(
+    const FA_DEVICE float* o_part,
+    const FA_DEVICE float* stats,
+    FA_DEVICE T* out,
+    const FA_CONSTANT AttnParams& p,
+    int n_splits,
+    SplitElems e) {
+  const stride_t sums = split_row(p, n_splits, 0, 0, 0);
+  int row[kElems];
+  float max_all[kElems];
+  float weight_sum[kElems];
+  float acc[kElems];
+  FA_UNROLL
+  for (int j = 0; j < kElems; ++j) {
+    const int inner = e.inner + j * e.stride;
+    // A skipped element reads the last row's partials, which its caller's
+    // splits wrote.
+    row[j] = (inner < e.end ? inner : e.end - 1) / p.D_v;
+    max_all[j] = -FA_INFINITY;
+    weight_sum[j] = 0.0f;
+    acc[j] = 0.0f;
+  }
+  for (int i = 0; i < n_splits; ++i) {
+    FA_UNROLL
+    for (int j = 0; j < kElems; ++j) {
+      max_all[j] = FA_MAX(
+          max_all[j], stats[split_row(p, i, e.batch, e.head, row[j])]);
+    }
+  }
+  for (int i = 0; i < n_splits; ++i) {
+    FA_UNROLL
+    for (int j = 0; j < kElems; ++j) {
+      const stride_t r = split_row(p, i, e.batch, e.head, row[j]);
+      const float weight = split_weight(stats, sums, r, max_all[j]);
+      weight_sum[j] += weight;
+      acc[j] += weight * o_part[r * p.D_v + (e.inner + j * e.stride) % p.D_v];
+    }
+  }
+  FA_UNROLL
+  for (int j = 0; j < kElems; ++j) {
+    const int inner = e.inner + j * e.stride;
+    if (inner < e.end) {
+      // All sums 0 (every score -inf): 0 / 0, NaN, as the softmax gives.
+      out[e.batch * p.o_strides[0] + e.head * p.o_strides[1] +
+          row[j] * p.o_strides[2] + inner % p.D_v] =
+          static_cast<T>(acc[j] / weight_sum[j]);
+    }
+  }
+}
+
 /// One element of the output, `inner` = row * D_v + column of (batch,
 /// head), merged from the n_splits partials; nothing past the last row
 /// (a grid of whole threadgroups).
@@ -73,25 +166,34 @@ FA_FUNC void split_combine_element(
   if (inner >= p.L_q * p.D_v) {
     return;
   }
-  const int row = inner / p.D_v;
-  const int col = inner % p.D_v;
+  const SplitElems e = {inner, 0, p.L_q * p.D_v, head, batch};
+  split_combine_elements<1>(o_part, stats, out, p, n_splits, e);
+}
+
+/// The log-sum-exp (natural log) of query row `row` of (batch, head),
+/// merged from the n_splits statistics into lse, fp32 [B, H_q, L_q]:
+/// log(sum_i l_i 2^m_i), -inf where every split's max is the masked score
+/// (every key masked, no sink), as attention_step_store_lse writes it
+/// unsplit.
+FA_FUNC void split_combine_lse(
+    const FA_DEVICE float* stats,
+    FA_DEVICE float* lse,
+    const FA_CONSTANT AttnParams& p,
+    int n_splits,
+    int row,
+    int head,
+    int batch) {
   const stride_t sums = split_row(p, n_splits, 0, 0, 0);
-  float max_all = -FA_INFINITY;
-  for (int i = 0; i < n_splits; ++i) {
-    max_all = FA_MAX(max_all, stats[split_row(p, i, batch, head, row)]);
-  }
+  const float max_all = split_max(stats, p, n_splits, row, head, batch);
   float weight_sum = 0.0f;
-  float acc = 0.0f;
   for (int i = 0; i < n_splits; ++i) {
-    const stride_t r = split_row(p, i, batch, head, row);
-    // NaN in a split's scores makes its sum, and the row, NaN.
-    const float weight = stats[sums + r] * FA_EXP2(stats[r] - max_all);
-    weight_sum += weight;
-    acc += weight * o_part[r * p.D_v + col];
+    weight_sum += split_weight(
+        stats, sums, split_row(p, i, batch, head, row), max_all);
   }
-  // All sums 0 (every score -inf): 0 / 0, NaN, as the softmax gives.
-  out[batch * p.o_strides[0] + head * p.o_strides[1] + row * p.o_strides[2] +
-      col] = static_cast<T>(acc / weight_sum);
+  lse[(stride_t(batch) * p.H_q + head) * p.L_q + row] =
+      max_all == MaskedScore::value
+      ? -FA_INFINITY
+      : (max_all + FA_LOG2(weight_sum)) * FA_LN2;
 }
 
 } // namespace fa

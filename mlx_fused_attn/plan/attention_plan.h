@@ -51,6 +51,10 @@ struct AttentionPlan {
   /// Threadgroups sharing each query block's keys (split_keys.h): more than
   /// one when the grid is under a wave. grid.x counts them.
   int key_splits = 1;
+  /// With key splits on CUDA: the last split of each query block merges
+  /// the partials (kernels/cuda/split_merge.cuh), which then may also give
+  /// the LSE; else a combine kernel merges them (Metal always).
+  bool split_merge = false;
   /// Where the general kernel reads an array mask's key-block visit list
   /// (kernels/mask_visits.h) among the primitive's inputs: the last, after
   /// the call's own; -1 where it reads none.

@@ -124,8 +124,17 @@ Support plan_gpu_backward(
   if (Support fits = grid_fits(target, plan.params); !fits.ok) {
     return fits;
   }
-  plan.tiles = fa::choose_attention_backward_tiles(
+  fa::AttnBwdTiles tiles = fa::choose_attention_backward_tiles(
       p.D, plan.dtype, *target.caps.gpu, target.caps.wgmma);
+  // Metal has one form; the one-kernel form (opt-in, kernel_switches.h)
+  // needs its dK/dV kernel's shared memory (dS and K's copy) to fit.
+  tiles.dq_atomics = *target.caps.gpu == fa::Backend::Cuda &&
+      backward_one_kernel_enabled() &&
+      (target.caps.max_smem_bytes == 0 ||
+       fa::attention_backward_smem_bytes(
+           tiles.dkdv, p.D, plan.dtype, fa::Backend::Cuda, true) <=
+           target.caps.max_smem_bytes);
+  plan.tiles = tiles;
   plan.lists_input =
       plan.features.mask_blocks ? optional_inputs(plan.spec, kBwdMask).end : -1;
   return family_built(target.caps, KernelFamily::AttentionBackward);

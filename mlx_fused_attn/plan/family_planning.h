@@ -3,7 +3,7 @@
 // device and how refusals name the op (PlanTarget), the grid and
 // shared-memory limits, whether the family builds, and what the general
 // kernel's plan shares with the quantized family's (packed GQA, the key
-// splits of its tiles). Each family that the attention op can run keeps its
+// splits of its tiles, whether the last split merges them). Each family that the attention op can run keeps its
 // planning part in its folder (families/<folder>/<name>_planning.cpp,
 // `plan_<name>`, declared here from the registry's FA_ATTENTION_CANDIDATES);
 // the planner tries them in the registry's order. Pure: no backend is
@@ -16,6 +16,7 @@
 #include "mlx_fused_attn/families/registry.h"
 #include "mlx_fused_attn/plan/attention_plan.h"
 #include "mlx_fused_attn/plan/device_caps.h"
+#include "mlx_fused_attn/plan/kernel_switches.h"
 
 namespace mlx_fused_attn {
 
@@ -77,6 +78,13 @@ int key_splits(
     const fa::AttnTiles& tiles,
     fa::DType dtype,
     int cores);
+
+/// Whether the last split merges the partials in the kernel (CUDA, unless
+/// switched off; Metal keeps the combine kernel, kernels/cuda/split_merge.cuh
+/// says why): then a split call may save the LSE too.
+inline bool merges_in_kernel(fa::Backend backend) {
+  return backend == fa::Backend::Cuda && split_merge_enabled();
+}
 
 /// Each attention candidate's planning part: fills the family's tiles, grid
 /// and features into `plan`, or says why the family does not take the call.

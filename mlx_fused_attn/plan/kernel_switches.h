@@ -1,22 +1,45 @@
-// Switches that turn a kernel path off for the GPU backends, each on unless
-// its variable is "0": MLX_FUSED_ATTN_SHORT (the short-sequence kernel),
-// MLX_FUSED_ATTN_SPLIT_KEYS (split keys, split_keys.h) and
-// MLX_FUSED_ATTN_MASK_BLOCKS (an array mask's classes by block and the
-// backward's block lists, kernels/mask_visits.h: the kernels then read the
-// mask at every score of every block). Read when each call
-// is planned (as MLX_FUSED_ATTN_JIT is read at each call), so that one
-// process can time or check the other path on the same shapes
-// (benchmarks/gpu_bench.py --short, the tests); the plan keeps the answer
-// until the call runs.
+// Switches over the GPU backends' kernel paths, read when each call is
+// planned (as MLX_FUSED_ATTN_JIT is read at each call), so that one process
+// can time or check both paths on the same shapes (benchmarks/gpu_bench.py,
+// the tests); the plan keeps the answer until the call runs.
+//
+// On unless the variable is "0" (kernel_switch_on): MLX_FUSED_ATTN_SHORT (the
+// short-sequence kernel), MLX_FUSED_ATTN_SPLIT_KEYS (split keys,
+// split_keys.h) and MLX_FUSED_ATTN_MASK_BLOCKS (an array mask's classes by
+// block and the backward's block lists, kernels/mask_visits.h: the kernels
+// then read the mask at every score of every block).
+//
+// Opt-in, CUDA only (opt_in_switch_on): "1" takes the path wherever it
+// applies, "0", unset or any other value never does. These have never run on
+// a GPU; they wait for a GPU run to check and time them (issue 46), and a run
+// that moves one to default-on deletes it from this list:
+// - MLX_FUSED_ATTN_SPLIT_MERGE: split keys in one kernel, the last split
+//   merging (kernels/cuda/split_merge.cuh); otherwise a combine kernel merges
+//   and a call that saves the LSE runs unsplit.
+// - MLX_FUSED_ATTN_BWD_ONE_KERNEL: the backward as one kernel, dK/dV adding
+//   dQ through atomics (attention_backward_dq_atomics.h), wherever its
+//   shared memory fits; otherwise a dQ kernel of its own.
+// - MLX_FUSED_ATTN_PERSISTENT: the producer kernel's persistent grid
+//   wherever the tiles allow it (plan/persistent_grid.h, whose planner rule
+//   is the candidate default); otherwise the static grid.
+// - MLX_FUSED_ATTN_DEVICE_OUTPUTS: outputs moved to device memory where MLX's
+//   cache hands a unified buffer (backend/cuda/device_buffer.cpp).
 #pragma once
 
 #include <cstdlib>
+
+#include "mlx_fused_attn/plan/persistent_grid.h"
 
 namespace mlx_fused_attn {
 
 inline bool kernel_switch_on(const char* variable) {
   const char* env = std::getenv(variable);
   return env == nullptr || env[0] != '0';
+}
+
+inline bool opt_in_switch_on(const char* variable) {
+  const char* env = std::getenv(variable);
+  return env != nullptr && env[0] == '1' && env[1] == '\0';
 }
 
 inline bool short_attention_enabled() {
@@ -29,6 +52,24 @@ inline bool split_keys_enabled() {
 
 inline bool mask_blocks_enabled() {
   return kernel_switch_on("MLX_FUSED_ATTN_MASK_BLOCKS");
+}
+
+inline bool split_merge_enabled() {
+  return opt_in_switch_on("MLX_FUSED_ATTN_SPLIT_MERGE");
+}
+
+inline bool backward_one_kernel_enabled() {
+  return opt_in_switch_on("MLX_FUSED_ATTN_BWD_ONE_KERNEL");
+}
+
+inline PersistentChoice persistent_choice() {
+  return opt_in_switch_on("MLX_FUSED_ATTN_PERSISTENT")
+      ? PersistentChoice::Always
+      : PersistentChoice::Never;
+}
+
+inline bool device_outputs_enabled() {
+  return opt_in_switch_on("MLX_FUSED_ATTN_DEVICE_OUTPUTS");
 }
 
 } // namespace mlx_fused_attn

@@ -29,7 +29,9 @@ std::vector<std::pair<std::string, int>> tile_fields(
         {"stages", t->stages},
         {"min_blocks", t->min_blocks},
         {"wgmma", t->wgmma},
-        {"q_shared", t->q_shared}};
+        {"q_shared", t->q_shared},
+        {"producer", t->producer},
+        {"persistent", t->persistent}};
   }
   if (const auto* t = std::get_if<fa::ShortAttnTiles>(&plan.tiles)) {
     return {
@@ -74,6 +76,7 @@ PlanSummary summarize_plan(const AttentionPlan& plan) {
   s.family = plan.fused() ? family_name(*plan.family) : "";
   s.key_splits = plan.key_splits;
   s.packed_gqa = plan.packed_gqa;
+  s.split_merge = plan.split_merge;
   s.tiles = tile_fields(plan);
   return s;
 }

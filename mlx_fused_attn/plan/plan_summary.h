@@ -30,6 +30,8 @@ struct PlanSummary {
   int key_splits = 1;
   /// Decoding with GQA: a key/value head's query heads are one block's rows.
   bool packed_gqa = false;
+  /// Split keys merged by the kernel's last split, not a combine kernel.
+  bool split_merge = false;
   /// The family's tiles by field name (empty on the CPU, which has none).
   std::vector<std::pair<std::string, int>> tiles;
 };

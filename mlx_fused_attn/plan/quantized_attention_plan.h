@@ -38,6 +38,10 @@ struct QuantizedAttentionPlan {
   /// grid (the CPU kernel has none: it splits keys by its threads at eval).
   std::variant<std::monostate, fa::AttnTiles> tiles;
   int key_splits = 1;
+  /// With key splits on CUDA: the last split of each query block merges
+  /// the partials (kernels/cuda/split_merge.cuh); else a combine kernel
+  /// merges them (Metal always).
+  bool split_merge = false;
   LaunchGrid grid;
   /// Why no family runs the call (empty when one does).
   std::string reason;

@@ -78,6 +78,7 @@ Support plan_gpu(
   plan.key_splits = key_splits(
       plan.spec.attention.hint, p, tiles, plan.dtype, target.caps.cores);
   plan.features.split_keys = plan.key_splits > 1;
+  plan.split_merge = merges_in_kernel(backend) && plan.features.split_keys;
   plan.grid = {
       blocks_of(p.L_q, tiles.bq) * plan.key_splits,
       static_cast<unsigned>(p.H_q),

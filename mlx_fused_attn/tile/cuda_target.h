@@ -11,7 +11,8 @@
 //   memory for the products to read (q_in_shared.h) instead of registers.
 // - CudaWgmmaTmaTarget: as CudaWgmmaSharedQTarget, its K and V blocks
 //   copied by a producer warpgroup (kv_tma_ring.h); the math's threads only
-//   wait for them.
+//   wait for them. CudaWgmmaTmaResumingTarget: its ring runs on across a
+//   persistent grid's work tiles.
 // - CudaSharedQTarget: as CudaTarget, with Q kept in shared memory and read
 //   a k step at a time (q_in_padded_shared.h).
 //
@@ -101,6 +102,24 @@ struct CudaWgmmaTmaTarget : CudaWgmmaSharedQTarget {
   using KVSchedule = KVTmaRing<Block, Source, kStages>;
   /// Its math threads have 240 registers (attention_kernel.cuh).
   FA_CONST bool kZeroStartLoop = true;
+};
+
+/// CudaWgmmaTmaTarget whose ring runs on across a persistent grid's work
+/// tiles (kv_tma_ring.h's kResumes); a type of its own, so that the static
+/// grid's kernels keep their code.
+struct CudaWgmmaTmaResumingTarget : CudaWgmmaTmaTarget {
+  template <typename Block, typename Source, int kStages>
+  using KVSchedule = KVTmaRing<Block, Source, kStages, true>;
+};
+
+/// The producer kernel's target: its ring resumes across tiles or not.
+template <bool kResumes>
+struct CudaTmaTargetOf {
+  typedef CudaWgmmaTmaTarget type;
+};
+template <>
+struct CudaTmaTargetOf<true> {
+  typedef CudaWgmmaTmaResumingTarget type;
 };
 
 /// `Base` with the second key loop for a zero start where kLoop: the zero

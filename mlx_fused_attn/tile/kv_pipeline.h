@@ -37,6 +37,10 @@ struct KVPipelineBase {
   /// Whether the step releases each block itself (release(kb), once its
   /// P V has returned), so that steps may overlap (attention_step.h).
   FA_CONST bool kOverlapSteps = false;
+  /// Whether the schedule runs on across a threadgroup's work tiles (a
+  /// persistent scheduler's, attention_scheduler.h): the others start
+  /// afresh in one tile a threadgroup.
+  FA_CONST bool kResumes = false;
 
   Source src;
   int n_blocks; ///< key blocks the threadgroup visits

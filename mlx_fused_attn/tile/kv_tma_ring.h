@@ -17,6 +17,18 @@
 // blocks. The Source is attention.h's AttnKVSource: the stages'
 // addresses, the barriers' (sync_smem, after V's stages) and the consumer
 // threads (kThreads).
+//
+// With kResumes (CudaWgmmaTmaResumingTarget) the ring runs on across a
+// threadgroup's work tiles (a persistent scheduler's): a tile's block kb
+// is the ring's block ring_base + kb, ring_base the blocks of the
+// threadgroup's earlier tiles, which the producer and the consumers count
+// alike. Stages and barrier
+// phases follow the ring's count, so the producer fills the next tile's
+// first stages as soon as the consumers release the last tile's, under
+// its last products and its store. The turns end each tile as they began
+// (every arrival on a turn's barrier met by its wait), and before a later
+// tile's Q overwrites the last one's every consumer has retired the last
+// tile's products (await_consumers).
 #pragma once
 
 #include "mlx_fused_attn/tile/kv_pipeline.h"
@@ -73,20 +85,56 @@ FA_FUNC void kv_tma_copy_block(
   }
 }
 
-template <typename Block, typename Source, int kStages>
+template <
+    typename Block,
+    typename Source,
+    int kStages,
+    bool kResumes_ = false>
 struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
   typedef KVPipelineBase<Block, Source, kStages> Base;
   typedef KVTmaBarriers<kStages> Barriers;
   FA_CONST int kSyncBytes = kKVTmaSyncBytes;
   FA_CONST bool kOverlapSteps = true;
+  FA_CONST bool kResumes = kResumes_;
   static_assert(
       sizeof(Barriers) <= kKVTmaSyncBytes, "the barriers outgrow their space");
+
+  /// The ring's blocks before this tile's block 0 (the mainloop sets it
+  /// where the ring resumes; else the ring starts at each tile's block 0).
+  int ring_base;
 
   FA_FUNC Barriers* barriers() const {
     return reinterpret_cast<Barriers*>(Base::src.sync_smem());
   }
-  static FA_FUNC unsigned parity(int kb) {
-    return unsigned(kb / kStages) & 1u;
+  /// This tile's block kb's place in the ring.
+  static FA_FUNC int ring_block(int ring_base, int kb) {
+    if constexpr (kResumes) {
+      return ring_base + kb;
+    } else {
+      return kb;
+    }
+  }
+  FA_FUNC int ring_block(int kb) const {
+    return ring_block(ring_base, kb);
+  }
+  /// Block kb's stage and the phase of its barriers' waits.
+  FA_FUNC int stage(int kb) const {
+    return ring_block(kb) % kStages;
+  }
+  FA_FUNC unsigned parity(int kb) const {
+    return unsigned(ring_block(kb) / kStages) & 1u;
+  }
+  FA_FUNC const typename Source::elem_type* k_block(int kb) const {
+    return Base::src.k_block(stage(kb));
+  }
+  FA_FUNC const typename Source::elem_type* v_block(int kb) const {
+    return Base::src.v_block(stage(kb));
+  }
+
+  /// Before a later tile's Q load: every consumer has retired the products
+  /// that read the last tile's Q (each warpgroup's last wait precedes it).
+  FA_FUNC void await_consumers() const {
+    named_barrier(kConsumerBarrier, Source::kThreads);
   }
 
   /// The math warpgroups take turns at issuing their products, in a ring
@@ -127,11 +175,11 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
   }
 
   FA_FUNC void acquire(int kb) const {
-    mbarrier_wait(&barriers()->full_k[Base::stage(kb)], parity(kb));
+    mbarrier_wait(&barriers()->full_k[stage(kb)], parity(kb));
   }
 
   FA_FUNC void acquire_v(int kb) const {
-    mbarrier_wait(&barriers()->full_v[Base::stage(kb)], parity(kb));
+    mbarrier_wait(&barriers()->full_v[stage(kb)], parity(kb));
   }
 
   /// This warp is done with block kb's stage (its P V has returned): one
@@ -139,26 +187,29 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
   FA_FUNC void release(int kb) const {
     __syncwarp();
     if (Base::tid % kSimdWidth == 0) {
-      mbarrier_arrive(&barriers()->empty[Base::stage(kb)]);
+      mbarrier_arrive(&barriers()->empty[stage(kb)]);
     }
   }
 
   /// The producer's one thread: block i of src.visits (visits.block(i)
-  /// times Source::kBK keys on), i < n_blocks, into stage i %
+  /// times Source::kBK keys on), i < n_blocks, the ring's block g
+  /// (ring_block: ring_base + i where the ring resumes), into stage g %
   /// kStages once the consumers have released the block that stage held
   /// before.
   static FA_FUNC void produce(
       const KVTmaMaps& maps,
       const Source& src,
       int n_blocks,
+      int ring_base,
       int kv_head,
       int batch) {
     typedef typename Source::VBlock VBlock;
     Barriers* bars = reinterpret_cast<Barriers*>(src.sync_smem());
     for (int kb = 0; kb < n_blocks; ++kb) {
-      const int s = kb % kStages;
-      if (kb >= kStages) {
-        mbarrier_wait(&bars->empty[s], unsigned(kb / kStages - 1) & 1u);
+      const int g = ring_block(ring_base, kb);
+      const int s = g % kStages;
+      if (g >= kStages) {
+        mbarrier_wait(&bars->empty[s], unsigned(g / kStages - 1) & 1u);
       }
       const int key0 = src.visits.block(kb) * Source::kBK;
       kv_tma_copy_block<Block>(

@@ -164,6 +164,23 @@ struct MmaFragC : MmaLayout {
     }
   }
 
+  /// dst[r * ld + c] += element (r, c) for rows r < lim_rows: fire-and-
+  /// forget reductions in L2 (red), a column pair in one 8-byte red.v2 on
+  /// sm_90 (its vector form starts there), two scalar ones before.
+  static FA_FUNC void atomic_add_device(
+      const MmaFragC& f,
+      float* dst,
+      stride_t ld,
+      int lim_rows,
+      lane_t lane) {
+    FA_UNROLL
+    for (int e = 0; e < kElems; e += 2) {
+      if (row(lane, e) < lim_rows) {
+        red_add_pair(dst + row(lane, e) * ld + col(lane, e), f.v[e], f.v[e + 1]);
+      }
+    }
+  }
+
  private:
   // Columns 2t and 2t+1 are adjacent and the row starts are 16-byte aligned
   // (the host guarantees it), so a pair is one 4- or 8-byte store.
@@ -175,6 +192,16 @@ struct MmaFragC : MmaLayout {
   }
   static FA_FUNC void store_pair(float* p, float x, float y) {
     *reinterpret_cast<float2*>(p) = make_float2(x, y);
+  }
+  static FA_FUNC void red_add_pair(float* p, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p),
+                 "f"(x), "f"(y)
+                 : "memory");
+#else
+    atomicAdd(p, x);
+    atomicAdd(p + 1, y);
+#endif
   }
 };
 

@@ -45,4 +45,33 @@ FA_FUNC void q_load(
   }
 }
 
+/// The threadgroup's rows as a block of type Block (rows x head dim, padded
+/// as its products read it) in threadgroup memory, for a product that takes
+/// them as its B (O += P B: the backward's dQ += dS K): registers hold each
+/// warp's rows as A fragments only, so they are copied into `copy`
+/// (Block::kElems). The copy joins the next committed group, as q_load's
+/// does; its arguments are q_load's.
+template <
+    typename Block,
+    typename FragA,
+    int kWarpRows,
+    int kCols,
+    int kSrcCols,
+    typename T>
+FA_FUNC const FA_THREADGROUP T* operand_block(
+    const FA_THREAD QInRegisters<FragA, kWarpRows, kCols, kSrcCols>&,
+    FA_THREADGROUP T* copy,
+    const FA_DEVICE T* src,
+    stride_t ld,
+    int rows,
+    bool ragged,
+    int tid) {
+  if (ragged) {
+    Block::load_safe(copy, src, ld, rows, tid);
+  } else {
+    Block::load(copy, src, ld, tid);
+  }
+  return copy;
+}
+
 } // namespace fa

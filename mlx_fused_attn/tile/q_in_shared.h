@@ -59,4 +59,33 @@ FA_FUNC void q_load(
   q.smem = smem + (warp / 4) * Q::kGroupRows * kCols;
 }
 
+/// The threadgroup's rows as a block of type Block for a product that takes
+/// them as its B (q_in_registers.h's operand_block): one warpgroup's rows
+/// are already a swizzled block of the streamed blocks' layout, so the
+/// operand's own memory is the block and nothing is copied.
+template <
+    typename Block,
+    typename T,
+    int kRows,
+    int kCols,
+    int kThreads,
+    int kSrcCols>
+FA_FUNC const T* operand_block(
+    const QInShared<T, kRows, kCols, kThreads, kSrcCols>& q,
+    T*,
+    const T*,
+    stride_t,
+    int,
+    bool,
+    int) {
+  typedef QInShared<T, kRows, kCols, kThreads, kSrcCols> Q;
+  // A warpgroup's block of rows is a SwizzledBlock of as many rows: both
+  // are SwizzledRows<T, kGroupRows, kCols>.
+  static_assert(
+      kRows == Q::kGroupRows && Block::kProductWarps == 4 &&
+          Block::kElems == Q::kSmemElems,
+      "the rows are one swizzled block of a warpgroup's rows");
+  return q.smem;
+}
+
 } // namespace fa

@@ -71,6 +71,27 @@ FA_FUNC void tile_load_shared(
   }
 }
 
+/// Element (r, c) of the tile into dst[r * kStrR + c * kStrC], one element
+/// at a time: swapped strides store the tile transposed (the backward's
+/// dS^T, stored as dS for a product over its keys).
+template <int kStrR, int kStrC, typename F, int R, int C, typename U>
+FA_FUNC void tile_store_shared(
+    FA_THREADGROUP U* dst,
+    const FA_THREAD Tile<F, R, C>& t,
+    lane_t lane) {
+  FA_UNROLL
+  for (int i = 0; i < R; ++i) {
+    FA_UNROLL
+    for (int j = 0; j < C; ++j) {
+      FA_UNROLL
+      for (int e = 0; e < F::kElems; ++e) {
+        dst[(i * F::kRows + F::row(lane, e)) * kStrR +
+            (j * F::kCols + F::col(lane, e)) * kStrC] = frag_at(t, i, j).v[e];
+      }
+    }
+  }
+}
+
 /// Row-major device memory with row stride ld, unit column stride.
 template <typename F, int R, int C, typename U>
 FA_FUNC void tile_load_device(
@@ -172,6 +193,30 @@ FA_FUNC void tile_store_device_safe(
           ld,
           lim_rows - i * F::kRows,
           lim_cols - j * F::kCols,
+          lane);
+    }
+  }
+}
+
+/// dst[r * ld + c] += element (r, c) for the rows r < lim_rows, as device
+/// atomics (the fragment's atomic_add_device: no value returned, and two
+/// adjacent columns in one operation where the target has it).
+template <typename F, int R, int C>
+FA_FUNC void tile_atomic_add_device(
+    FA_DEVICE float* dst,
+    const FA_THREAD Tile<F, R, C>& t,
+    stride_t ld,
+    int lim_rows,
+    lane_t lane) {
+  FA_UNROLL
+  for (int i = 0; i < R; ++i) {
+    FA_UNROLL
+    for (int j = 0; j < C; ++j) {
+      F::atomic_add_device(
+          frag_at(t, i, j),
+          dst + (i * F::kRows) * ld + j * F::kCols,
+          ld,
+          lim_rows - i * F::kRows,
           lane);
     }
   }

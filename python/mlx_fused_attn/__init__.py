@@ -246,8 +246,8 @@ def _attention(q, k, v, *, scale, mask=None, sinks=None, force_fused=False, stre
                hint: PlanHint = PlanHint()):  # fmt: skip
     """``scaled_dot_product_attention`` with a plan hint: the tuned table's
     choice among the plans of the call (``route``, ``tune``). A call that
-    returns the LSE takes none: its plan never splits keys nor runs the
-    short kernel."""
+    returns the LSE takes none: its plan never runs the short kernel, and
+    splits keys only where the kernel's last split merges them (CUDA)."""
     scale = _check_types(q, k, v, scale, mask, sinks)
     try:
         return _ext.scaled_dot_product_attention(

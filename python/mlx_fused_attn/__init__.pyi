@@ -174,6 +174,7 @@ class PlanSummary(NamedTuple):
     key_splits: int
     packed_gqa: bool
     tiles: dict[str, int]
+    split_merge: bool = False
     @property
     def fused(self) -> bool: ...
 

@@ -28,6 +28,8 @@ class PlanSummary(NamedTuple):
     key_splits: int  # ways each query block's keys are split (1: unsplit)
     packed_gqa: bool  # decoding: a key/value head's query heads are one block's rows
     tiles: dict  # the family's tiles by field name; empty on the CPU
+    # CUDA: the kernel's last split merges the key splits (no combine kernel)
+    split_merge: bool = False
 
     @property
     def fused(self) -> bool:

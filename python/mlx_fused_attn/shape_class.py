@@ -15,7 +15,9 @@ differs by at most 2x, and what flips a winner jumps at a power of two or
 is in the class itself: the short kernel's reach (L <= 64), cuDNN's head
 dims, the mask kind (mx.fast runs bool masks as plain MLX ops), a grid
 against a wave of the GPU. A hint a call's plan cannot take (the short
-kernel off for a call it does not take) leaves that plan as it is.
+kernel off for a call it does not take) leaves that plan as it is. The
+mask's content is left out: reading it would wait in the hot path, and
+docs/routing.md ("Shape classes") says why the choice does not need it.
 """
 
 from __future__ import annotations

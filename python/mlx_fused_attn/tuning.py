@@ -8,7 +8,9 @@ filling caches), then up to ``repeats`` times, each one call and one
 ``mx.eval`` between two readings of ``clock`` (one evaluation a call: MLX's
 CUDA graphs overlap independent calls of one evaluation), stopping early
 once the timed runs pass ``budget_s``; the median counts. Wall time on
-every device: MLX exposes no GPU time for a command buffer. A candidate
+every device: MLX exposes no GPU time for a command buffer, and the choice,
+the smallest time of one call's candidates, does not need it
+(docs/routing.md, "Shape classes", says why). A candidate
 that lost by more than ``prune`` times at a smaller class of the same
 series (the same class but for L_q and L_k, both no longer) is not timed
 again: unfused attention only falls further behind as lengths grow, and on

@@ -100,6 +100,7 @@ void bind_plans(nb::module_& m) {
         d["key_splits"] = plan.key_splits;
         d["packed_gqa"] = plan.packed_gqa;
         d["tiles"] = tiles;
+        d["split_merge"] = plan.split_merge;
         return d;
       },
       "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
@@ -107,7 +108,7 @@ void bind_plans(nb::module_& m) {
       "short_kernel"_a = true, "max_key_splits"_a = 0,
       "metal_variant"_a = nb::none(),
       "The plan of a call as a dict: code, message, family, key_splits, "
-      "packed_gqa, tiles.");
+      "packed_gqa, tiles, split_merge.");
 
   m.def(
       "cuda_multiprocessors",
@@ -408,6 +409,19 @@ void bind_build_info(nb::module_& m) {
       },
       "The GPU backend this build has, whether its kernels were built ahead "
       "of time, and whether they are compiled at run time now.");
+
+  m.def(
+      "_memory_kind",
+      [](mx::array a) {
+        {
+          nb::gil_scoped_release nogil;
+          a.eval();
+        }
+        return mlx_fused_attn::gpu::memory_kind(a);
+      },
+      "a"_a,
+      "What holds the evaluated array's memory (gpu.h's memory_kind), "
+      "without moving it: the host read test asks.");
 }
 
 } // namespace

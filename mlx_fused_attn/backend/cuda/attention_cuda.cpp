@@ -125,7 +125,7 @@ Support prepare(const AttentionPlan& plan, mx::Stream s) {
   if (plan.family == KernelFamily::ShortAttention) {
     return named(kOp, cuda::short_attention_ready(plan, device, arch));
   }
-  if (plan.key_splits > 1) {
+  if (plan.key_splits > 1 && !plan.split_merge) {
     if (Support ready = cuda::kernel_ready(
             cuda::SplitCombineKernelKey{plan.dtype}, device, arch);
         !ready.ok) {
@@ -229,10 +229,11 @@ void run(
       std::get<fa::AttnTiles>(plan.tiles).producer;
   RunInputs in = run_inputs(plan, inputs, producer, at);
   // The backward's LSE, where the primitive asked for it (outputs[1]); a
-  // plan that saves it has no split keys (plan_general_launch).
+  // plan that saves it splits keys only where the last split merges
+  // (plan_general_launch).
   fa::AttnFeatures features = plan.features;
   features.has_lse = outputs.size() > 1;
-  if (features.has_lse && plan.key_splits > 1) {
+  if (features.has_lse && plan.key_splits > 1 && !plan.split_merge) {
     throw std::logic_error(
         "[FusedAttention] internal error: split keys with the LSE");
   }
@@ -241,7 +242,9 @@ void run(
     made.push_back(&outputs[1]);
   }
   const cuda::SplitPartials parts =
-      cuda::make_buffers(made, plan.key_splits, plan.params, at.s, at.enc);
+      cuda::make_buffers(
+          made, plan.key_splits, cuda::merged_tiles(plan), plan.params, at.s,
+          at.enc);
   float* lse = features.has_lse ? mx::gpu_ptr<float>(outputs[1]) : nullptr;
   cuda::poison(out, at.enc, at.device, at.arch);
 
@@ -263,6 +266,10 @@ void run(
     at.enc.set_output_array(*parts.o_part);
     at.enc.set_output_array(*parts.stats);
   }
+  // After the node that zeroes them.
+  if (parts.counters) {
+    at.enc.set_output_array(*parts.counters);
+  }
   const CUfunction function =
       cuda::kernel_function(general_key(plan), at.device, at.arch);
   if (producer) {
@@ -270,16 +277,16 @@ void run(
     add_attention_node(
         at.enc, function, plan, params, in.q, in.k, in.v, out, in.mask_ptr,
         in.sinks_ptr, features, parts.o_part_ptr, parts.stats_ptr,
-        plan.key_splits, lse, in.visits_ptr,
+        parts.counters_ptr, plan.key_splits, lse, in.visits_ptr,
         cuda::panel_tensor_map(in.k, plan.dtype, rows),
         cuda::panel_tensor_map(in.v, plan.dtype, rows));
   } else {
     add_attention_node(
         at.enc, function, plan, params, in.q, in.k, in.v, out, in.mask_ptr,
         in.sinks_ptr, features, parts.o_part_ptr, parts.stats_ptr,
-        plan.key_splits, lse, in.visits_ptr);
+        parts.counters_ptr, plan.key_splits, lse, in.visits_ptr);
   }
-  if (parts.o_part) {
+  if (parts.o_part && !plan.split_merge) {
     cuda::add_combine_node(
         at.enc,
         cuda::kernel_function(

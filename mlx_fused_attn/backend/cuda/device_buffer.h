@@ -9,6 +9,9 @@
 // MLX's cache answers with a device buffer of the size, as it does in a
 // model. So an MLX primitive makes the memory, run here as a node of the
 // graph being built: it allocates on the stream's device, in stream order.
+// Where MLX's cache answers with a buffer that a host read moved to unified
+// memory, the buffer is given device memory before the kernel writes it
+// (device_buffer.cpp; issue 46).
 #pragma once
 
 #include <vector>
@@ -23,9 +26,12 @@ namespace mlx_fused_attn::cuda {
 void set_device_data(mlx::core::array& a, mlx::core::Stream s);
 
 /// As above for several arrays, with one launch (each empty launch is a
-/// kernel of about 1.4 us on an H200).
+/// kernel of about 1.4 us on an H200). `zero_first`: the launch zeroes the
+/// first array, of 32-bit words, a multiple of kZeroWordsThreads of them
+/// (zero_words_kernel_ptx.h's zeroed_words), in place of writing nothing.
 void set_device_data(
     const std::vector<mlx::core::array*>& arrays,
-    mlx::core::Stream s);
+    mlx::core::Stream s,
+    bool zero_first = false);
 
 } // namespace mlx_fused_attn::cuda

@@ -38,7 +38,7 @@ inline std::string tiles_expression(const fa::AttnTiles& t) {
       std::to_string(t.bk) + ", " + std::to_string(t.warps) + ", " +
       std::to_string(t.stages) + ", " + std::to_string(t.min_blocks) + ", " +
       bool_name(t.wgmma) + ", " + bool_name(t.q_shared) + ", " +
-      bool_name(t.producer) + ">";
+      bool_name(t.producer) + ", " + bool_name(t.persistent) + ">";
 }
 
 } // namespace mlx_fused_attn::cuda

@@ -4,6 +4,7 @@
 
 #include "mlx/backend/cuda/utils.h"
 #include "mlx_fused_attn/backend/cuda/device_buffer.h"
+#include "mlx_fused_attn/backend/cuda/zero_words_kernel_ptx.h"
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/plan/launch_params.h"
 
@@ -24,10 +25,21 @@ mx::array unmade_floats(int64_t n) {
 SplitPartials make_buffers(
     std::vector<mx::array*> outputs,
     int key_splits,
+    int64_t merged_tiles,
     const fa::AttnParams& p,
     mx::Stream s,
     mx::cu::CommandEncoder& enc) {
   SplitPartials parts;
+  if (merged_tiles > 0) {
+    // The first buffer, which set_device_data's launch zeroes: padded to
+    // words it zeroes whole.
+    parts.counters = mx::array(
+        {static_cast<int>(zeroed_words(merged_tiles))},
+        mx::uint32,
+        nullptr,
+        {});
+    outputs.insert(outputs.begin(), &*parts.counters);
+  }
   if (key_splits > 1) {
     const int64_t rows = split_rows(key_splits, p);
     parts.o_part = unmade_floats(rows * p.D_v);
@@ -35,12 +47,16 @@ SplitPartials make_buffers(
     outputs.push_back(&*parts.o_part);
     outputs.push_back(&*parts.stats);
   }
-  set_device_data(outputs, s);
+  set_device_data(outputs, s, /* zero_first = */ merged_tiles > 0);
   if (parts.o_part) {
     enc.add_temporary(*parts.o_part);
     enc.add_temporary(*parts.stats);
     parts.o_part_ptr = mx::gpu_ptr<float>(*parts.o_part);
     parts.stats_ptr = mx::gpu_ptr<float>(*parts.stats);
+  }
+  if (parts.counters) {
+    enc.add_temporary(*parts.counters);
+    parts.counters_ptr = mx::gpu_ptr<uint32_t>(*parts.counters);
   }
   return parts;
 }

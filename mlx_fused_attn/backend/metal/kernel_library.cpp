@@ -196,4 +196,8 @@ BackendInfo backend_info() {
   return {"metal", aot, use_jit(), all_kernel_families()};
 }
 
+std::string memory_kind(const mlx::core::array&) {
+  return "unified";
+}
+
 } // namespace mlx_fused_attn::gpu

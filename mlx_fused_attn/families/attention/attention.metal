@@ -90,7 +90,7 @@ fa_attention(
   // Unbound without split keys: read only with them.
   const int splits = features.split_keys ? *n_splits : 1;
   const fa::AttnArrays<T> arrays = {
-      q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats};
+      q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats, nullptr};
   const fa::AttnSmem<T> smem = {k_smem, v_smem};
   typedef fa::AttnParts<Target, Shape> Parts;
   fa::attention_body<typename Parts::Epilogue>(

@@ -12,14 +12,21 @@ inline void attention_head_dims(fa::DType t, int d, int dv) {
   const std::string group =
       "attention_d" + std::to_string(d) + "_dv" + std::to_string(dv);
   // Plain, causal and array-mask variants; with and without warpgroup
-  // products; for grids of one wave and past it.
+  // products; for grids of one wave and past it; the producer kernel's
+  // static and persistent grids (plan/persistent_grid.h).
   for (bool wgmma : {false, true}) {
     for (bool large_grid : {false, true}) {
-      const fa::AttnTiles tiles = fa::choose_attention_tiles(
+      fa::AttnTiles tiles = fa::choose_attention_tiles(
           d, dv, t, fa::Backend::Cuda, wgmma, large_grid);
-      for (int variant = 0; variant < 3; ++variant) {
-        cuda(group, AttentionKernelKey{t, d, dv, tiles, variant == 1,
-                                       variant == 2}.expression());
+      for (bool persistent : {false, true}) {
+        if (persistent && !tiles.producer) {
+          continue;
+        }
+        tiles.persistent = persistent;
+        for (int variant = 0; variant < 3; ++variant) {
+          cuda(group, AttentionKernelKey{t, d, dv, tiles, variant == 1,
+                                         variant == 2}.expression());
+        }
       }
     }
   }

@@ -1,8 +1,10 @@
 // CUDA entry point of the fused attention kernel. The body is
 // mlx_fused_attn/kernels/attention.h, the same one Metal runs; this file
 // only declares the shared memory, fills the features and picks the body's
-// policies: the target's mainloop and epilogue (AttnParts) and the static
-// tile scheduler over the grid's blocks in CUDA's order.
+// policies: the target's mainloop and epilogue (AttnParts) and the tile
+// scheduler: the static one over the grid's blocks in CUDA's order, or, for
+// the producer kernel with persistent tiles, the persistent one
+// (persistent_scheduler.cuh).
 //
 // Template: element type, head dims (D of q and k, DV of v), tiles (a type
 // whose `value` is an AttnTiles, kernel_tiles.h; wgmma: warpgroup products,
@@ -15,18 +17,23 @@
 // instances that nvcc and NVRTC build.
 //
 // Grid: (query blocks * splits, H_q, B), causal ones taken heaviest first
-// (grid_order.cuh); block: attention_launch_warps(tiles) * 32 threads; dynamic
+// (grid_order.cuh), or with persistent tiles (blocks, 1, 1), which walk
+// that grid's tiles in the same order; block: attention_launch_warps(tiles) * 32 threads; dynamic
 // shared memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
 // With split keys (split_keys.h, features.split_keys) the kernel writes
 // n_splits partials to o_part and stats (split_keys.h), the split being the
-// block index modulo n_splits.
-// Without them, lse: the rows' log-sum-exp (fp32 [B, H_q, L_q]) where
+// block index modulo n_splits; with split_counters (zeroed, one a query
+// block, head and batch) the last split of each merges them into the
+// output and lse (kernels/cuda/split_merge.cuh), without, split_combine_kernel
+// does. lse: the rows' log-sum-exp (fp32 [B, H_q, L_q]) where
 // features.has_lse.
 #pragma once
 
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/kernels/cuda/grid_order.cuh"
 #include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/kernels/cuda/persistent_scheduler.cuh"
+#include "mlx_fused_attn/kernels/cuda/split_merge.cuh"
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
@@ -55,6 +62,26 @@ constexpr bool kSmemBytesAgree =
              AttnQOperand<Target, Shape>::kSmemElems) +
         (Tiles::value.producer ? kKVTmaSyncBytes : 0);
 
+/// The features that the instance fixes at compile time, and whether the
+/// grid takes its work tiles heaviest first: where the work falls by query
+/// block (grid_order.cuh).
+template <bool kCausal, bool kHasMask>
+__device__ __forceinline__ bool attention_fix_features(AttnFeatures& features) {
+  features.causal = kCausal;
+  features.has_mask = kHasMask;
+  // Classes come only with a mask: a constant, so that unmasked
+  // instances compile the plain run of key blocks.
+  features.mask_blocks = kHasMask && features.mask_blocks;
+  return kCausal || features.mask_blocks;
+}
+
+/// What one (head, batch) row of the grid streams: a query head its share
+/// of its key/value head's K and V.
+template <typename T, int D, int DV>
+__device__ __forceinline__ stride_t attention_row_bytes(const AttnParams& params) {
+  return stride_t(params.L_k) * (D + DV) * sizeof(T) / params.gqa_factor;
+}
+
 /// The features that the instance fixes at compile time, and the tile
 /// scheduler of CUDA's grid (attention_scheduler.h): the static one, over
 /// the grid's blocks taken heaviest first where the work falls by query
@@ -64,16 +91,56 @@ __device__ __forceinline__ AttnStaticScheduler attention_grid_scheduler(
     AttnFeatures& features,
     const AttnParams& params,
     int n_splits) {
-  features.causal = kCausal;
-  features.has_mask = kHasMask;
-  // Classes come only with a mask: a constant, so that unmasked
-  // instances compile the plain run of key blocks.
-  features.mask_blocks = kHasMask && features.mask_blocks;
-  // A query head streams its share of its key/value head's K and V.
+  const bool by_weight = attention_fix_features<kCausal, kHasMask>(features);
   const GridBlock g = grid_block<Heaviest::Last>(
-      kCausal || features.mask_blocks,
-      stride_t(params.L_k) * (D + DV) * sizeof(T) / params.gqa_factor);
+      by_weight, attention_row_bytes<T, D, DV>(params));
   return attention_static_scheduler(g.x, g.head, g.batch, n_splits);
+}
+
+/// The same features, and the persistent scheduler of the work tiles that
+/// the static grid of `Tiles` would launch (persistent_scheduler.cuh).
+template <
+    typename T,
+    int D,
+    int DV,
+    typename Tiles,
+    bool kCausal,
+    bool kHasMask>
+__device__ __forceinline__ AttnPersistentScheduler
+attention_persistent_scheduler(
+    AttnFeatures& features,
+    const AttnParams& params,
+    int n_splits) {
+  const AttnPersistentScheduler s = {
+      (params.L_q + Tiles::value.bq - 1) / Tiles::value.bq * n_splits,
+      params.H_q,
+      params.B,
+      n_splits,
+      attention_fix_features<kCausal, kHasMask>(features),
+      attention_row_bytes<T, D, DV>(params)};
+  return s;
+}
+
+/// The producer kernel's scheduler: the persistent one where its tiles say
+/// so (AttnTiles::persistent), else the static one.
+template <
+    typename T,
+    int D,
+    int DV,
+    typename Tiles,
+    bool kCausal,
+    bool kHasMask>
+__device__ __forceinline__ auto attention_producer_scheduler(
+    AttnFeatures& features,
+    const AttnParams& params,
+    int n_splits) {
+  if constexpr (Tiles::value.persistent) {
+    return attention_persistent_scheduler<T, D, DV, Tiles, kCausal, kHasMask>(
+        features, params, n_splits);
+  } else {
+    return attention_grid_scheduler<T, D, DV, kCausal, kHasMask>(
+        features, params, n_splits);
+  }
 }
 
 template <
@@ -96,6 +163,7 @@ __global__ void __launch_bounds__(
     AttnFeatures features,
     float* o_part,
     float* stats,
+    unsigned int* split_counters,
     int n_splits,
     float* lse,
     const unsigned int* mask_blocks) {
@@ -103,6 +171,7 @@ __global__ void __launch_bounds__(
   // fat binary, but the host launches it only on sm_90a (kernels.h,
   // has_wgmma).
   constexpr AttnTiles t = Tiles::value;
+  static_assert(!t.persistent, "a persistent grid needs the producer kernel");
   if constexpr (t.wgmma && !FA_HAS_WGMMA) {
     __trap();
   } else {
@@ -128,10 +197,11 @@ __global__ void __launch_bounds__(
         attention_grid_scheduler<T, D, DV, kCausal, kHasMask>(
             features, params, n_splits);
     const AttnArrays<T> arrays = {
-        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats};
+        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats,
+        split_counters};
     const AttnSmem<T> smem = {k_smem, v_smem};
     typedef AttnParts<Target, Shape> Parts;
-    attention_body<typename Parts::Epilogue>(
+    attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
         Parts::mainloop(arrays, smem), arrays, params, features, sched,
         threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
   }
@@ -165,6 +235,7 @@ __global__ void __launch_bounds__(
     AttnFeatures features,
     float* o_part,
     float* stats,
+    unsigned int* split_counters,
     int n_splits,
     float* lse,
     const unsigned int* mask_blocks,
@@ -175,7 +246,8 @@ __global__ void __launch_bounds__(
     __trap();
   } else {
     typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages, DV> Shape;
-    typedef CudaWgmmaTmaTarget Target;
+    // A persistent grid's ring runs on across its tiles.
+    typedef typename CudaTmaTargetOf<t.persistent>::type Target;
     typedef AttnKBlock<Target, Shape> KBlock;
     static_assert(t.producer && t.wgmma && t.q_shared, "producer tiles only");
     static_assert(
@@ -202,11 +274,12 @@ __global__ void __launch_bounds__(
         reinterpret_cast<KVTmaBarriers<t.stages>*>(
             attention_sync_smem<Target, Shape>(v_smem));
 
-    const AttnStaticScheduler sched =
-        attention_grid_scheduler<T, D, DV, kCausal, kHasMask>(
+    const auto sched =
+        attention_producer_scheduler<T, D, DV, Tiles, kCausal, kHasMask>(
             features, params, n_splits);
     const AttnArrays<T> arrays = {
-        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats};
+        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats,
+        split_counters};
     const AttnSmem<T> smem = {k_smem, v_smem};
     typedef AttnParts<Target, Shape> Parts;
     const typename Parts::Mainloop mainloop = Parts::mainloop(arrays, smem);
@@ -224,7 +297,7 @@ __global__ void __launch_bounds__(
       return;
     }
     warpgroup_registers_increase<kMathRegs>();
-    attention_body<typename Parts::Epilogue>(
+    attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
         mainloop, arrays, params, features, sched, warp - kProducerWarps,
         threadIdx.x % kSimdWidth);
   }

@@ -1,20 +1,46 @@
 // The general kernel's planning part (plan/family_planning.h): tiles from
 // its chooser (the large-grid tiles past one wave), packed GQA for decode,
-// key splits under a wave, mask classes by block, and its grid.
+// key splits under a wave, mask classes by block, and its grid (persistent
+// for the producer kernel's grids of a few waves, persistent_grid.h).
 #include <cstdint>
 
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/plan/call.h"
 #include "mlx_fused_attn/plan/family_planning.h"
 #include "mlx_fused_attn/plan/kernel_switches.h"
+#include "mlx_fused_attn/plan/persistent_grid.h"
 
 namespace mlx_fused_attn {
 
 namespace {
 
+/// The general kernel's grid: the static one, a block a work tile
+/// (query blocks * splits, H_q, B), or `persistent_blocks` that walk those
+/// tiles (with persistent tiles).
+LaunchGrid general_grid(
+    const AttentionPlan& plan,
+    const fa::AttnTiles& tiles,
+    int64_t persistent_blocks,
+    fa::Backend backend) {
+  const fa::AttnParams& p = plan.params;
+  const int warps = fa::attention_launch_warps(tiles);
+  const int smem_bytes =
+      fa::attention_smem_bytes(tiles, p.D, p.D_v, plan.dtype, backend);
+  if (tiles.persistent) {
+    return {static_cast<unsigned>(persistent_blocks), 1, 1, warps, smem_bytes};
+  }
+  return {
+      blocks_of(p.L_q, tiles.bq) * plan.key_splits,
+      static_cast<unsigned>(p.H_q),
+      static_cast<unsigned>(p.B),
+      warps,
+      smem_bytes};
+}
+
 /// Sets the general kernel's tiles, key splits and grid. `cores`, the
 /// device's multiprocessors or GPU cores, sizes the wave that split keys
-/// fill. A plan whose spec saves the LSE gets has_lse and no split keys.
+/// fill. A plan whose spec saves the LSE gets has_lse, and split keys only
+/// where the last split merges them.
 void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   // One sink a head: a block of several heads' rows would not share it.
   if (packs_gqa(plan.params) && !plan.features.has_sinks) {
@@ -39,16 +65,29 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
       q_blocks > int64_t(tiles.min_blocks) * caps.sm_count) {
     tiles = choose(true);
   }
-  plan.tiles = tiles;
   plan.features.align_q = p.L_q % tiles.bq == 0;
   plan.features.align_k = p.L_k % tiles.bk == 0;
-  // A forward that saves the LSE for the fused backward runs unsplit (the
-  // split partials hold no row LSE), and plans the kernel that writes it.
+  // A forward that saves the LSE for the fused backward runs unsplit where
+  // a combine kernel merges (it writes no LSE), and plans the kernel that
+  // writes it.
+  const bool in_kernel = merges_in_kernel(backend);
   plan.features.has_lse = plan.spec.saves_lse;
-  plan.key_splits = plan.spec.saves_lse
+  plan.key_splits = plan.spec.saves_lse && !in_kernel
       ? 1
       : key_splits(hint, p, tiles, plan.dtype, caps.cores);
   plan.features.split_keys = plan.key_splits > 1;
+  plan.split_merge = in_kernel && plan.features.split_keys;
+  // The producer kernel's grid of a few waves walks its tiles persistent.
+  // Split keys stay allowed with it: the last split's merge is its work
+  // tile's epilogue (split_merge.cuh), so a persistent block merges inside
+  // its walk as a static one does, never waiting on another block (today's
+  // tiles keep them apart: the producer's come past one wave, splits under).
+  const int64_t work_tiles =
+      int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B * plan.key_splits;
+  const int64_t persistent_blocks = persistent_grid_blocks(
+      tiles, work_tiles, caps.sm_count, persistent_choice());
+  tiles.persistent = persistent_blocks > 0;
+  plan.tiles = tiles;
   // Packed GQA's query blocks are rows of several heads: they read classes
   // by block only where the heads share the mask (mlx-lm's padding masks).
   plan.features.mask_blocks = plan.features.has_mask &&
@@ -59,12 +98,7 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   // Strides are known at eval: Metal drops stride32 where offsets need 64
   // bits (stride32_fits).
   plan.features.stride32 = variant.stride32;
-  plan.grid = {
-      blocks_of(p.L_q, tiles.bq) * plan.key_splits,
-      static_cast<unsigned>(p.H_q),
-      static_cast<unsigned>(p.B),
-      fa::attention_launch_warps(tiles),
-      fa::attention_smem_bytes(tiles, p.D, p.D_v, plan.dtype, backend)};
+  plan.grid = general_grid(plan, tiles, persistent_blocks, backend);
 }
 
 } // namespace

@@ -11,7 +11,10 @@
 // blocks like the forward: it recomputes S and dP (two of the backward's
 // five products again) but needs no atomics, which Metal lacks for floats
 // on older GPUs and which would make dQ depend on the order of the key
-// blocks; dK/dV threadgroups write only their own rows.
+// blocks; dK/dV threadgroups write only their own rows. On CUDA the plan
+// may instead give the dK/dV kernel the Dq policy BwdDqAtomics
+// (attention_backward_dq_atomics.h): dQ += dS K of every block it visits,
+// through fp32 atomics, and no dQ kernel.
 //
 // dK/dV kernel: a threadgroup owns Shape::kBQ keys of one (batch, kv head)
 // (each warp kWarpRows of them, K and V held where the target holds the
@@ -251,6 +254,27 @@ FA_FUNC void backward_store(
   }
 }
 
+/// The dK/dV kernel's Dq policy of the two-kernel form: dQ is the dQ
+/// kernel's, so nothing to add.
+struct BwdNoDq {
+  FA_CONST int kSmemElems = 0;
+
+  template <typename T, typename Operand>
+  static FA_FUNC BwdNoDq start(
+      AttnBwdArrays<T>,
+      const FA_CONSTANT AttnBwdParams&,
+      AttnBwdSmem<T>,
+      const FA_THREAD Operand&,
+      AttnBwdPlace,
+      bool,
+      int) {
+    return BwdNoDq();
+  }
+  template <typename ScoreOperand>
+  FA_FUNC void add(const FA_THREAD ScoreOperand&, int, int, int, int, lane_t)
+      const {}
+};
+
 /// The dK/dV kernel's epilogue: a warp's key rows of dK (scaled) and dV.
 template <typename Shape, typename Warp, typename T>
 FA_FUNC void backward_store_dkdv(
@@ -274,7 +298,7 @@ FA_FUNC void backward_store_dkdv(
       dv_acc, 1.0f, bp.dv_strides[2], p.L_k - k_row0, k_ragged, lane);
 }
 
-template <typename Target, typename Shape>
+template <typename Target, typename Shape, typename Dq = BwdNoDq>
 FA_FUNC void attention_backward_dkdv(
     AttnBwdArrays<typename Shape::elem_type> a,
     const FA_CONSTANT AttnBwdParams& bp,
@@ -297,11 +321,9 @@ FA_FUNC void attention_backward_dkdv(
   const int key0 = at.block * Shape::kBQ;
   const int k_row0 = key0 + warp * kRows;
   const bool k_ragged = !f.align_k && at.block == p.L_k / Shape::kBQ;
-  // The query blocks each head of the group streams: the mask's list
-  // (shared by the group's heads, or a group of one), or under causal
-  // from the first that sees this block's first key (query i sees key j
-  // iff j <= i + causal_offset; rows that see no key, causal_offset < 0,
-  // reach every key, so then every block).
+  // The query blocks each head of the group streams: the mask's list (one
+  // for the group), or under causal from the first that sees key0 (query i
+  // sees key j iff j <= i + causal_offset; causal_offset < 0: every block).
   const int head0 = at.head * p.gqa_factor;
   int n_qblocks = (p.L_q + kBK - 1) / kBK;
   AttnVisits visits = {nullptr, nullptr, 0};
@@ -339,6 +361,8 @@ FA_FUNC void attention_backward_dkdv(
           key0 * p.v_strides[2],
       p.v_strides[2], p.L_k - key0, k_ragged,
       smem.operands + Warp::Operand::kSmemElems, warp, lane);
+  const Dq dq =
+      Dq::start(a, bp, smem, k_op, at, k_ragged, warp * kSimdWidth + lane);
 
   typename Warp::Scores s_t;
   typename Warp::Scores dp_t;
@@ -369,9 +393,9 @@ FA_FUNC void attention_backward_dkdv(
 
     DOBlock::mma_ab_pair(
         dv_acc, p_t, pipe.v_block(j), dk_acc, ds_t, pipe.k_block(j), lane);
+    dq.add(ds_t, j, src.head(j), q0, warp, lane);
   }
 
-  // ----------------------------------------------------------- store
   backward_store_dkdv<Shape, Warp>(
       a, bp, dk_acc, dv_acc, at, k_row0, k_ragged, lane);
 }

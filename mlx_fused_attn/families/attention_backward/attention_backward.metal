@@ -93,8 +93,8 @@ fa_attention_bwd_dkdv(
   FA_SHARED_ARRAY_DECL T q_smem[S::Block::kElems];
   FA_SHARED_ARRAY_DECL T do_smem[S::Block::kElems];
   const fa::AttnBwdArrays<T> arrays = {
-      q, k, v, dout, lse, d, nullptr, dk, dv, mask, lists};
-  const fa::AttnBwdSmem<T> smem = {q_smem, do_smem, q_smem};
+      q, k, v, dout, lse, d, nullptr, dk, dv, mask, lists, nullptr};
+  const fa::AttnBwdSmem<T> smem = {q_smem, do_smem, q_smem, q_smem};
   const fa::AttnBwdPlace place = {int(tgid.x), int(tgid.y), int(tgid.z)};
   fa::attention_backward_dkdv<fa::MetalTarget, typename S::type>(
       arrays, params, smem, read_features(), place, warp, lane);
@@ -120,8 +120,8 @@ fa_attention_bwd_dq(
   FA_SHARED_ARRAY_DECL T k_smem[S::Block::kElems];
   FA_SHARED_ARRAY_DECL T v_smem[S::Block::kElems];
   const fa::AttnBwdArrays<T> arrays = {
-      q, k, v, dout, lse, d, dq, nullptr, nullptr, mask, lists};
-  const fa::AttnBwdSmem<T> smem = {k_smem, v_smem, k_smem};
+      q, k, v, dout, lse, d, dq, nullptr, nullptr, mask, lists, nullptr};
+  const fa::AttnBwdSmem<T> smem = {k_smem, v_smem, k_smem, k_smem};
   const fa::AttnBwdPlace place = {int(tgid.x), int(tgid.y), int(tgid.z)};
   fa::attention_backward_dq<fa::MetalTarget, typename S::type>(
       arrays, params, smem, read_features(), place, warp, lane);

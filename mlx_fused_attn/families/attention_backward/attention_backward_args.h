@@ -12,8 +12,10 @@ namespace fa {
 
 /// The arrays of one backward call: the forward's inputs, dO, the
 /// forward's row LSE and D = rowsum(dO * O) (fp32 [B, H_q, L_q]), the
-/// gradients (each kernel writes its own: dK and dV, or dQ), and the mask
-/// and its block lists where the features say (has_mask, mask_blocks).
+/// gradients (each kernel writes its own: dK and dV, or dQ), the mask
+/// and its block lists where the features say (has_mask, mask_blocks), and
+/// the fp32 dQ accumulator of the one-kernel form
+/// (attention_backward_dq_atomics.h; CUDA only).
 template <typename T>
 struct AttnBwdArrays {
   const FA_DEVICE T* q;
@@ -27,16 +29,19 @@ struct AttnBwdArrays {
   FA_DEVICE T* dv;
   const FA_DEVICE unsigned char* mask;
   const FA_DEVICE unsigned int* lists; ///< kernels/mask_visits.h
+  FA_DEVICE float* dq_acc;
 };
 
 /// A backward kernel's threadgroup memory: the two blocks it streams (Q's
-/// and dO's for dK/dV, K's and V's for dQ) and the owned rows' operands
-/// where the target keeps them there.
+/// and dO's for dK/dV, K's and V's for dQ), the owned rows' operands
+/// where the target keeps them there, and the one-kernel form's dS and K
+/// (attention_backward_dq_atomics.h).
 template <typename T>
 struct AttnBwdSmem {
   FA_THREADGROUP T* first;
   FA_THREADGROUP T* second;
   FA_THREADGROUP T* operands;
+  FA_THREADGROUP T* dq;
 };
 
 /// Where a threadgroup works: its block (of keys for dK/dV, of queries for

@@ -26,16 +26,25 @@ constexpr bool attention_backward_head_dims_supported(
 /// dO, or K and V) of bk rows a stage, then, where the tiles keep them there
 /// (q_shared), the two operands of the bq owned rows (K and V, or Q and dO);
 /// rows padded by 16 bytes, the swizzled ones of warpgroup products not.
+/// The one-kernel form's dK/dV kernel (dq_atomics,
+/// attention_backward_dq_atomics.h) adds two bk x bq blocks of dS in padded
+/// rows and, where K is not in shared memory already, a copy of its bq rows.
 constexpr int attention_backward_smem_bytes(
     AttnTiles tiles,
     int head_dim,
     DType dtype,
-    Backend backend) {
+    Backend backend,
+    bool dq_atomics = false) {
   const int row_bytes =
       attention_padded_head_dim(head_dim, backend) * dtype_size(dtype) +
       (tiles.wgmma ? 0 : 16);
+  const int dq_bytes = dq_atomics
+      ? 2 * tiles.bk * (tiles.bq * dtype_size(dtype) + 16) +
+          (tiles.q_shared ? 0 : tiles.bq * row_bytes)
+      : 0;
   return 2 * row_bytes *
-      (tiles.stages * tiles.bk + (tiles.q_shared ? tiles.bq : 0));
+      (tiles.stages * tiles.bk + (tiles.q_shared ? tiles.bq : 0)) +
+      dq_bytes;
 }
 
 /// The shared memory a CUDA backward block may ask for: 16-bit kernels up to
@@ -53,10 +62,13 @@ enum class BwdKernel { DkDv, Dq };
 
 /// The tiles of the backward's two kernels: bq rows owned by a threadgroup
 /// (its keys in the dK/dV kernel, its queries in the dQ kernel), bk rows a
-/// streamed block.
+/// streamed block; and whether the dK/dV kernel accumulates dQ itself
+/// (dq_atomics: the one-kernel form, CUDA only; then the dQ kernel's tiles
+/// go unused).
 struct AttnBwdTiles {
   AttnTiles dkdv;
   AttnTiles dq;
+  bool dq_atomics = false;
 
   constexpr AttnTiles of(BwdKernel kernel) const {
     return kernel == BwdKernel::DkDv ? dkdv : dq;

@@ -13,15 +13,24 @@ inline void attention_backward_head_dim(fa::DType t, int d) {
   const std::string group = "attention_backward_d" + std::to_string(d);
   cuda("attention_backward_row_dot",
        cuda::AttentionBackwardRowDotKey{t}.expression());
-  // With and without warpgroup products.
+  cuda("attention_backward_row_dot",
+       cuda::AttentionBackwardDqConvertKey{t}.expression());
+  // With and without warpgroup products; dK/dV in both forms (a switch
+  // forces either anywhere on CUDA).
   for (bool wgmma : {false, true}) {
     const fa::AttnBwdTiles tiles =
         fa::choose_attention_backward_tiles(d, t, fa::Backend::Cuda, wgmma);
     for (fa::BwdKernel k : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq}) {
       for (int variant = 0; variant < 3; ++variant) {
-        cuda(group, AttentionBackwardKernelKey{k, t, d, tiles.of(k),
-                                               variant == 1, variant == 2}
-                        .expression());
+        for (bool atomics : {false, true}) {
+          if (atomics && k == fa::BwdKernel::Dq) {
+            continue;
+          }
+          cuda(group, AttentionBackwardKernelKey{k, t, d, tiles.of(k),
+                                                 variant == 1, variant == 2,
+                                                 atomics}
+                          .expression());
+        }
       }
     }
   }

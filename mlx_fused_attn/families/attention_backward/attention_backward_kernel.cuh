@@ -12,12 +12,16 @@
 // arrive in `features`.
 //
 // attention_bwd_row_dot_kernel: grid (ceil(L_q / warps), H_q, B), a warp a
-//   row.
-// attention_bwd_dkdv_kernel: grid (ceil(L_k / bq), H_kv, B).
+//   row; it also zeroes the one-kernel form's dQ accumulator where given.
+// attention_bwd_dkdv_kernel: grid (ceil(L_k / bq), H_kv, B); with
+//   kDqAtomics it also adds dS K into the dQ accumulator (the one-kernel
+//   form, attention_backward_dq_atomics.h), and no dQ kernel runs.
 // attention_bwd_dq_kernel: grid (ceil(L_q / bq), H_q, B).
+// attention_bwd_dq_convert_kernel: grid as the row dot's; dQ from the
+//   accumulator.
 // Causal, the threadgroups take them heaviest block first (grid_order.cuh).
-// Blocks of warps * 32 threads; dynamic shared memory of the last two:
-// attention_backward_smem_bytes(tiles, D, dtype, Backend::Cuda).
+// Blocks of warps * 32 threads; dynamic shared memory of dK/dV and dQ:
+// attention_backward_smem_bytes(tiles, D, dtype, Backend::Cuda, kDqAtomics).
 #pragma once
 
 #include "mlx_fused_attn/kernels/cuda/grid_order.cuh"
@@ -25,26 +29,40 @@
 #include "mlx_fused_attn/families/attention_backward/backward_params.h"
 #include "mlx_fused_attn/families/attention_backward/attention_backward.h"
 #include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_dq_atomics.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 
 namespace fa {
 
+/// The dK/dV body's Dq policy (attention_backward.h): dQ through atomics
+/// in the one-kernel form, nothing in the two-kernel one.
+template <typename Target, typename Shape, bool kDqAtomics>
+struct BwdDqOf {
+  typedef BwdNoDq type;
+};
+template <typename Target, typename Shape>
+struct BwdDqOf<Target, Shape, true> {
+  typedef BwdDqAtomics<Target, Shape> type;
+};
+
 /// The shape of a backward instance, its streamed block and the shared
 /// memory the host gives it, checked against the chooser's count.
-template <typename T, int D, typename Tiles>
+template <typename T, int D, typename Tiles, bool kDqAtomics = false>
 struct AttnBwdInstance {
   static constexpr AttnTiles t = Tiles::value;
   typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages> Shape;
   typedef typename CudaTargetOf<t.wgmma, t.q_shared>::type Target;
   typedef AttnKBlock<Target, Shape> Block;
   typedef AttnQOperand<Target, Shape> Operand;
+  typedef typename BwdDqOf<Target, Shape, kDqAtomics>::type Dq;
   static_assert(
       attention_backward_smem_bytes(
-          t, D, DTypeOf<T>::value, Backend::Cuda) ==
-          int(sizeof(T)) * 2 *
-              (t.stages * Block::kElems + Operand::kSmemElems),
+          t, D, DTypeOf<T>::value, Backend::Cuda, kDqAtomics) ==
+          int(sizeof(T)) *
+              (2 * (t.stages * Block::kElems + Operand::kSmemElems) +
+               Dq::kSmemElems),
       "attention_backward_smem_bytes disagrees with the kernel's blocks");
 };
 
@@ -54,14 +72,38 @@ __global__ void __launch_bounds__(kWarps * kSimdWidth)
         const T* o,
         const T* dout,
         float* d,
+        float* dq_acc,
         const AttnBwdParams params) {
+  const int row = int(blockIdx.x * kWarps + threadIdx.x / kSimdWidth);
   attention_backward_row_dot(
-      o, dout, d, params,
+      o, dout, d, params, row, blockIdx.y, blockIdx.z,
+      threadIdx.x % kSimdWidth);
+  if (dq_acc != nullptr) {
+    attention_backward_zero_dq_row(
+        dq_acc, params.fwd, row, blockIdx.y, blockIdx.z,
+        threadIdx.x % kSimdWidth);
+  }
+}
+
+template <int kWarps, typename T>
+__global__ void __launch_bounds__(kWarps * kSimdWidth)
+    attention_bwd_dq_convert_kernel(
+        const float* dq_acc,
+        T* dq,
+        const AttnBwdParams params) {
+  attention_backward_convert_dq_row(
+      dq, dq_acc, params,
       int(blockIdx.x * kWarps + threadIdx.x / kSimdWidth), blockIdx.y,
       blockIdx.z, threadIdx.x % kSimdWidth);
 }
 
-template <typename T, int D, typename Tiles, bool kCausal, bool kHasMask>
+template <
+    typename T,
+    int D,
+    typename Tiles,
+    bool kCausal,
+    bool kHasMask,
+    bool kDqAtomics = false>
 __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     attention_bwd_dkdv_kernel(
         const T* q,
@@ -72,11 +114,12 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
         const float* d,
         T* dk,
         T* dv,
+        float* dq_acc,
         const AttnBwdParams params,
         const unsigned char* mask,
         const unsigned int* lists,
         AttnFeatures features) {
-  typedef AttnBwdInstance<T, D, Tiles> I;
+  typedef AttnBwdInstance<T, D, Tiles, kDqAtomics> I;
   // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
   extern __shared__ __align__(1024) unsigned char attention_bwd_smem[];
   // A warpgroup-product instance is launched only on sm_90a (as the
@@ -95,10 +138,13 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
         kCausal || features.mask_blocks,
         stride_t(params.fwd.L_q) * 2 * D * sizeof(T) * params.fwd.gqa_factor);
     const AttnBwdArrays<T> arrays = {
-        q, k, v, dout, lse, d, nullptr, dk, dv, mask, lists};
-    const AttnBwdSmem<T> smem = {q_smem, do_smem, operand_smem};
+        q, k, v, dout, lse, d, nullptr, dk, dv, mask, lists, dq_acc};
+    const AttnBwdSmem<T> smem = {
+        q_smem, do_smem, operand_smem,
+        operand_smem + 2 * I::Operand::kSmemElems};
     const AttnBwdPlace place = {g.x, g.head, g.batch};
-    attention_backward_dkdv<typename I::Target, typename I::Shape>(
+    attention_backward_dkdv<
+        typename I::Target, typename I::Shape, typename I::Dq>(
         arrays, params, smem, features, place, threadIdx.x / kSimdWidth,
         threadIdx.x % kSimdWidth);
   }
@@ -135,8 +181,8 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
         kCausal || features.mask_blocks,
         stride_t(params.fwd.L_k) * 2 * D * sizeof(T) / params.fwd.gqa_factor);
     const AttnBwdArrays<T> arrays = {
-        q, k, v, dout, lse, d, dq, nullptr, nullptr, mask, lists};
-    const AttnBwdSmem<T> smem = {k_smem, v_smem, operand_smem};
+        q, k, v, dout, lse, d, dq, nullptr, nullptr, mask, lists, nullptr};
+    const AttnBwdSmem<T> smem = {k_smem, v_smem, operand_smem, nullptr};
     const AttnBwdPlace place = {g.x, g.head, g.batch};
     attention_backward_dq<typename I::Target, typename I::Shape>(
         arrays, params, smem, features, place, threadIdx.x / kSimdWidth,

@@ -87,7 +87,7 @@ fa_quantized_attention(
   // (no backward).
   const fa::AttnArrays<T> arrays = {
       q, nullptr, nullptr, out, mask, sinks, nullptr, mask_blocks, o_part,
-      stats};
+      stats, nullptr};
   const fa::QuantKVArrays<T> kv = {
       k_words, k_scales, k_biases, v_words, v_scales, v_biases};
   const fa::AttnSmem<T> smem = {k_smem, v_smem};

@@ -12,8 +12,9 @@
 // Grid: (query blocks * n_splits, H_q, B), the split being the block index
 // modulo n_splits; block: tiles.warps * 32 threads; dynamic shared memory:
 // attention_smem_bytes(tiles, D, D, dtype, Backend::Cuda). With split keys
-// (n_splits > 1) the kernel writes partials that
-// quantized_split_combine_kernel merges into the output.
+// (n_splits > 1) the kernel writes partials that the last split of each
+// query block merges into the output where args.split_counters is bound
+// (kernels/cuda/split_merge.cuh), quantized_split_combine_kernel where not.
 #pragma once
 
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention.h"
@@ -22,6 +23,7 @@
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/kernels/cuda/split_merge.cuh"
 #include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
@@ -88,12 +90,12 @@ __global__ void __launch_bounds__(
   // (no backward).
   const AttnArrays<T> arrays = {
       args.q, nullptr, nullptr, args.out, args.mask, args.sinks, nullptr,
-      nullptr, args.o_part, args.stats};
+      nullptr, args.o_part, args.stats, args.split_counters};
   const QuantKVArrays<T> kv = {args.k_words, args.k_scales, args.k_biases,
                                args.v_words, args.v_scales, args.v_biases};
   const AttnSmem<T> smem = {k_smem, v_smem};
   typedef QuantAttnParts<Target, Shape> Parts;
-  attention_body<typename Parts::Epilogue>(
+  attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
       Parts::mainloop(kv, args.qparams, smem), arrays, args.params, features,
       attention_static_scheduler(
           int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), args.n_splits),

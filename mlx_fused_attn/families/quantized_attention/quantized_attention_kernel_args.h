@@ -26,6 +26,9 @@ struct QuantAttnKernelArgs {
   const T* v_biases;
   float* o_part; ///< split partial outputs (split_keys.h; n_splits > 1)
   float* stats; ///< their row maxima, then row sums
+  /// Zeroed, one a query block, head and batch: the last split of each
+  /// merges (kernels/cuda/split_merge.cuh); null: the combine kernel does.
+  unsigned int* split_counters;
   AttnParams params;
   QuantKvParams qparams;
   AttnFeatures features; ///< causal and has_mask: the instance's own

@@ -59,7 +59,7 @@ fa_short_attention(
 #undef FA_READ_SHORT_FUNCTION_CONSTANT
 
   const fa::AttnArrays<T> arrays = {
-      q, k, v, out, mask, sinks, nullptr, nullptr, nullptr, nullptr};
+      q, k, v, out, mask, sinks, nullptr, nullptr, nullptr, nullptr, nullptr};
   fa::short_attention_block<fa::MetalTarget, Shape>(
       arrays, params, smem, features, tgid.x, warp, lane);
 }

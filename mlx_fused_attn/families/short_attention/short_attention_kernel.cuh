@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
   typedef ShortShape<T, D, t.seq, t.warp_rows, t.warps, t.problems> Shape;
   extern __shared__ __align__(16) unsigned char smem[];
   const AttnArrays<T> arrays = {
-      q, k, v, out, mask, sinks, nullptr, nullptr, nullptr, nullptr};
+      q, k, v, out, mask, sinks, nullptr, nullptr, nullptr, nullptr, nullptr};
   short_attention_block<CudaTarget, Shape>(
       arrays, params, reinterpret_cast<T*>(smem), features, blockIdx.x,
       threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);

@@ -56,22 +56,43 @@ __host__ __device__ inline GridBlock heaviest_first_block(
   return {in_group / group_rows, row % gy, row / gy};
 }
 
-/// This threadgroup's block: where `by_weight` (a causal grid, or one that
-/// follows a mask's block lists, whose work mostly falls the causal way in
-/// mlx-lm's masks), heaviest first with the heaviest of each row at kAt;
-/// else the grid's own order.
+/// Block (bx, by, bz) of a grid (gx, gy, gz) as a threadgroup takes it:
+/// where `by_weight` (a causal grid, or one that follows a mask's block
+/// lists, whose work mostly falls the causal way in mlx-lm's masks),
+/// heaviest first with the heaviest of each row at kAt; else the grid's own
+/// order. The static grid takes its own block (grid_block), a persistent
+/// one each of its tiles (persistent_scheduler.cuh): one order for both.
+template <Heaviest kAt>
+__host__ __device__ inline GridBlock ordered_block(
+    int bx,
+    int by,
+    int bz,
+    int gx,
+    int gy,
+    int gz,
+    bool by_weight,
+    stride_t row_bytes) {
+  if (!by_weight) {
+    return {bx, by, bz};
+  }
+  GridBlock b = heaviest_first_block(bx, by, bz, gx, gy, gz, row_bytes);
+  if (kAt == Heaviest::Last) {
+    b.x = gx - 1 - b.x;
+  }
+  return b;
+}
+
+/// This threadgroup's block of the launched grid (ordered_block). The
+/// grid's own order is taken before the grid's sizes are read, as the
+/// static kernels' code has it.
 template <Heaviest kAt>
 __device__ GridBlock grid_block(bool by_weight, stride_t row_bytes) {
   if (!by_weight) {
     return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
   }
-  GridBlock b = heaviest_first_block(
+  return ordered_block<kAt>(
       blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z,
-      row_bytes);
-  if (kAt == Heaviest::Last) {
-    b.x = gridDim.x - 1 - b.x;
-  }
-  return b;
+      true, row_bytes);
 }
 
 } // namespace fa

@@ -20,9 +20,10 @@ template <
     int MB = 1,
     bool WG = false,
     bool QS = false,
-    bool PR = false>
+    bool PR = false,
+    bool PE = false>
 struct AttnTilesOf {
-  static constexpr AttnTiles value = {BQ, BK, WM, ST, MB, WG, QS, PR};
+  static constexpr AttnTiles value = {BQ, BK, WM, ST, MB, WG, QS, PR, PE};
 };
 
 } // namespace fa

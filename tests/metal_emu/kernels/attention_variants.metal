@@ -51,7 +51,7 @@ template <typename Target, typename T, int D, int DV, int BQ, int BK, int ST>
 #undef FA_READ_FUNCTION_CONSTANT
 
   const fa::AttnArrays<T> arrays = {
-      q, k, v, out, mask, sinks, lse, mask_blocks, nullptr, nullptr};
+      q, k, v, out, mask, sinks, lse, mask_blocks, nullptr, nullptr, nullptr};
   const fa::AttnSmem<T> smem = {k_smem, v_smem};
   typedef fa::AttnParts<Target, Shape> Parts;
   fa::attention_body<typename Parts::Epilogue>(

@@ -8,21 +8,21 @@ namespace mlx_fused_attn::cuda {
 namespace {
 
 const AotKernel kKernels[] = {
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false>, false, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false>, true, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false>, false, true>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false>, false, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false>, true, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false>, false, true>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false>, false, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false>, true, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false>, false, true>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false>, false, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false>, true, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false>, false, true>),
-    FA_AOT_KERNEL(fa::attention_kernel<float, 192, 128, fa::AttnTilesOf<64, 32, 4, 2, 1, false, true, false>, false, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<float, 192, 128, fa::AttnTilesOf<64, 32, 4, 2, 1, false, true, false>, true, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<float, 192, 128, fa::AttnTilesOf<64, 32, 4, 2, 1, false, true, false>, false, true>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false, false>, false, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false, false>, true, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false, false>, false, true>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false, false>, false, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false, false>, true, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false, false>, false, true>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false, false>, false, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false, false>, true, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 2, 2, false, false, false, false>, false, true>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false, false>, false, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false, false>, true, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 192, 128, fa::AttnTilesOf<64, 64, 4, 1, 2, true, true, false, false>, false, true>),
+    FA_AOT_KERNEL(fa::attention_kernel<float, 192, 128, fa::AttnTilesOf<64, 32, 4, 2, 1, false, true, false, false>, false, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<float, 192, 128, fa::AttnTilesOf<64, 32, 4, 2, 1, false, true, false, false>, true, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<float, 192, 128, fa::AttnTilesOf<64, 32, 4, 2, 1, false, true, false, false>, false, true>),
 };
 
 } // namespace

@@ -8,21 +8,21 @@ namespace mlx_fused_attn::cuda {
 namespace {
 
 const AotKernel kKernels[] = {
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false>, false, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false>, true, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false>, false, true>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false>, false, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false>, true, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false>, false, true>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false>, false, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false>, true, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false>, false, true>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false>, false, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false>, true, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false>, false, true>),
-    FA_AOT_KERNEL(fa::attention_kernel<float, 72, 72, fa::AttnTilesOf<64, 32, 4, 2, 1, false, false, false>, false, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<float, 72, 72, fa::AttnTilesOf<64, 32, 4, 2, 1, false, false, false>, true, false>),
-    FA_AOT_KERNEL(fa::attention_kernel<float, 72, 72, fa::AttnTilesOf<64, 32, 4, 2, 1, false, false, false>, false, true>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false, false>, false, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false, false>, true, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false, false>, false, true>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false, false>, false, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false, false>, true, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::half_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false, false>, false, true>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false, false>, false, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false, false>, true, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<128, 64, 4, 2, 1, false, false, false, false>, false, true>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false, false>, false, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false, false>, true, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<fa::bfloat_t, 72, 72, fa::AttnTilesOf<64, 64, 4, 2, 3, true, false, false, false>, false, true>),
+    FA_AOT_KERNEL(fa::attention_kernel<float, 72, 72, fa::AttnTilesOf<64, 32, 4, 2, 1, false, false, false, false>, false, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<float, 72, 72, fa::AttnTilesOf<64, 32, 4, 2, 1, false, false, false, false>, true, false>),
+    FA_AOT_KERNEL(fa::attention_kernel<float, 72, 72, fa::AttnTilesOf<64, 32, 4, 2, 1, false, false, false, false>, false, true>),
 };
 
 } // namespace

@@ -9,8 +9,11 @@ namespace {
 
 const AotKernel kKernels[] = {
     FA_AOT_KERNEL(fa::attention_bwd_row_dot_kernel<4, fa::half_t>),
+    FA_AOT_KERNEL(fa::attention_bwd_dq_convert_kernel<4, fa::half_t>),
     FA_AOT_KERNEL(fa::attention_bwd_row_dot_kernel<4, fa::bfloat_t>),
+    FA_AOT_KERNEL(fa::attention_bwd_dq_convert_kernel<4, fa::bfloat_t>),
     FA_AOT_KERNEL(fa::attention_bwd_row_dot_kernel<4, float>),
+    FA_AOT_KERNEL(fa::attention_bwd_dq_convert_kernel<4, float>),
 };
 
 } // namespace

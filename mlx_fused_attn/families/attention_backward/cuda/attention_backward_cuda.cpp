@@ -1,11 +1,14 @@
 // The fused backward of the GPU interface (backend/gpu.h) on CUDA: its
 // kernels built and its launch, three kernel nodes (attention_backward_kernel.cuh): D =
-// rowsum(dO * O) into a temporary, then dK/dV and dQ, which read it.
+// rowsum(dO * O) into a temporary, then dK/dV and dQ, which read it. In the
+// one-kernel form (the plan's tiles.dq_atomics) the row dot also zeroes an
+// fp32 dQ accumulator, dK/dV adds dQ into it, and a conversion writes dQ.
 //
 // The LSE comes from the forward's general kernel (has_lse), so a call the
 // forward runs with the short kernel keeps plain-op gradients.
 #include <cuda_runtime.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -29,6 +32,10 @@ namespace {
 
 constexpr const char* kOp = "[scaled_dot_product_attention] CUDA backward: ";
 
+bool one_kernel(const AttentionPlan& plan) {
+  return std::get<fa::AttnBwdTiles>(plan.tiles).dq_atomics;
+}
+
 cuda::AttentionBackwardKernelKey key_of(
     const AttentionPlan& plan,
     fa::BwdKernel kernel) {
@@ -38,7 +45,8 @@ cuda::AttentionBackwardKernelKey key_of(
       plan.params.D,
       std::get<fa::AttnBwdTiles>(plan.tiles).of(kernel),
       plan.features.causal,
-      plan.features.has_mask};
+      plan.features.has_mask,
+      kernel == fa::BwdKernel::DkDv && one_kernel(plan)};
 }
 
 } // namespace
@@ -47,11 +55,17 @@ Support prepare_backward(const AttentionPlan& plan, mx::Stream s) {
   cu::Device& d = cu::device(s.device);
   const int device = d.cuda_device();
   const int arch = cuda::arch_of(d);
-  for (fa::BwdKernel kernel : {fa::BwdKernel::DkDv, fa::BwdKernel::Dq}) {
-    if (Support ready = cuda::kernel_ready(key_of(plan, kernel), device, arch);
-        !ready.ok) {
-      return named(kOp, ready);
-    }
+  if (Support ready = cuda::kernel_ready(
+          key_of(plan, fa::BwdKernel::DkDv), device, arch);
+      !ready.ok) {
+    return named(kOp, ready);
+  }
+  const Support dq = one_kernel(plan)
+      ? cuda::kernel_ready(
+            cuda::AttentionBackwardDqConvertKey{plan.dtype}, device, arch)
+      : cuda::kernel_ready(key_of(plan, fa::BwdKernel::Dq), device, arch);
+  if (!dq.ok) {
+    return named(kOp, dq);
   }
   return named(
       kOp,
@@ -64,7 +78,8 @@ namespace {
 /// One backward run's launch: the encoder and device, the inputs as the
 /// kernels read them ({q, k, v, o, lse, dO[, mask][, lists]}), D, the
 /// parameters (not const: the encoder takes its kernel arguments by
-/// non-const address) and the optional inputs' device addresses.
+/// non-const address), the optional inputs' device addresses and, in the
+/// one-kernel form, the dQ accumulator (fp32 [B, H_q, L_q, D]).
 struct BwdLaunch {
   cu::CommandEncoder& enc;
   int device;
@@ -74,29 +89,61 @@ struct BwdLaunch {
   fa::AttnBwdParams params;
   const void* mask;
   const void* lists;
+  std::optional<mx::array> dq_acc;
 };
 
 void* ptr(const mx::array& a) {
   return mx::gpu_ptr<void>(a);
 }
 
-/// D = rowsum(dO * O), into the temporary d.
+void* acc_ptr(const BwdLaunch& at) {
+  return at.dq_acc ? ptr(*at.dq_acc) : nullptr;
+}
+
+/// The row dot's and the conversion's grid: a warp a row.
+dim3 row_grid(const fa::AttnParams& p) {
+  return dim3(
+      (p.L_q + fa::kBwdRowDotWarps - 1) / fa::kBwdRowDotWarps, p.H_q, p.B);
+}
+
+/// D = rowsum(dO * O), into the temporary d; the dQ accumulator's zeros.
 void add_row_dot_node(const AttentionPlan& plan, BwdLaunch& at) {
-  const fa::AttnParams& p = plan.params;
   at.enc.set_input_array(at.in[kBwdOut]);
   at.enc.set_input_array(at.in[kBwdDout]);
   at.enc.set_output_array(at.d);
+  if (at.dq_acc) {
+    at.enc.set_output_array(*at.dq_acc);
+  }
   const cuda::AttentionBackwardRowDotKey row_dot{plan.dtype};
   at.enc.add_kernel_node_ex(
       cuda::kernel_function(row_dot, at.device, at.arch),
-      dim3(
-          (p.L_q + fa::kBwdRowDotWarps - 1) / fa::kBwdRowDotWarps, p.H_q, p.B),
+      row_grid(plan.params),
       dim3(row_dot.threads()),
       {},
       0,
       ptr(at.in[kBwdOut]),
       ptr(at.in[kBwdDout]),
       ptr(at.d),
+      acc_ptr(at),
+      at.params);
+}
+
+/// dQ = scale * the accumulator, in the input type.
+void add_dq_convert_node(
+    const AttentionPlan& plan,
+    std::vector<mx::array>& grads,
+    BwdLaunch& at) {
+  at.enc.set_input_array(*at.dq_acc);
+  at.enc.set_output_array(grads[0]);
+  const cuda::AttentionBackwardDqConvertKey convert{plan.dtype};
+  at.enc.add_kernel_node_ex(
+      cuda::kernel_function(convert, at.device, at.arch),
+      row_grid(plan.params),
+      dim3(convert.threads()),
+      {},
+      0,
+      ptr(*at.dq_acc),
+      ptr(grads[0]),
       at.params);
 }
 
@@ -108,7 +155,8 @@ void read_all(BwdLaunch& at) {
   at.enc.set_input_array(at.d);
 }
 
-/// dK and dV, a block of keys a threadgroup.
+/// dK and dV, a block of keys a threadgroup (and dQ's sums into the
+/// accumulator in the one-kernel form).
 void add_dkdv_node(
     const AttentionPlan& plan,
     std::vector<mx::array>& grads,
@@ -117,6 +165,10 @@ void add_dkdv_node(
   read_all(at);
   at.enc.set_output_array(grads[1]);
   at.enc.set_output_array(grads[2]);
+  if (at.dq_acc) {
+    at.enc.set_input_array(*at.dq_acc);
+    at.enc.set_output_array(*at.dq_acc);
+  }
   fa::AttnFeatures features =
       backward_kernel_features(plan, fa::BwdKernel::DkDv);
   const cuda::AttentionBackwardKernelKey dkdv =
@@ -135,6 +187,7 @@ void add_dkdv_node(
       ptr(at.d),
       ptr(grads[1]),
       ptr(grads[2]),
+      acc_ptr(at),
       at.params,
       at.mask,
       at.lists,
@@ -200,7 +253,13 @@ void run_backward(
     in.push_back(inputs[kBwdMask]);
   }
   mx::array d({p.B, p.H_q, p.L_q}, mx::float32, nullptr, {});
-  cuda::set_device_data({&grads[0], &grads[1], &grads[2], &d}, s);
+  std::optional<mx::array> dq_acc;
+  std::vector<mx::array*> outputs = {&grads[0], &grads[1], &grads[2], &d};
+  if (one_kernel(plan)) {
+    dq_acc = mx::array({p.B, p.H_q, p.L_q, p.D}, mx::float32, nullptr, {});
+    outputs.push_back(&*dq_acc);
+  }
+  cuda::set_device_data(outputs, s);
   const mx::array* lists = backward_lists(plan, inputs);
   BwdLaunch at{
       cu::get_command_encoder(s),
@@ -210,13 +269,19 @@ void run_backward(
       d,
       backward_launch_params(plan, in, grads, lists),
       has_mask ? ptr(in[kBwdMask]) : nullptr,
-      lists != nullptr ? ptr(*lists) : nullptr};
+      lists != nullptr ? ptr(*lists) : nullptr,
+      dq_acc};
   if (lists != nullptr) {
     at.in.push_back(*lists);
   }
   add_row_dot_node(plan, at);
   add_dkdv_node(plan, grads, at);
-  add_dq_node(plan, grads, at);
+  if (at.dq_acc) {
+    add_dq_convert_node(plan, grads, at);
+    at.enc.add_temporary(*at.dq_acc);
+  } else {
+    add_dq_node(plan, grads, at);
+  }
   at.enc.add_temporary(at.d);
 }
 

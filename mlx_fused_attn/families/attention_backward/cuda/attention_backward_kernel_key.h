@@ -19,20 +19,46 @@ struct AttentionBackwardKernelKey {
   fa::AttnTiles tiles; ///< the plan's for `kernel` (AttnBwdTiles)
   bool causal;
   bool has_mask; ///< a bool or additive mask array
+  /// dK/dV only: the one-kernel form, dQ through atomics (its template
+  /// argument is spelled only when set, the two-kernel form's default).
+  bool dq_atomics = false;
 
   std::string expression() const {
     return std::string("fa::attention_bwd_") +
         (kernel == fa::BwdKernel::DkDv ? "dkdv" : "dq") + "_kernel<" +
         device_type_name(dtype) + ", " + std::to_string(head_dim) + ", " +
         tiles_expression(tiles) + ", " + bool_name(causal) + ", " +
-        bool_name(has_mask) + ">";
+        bool_name(has_mask) + (dq_atomics ? ", true>" : ">");
   }
   int threads() const {
     return tiles.warps * fa::kSimdWidth;
   }
   int smem_bytes() const {
     return fa::attention_backward_smem_bytes(
-        tiles, head_dim, dtype, fa::Backend::Cuda);
+        tiles, head_dim, dtype, fa::Backend::Cuda, dq_atomics);
+  }
+  bool max_shared() const {
+    return false;
+  }
+};
+
+/// The one-kernel form's dQ from its fp32 accumulator
+/// (attention_backward_kernel.cuh), a row a warp as the row dot.
+struct AttentionBackwardDqConvertKey {
+  static constexpr KernelFamily kFamily = KernelFamily::AttentionBackward;
+
+  fa::DType dtype;
+
+  std::string expression() const {
+    return std::string("fa::attention_bwd_dq_convert_kernel<") +
+        std::to_string(fa::kBwdRowDotWarps) + ", " + device_type_name(dtype) +
+        ">";
+  }
+  int threads() const {
+    return int(fa::kBwdRowDotWarps) * fa::kSimdWidth;
+  }
+  int smem_bytes() const {
+    return 0;
   }
   bool max_shared() const {
     return false;

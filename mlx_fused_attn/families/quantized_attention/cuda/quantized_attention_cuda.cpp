@@ -3,7 +3,7 @@
 // NVRTC, kernels.h), and the plan's launch as nodes of the encoder's CUDA
 // graph: quantized_attention_kernel with its one argument struct
 // (quantized_attention_args.h), then, with split keys, the family's
-// combine.
+// combine, unless the kernel's last split merges (plan.split_merge).
 #include <cstdint>
 #include <vector>
 
@@ -68,7 +68,7 @@ Support quantized_prepare(const QuantizedAttentionPlan& plan, mx::Stream s) {
       return named(kOp, copies);
     }
   }
-  if (plan.key_splits > 1) {
+  if (plan.key_splits > 1 && !plan.split_merge) {
     if (Support ready = cuda::kernel_ready(
             cuda::QuantizedSplitCombineKernelKey{plan.dtype}, device, arch);
         !ready.ok) {
@@ -111,6 +111,7 @@ fa::QuantAttnKernelArgs<void> kernel_args(
   args.v_biases = mx::gpu_ptr<void>(in[kQuantVBiases]);
   args.o_part = parts.o_part_ptr;
   args.stats = parts.stats_ptr;
+  args.split_counters = parts.counters_ptr;
   args.params = params;
   args.qparams = quantized_kv_params(plan, in);
   args.features = plan.features;
@@ -145,8 +146,8 @@ void quantized_run(
     in[si] = cuda::contiguous_copy(inputs[si], plan.dtype, s, device, arch);
   }
 
-  const cuda::SplitPartials parts =
-      cuda::make_buffers({&out}, plan.key_splits, plan.params, s, enc);
+  const cuda::SplitPartials parts = cuda::make_buffers(
+      {&out}, plan.key_splits, cuda::merged_tiles(plan), plan.params, s, enc);
   cuda::poison(out, enc, device, arch);
 
   const fa::AttnParams params = quantized_attention_params(plan, in, out);
@@ -158,6 +159,10 @@ void quantized_run(
     enc.set_output_array(*parts.o_part);
     enc.set_output_array(*parts.stats);
   }
+  // After the node that zeroes them.
+  if (parts.counters) {
+    enc.set_output_array(*parts.counters);
+  }
   fa::QuantAttnKernelArgs<void> args = kernel_args(plan, in, out, params, parts);
   enc.add_kernel_node_ex(
       cuda::kernel_function(quantized_key(plan), device, arch),
@@ -166,7 +171,7 @@ void quantized_run(
       {},
       static_cast<uint32_t>(plan.grid.smem_bytes),
       args);
-  if (parts.o_part) {
+  if (parts.o_part && !plan.split_merge) {
     cuda::add_combine_node(
         enc,
         cuda::kernel_function(
