@@ -221,7 +221,7 @@ def test_errors_name_the_argument(change, error, words):
 def test_gradients_raise(dtype):
     """Fused (float32) and plain-ops (float64: no CPU kernel) calls alike."""
     qk, qv = cache(), cache()
-    q = mx.random.normal((1, 4, 3, 64)).astype(dtype)
+    q = mx.random.normal((1, 4, 3, 64)).astype(dtype, stream=mx.cpu)  # float64: CPU only
 
     def f(q):
         return fa.quantized_scaled_dot_product_attention(q, qk, qv, 0.125, None, 64, 4).sum()
@@ -236,7 +236,7 @@ def test_gradients_raise(dtype):
 
 def test_fallback_reason_and_force_fused():
     qk, qv = cache(), cache()
-    q = mx.random.normal((1, 4, 3, 64)).astype(mx.float64)
+    q = mx.random.normal((1, 4, 3, 64)).astype(mx.float64, stream=mx.cpu)  # CPU only
     with mx.stream(mx.cpu):
         ok, reason = fa.quantized_can_use_fused(q, qk, qv, 0.125, "causal", 64, 4)
         assert not ok and "float16, bfloat16 or float32, not float64" in reason
