@@ -141,6 +141,18 @@ std::pair<array, array> scaled_dot_product_attention_with_lse(
       attention_lse_fallback(call.spec, call.inputs, call.stream)};
 }
 
+namespace {
+
+/// A per-row statistic (an LSE) the caller passes: one value a query row.
+void check_row_stats(const char* name, const array& a, const Shape& rows) {
+  if (a.shape() != rows) {
+    throw std::invalid_argument(message(
+        name, " must have shape ", rows, " [B, H_q, L_q]; got ", a.shape()));
+  }
+}
+
+} // namespace
+
 std::vector<array> attention_backward(
     const array& q,
     const array& k,
@@ -161,10 +173,7 @@ std::vector<array> attention_backward(
         "out and dout must have the output's shape ", out_shape, "; got ",
         out.shape(), " and ", dout.shape()));
   }
-  if (lse.shape() != rows) {
-    throw std::invalid_argument(message(
-        "lse must have shape ", rows, " [B, H_q, L_q]; got ", lse.shape()));
-  }
+  check_row_stats("lse", lse, rows);
   const Dtype dt = call.inputs[0].dtype();
   // The kernels read a contiguous fp32 LSE (backward_params.h).
   const array lse32 = contiguous(astype(lse, float32, call.stream), false,
@@ -193,11 +202,7 @@ std::pair<array, array> attention_merge(
         "held_out must have the output's shape ", out_shape, " and dtype ",
         dt, "; got ", held_out.shape(), " ", held_out.dtype()));
   }
-  if (held_lse.shape() != rows) {
-    throw std::invalid_argument(message(
-        "held_lse must have shape ", rows, " [B, H_q, L_q]; got ",
-        held_lse.shape()));
-  }
+  check_row_stats("held_lse", held_lse, rows);
   const array lse32 = astype(held_lse, float32, call.stream);
   const AttentionPlan plan = plan_attention(call);
   // The CPU kernel merges in place; the GPU kernels' epilogues do not
