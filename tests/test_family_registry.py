@@ -130,6 +130,17 @@ def test_each_attention_candidate_has_its_launch(name):
     assert re.search(rf"\bTileFields tile_fields\(const fa::{tiles}&", planning), name
 
 
+def test_selftest_cases_are_one_module_a_folder():
+    """CMakeLists.txt installs a folder's <folder>_selftest.py as
+    mlx_fused_attn.selftest_cases.<folder>, whose cases() the selftest
+    calls."""
+    found = sorted(FAMILIES_DIR.glob("*/*_selftest.py"))
+    assert found, "no family has self-test cases"
+    for path in found:
+        assert path.name == f"{path.parent.name}_selftest.py", path
+        assert re.search(r"^def cases\(add, dtype, quick\):", path.read_text(), re.M), path
+
+
 def test_candidate_tiles_header_is_current():
     """plan/candidate_tiles.h includes the header of each candidate's tiles
     type (tools/gen_instances.py writes it; --check runs in the compile tier)."""
