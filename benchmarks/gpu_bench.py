@@ -18,7 +18,7 @@ and (q, k, v, o bytes) / copy bandwidth.
 
 `--short` times many short sequences (L <= 64, thousands of (batch, head)
 pairs), where the short-sequence kernel runs: it adds this package's
-general kernel on the same shapes (`fused_general`, MLX_FUSED_ATTN_SHORT=0)
+general kernel on the same shapes (`fused_general`, MLX_FUSED_ATTN_SHORT_ATTENTION=0)
 and reports the fused kernel's bandwidth, (q, k, v, o bytes) / kernel time,
 as a share of the measured copy bandwidth. `--workload` times the calls
 models make: decoding against a long cache, chunked prefill, GQA and array
@@ -213,7 +213,7 @@ def switched(variable, value):
 # (the workload's `fused`, opt-in until a GPU run checks it) by the last
 # split.
 SWITCHED = {
-    "fused_general": switched("MLX_FUSED_ATTN_SHORT", "0"),
+    "fused_general": switched("MLX_FUSED_ATTN_SHORT_ATTENTION", "0"),
     "fused_combine": switched("MLX_FUSED_ATTN_SPLIT_MERGE", "0"),
 }
 MERGED_IN_KERNEL = switched("MLX_FUSED_ATTN_SPLIT_MERGE", "1")
@@ -533,7 +533,7 @@ def short_table(args):
         args.out, ceilings,
         "Kernel time per call in us (CUPTI); wall-clock per call in parentheses. `fused`: "
         "the short-sequence kernel; `fused_general`: this package's general kernel "
-        "(MLX_FUSED_ATTN_SHORT=0). TB/s: (q, k, v, o bytes) / fused kernel time; "
+        "(MLX_FUSED_ATTN_SHORT_ATTENTION=0). TB/s: (q, k, v, o bytes) / fused kernel time; "
         "`x ...`: that provider's kernel time / fused kernel time.",
         ["B", "H", "L", "D", "dtype", "causal", "fused", "TB/s", "% of copy", "floor us",
          *SHORT_PROVIDERS, "x general", "x cudnn(mx)", "x flash", "x cudnn(torch)", "x eff",

@@ -72,7 +72,8 @@ find_path(FA_NVRTC_INCLUDE_DIR nvrtc.h
 file(GLOB FA_CUDA_FAMILY_HOST CONFIGURE_DEPENDS ${FA_FAMILIES_DIR}/*/cuda/*.cpp)
 target_sources(
   mlx_fused_attn
-  PRIVATE ${FA_CUDA_DIR}/attention_cuda.cpp ${FA_CUDA_DIR}/device_buffer.cpp
+  PRIVATE ${FA_CUDA_DIR}/attention_cuda.cpp ${FA_CUDA_DIR}/attention_launch.cpp
+          ${FA_CUDA_DIR}/device_buffer.cpp
           ${FA_CUDA_DIR}/device_limits.cpp
           ${FA_CUDA_DIR}/kernels.cpp ${FA_CUDA_DIR}/launch_common.cpp
           ${FA_CUDA_DIR}/nvrtc_compiler.cpp

@@ -47,6 +47,7 @@ file(GLOB FA_METAL_FAMILY_HOST CONFIGURE_DEPENDS
 target_sources(
   mlx_fused_attn
   PRIVATE ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/attention_metal.cpp
+          ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/attention_dispatch.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/kernel_library.cpp
           ${PROJECT_SOURCE_DIR}/mlx_fused_attn/backend/metal/split_partials.cpp
           ${FA_METAL_FAMILY_HOST}

@@ -9,7 +9,10 @@ metallib and the JIT text) and metal/*.cpp; cmake/cuda.cmake its
 *_kernel.cuh (the NVRTC text), cuda/*.cpp and aot/*.cu;
 tools/gen_instances.py its <folder>_instances.h; the emulator's JIT texts,
 the conformance pass, the strict check and the mutation tool its .metal
-files. The planner calls plan_<name> of each FA_ATTENTION_CANDIDATES line."""
+files. The planner calls plan_<name> of each FA_ATTENTION_CANDIDATES line,
+and the backends its prepare_<name> and run_<name> (its folder's
+cuda/<name>_cuda.cpp and metal/<name>_metal.cpp); the plan's tiles variant
+holds its tiles type (plan/candidate_tiles.h, by tools/gen_instances.py)."""
 
 import pathlib
 import re
@@ -48,6 +51,18 @@ DISCOVERING = (
     "mlx_fused_attn/plan/family_planning.h",
     "mlx_fused_attn/plan/family_planning.cpp",
     "mlx_fused_attn/backend/metal/kernel_library.cpp",
+    "mlx_fused_attn/backend/cuda/attention_cuda.cpp",
+    "mlx_fused_attn/backend/cuda/attention_launch.h",
+    "mlx_fused_attn/backend/cuda/attention_launch.cpp",
+    "mlx_fused_attn/backend/metal/attention_dispatch.h",
+    "mlx_fused_attn/plan/launch_params.cpp",
+    "mlx_fused_attn/plan/kernel_switches.h",
+)
+# The GPU interface's implementations, which run a plan through its
+# family's own launch, found from the registry: they name no family.
+DISPATCHING = (
+    "mlx_fused_attn/backend/cuda/attention_cuda.cpp",
+    "mlx_fused_attn/backend/metal/attention_metal.cpp",
 )
 
 
@@ -97,6 +112,49 @@ def test_each_attention_candidate_has_its_planning_part():
         planning = f.path / f"{name}_planning.cpp"
         assert planning.is_file(), f"{name}: no {planning.relative_to(REPO)}"
         assert re.search(rf"\bSupport plan_{name}\(", planning.read_text()), planning
+
+
+@pytest.mark.parametrize("name", family_registry.attention_candidates())
+def test_each_attention_candidate_has_its_launch(name):
+    """The backends take prepare_<name> and run_<name> from the family's
+    folder (backend/cuda/attention_launch.h, backend/metal/attention_dispatch.h),
+    and the planner its note and its tiles' fields."""
+    f = family_registry.family(name)
+    tiles = dict(family_registry.attention_candidate_tiles())[name]
+    for piece in (f.path / "cuda" / f"{name}_cuda.cpp", f.path / "metal" / f"{name}_metal.cpp"):
+        assert piece.is_file(), f"{name}: no {piece.relative_to(REPO)}"
+        for function in (f"prepare_{name}", f"run_{name}"):
+            assert re.search(rf"\b{function}\(", piece.read_text()), f"{piece.name}: no {function}"
+    planning = (f.path / f"{name}_planning.cpp").read_text()
+    assert re.search(rf"\bstd::string note_{name}\(", planning), name
+    assert re.search(rf"\bTileFields tile_fields\(const fa::{tiles}&", planning), name
+
+
+def test_selftest_cases_are_one_module_a_folder():
+    """CMakeLists.txt installs a folder's <folder>_selftest.py as
+    mlx_fused_attn.selftest_cases.<folder>, whose cases() the selftest
+    calls."""
+    found = sorted(FAMILIES_DIR.glob("*/*_selftest.py"))
+    assert found, "no family has self-test cases"
+    for path in found:
+        assert path.name == f"{path.parent.name}_selftest.py", path
+        assert re.search(r"^def cases\(add, dtype, quick\):", path.read_text(), re.M), path
+
+
+def test_candidate_tiles_header_is_current():
+    """plan/candidate_tiles.h includes the header of each candidate's tiles
+    type (tools/gen_instances.py writes it; --check runs in the compile tier)."""
+    import gen_instances
+
+    with open(gen_instances.CANDIDATE_TILES) as fh:
+        assert fh.read() == gen_instances.candidate_tiles_header()
+
+
+@pytest.mark.parametrize("path", DISPATCHING)
+def test_backends_dispatch_through_the_registry(path):
+    text = (REPO / path).read_text()
+    named = [f.enumerator for f in families() if f"KernelFamily::{f.enumerator}" in text]
+    assert named == [], path
 
 
 def test_the_emulator_and_the_metal_build_see_every_family():

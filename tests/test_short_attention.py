@@ -136,11 +136,11 @@ def test_fully_masked_rows_match_mx_fast(device):
 @pytest.mark.parametrize("switch", [None, "0"])
 def test_choice_is_reported(device, switch, monkeypatch):
     """can_use_fused names the short kernel where a GPU runs it (L_q, L_k <=
-    64 and a head dim it has, unless MLX_FUSED_ATTN_SHORT=0); the general
+    64 and a head dim it has, unless MLX_FUSED_ATTN_SHORT_ATTENTION=0); the general
     kernel, which also takes the head dims the short one lacks (80, 256, q
     and k 192 with v 128), and the CPU say nothing."""
     if switch is not None:
-        monkeypatch.setenv("MLX_FUSED_ATTN_SHORT", switch)
+        monkeypatch.setenv("MLX_FUSED_ATTN_SHORT_ATTENTION", switch)
     short = make(2, 4, 4, 48, 64, 64, mx.float16, seed=1)
     long_k = make(2, 4, 4, 48, 65, 64, mx.float16, seed=1)
     d80 = make(2, 4, 4, 48, 64, 80, mx.float16, seed=1)

@@ -4,6 +4,7 @@ each family's folder.
 
     from family_registry import families, metal_sources
     families()        # [Family(enumerator, name, folder, cpu_kernel, cuda_source)]
+    attention_candidate_tiles()  # [(name, tiles)] of the attention op's families
     metal_sources()   # every family's .metal entry point, repository paths
 
 A new family is a folder and a registry line: whatever iterates over the
@@ -51,9 +52,15 @@ def families(registry=REGISTRY):
 
 def attention_candidates(registry=REGISTRY):
     """The names of FA_ATTENTION_CANDIDATES, in the planner's order."""
+    return [name for name, _ in attention_candidate_tiles(registry)]
+
+
+def attention_candidate_tiles(registry=REGISTRY):
+    """[(name, tiles)] of FA_ATTENTION_CANDIDATES, in the planner's order:
+    each candidate's tiles type in namespace fa."""
     text = pathlib.Path(registry).read_text()
     body = text[text.index("#define FA_ATTENTION_CANDIDATES(X)"):].replace("\\\n", " ")
-    return re.findall(r"X\(\s*\w+,\s*(\w+)\s*\)", body.split("\n")[0])
+    return re.findall(r"X\(\s*\w+,\s*(\w+),\s*(\w+)\s*\)", body.split("\n")[0])
 
 
 def family(name):

@@ -39,9 +39,18 @@
 
 // The families that run the attention op, in the planner's order of
 // preference (the first that takes a call runs it, so the most general
-// comes last): X(enumerator, name). Each has its planning part
-// `plan_<name>` in its folder (families/<folder>/<name>_planning.cpp,
-// plan/family_planning.h).
-#define FA_ATTENTION_CANDIDATES(X) \
-  X(ShortAttention, short_attention) \
-  X(Attention, attention)
+// comes last): X(enumerator, name, tiles). Each has, in its folder, its
+// planning part `plan_<name>`, with `note_<name>` and its tiles'
+// `tile_fields` (families/<folder>/<name>_planning.cpp,
+// plan/family_planning.h), and its launch on each GPU backend,
+// `prepare_<name>` and `run_<name>` (families/<folder>/cuda/<name>_cuda.cpp,
+// backend/cuda/attention_launch.h; families/<folder>/metal/<name>_metal.cpp,
+// backend/metal/attention_dispatch.h); the backends find them from this
+// line, and the planner its switch, MLX_FUSED_ATTN_<NAME>
+// (plan/kernel_switches.h). `tiles`: the type (in namespace fa) of its
+// tiles in the plan (AttentionPlan::tiles), one of its own;
+// tools/gen_instances.py includes the header that defines it
+// (plan/candidate_tiles.h).
+#define FA_ATTENTION_CANDIDATES(X)                   \
+  X(ShortAttention, short_attention, ShortAttnTiles) \
+  X(Attention, attention, AttnTiles)

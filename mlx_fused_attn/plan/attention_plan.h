@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "mlx/array.h"
-#include "mlx_fused_attn/families/attention_backward/backward_params.h"
-#include "mlx_fused_attn/plan/call.h"
 #include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
+#include "mlx_fused_attn/families/attention_backward/backward_params.h"
+#include "mlx_fused_attn/families/registry.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
-#include "mlx_fused_attn/families/short_attention/short_attention_config.h"
-#include "mlx_fused_attn/families/short_attention/short_attention_features.h"
+#include "mlx_fused_attn/plan/call.h"
+#include "mlx_fused_attn/plan/candidate_tiles.h"
 #include "mlx_fused_attn/plan/launch_plan.h"
 #include "mlx_fused_attn/params.h"
 
@@ -34,15 +34,16 @@ struct AttentionPlan {
   /// The kernels' dtype of q, k, v and the output (set once a backend
   /// admits it).
   fa::DType dtype = fa::DType::Float32;
-  /// The tiles of the family that runs: the general kernel's, the short
-  /// kernel's, the backward's two kernels', or none (the CPU kernels have
+  /// The tiles of the family that runs: each attention candidate's own
+  /// type (FA_ATTENTION_CANDIDATES: the short kernel's, the general
+  /// kernel's), the backward's two kernels', or none (the CPU kernels have
   /// no tiles).
+#define FA_CANDIDATE_TILES(e, name, tiles) fa::tiles,
   std::variant<
       std::monostate,
-      fa::AttnTiles,
-      fa::ShortAttnTiles,
-      fa::AttnBwdTiles>
+      FA_ATTENTION_CANDIDATES(FA_CANDIDATE_TILES) fa::AttnBwdTiles>
       tiles;
+#undef FA_CANDIDATE_TILES
   /// Decode with GQA (L_q = 1, no sinks) on the general kernel: the query
   /// heads that share a key/value head run as the rows of one query block,
   /// which reads that head's K and V once. `params` then hold H_kv heads of
@@ -64,8 +65,8 @@ struct AttentionPlan {
   int lists_input = -1;
   /// Shapes and scale; the strides are known only at eval (launch_params).
   fa::AttnParams params{};
-  /// The general kernel's; the short kernel reads the ones it shares
-  /// (short_features).
+  /// The general kernel's; another family reads the ones it shares (the
+  /// short kernel: short_attention_launch_features.h).
   fa::AttnFeatures features{};
   LaunchGrid grid;
   /// Why no family runs the call (empty when one does).

@@ -4,7 +4,6 @@
 
 #include "mlx/utils.h"
 #include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
-#include "mlx_fused_attn/families/short_attention/short_attention_kernel_name.h"
 #include "mlx_fused_attn/plan/call_planning.h"
 #include "mlx_fused_attn/plan/family_planning.h"
 #include "mlx_fused_attn/plan/kernel_switches.h"
@@ -75,12 +74,25 @@ Support gpu_kernel_covers(
   return Support::yes();
 }
 
+/// The planning part `Plan` of `family`, behind the family's switch
+/// (family_switched_on).
+template <
+    KernelFamily family,
+    Support (*Plan)(const PlanTarget&, AttentionPlan&)>
+Support plan_if_switched_on(const PlanTarget& target, AttentionPlan& plan) {
+  if (Support on = family_switched_on(family); !on.ok) {
+    return on;
+  }
+  return Plan(target, plan);
+}
+
 /// The GPU families the op tries, in the registry's order of preference
 /// (FA_ATTENTION_CANDIDATES): short sequences run the short kernel
 /// (short_attention_covers), whose grid is one axis of sequences; all
 /// others the general one.
 const FamilyCandidate<AttentionPlan, PlanTarget> kFamilies[] = {
-#define FA_FAMILY_CANDIDATE(e, name) {KernelFamily::e, plan_##name},
+#define FA_FAMILY_CANDIDATE(e, name, tiles) \
+  {KernelFamily::e, plan_if_switched_on<KernelFamily::e, plan_##name>},
     FA_ATTENTION_CANDIDATES(FA_FAMILY_CANDIDATE)
 #undef FA_FAMILY_CANDIDATE
 };
@@ -207,13 +219,12 @@ AttentionPlan attention_backward_plan_for(
 }
 
 std::string plan_note(const AttentionPlan& plan) {
-  if (plan.family == KernelFamily::ShortAttention) {
-    return fa::short_attention_note(std::get<fa::ShortAttnTiles>(plan.tiles));
+#define FA_FAMILY_NOTE(e, name, tiles)  \
+  if (plan.family == KernelFamily::e) { \
+    return note_##name(plan);           \
   }
-  if (plan.key_splits > 1) {
-    return std::string(kKeySplitsNote) + " " + std::to_string(plan.key_splits) +
-        " ways";
-  }
+  FA_ATTENTION_CANDIDATES(FA_FAMILY_NOTE)
+#undef FA_FAMILY_NOTE
   return "";
 }
 

@@ -43,6 +43,16 @@ Support family_built(const DeviceCaps& caps, KernelFamily family) {
   return reason == nullptr ? Support::yes() : Support::no(*reason);
 }
 
+Support family_switched_on(KernelFamily family) {
+  const std::string variable = family_switch_variable(family_name(family));
+  if (kernel_switch_on(variable.c_str())) {
+    return Support::yes();
+  }
+  return Support::no(
+      std::string(family_name(family)) + " kernel family: off (" + variable +
+      "=0)");
+}
+
 int key_splits(
     const PlanHint& hint,
     const fa::AttnParams& p,

@@ -3,15 +3,19 @@
 // device and how refusals name the op (PlanTarget), the grid and
 // shared-memory limits, whether the family builds, and what the general
 // kernel's plan shares with the quantized family's (packed GQA, the key
-// splits of its tiles, whether the last split merges them). Each family that the attention op can run keeps its
-// planning part in its folder (families/<folder>/<name>_planning.cpp,
-// `plan_<name>`, declared here from the registry's FA_ATTENTION_CANDIDATES);
-// the planner tries them in the registry's order. Pure: no backend is
-// reached from here.
+// splits of its tiles, whether the last split merges them). Each family
+// that the attention op can run keeps its planning part in its folder
+// (families/<folder>/<name>_planning.cpp: `plan_<name>`, `note_<name>` and
+// the `tile_fields` of its tiles, declared here from the registry's
+// FA_ATTENTION_CANDIDATES); the planner tries them in the registry's order,
+// each behind its switch (family_switched_on). Pure: no backend is reached
+// from here.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "mlx_fused_attn/families/registry.h"
 #include "mlx_fused_attn/plan/attention_plan.h"
@@ -86,10 +90,24 @@ inline bool merges_in_kernel(fa::Backend backend) {
   return backend == fa::Backend::Cuda && split_merge_enabled();
 }
 
-/// Each attention candidate's planning part: fills the family's tiles, grid
-/// and features into `plan`, or says why the family does not take the call.
-#define FA_DECLARE_FAMILY_PLANNER(e, name) \
-  Support plan_##name(const PlanTarget& target, AttentionPlan& plan);
+/// A family's tiles by field name, for the plan's summary (plan_summary.h).
+using TileFields = std::vector<std::pair<std::string, int>>;
+
+/// Whether the switch of attention candidate `family` is on
+/// (kernel_switches.h's family_switch_variable); a no names the variable.
+Support family_switched_on(KernelFamily family);
+
+/// Each attention candidate's planning part, in its folder
+/// (families/<folder>/<name>_planning.cpp):
+/// - plan_<name> fills the family's tiles, grid and features into `plan`, or
+///   says why the family does not take the call;
+/// - note_<name> says how a plan it took runs (plan_note, what
+///   can_use_fused gives);
+/// - tile_fields names the fields of its tiles.
+#define FA_DECLARE_FAMILY_PLANNER(e, name, tiles)                     \
+  Support plan_##name(const PlanTarget& target, AttentionPlan& plan); \
+  std::string note_##name(const AttentionPlan& plan);                 \
+  TileFields tile_fields(const fa::tiles& t);
 FA_ATTENTION_CANDIDATES(FA_DECLARE_FAMILY_PLANNER)
 #undef FA_DECLARE_FAMILY_PLANNER
 

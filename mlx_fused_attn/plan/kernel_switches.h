@@ -3,11 +3,13 @@
 // can time or check both paths on the same shapes (benchmarks/gpu_bench.py,
 // the tests); the plan keeps the answer until the call runs.
 //
-// On unless the variable is "0" (kernel_switch_on): MLX_FUSED_ATTN_SHORT (the
-// short-sequence kernel), MLX_FUSED_ATTN_SPLIT_KEYS (split keys,
-// split_keys.h) and MLX_FUSED_ATTN_MASK_BLOCKS (an array mask's classes by
-// block and the backward's block lists, kernels/mask_visits.h: the kernels
-// then read the mask at every score of every block).
+// On unless the variable is "0" (kernel_switch_on): MLX_FUSED_ATTN_<NAME>
+// for each family of the attention op (FA_ATTENTION_CANDIDATES, NAME its
+// registry name in capitals: MLX_FUSED_ATTN_SHORT_ATTENTION=0 turns the
+// short-sequence kernel off; family_switch_variable), MLX_FUSED_ATTN_SPLIT_KEYS
+// (split keys, split_keys.h) and MLX_FUSED_ATTN_MASK_BLOCKS (an array mask's
+// classes by block and the backward's block lists, kernels/mask_visits.h: the
+// kernels then read the mask at every score of every block).
 //
 // Opt-in, CUDA only (opt_in_switch_on): "1" takes the path wherever it
 // applies, "0", unset or any other value never does. These have never run on
@@ -26,7 +28,9 @@
 //   cache hands a unified buffer (backend/cuda/device_buffer.cpp).
 #pragma once
 
+#include <cctype>
 #include <cstdlib>
+#include <string>
 
 #include "mlx_fused_attn/plan/persistent_grid.h"
 
@@ -42,8 +46,14 @@ inline bool opt_in_switch_on(const char* variable) {
   return env != nullptr && env[0] == '1' && env[1] == '\0';
 }
 
-inline bool short_attention_enabled() {
-  return kernel_switch_on("MLX_FUSED_ATTN_SHORT");
+/// The switch of the attention op's family called `name` (family_name):
+/// MLX_FUSED_ATTN_ and the name in capitals.
+inline std::string family_switch_variable(const std::string& name) {
+  std::string variable = "MLX_FUSED_ATTN_";
+  for (const char c : name) {
+    variable += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return variable;
 }
 
 inline bool split_keys_enabled() {

@@ -153,15 +153,6 @@ int64_t split_rows(int key_splits, const fa::AttnParams& p) {
   return int64_t(key_splits) * p.B * p.H_q * p.L_q;
 }
 
-fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features) {
-  fa::ShortAttnFeatures f{};
-  f.has_mask = features.has_mask;
-  f.bool_mask = features.bool_mask;
-  f.causal = features.causal;
-  f.has_sinks = features.has_sinks;
-  return f;
-}
-
 fa::NaParams na_launch_params(
     const NaPlan& plan,
     const array& q,

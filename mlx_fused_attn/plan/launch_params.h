@@ -66,9 +66,6 @@ fa::AttnFeatures backward_kernel_features(
 /// with split keys (the float one, the quantized one) counts them so.
 int64_t split_rows(int key_splits, const fa::AttnParams& p);
 
-/// The short kernel's features, as the general kernel's are for the call.
-fa::ShortAttnFeatures short_features(const fa::AttnFeatures& features);
-
 /// The neighborhood plan's parameters with the strides of the arrays the
 /// kernel reads at eval: q, k, v (after any row copies) and the output.
 fa::NaParams na_launch_params(

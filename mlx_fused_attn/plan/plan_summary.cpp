@@ -1,6 +1,9 @@
 #include "mlx_fused_attn/plan/plan_summary.h"
 
+#include <variant>
+
 #include "mlx_fused_attn/plan/attention_planner.h"
+#include "mlx_fused_attn/plan/family_planning.h"
 
 namespace mlx_fused_attn {
 
@@ -19,29 +22,21 @@ PlanCode code_of(const AttentionPlan& plan) {
   return plan.key_splits > 1 ? PlanCode::KeysSplit : PlanCode::GeneralKernel;
 }
 
-std::vector<std::pair<std::string, int>> tile_fields(
-    const AttentionPlan& plan) {
-  if (const auto* t = std::get_if<fa::AttnTiles>(&plan.tiles)) {
-    return {
-        {"bq", t->bq},
-        {"bk", t->bk},
-        {"warps", t->warps},
-        {"stages", t->stages},
-        {"min_blocks", t->min_blocks},
-        {"wgmma", t->wgmma},
-        {"q_shared", t->q_shared},
-        {"producer", t->producer},
-        {"persistent", t->persistent}};
+/// The fields of the tiles of the family that runs (each candidate's
+/// tile_fields, in its folder); none on the CPU. Forward plans only: the
+/// backward's tiles are not summarized.
+struct TileFieldsOf {
+  TileFields operator()(std::monostate) const {
+    return {};
   }
-  if (const auto* t = std::get_if<fa::ShortAttnTiles>(&plan.tiles)) {
-    return {
-        {"seq", t->seq},
-        {"warp_rows", t->warp_rows},
-        {"warps", t->warps},
-        {"problems", t->problems}};
+  TileFields operator()(const fa::AttnBwdTiles&) const {
+    return {};
   }
-  return {};
-}
+  template <typename Tiles>
+  TileFields operator()(const Tiles& tiles) const {
+    return tile_fields(tiles);
+  }
+};
 
 } // namespace
 
@@ -77,7 +72,7 @@ PlanSummary summarize_plan(const AttentionPlan& plan) {
   s.key_splits = plan.key_splits;
   s.packed_gqa = plan.packed_gqa;
   s.split_merge = plan.split_merge;
-  s.tiles = tile_fields(plan);
+  s.tiles = std::visit(TileFieldsOf{}, plan.tiles);
   return s;
 }
 

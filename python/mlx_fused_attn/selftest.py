@@ -3,9 +3,10 @@
     python -m mlx_fused_attn.selftest [--device cpu|gpu] [--quick] [--json PATH]
 
 On one device (default: MLX's default device) it runs every kernel family
-(general attention, short sequences, neighborhood 1-D and 2-D, attention
-over a quantized K/V cache, and the strided-copy path) over dtypes, head dims, masks, GQA, sinks and strided
-inputs; compares each output with a float64 NumPy reference and with
+with self-test cases (general attention, short sequences, neighborhood 1-D
+and 2-D, attention over a quantized K/V cache, and the strided-copy path)
+over dtypes, head dims, masks, GQA, sinks and strided inputs; compares each
+output with a float64 NumPy reference and with
 mx.fast.scaled_dot_product_attention; says whether each case ran fused
 (and why not); times the fused ones against mx.fast; and prints a table, the
 kernel families that failed to build, the warnings raised, and a verdict.
@@ -16,6 +17,11 @@ per-dtype floor. A fallback to plain MLX ops is reported, with its reason,
 but is not a failure. Exit status: 0 every result right; 1 a wrong result
 (or a case that raised); 2 the device asked for is not available.
 
+A family's cases are its folder's
+mlx_fused_attn/families/<folder>/<folder>_selftest.py, installed as
+mlx_fused_attn.selftest_cases.<folder>: cases(add, dtype, quick) adds its
+calls, built by mlx_fused_attn._selftest_calls.
+
 Test-only hook: MLX_FUSED_ATTN_SELFTEST_CORRUPT=1 adds 1 to one element of
 the selftest's own copy of the first case's output, to show that a wrong
 result fails the verdict (tests/test_selftest.py). Nothing else reads it.
@@ -25,13 +31,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import os
+import pkgutil
 import platform
 import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable
 
 # Before the first call: outputs are filled with NaN before every kernel
 # runs, so an element a kernel fails to write fails its case (MLX's buffer
@@ -47,31 +54,13 @@ import numpy as np  # noqa: E402
 import mlx_fused_attn as fa  # noqa: E402
 from mlx_fused_attn import _reference as ref  # noqa: E402
 from mlx_fused_attn import _strict_json as strict_json  # noqa: E402
+from mlx_fused_attn import selftest_cases  # noqa: E402
+from mlx_fused_attn._selftest_calls import DTYPES  # noqa: E402
 
 CORRUPT_ENV = "MLX_FUSED_ATTN_SELFTEST_CORRUPT"
-DTYPES = {"float16": mx.float16, "bfloat16": mx.bfloat16, "float32": mx.float32}
 # Error floors for outputs of magnitude ~1: a few units in the last place
 # of the dtype (the fused kernels round once, on the store).
 FLOOR = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-5}
-
-
-@dataclasses.dataclass
-class Case:
-    """One call of one kernel family, and how to check it."""
-
-    family: str  # the kernel family meant to serve it
-    name: str
-    dtype: str
-    head_dim: int
-    seed: int
-    ours: Callable[[], mx.array]
-    mx_fast: Callable[[mx.Device], mx.array]  # the same attention by mx.fast
-    reference: Callable[[], np.ndarray]  # float64
-    can_fuse: Callable[[], tuple]
-    # What mx_fast runs, for the table: "mx.fast" with the same arguments,
-    # "mx.fast+mask" with the neighborhood as a dense bool mask, or
-    # "mx.fast+deq" over the quantized cache's K and V, dequantized.
-    yardstick: str = "mx.fast"
 
 
 @dataclasses.dataclass
@@ -83,7 +72,7 @@ class Result:
     seed: int
     fused: bool
     reason: str  # can_use_fused's: why not fused, or which fused kernel
-    yardstick: str  # Case.yardstick: what the mx.fast columns ran
+    yardstick: str  # Case.yardstick (_selftest_calls.py): what the mx.fast columns ran
     max_err: float | None = None  # ours against the reference
     mx_fast_err: float | None = None  # mx.fast on this device, likewise
     tol: float | None = None
@@ -94,161 +83,24 @@ class Result:
     note: str = ""  # what mx.fast raised, where it did
 
 
-# ---- Inputs -----------------------------------------------------------------
-
-
-def normal(shape, dtype, seed):
-    return mx.random.normal(shape, key=mx.random.key(seed)).astype(dtype)
-
-
-def qkv_tensor(layout, b, h, length, d, dtype, seed):
-    """[b, h, length, d] as the layout lays it out: "contiguous"; "blhd", the
-    transposed view of a [b, length, h, d] array (read in place); or
-    "d-strided", a view whose head dim is not contiguous (copied first by
-    the strided-copy kernels on Metal)."""
-    if layout == "contiguous":
-        return normal((b, h, length, d), dtype, seed)
-    if layout == "blhd":
-        return normal((b, length, h, d), dtype, seed).transpose(0, 2, 1, 3)
-    if layout == "d-strided":
-        return normal((b, h, d, length), dtype, seed).swapaxes(-1, -2)
-    raise ValueError(f"unknown layout {layout!r}")
-
-
-def attention_case(family, name, *, dtype, d, seed, device, lq, lk, b=2, hq=4, hkv=4,
-                   mask=None, sinks=False, layout="contiguous"):  # fmt: skip
-    dt = DTYPES[dtype]
-    q = qkv_tensor(layout, b, hq, lq, d, dt, seed)
-    k = qkv_tensor(layout, b, hkv, lk, d, dt, seed + 1)
-    v = qkv_tensor(layout, b, hkv, lk, d, dt, seed + 2)
-    if mask == "bool":
-        # Broadcast over batch and heads (read through zero strides).
-        m = mx.random.bernoulli(0.75, (lq, lk), key=mx.random.key(seed + 3))
-    elif mask == "additive":
-        m = normal((b, 1, lq, lk), dt, seed + 3)
-    else:
-        m = mask
-    s = normal((hq,), dt, seed + 4) if sinks else None
-    scale = d**-0.5
-    args = dict(scale=scale, mask=m, sinks=s)
-    return Case(
-        family, name, dtype, d, seed,
-        ours=lambda: fa.scaled_dot_product_attention(q, k, v, **args, stream=device),
-        mx_fast=lambda dev: mx.fast.scaled_dot_product_attention(q, k, v, **args, stream=dev),
-        reference=lambda: ref.attention(q, k, v, scale, m, s),
-        can_fuse=lambda: fa.can_use_fused(q, k, v, **args, stream=device),
-    )  # fmt: skip
-
-
-def neighborhood_case(name, *, dtype, d, seed, device, spatial, kernel, dilation=1,
-                      causal=False, heads=2):  # fmt: skip
-    dt = DTYPES[dtype]
-    shape = (1, *spatial, heads, d)
-    q, k, v = (normal(shape, dt, seed + i) for i in range(3))
-    axes = len(spatial)
-    kernels, dilations = [kernel] * axes, [dilation] * axes
-    causals = [causal] * axes
-    mask = mx.array(ref.neighborhood_mask(spatial, kernels, dilations, causals))
-    length = int(np.prod(spatial))
-    scale = d**-0.5
-
-    def heads_first(x):
-        return x.reshape(1, length, heads, d).transpose(0, 2, 1, 3)
-
-    def mx_fast(dev):
-        out = mx.fast.scaled_dot_product_attention(
-            heads_first(q), heads_first(k), heads_first(v), scale=scale, mask=mask, stream=dev
-        )
-        return out.transpose(0, 2, 1, 3).reshape(shape)
-
-    def reference():
-        out = ref.attention(heads_first(q), heads_first(k), heads_first(v), scale, mask)
-        return out.transpose(0, 2, 1, 3).reshape(shape)
-
-    na_args = dict(dilation=tuple(dilations), is_causal=tuple(causals), scale=scale)
-    return Case(
-        "neighborhood", name, dtype, d, seed,
-        ours=lambda: fa.neighborhood_attention(q, k, v, tuple(kernels), **na_args, stream=device),
-        mx_fast=mx_fast,
-        reference=reference,
-        can_fuse=lambda: fa.neighborhood_can_use_fused(q, k, v, tuple(kernels), **na_args,
-                                                      stream=device),
-        yardstick="mx.fast+mask",
-    )  # fmt: skip
-
-
-def quantized_case(name, *, dtype, d, seed, device, lq, lk, bits, group, hq=8, hkv=2,
-                   mask=None):  # fmt: skip
-    """The quantized K/V family: K and V quantized by mx.quantize, checked
-    against the float64 reference over the dequantized K and V; the
-    yardstick is mx.fast over them in the case's dtype."""
-    dt = DTYPES[dtype]
-    q = normal((2, hq, lq, d), dt, seed)
-    qk, qv = (tuple(mx.quantize(normal((2, hkv, lk, d), dt, seed + i), group_size=group,
-                                bits=bits)) for i in (1, 2))  # fmt: skip
-    k32, v32 = (mx.dequantize(*x, group_size=group, bits=bits, dtype=mx.float32)
-                for x in (qk, qv))  # fmt: skip
-    scale = d**-0.5
-    return Case(
-        "quantized_attention", name, dtype, d, seed,
-        ours=lambda: fa.quantized_scaled_dot_product_attention(
-            q, qk, qv, scale, mask, group, bits, stream=device),
-        mx_fast=lambda dev: mx.fast.scaled_dot_product_attention(
-            q, k32.astype(dt), v32.astype(dt), scale=scale, mask=mask, stream=dev),
-        reference=lambda: ref.attention(q, k32, v32, scale, mask),
-        can_fuse=lambda: fa.quantized_can_use_fused(
-            q, qk, qv, scale, mask, group, bits, stream=device),
-        yardstick="mx.fast+deq",
-    )  # fmt: skip
-
-
 def grid(device, quick):
-    """The cases; each one's seed is 1000 times its index."""
+    """The cases: each kernel family's (its module of
+    mlx_fused_attn.selftest_cases), for each dtype, in the modules' order;
+    each case's seed is 1000 times its index."""
     cases = []
 
     def add(build, *names, **kw):
         cases.append(build(*names, seed=1000 * len(cases), device=device, **kw))
 
-    general = dict(lq=100, lk=130) if quick else dict(lq=257, lk=1000)
-    short = dict(lq=33, lk=48, b=4)
+    families = [
+        importlib.import_module(f"{selftest_cases.__name__}.{m.name}")
+        for m in sorted(pkgutil.iter_modules(selftest_cases.__path__), key=lambda m: m.name)
+    ]
     for dtype in DTYPES:
-        for d in (64, 128) if quick else (32, 64, 80, 96, 128):
-            masks = (None, "causal", "bool", "additive") if d in (64, 128) else (None, "causal")
-            for mask in masks:
-                add(attention_case, "attention", f"mask={mask or 'none'}", dtype=dtype, d=d,
-                    mask=mask, **general)  # fmt: skip
-        for d in (64,) if quick else (64, 128):
-            add(attention_case, "attention", "gqa 8:2 causal", dtype=dtype, d=d,
-                hq=8, hkv=2, mask="causal", **general)  # fmt: skip
-            add(attention_case, "attention", "sinks", dtype=dtype, d=d, sinks=True, **general)
-            add(attention_case, "attention", "strided [B,L,H,D] view", dtype=dtype, d=d,
-                layout="blhd", mask="causal", **general)  # fmt: skip
-            add(attention_case, "strided_copy", "head dim strided", dtype=dtype, d=d,
-                layout="d-strided", **general)  # fmt: skip
-        for d in (64, 128) if quick else (32, 64, 128):
-            for mask in (None, "causal"):
-                add(attention_case, "short_attention", f"L=33:48 mask={mask or 'none'}",
-                    dtype=dtype, d=d, mask=mask, **short)  # fmt: skip
-        add(attention_case, "short_attention", "L=33:48 gqa 4:2 sinks bool", dtype=dtype, d=64,
-            hkv=2, sinks=True, mask="bool", **short)  # fmt: skip
-        add(quantized_case, "decode 4-bit g64 gqa 8:2", dtype=dtype, d=128, lq=1, lk=1000,
-            bits=4, group=64)  # fmt: skip
-        add(quantized_case, "8-bit g32 causal", dtype=dtype, d=64, lq=100, lk=130, bits=8,
-            group=32, mask="causal")  # fmt: skip
-        if not quick:
-            add(quantized_case, "decode 8-bit g128 gqa 8:2", dtype=dtype, d=256, lq=1,
-                lk=1000, bits=8, group=128)  # fmt: skip
-            add(quantized_case, "4-bit g64 causal", dtype=dtype, d=128, lq=257, lk=1000,
-                bits=4, group=64, mask="causal")  # fmt: skip
-        for d in (64,) if quick else (32, 64, 128):
-            add(neighborhood_case, "1-D L=100 k=7", dtype=dtype, d=d, spatial=(100,), kernel=7)
-            add(neighborhood_case, "2-D 12x14 k=5", dtype=dtype, d=d, spatial=(12, 14), kernel=5)
-            if not quick:
-                add(neighborhood_case, "1-D L=200 k=9 dil=2 causal", dtype=dtype, d=d,
-                    spatial=(200,), kernel=9, dilation=2, causal=True)  # fmt: skip
-                add(neighborhood_case, "2-D 16x16 k=3 dil=2", dtype=dtype, d=d,
-                    spatial=(16, 16), kernel=3, dilation=2)  # fmt: skip
+        for family in families:
+            family.cases(add, dtype, quick)
     return cases
+
 
 
 # ---- Running a case ----------------------------------------------------------

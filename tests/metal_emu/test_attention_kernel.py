@@ -1,8 +1,8 @@
 """mlx_fused_attn/families/attention/attention.metal run in the Metal emulator against a float64 reference.
 
-Every case binds buffers the way mlx_fused_attn/backend/metal/attention_metal.cpp
-does (q 0, k 1, v 2, out 3, params 4, mask 5, sinks 6, the mask's classes
-by block 10; grid (query blocks, H_q, B), threadgroup (32, warps)), poisons
+Every case binds buffers the way mlx_fused_attn/backend/metal/attention_dispatch.cpp
+and families/attention/metal/attention_metal.cpp do (q 0, k 1, v 2, out 3,
+params 4, mask 5, sinks 6, the mask's classes by block 10; grid (query blocks, H_q, B), threadgroup (32, warps)), poisons
 the output with NaN first, and
 checks every output element, plus the padding around the output rows, which
 must stay untouched (the inputs, reference and check: cases.py).
@@ -525,8 +525,9 @@ def test_strided_copy_padded_permuted_axes():
 
 def test_strided_copy_instances():
     """The host asks for fa_strided_copy_<dtype> for each kernel dtype
-    (strided_copy_kernel_name in backend/metal/attention_metal.cpp); the list
-    holds exactly those, each launched by test_strided_copy."""
+    (strided_copy_kernel_name, whose pipeline backend/metal/attention_dispatch.cpp
+    asks for); the list holds exactly those, each launched by
+    test_strided_copy."""
     assert set(emu.load("mlx_fused_attn/families/strided_copy/strided_copy.metal").kernels) == {f"fa_strided_copy_{t}" for t in DTYPES}
 
 

@@ -2,7 +2,7 @@
 threadgroup) run in the Metal emulator against a float64 reference.
 
 Every case binds buffers the way
-mlx_fused_attn/backend/metal/attention_metal.cpp does (q 0, k 1, v 2,
+mlx_fused_attn/backend/metal/attention_dispatch.cpp does (q 0, k 1, v 2,
 out 3, params 4, mask 5, sinks 6; grid (ceil(B * H_q / problems), 1, 1),
 threadgroup (32, warps)), with B * H_q not a multiple of the sequences per
 threadgroup where the kernel has several, so the last threadgroup is partial.

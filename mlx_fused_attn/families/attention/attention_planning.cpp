@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/plan/attention_planner.h"
 #include "mlx_fused_attn/plan/call.h"
 #include "mlx_fused_attn/plan/family_planning.h"
 #include "mlx_fused_attn/plan/kernel_switches.h"
@@ -114,6 +115,27 @@ Support plan_attention(const PlanTarget& target, AttentionPlan& plan) {
     return fits;
   }
   return family_built(target.caps, KernelFamily::Attention);
+}
+
+std::string note_attention(const AttentionPlan& plan) {
+  if (plan.key_splits > 1) {
+    return std::string(kKeySplitsNote) + " " + std::to_string(plan.key_splits) +
+        " ways";
+  }
+  return "";
+}
+
+TileFields tile_fields(const fa::AttnTiles& t) {
+  return {
+      {"bq", t.bq},
+      {"bk", t.bk},
+      {"warps", t.warps},
+      {"stages", t.stages},
+      {"min_blocks", t.min_blocks},
+      {"wgmma", t.wgmma},
+      {"q_shared", t.q_shared},
+      {"producer", t.producer},
+      {"persistent", t.persistent}};
 }
 
 } // namespace mlx_fused_attn

@@ -1,11 +1,14 @@
 // The short-sequence kernel's planning part (plan/family_planning.h): its
-// coverage rule, tiles and grid, one axis of sequences.
+// coverage rule, tiles and grid, one axis of sequences; what its plans say
+// of themselves.
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <variant>
 
 #include "mlx_fused_attn/families/short_attention/short_attention_config.h"
+#include "mlx_fused_attn/families/short_attention/short_attention_kernel_name.h"
 #include "mlx_fused_attn/plan/family_planning.h"
-#include "mlx_fused_attn/plan/kernel_switches.h"
 
 namespace mlx_fused_attn {
 
@@ -14,9 +17,6 @@ namespace mlx_fused_attn {
 Support plan_short_attention(const PlanTarget& target, AttentionPlan& plan) {
   const fa::Backend backend = *target.caps.gpu;
   const fa::AttnParams& p = plan.params;
-  if (!short_attention_enabled()) {
-    return Support::no("short-sequence kernel: off (MLX_FUSED_ATTN_SHORT=0)");
-  }
   if (!plan.spec.hint.short_kernel) {
     return Support::no("short-sequence kernel: off (the call's plan hint)");
   }
@@ -49,6 +49,18 @@ Support plan_short_attention(const PlanTarget& target, AttentionPlan& plan) {
     return fits;
   }
   return family_built(target.caps, KernelFamily::ShortAttention);
+}
+
+std::string note_short_attention(const AttentionPlan& plan) {
+  return fa::short_attention_note(std::get<fa::ShortAttnTiles>(plan.tiles));
+}
+
+TileFields tile_fields(const fa::ShortAttnTiles& t) {
+  return {
+      {"seq", t.seq},
+      {"warp_rows", t.warp_rows},
+      {"warps", t.warps},
+      {"problems", t.problems}};
 }
 
 } // namespace mlx_fused_attn
