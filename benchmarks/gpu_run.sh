@@ -60,6 +60,15 @@ if ! $PY -c 'import mlx.core as mx; assert mx.cuda.is_available()' 2>/dev/null; 
   log "unpacking MLX into $SITE"
   tar -xJf .device-cache/mlx-cuda-site.tar.xz -C "$SITE" || exit 1
 fi
+# The machine has no PyPI: the wheels in .device-cache that its image lacks
+# (platformdirs, the package's own dependency; mlx-lm for the model tests),
+# from `pip download --no-deps platformdirs mlx-lm==0.32.2 -d .device-cache`.
+for pair in platformdirs:platformdirs mlx_lm:mlx_lm; do
+  module=${pair%%:*}; wheel=${pair##*:}
+  if ! $PY -c "import $module" 2>/dev/null && compgen -G ".device-cache/$wheel-*.whl" > /dev/null; then
+    $PY -m pip install -q --no-deps --no-index .device-cache/$wheel-*.whl || exit 1
+  fi
+done
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
   nvcc --version | tail -2
@@ -124,7 +133,7 @@ fi
 
 if has models; then
   log "mlx-lm models: tests and model_bench"
-  $PY -m pip install -q --no-deps --no-index .device-cache/mlx_lm-*.whl || exit 1
+  $PY -c 'import mlx_lm' || exit 1
   $PY -m pytest -q -rs tests/test_mlx_lm.py tests/test_patching.py tests/test_mx_fast_parity.py \
     -p no:cacheprovider > "$OUT/models_pytest.log" 2>&1
   tail -15 "$OUT/models_pytest.log"

@@ -56,5 +56,10 @@ def test_the_benchmark_says_there_is_nothing_to_time_without_metal(capsys, monke
     monkeypatch.syspath_prepend(os.path.join(REPO, "benchmarks"))
     import sdpa_bench
 
-    assert sdpa_bench.main(["--metal-variants", "--device", "cpu"]) == 0
+    device = mx.default_device()
+    try:
+        assert sdpa_bench.main(["--metal-variants", "--device", "cpu"]) == 0
+    finally:
+        # main() sets MLX's default device; later tests in this process need theirs.
+        mx.set_default_device(device)
     assert "nothing to time (run it on a Mac)" in capsys.readouterr().out

@@ -259,6 +259,8 @@ def test_gpu_rules_decided_by_shape(monkeypatch, backend, shape_q, shape_kv, dty
     (inputs the package would reject go through too)."""
     monkeypatch.setattr(routing, "_gpu_backend", lambda: backend)
     monkeypatch.setattr(routing, "_device", lambda stream: mx.Device(mx.gpu))
+    # The rules alone: no shipped or tuned measurement of the machine's own GPU.
+    monkeypatch.setattr(routing, "_measured", lambda *args: None)
     q, kv = mx.zeros(shape_q, dtype), mx.zeros(shape_kv, dtype)
     choice, reason = fa.route(q, kv, kv, scale=float("nan"))
     assert choice == routing.PASSTHROUGH

@@ -82,6 +82,39 @@ def test_a_candidate_far_behind_at_a_smaller_class_is_not_timed_again():
     assert "5.0x slower" in larger.skipped["mx.fast"]
 
 
+def test_a_timed_run_chains_dependent_calls():
+    q = mx.full((1, 2, 4, 8), 3.0)
+    seen = []
+
+    def step(x):
+        seen.append(x)
+        return x * 0.5
+
+    run, calls = tuning.chained(step, q, 4)
+    seen.clear()
+    out = run()
+    # Each call takes the previous one's output: one after another.
+    assert calls == 4 and len(seen) == 4 and seen[0] is q
+    assert np.allclose(np.array(out), 3.0 / 16)
+    # An output of another shape (v's head dim unlike q's) cannot feed the next.
+    assert tuning.chained(lambda x: x[..., :4], q, 4)[1] == 1
+
+
+@pytest.mark.parametrize(
+    "us, winner",
+    [({"fused": 101.0, "fused[splits<=2]": 100.0, "mx.fast": 120.0}, "fused"),
+     ({"fused": 110.0, "fused[splits<=2]": 100.0, "mx.fast": 120.0}, "fused[splits<=2]"),
+     ({"fused": 101.0, "mx.fast": 100.0}, "mx.fast")],
+)  # fmt: skip
+def test_a_hinted_plan_must_beat_the_planners_own_by_the_margin(us, winner):
+    assert tuning._winner(us) == winner
+
+
+def test_a_chained_run_counts_per_call():
+    (result,) = tune_small([3e-3] * 3 + [6e-3] * 3, save=False, chain=3)
+    assert result.us == pytest.approx({"fused": 1e3, "mx.fast": 2e3})
+
+
 def test_the_budget_ends_the_timed_runs():
     clock = ScriptedClock([2.0, 0.5, 0.6])
     (result,) = tuning.tune([SMALL], device=CPU, warmup=0, repeats=5, budget_s=1.0,
@@ -232,7 +265,7 @@ def test_shape_classes():
     assert c == ShapeClass("float16", 64, 64, "bool", True, 4, 16, 128, 4096)
     assert ShapeClass.from_key(c.key()) == c
     assert shape_class(q, kv, kv, "upper") is None
-    assert shape_class(q.astype(mx.float64), kv, kv) is None
+    assert shape_class(mx.zeros(q.shape, mx.float64, stream=mx.cpu), kv, kv) is None
     with pytest.raises(ValueError, match="malformed"):
         ShapeClass.from_key("float16 D=64")
 

@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", default="8", help="batched decoding's batch sizes, comma-separated")
     p.add_argument("--dtype", choices=sorted(tuning.DTYPES), help="instead of the config's")
     p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--chain", type=int,
+                   help="dependent calls a timed run makes (default: 8 on a GPU, 1 on the CPU)")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--budget", type=float, default=1.0,
                    help="timed seconds after which a candidate's runs stop")  # fmt: skip
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     results = tuning.tune(
         calls, device=device, warmup=args.warmup, repeats=args.repeats,
-        budget_s=args.budget, save=not args.no_save, progress=ProgressBar(),
+        budget_s=args.budget, chain=args.chain, save=not args.no_save, progress=ProgressBar(),
     )  # fmt: skip
     elapsed = time.monotonic() - start
     print_results(results)

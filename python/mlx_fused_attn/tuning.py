@@ -4,13 +4,15 @@ in the tuned table (``tuned_table.py``), which ``route`` and
 ``patch_mx_fast`` then read: a lookup, no timing in a model's hot path.
 
 Timing: each candidate runs ``warmup`` times untimed (building kernels,
-filling caches), then up to ``repeats`` times, each one call and one
-``mx.eval`` between two readings of ``clock`` (one evaluation a call: MLX's
-CUDA graphs overlap independent calls of one evaluation), stopping early
-once the timed runs pass ``budget_s``; the median counts. Wall time on
-every device: MLX exposes no GPU time for a command buffer, and the choice,
-the smallest time of one call's candidates, does not need it
-(docs/routing.md, "Shape classes", says why). A candidate
+filling caches), then up to ``repeats`` times, stopping early once the
+timed runs pass ``budget_s``; the median counts. A timed run is ``chain``
+calls in one ``mx.eval`` between two readings of ``clock``, each call's
+queries the previous call's output: dependent calls run one after another
+(independent ones of one evaluation overlap in MLX's CUDA graphs), as a
+model's layers do, and the evaluation's submission and wait, which every
+candidate pays alike and which on a GPU outweigh a decode's kernels
+(docs/routing.md, "The clock"), are shared by ``chain`` calls. MLX exposes
+no GPU time for a command buffer, so this is wall time. A candidate
 that lost by more than ``prune`` times at a smaller class of the same
 series (the same class but for L_q and L_k, both no longer) is not timed
 again: unfused attention only falls further behind as lengths grow, and on
@@ -146,9 +148,9 @@ def _positive(text, name, value) -> int:
 
 def median_seconds(run: Callable[[], mx.array], *, warmup: int, repeats: int,
                    budget_s: float, clock: Callable[[], float]) -> float:  # fmt: skip
-    """The median of up to ``repeats`` timed calls of ``run`` after
+    """The median of up to ``repeats`` timed evaluations of ``run()`` after
     ``warmup`` untimed ones; the clock is read right before and right after
-    each timed call's evaluation."""
+    each timed evaluation."""
     for _ in range(warmup):
         mx.eval(run())
     samples = []
@@ -159,6 +161,21 @@ def median_seconds(run: Callable[[], mx.array], *, warmup: int, repeats: int,
         if sum(samples) >= budget_s:
             break
     return statistics.median(samples)
+
+
+def chained(step: Callable[[mx.array], mx.array], q: mx.array, chain: int):
+    """``run`` for ``median_seconds``: ``chain`` calls of ``step``, each on
+    the previous one's output (its queries' shape where the head dims of q
+    and v agree; one call otherwise), and the number of calls it makes."""
+    calls = chain if step(q).shape == q.shape else 1
+
+    def run():
+        x = q
+        for _ in range(calls):
+            x = step(x)
+        return x
+
+    return run, calls
 
 
 class ClassResult(NamedTuple):
@@ -176,14 +193,32 @@ class ClassResult(NamedTuple):
         return fast / self.us[self.winner] if fast else None
 
 
-def _run(candidate: cand.Candidate, q, k, v, mask, scale, stream):
+def _step(candidate: cand.Candidate, k, v, mask, scale, stream):
+    """The candidate's call as a function of its queries."""
     if candidate.kind == cand.MX_FAST:
-        return lambda: mx.fast.scaled_dot_product_attention(
+        return lambda q: mx.fast.scaled_dot_product_attention(
             q, k, v, scale=scale, mask=mask, stream=stream
         )
     from . import _attention
 
-    return lambda: _attention(q, k, v, scale=scale, mask=mask, stream=stream, hint=candidate.hint)
+    return lambda q: _attention(q, k, v, scale=scale, mask=mask, stream=stream,
+                                hint=candidate.hint)  # fmt: skip
+
+
+# How much faster than the planner's own plan a hinted plan must be to win:
+# the planner's choices come from kernel-time sweeps, a tuner's from a few
+# wall-clock runs.
+HINT_MARGIN = 1.02
+
+
+def _winner(us: dict) -> str:
+    """The fastest candidate, but the planner's own plan where a hinted plan
+    beats it by less than ``HINT_MARGIN``."""
+    best = min(us, key=us.get)
+    own = us.get(cand.FUSED)
+    if best.startswith(cand.FUSED + "[") and own is not None and own <= HINT_MARGIN * us[best]:
+        return cand.FUSED
+    return best
 
 
 def _series(c: ShapeClass) -> ShapeClass:
@@ -197,6 +232,7 @@ def tune(
     warmup: int = 1,
     repeats: int = 10,
     budget_s: float = 1.0,
+    chain: int | None = None,
     prune: float = 4.0,
     clock: Callable[[], float] = time.perf_counter,
     save: bool = True,
@@ -211,6 +247,9 @@ def tune(
             together (a candidate's time is its sum over them).
         warmup, repeats, budget_s: untimed runs, the most timed runs, and
             the timed seconds after which a candidate's runs stop.
+        chain: dependent calls a timed run makes (default: 8 on a GPU,
+            where one evaluation's submission and wait cost about a
+            decode's kernels; 1 on the CPU, whose calls take milliseconds).
         prune: a candidate this many times slower than the winner of a
             smaller class of the same series is skipped (0: never).
         clock: seconds, read around each timed evaluation (injectable for
@@ -220,6 +259,8 @@ def tune(
     """
     device = device or mx.default_device()
     backend = tuned_table.device_key(device)["backend"]
+    if chain is None:
+        chain = 1 if device.type == mx.DeviceType.cpu else 8
     by_class: dict[ShapeClass, list[Call]] = {}
     for call in calls:
         call.check()
@@ -259,13 +300,13 @@ def tune(
                 for call, q, k, v, mask in timed:
                     if progress:
                         progress(done, total, f"{call.describe()} {x.name}")
-                    run = _run(x, q, k, v, mask, call.D**-0.5, stream)
-                    total_us += 1e6 * median_seconds(
+                    run, calls = chained(_step(x, k, v, mask, call.D**-0.5, stream), q, chain)
+                    total_us += 1e6 / calls * median_seconds(
                         run, warmup=warmup, repeats=repeats, budget_s=budget_s, clock=clock
                     )
                     done += 1
                 us[x.name] = total_us
-            winner = min(us, key=us.get)
+            winner = _winner(us)
             for name, t in us.items():
                 if prune and t > prune * us[winner]:
                     lost.setdefault(_series(c), {}).setdefault(name, []).append((c, t / us[winner]))
