@@ -152,6 +152,7 @@ def route(
     sinks: mx.array | None = None,
     stream: None | mx.Stream | mx.Device = None,
     policy: Literal["auto", "fused"] = "auto",
+    training: bool | None = None,
 ) -> Route: ...
 
 class Route(tuple[Literal["fused", "fallback", "passthrough"], str]):

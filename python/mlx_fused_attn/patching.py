@@ -15,6 +15,12 @@ place that reaches every model. What it cannot reach:
 - code that saved ``mx.fast.scaled_dot_product_attention`` in a variable of
   its own before patching.
 
+Training: while a patch is active, ``mx.grad``, ``mx.value_and_grad`` and
+``mx.vjp`` are replaced too (``gradient_trace.py``), so that ``route`` knows
+a call is traced for a gradient and weighs the backward it brings. A
+function one of them made before the patch is not marked (its calls route
+as inference): make the gradient function inside the patch.
+
 mlx-lm's ``QuantizedKVCache`` never calls mx.fast: its attention is
 ``mlx_lm.models.base.quantized_scaled_dot_product_attention``, which that
 module's ``scaled_dot_product_attention`` looks up among its globals at each
@@ -44,6 +50,7 @@ import mlx.core as mx
 
 import mlx_fused_attn as _package  # this module loads while the package does
 
+from . import gradient_trace
 from .routing import FALLBACK, FUSED, PASSTHROUGH, POLICIES, route
 
 
@@ -263,9 +270,17 @@ def _settle() -> None:
             _original = mx.fast.scaled_dot_product_attention
             mx.fast.scaled_dot_product_attention = scaled_dot_product_attention
             _settle_quantized(install=True)
+            gradient_trace.install()
         _policy = _active[-1].policy
         return
     _settle_quantized(install=False)
+    for name in gradient_trace.restore():
+        warnings.warn(
+            f"[unpatch_mx_fast] mx.{name} was replaced after patch_mx_fast; "
+            "leaving the replacement in place",
+            RuntimeWarning,
+            stacklevel=4,
+        )
     if mx.fast.scaled_dot_product_attention is scaled_dot_product_attention:
         mx.fast.scaled_dot_product_attention = _original
     else:

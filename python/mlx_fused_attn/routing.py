@@ -56,6 +56,23 @@ The rules, one per device, rest on the numbers in ``routing_defaults.json``
   and neural-accelerator rules keep mx.fast wherever ours is least likely
   to win until a measurement says otherwise (``metal_verdict``).
 
+Training. A call traced for a gradient (``gradient_trace.py``: inside a
+function that ``mx.grad``, ``mx.value_and_grad`` or ``mx.vjp`` made under
+``patch_mx_fast``; ``route(..., training=True)`` says so directly) runs the
+chosen op's backward too, so neither the tuned table nor the shipped
+defaults, forward measurements both, decide it; the training rules do:
+
+- CUDA: mx.fast where MLX 0.32.4 runs its gradient through cuDNN's fused
+  backward (``_cudnn_gradient``), which ours trails (forward and backward
+  on an H100/H200: ours 1.31x-1.63x cuDNN's time). Ours elsewhere, where
+  mx.fast's gradient is that of its plain-ops definition, with the whole
+  score matrix (``ScaledDotProductAttentionVJP::use_fallback`` in MLX's
+  ``backend/cuda/scaled_dot_product_attention.cpp``).
+- CPU and Metal: ours. MLX 0.32.4 has no fused attention backward on either
+  (the CPU runs mx.fast as plain ops; Metal's ``ScaledDotProductAttentionVJP``
+  always falls back to them, and its kernel headers hold no attention
+  backward).
+
 ``policy="fused"`` skips the device rule: every call a fused kernel covers
 runs fused (for the memory a fused kernel saves, for float32 accuracy on
 CUDA, where mx.fast multiplies in TF32, or to test the kernels inside a
@@ -70,7 +87,7 @@ import mlx.core as mx
 
 import mlx_fused_attn as _package  # this module loads while the package does
 
-from . import plans, routing_defaults, tuned_table
+from . import gradient_trace, plans, routing_defaults, tuned_table
 from .candidates import MX_FAST, Candidate
 from .shape_class import shape_class
 
@@ -104,6 +121,12 @@ CUDA_DECODE_MAX_QUERIES = 8
 # cuDNN's largest head dim: past it (or with D_v != D) mx.fast runs plain MLX
 # ops on CUDA, materialising the scores.
 CUDNN_MAX_HEAD_DIM = 128
+# CUDA: cuDNN's head dims are multiples of this.
+CUDNN_HEAD_DIM_MULTIPLE = 8
+# CUDA: MLX runs mx.fast's gradient through cuDNN only where L_q is a
+# multiple of this (cuDNN's tile; elsewhere MLX would pad, and it runs the
+# plain-ops gradient instead).
+CUDNN_BACKWARD_QUERY_TILE = 128
 # CUDA: the head dim at which additive array masks were measured faster in
 # ours than in mx.fast (bool masks are ours at every head dim: mx.fast's
 # timed as plain MLX ops do).
@@ -218,6 +241,55 @@ def _cuda_by_shape(q: mx.array, k: mx.array, v: mx.array, mask) -> tuple[str, st
     if _past_cudnn(q, v) or _cuda_mask_wins(q, mask) or _long_cache(q, k):
         return None
     return PASSTHROUGH, _CUDNN_PREFILL_REASON
+
+
+def _cudnn_gradient(q: mx.array, k: mx.array, v: mx.array, mask) -> bool:
+    """Whether MLX 0.32.4 runs both halves of mx.fast's gradient in cuDNN:
+    its forward (``supports_sdpa_cudnn``: float16/bfloat16, head dims
+    multiples of 8 up to 128, a causal mask only where L_q <= L_k) and its
+    backward (``ScaledDotProductAttentionVJP::use_fallback``: L_q a multiple
+    of 128). A bool mask is left out: mx.fast turns it into an additive one
+    the size of the whole score matrix ([B, H_q, L_q, L_k]) before cuDNN
+    sees it, which timed as plain MLX ops do (CUDA rules above)."""
+    if not all(isinstance(x, mx.array) and x.ndim == 4 for x in (q, k, v)):
+        return False
+    if q.dtype not in (mx.float16, mx.bfloat16) or _past_cudnn(q, v):
+        return False
+    if q.shape[3] % CUDNN_HEAD_DIM_MULTIPLE or q.shape[2] % CUDNN_BACKWARD_QUERY_TILE:
+        return False
+    if isinstance(mask, mx.array):
+        return mask.dtype != mx.bool_
+    return not (mask == "causal" and q.shape[2] > k.shape[2])
+
+
+_CUDNN_TRAINING_REASON = (
+    "CUDA, training: mx.fast's gradient is cuDNN's fused backward here, and ours "
+    "trails it (forward and backward, H100/H200, 2026-12-05: B=1 H=32 L=4096 "
+    "D=128 bf16 1236 us against 1842 us, causal 772 against 1011; D=64 L=1024 "
+    '67 against 109); policy="fused" runs ours'
+)
+
+
+def _training_reason(device: mx.Device) -> str:
+    """Why ours runs a training call a kernel covers (where mx.fast's
+    gradient is not cuDNN's)."""
+    if device.type == mx.DeviceType.cpu:
+        return (
+            "CPU, training: MLX runs mx.fast and its gradient as plain ops on the "
+            "CPU; ours runs fused both ways"
+        )
+    if _gpu_backend() == "cuda":
+        return (
+            "CUDA, training: mx.fast's gradient here is that of its plain-ops "
+            "definition, with the whole score matrix (cuDNN's backward needs "
+            f"float16/bfloat16, L_q a multiple of {CUDNN_BACKWARD_QUERY_TILE}, head dims "
+            f"up to {CUDNN_MAX_HEAD_DIM} and no bool mask); ours runs a fused backward"
+        )
+    return (
+        "Metal, training: MLX 0.32.4 has no fused attention backward on Metal, so "
+        "mx.fast's gradient is that of its plain-ops definition (unmeasured on "
+        "Apple hardware)"
+    )
 
 
 def _cuda_by_kernel(
@@ -367,6 +439,7 @@ def route(
     sinks: mx.array | None = None,
     stream: None | mx.Stream | mx.Device = None,
     policy: str = "auto",
+    training: bool | None = None,
 ) -> Route:
     """Where ``patch_mx_fast`` sends this call, and why.
 
@@ -377,21 +450,30 @@ def route(
     is the faster choice for it on this device); its ``source`` says what
     decided ("tuned", "defaults", "rule", "coverage", "policy") and its
     ``hint`` which of the fused kernel's plans runs. ``policy="fused"``
-    routes every call a kernel covers to this package. The sources are in
-    this module's docstring.
+    routes every call a kernel covers to this package. ``training``: whether
+    the call is traced for a gradient, so that its backward runs too (the
+    training rules decide it, never the tuned table or the defaults); None
+    (the default) reads it from the patched gradient transforms
+    (``gradient_trace.py``). The sources are in this module's docstring.
     """
     if policy not in POLICIES:
         raise ValueError(
             f"[route] policy must be one of {', '.join(map(repr, POLICIES))}; got {policy!r}"
         )
+    if training is None:
+        training = gradient_trace.active()
     device = _device(stream)
     on_cpu = device.type == mx.DeviceType.cpu
-    measured = _measured(q, k, v, mask, sinks, device) if policy == "auto" else None
+    auto = policy == "auto"
+    measured = _measured(q, k, v, mask, sinks, device) if auto and not training else None
     if measured:
         source, winner, why = measured
         if winner.kind == MX_FAST:
             return Route(PASSTHROUGH, why, source)
-    elif policy == "auto" and not on_cpu:
+    elif auto and training and not on_cpu:
+        if _gpu_backend() == "cuda" and _cudnn_gradient(q, k, v, mask):
+            return Route(PASSTHROUGH, _CUDNN_TRAINING_REASON, RULE)
+    elif auto and not on_cpu:
         verdict = _by_shape(q, k, v, mask)
         if verdict:
             return Route(*verdict, RULE)
@@ -408,6 +490,8 @@ def route(
         return Route(FUSED, 'policy="fused"', POLICY)
     if measured:
         return Route(FUSED, why, source, hint)
+    if training:
+        return Route(FUSED, _training_reason(device), RULE)
     if on_cpu:
         return Route(FUSED, (
             "CPU: MLX's CPU attention is unfused (B=1 H=32 L=1024 D=64 fp16: "
