@@ -35,7 +35,11 @@ and on batched prefill (B 1-8, L 512-8192, random, causal-array, window and
 padding bool masks) and head dims 64-256 (`mlx_fused_attn.tune`, the
 table in MLX_FUSED_ATTN_TUNED_FILE where set), then times the patched
 mx.fast (`auto`) against the fused kernel and mx.fast, and checks each row
-within 3% of the faster of the two (`--json` writes the rows).
+within 3% of the faster of the two (`--json` writes the rows); its
+`training step` rows time a gradient step instead (benchmarks/training_step.py:
+the loss and its gradients with respect to q, k and v, one evaluation a
+call), `auto` with the gradient function made inside the patch, not tuned
+(tuning times forwards; training calls follow routing.py's training rules).
 """
 
 import argparse
@@ -56,6 +60,7 @@ from torch.profiler import ProfilerActivity, profile
 import mlx_fused_attn as fa
 from mlx_fused_attn import _strict_json as strict_json
 from sdpa_bench import left_padding
+from training_step import gradient_step
 
 DTYPES = {
     "float16": (mx.float16, torch.float16),
@@ -724,6 +729,22 @@ def routing_cases():
     return cases
 
 
+# Issue 42's training rows: where cuDNN's fused backward serves mx.fast's
+# gradient (routing.py's training rule keeps mx.fast there) and, with array
+# masks, where mx.fast's gradient is cuDNN's with a bias (additive) or
+# starts from a mask as large as the scores (bool), and float32, where it is
+# plain ops.
+TRAINING_CASES = [
+    ("training step", Case(1, 32, 2048, 128, "bfloat16", "causal")),
+    ("training step", Case(1, 32, 4096, 128, "bfloat16")),
+    ("training step", Case(4, 32, 1024, 64, "bfloat16", "causal", Hkv=8)),
+    ("training step", Case(1, 32, 2048, 64, "float16", "add")),
+    ("training step", Case(1, 32, 2048, 64, "float16", "bool")),
+    ("training step", Case(1, 32, 1000, 128, "bfloat16", "causal")),
+    ("training step", Case(1, 32, 1024, 128, "float32", "causal")),
+]
+
+
 def tune_call(c):
     """The case as mlx_fused_attn.tune takes it (its shape class is the case's)."""
     if c.mask in (None, "causal"):
@@ -741,9 +762,10 @@ def tune_call(c):
     return Call(c.B, c.Hq, c.Hkv, c.Lq, c.Lk, c.D, c.D, c.dtype, mask)
 
 
-def run_routed_case(c, iters):
+def run_routed_case(c, iters, training=False):
     """(kernel us, wall us) of the fused kernel, mx.fast and the patched
-    mx.fast (auto) on one case, and the route auto took."""
+    mx.fast (auto) on one case, a forward call or with `training` a
+    gradient step (training_step.py), and the route auto took."""
     scale = c.D**-0.5
     (q, k, v, mask), _ = case_inputs(c, with_torch=False)
     original = mx.fast.scaled_dot_product_attention
@@ -754,8 +776,12 @@ def run_routed_case(c, iters):
         "auto": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask),
     }
     results = {}
-    for name, make in calls.items():
+    for name in calls:
         with fa.patch_mx_fast() if name == "auto" else contextlib.nullcontext():
+            # A training step's gradient function is made here, inside the
+            # patch for auto, where mx.value_and_grad is the patched one.
+            make = (gradient_step(name, original, q, k, v, scale=scale, mask=mask)
+                    if training else calls[name])
             try:
                 results[name] = measure_mlx(make, iters)
             except RuntimeError as e:
@@ -765,7 +791,7 @@ def run_routed_case(c, iters):
                     raise
                 mx.synchronize()
                 mx.clear_cache()
-    route = fa.route(q, k, v, scale=scale, mask=mask)
+    route = fa.route(q, k, v, scale=scale, mask=mask, training=training)
     del q, k, v, mask
     mx.clear_cache()
     return results, route
@@ -783,15 +809,19 @@ def routing_table(args):
         "Kernel time per call in us (CUPTI, one evaluation a call); wall-clock per call in "
         f"parentheses. `auto`: mx.fast under patch_mx_fast() after tuning ({tune_s:.1f} s); "
         "`auto / best`: its kernel time over the faster of fused and mx.fast; ok: within "
-        f"{ROUTING_TOLERANCE:.2f}x. `route`: auto's choice, the source that decided and its hint.",
+        f"{ROUTING_TOLERANCE:.2f}x. `route`: auto's choice, the source that decided and its hint. "
+        "`training step` rows: the loss sum(o^2) and its gradients with respect to q, k and v "
+        "(one mx.value_and_grad, one evaluation a call), auto's made inside the patch.",
         ["call", "B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "mask", "fused", "mx_fast", "auto",
          "auto / best", "ok", "route"],
         text_columns=1,
     )
     rows = []
-    for label, c in cases:
-        iters = args.iters or max(10, min(100, int(2e11 / c.work())))
-        res, route = run_routed_case(c, iters)
+    steps = [(label, c) for label, c in TRAINING_CASES if not wanted or label in wanted]
+    for is_step, (label, c) in [(False, case) for case in cases] + [(True, step) for step in steps]:
+        # A step's backward is about twice its forward's work.
+        iters = args.iters or max(10, min(100, int(2e11 / (c.work() * (3 if is_step else 1)))))
+        res, route = run_routed_case(c, iters, training=is_step)
         best = min(res[name][0] for name in ("fused", "mx_fast") if name in res)
         # auto out of memory: it sent the call to mx.fast's unfused path.
         ratio = res["auto"][0] / best if "auto" in res else math.inf
@@ -805,7 +835,7 @@ def routing_table(args):
                      "D": c.D, "dtype": c.dtype, "mask": c.mask_label(),
                      **{f"{n}_kernel_us": t[0] for n, t in res.items()},
                      **{f"{n}_wall_us": t[1] for n, t in res.items()},
-                     "auto_over_best": ratio, "ok": ok, "route": route.choice,
+                     "training": is_step, "auto_over_best": ratio, "ok": ok, "route": route.choice,
                      "source": route.source, "hint": route.hint._asdict()})
     failed = [r["call"] for r in rows if not r["ok"]]
     summary = f"{len(rows) - len(failed)} of {len(rows)} rows within {ROUTING_TOLERANCE:.2f}x"

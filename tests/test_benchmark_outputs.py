@@ -2,6 +2,7 @@
 accepts (a time not measured is null, never a bare NaN), times in ms under
 keys that say so, and CSV rows with the same keys."""
 
+import contextlib
 import csv
 import json
 import pathlib
@@ -148,3 +149,43 @@ def test_model_bench_generates_into_a_quantized_cache(tmp_path, monkeypatch):
         assert run["tokens_agree"] == 3, name
     # Both ran the same cache: 4-bit codes with a scale and a bias each 32.
     assert data["runs"]["fused"]["kv_cache_mib"] == data["runs"]["mx.fast"]["kv_cache_mib"]
+
+
+def test_training_step_of_each_routing_agrees_and_auto_is_marked(monkeypatch):
+    """gpu_bench.py --routing's training rows (benchmarks/training_step.py)
+    on the CPU: the three routings give one loss and one set of gradients,
+    and auto's step, made inside the patch, reaches route() as training."""
+    import mlx.core as mx
+    import numpy as np
+
+    import mlx_fused_attn as fa
+    from mlx_fused_attn import patching, routing
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import training_step
+    finally:
+        sys.path.pop(0)
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(routing.route(*args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(patching, "route", spy)
+    original = mx.fast.scaled_dot_product_attention
+    shape = (1, 4, 40, 32)
+    q, k, v = (mx.random.normal(shape, key=mx.random.key(i)).astype(mx.float16) for i in range(3))
+    mask = mx.random.normal((1, 1, 40, 40), key=mx.random.key(3)).astype(mx.float16)
+    results = {}
+    for name in training_step.ROUTINGS:
+        with fa.patch_mx_fast() if name == "auto" else contextlib.nullcontext():
+            make = training_step.gradient_step(name, original, q, k, v, scale=0.2, mask=mask)
+            results[name] = [np.array(x.astype(mx.float32)) for x in make()]
+    assert mx.fast.scaled_dot_product_attention is original
+    assert [(r.choice, "training" in r.reason) for r in seen] == [(routing.FUSED, True)]
+    for name in ("fused", "auto"):
+        for got, want in zip(results[name], results["mx_fast"]):
+            np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+    with pytest.raises(ValueError, match="routing must be one of"):
+        training_step.gradient_step("cudnn", original, q, k, v, scale=0.2, mask=mask)
