@@ -67,7 +67,8 @@ defaults, forward measurements both, decide it; the training rules do:
   on an H100/H200: ours 1.31x-1.63x cuDNN's time). Ours elsewhere, where
   mx.fast's gradient is that of its plain-ops definition, with the whole
   score matrix (``ScaledDotProductAttentionVJP::use_fallback`` in MLX's
-  ``backend/cuda/scaled_dot_product_attention.cpp``).
+  ``backend/cuda/scaled_dot_product_attention.cpp``), or starts from a bool
+  mask mx.fast makes additive at the size of the scores.
 - CPU and Metal: ours. MLX 0.32.4 has no fused attention backward on either
   (the CPU runs mx.fast as plain ops; Metal's ``ScaledDotProductAttentionVJP``
   always falls back to them, and its kernel headers hold no attention
@@ -282,8 +283,9 @@ def _training_reason(device: mx.Device) -> str:
         return (
             "CUDA, training: mx.fast's gradient here is that of its plain-ops "
             "definition, with the whole score matrix (cuDNN's backward needs "
-            f"float16/bfloat16, L_q a multiple of {CUDNN_BACKWARD_QUERY_TILE}, head dims "
-            f"up to {CUDNN_MAX_HEAD_DIM} and no bool mask); ours runs a fused backward"
+            f"float16/bfloat16, L_q a multiple of {CUDNN_BACKWARD_QUERY_TILE} and head "
+            f"dims up to {CUDNN_MAX_HEAD_DIM}), or starts from a bool mask made additive "
+            "at the size of the scores"
         )
     return (
         "Metal, training: MLX 0.32.4 has no fused attention backward on Metal, so "
