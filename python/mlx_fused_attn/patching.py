@@ -307,6 +307,10 @@ def patch_mx_fast(*, policy: str = "auto") -> MxFastPatch:
             text = mlx_lm.generate(model, tokenizer, prompt)
         print(patch.stats)  # PatchStats(fused=..., fallback=..., passed_through=...)
 
+    While patched, ``mx.grad``, ``mx.value_and_grad`` and ``mx.vjp`` mark
+    the functions they trace, so that calls inside a gradient function made
+    under the patch route by their backward too (``route``'s training rules).
+
     Args:
         policy: ``"auto"``: ``route``'s lookup (this package where it is
             faster than mx.fast: the tuned table of ``tune``, else the shipped
