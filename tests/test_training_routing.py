@@ -183,7 +183,8 @@ def on_cuda(monkeypatch, measured=None):
         (2048, 64, mx.float16, "bool", routing.FUSED),  # made additive at [B, H, L, L]
         (1000, 128, mx.bfloat16, None, routing.FUSED),  # L_q % 128: plain-ops gradient
         (2048, 256, mx.bfloat16, None, routing.FUSED),  # past cuDNN's head dims
-        (1024, 128, mx.float32, "causal", routing.FUSED),  # no cuDNN in float32
+        (1024, 128, mx.float32, "causal", routing.PASSTHROUGH),  # TF32 plain ops, as inference
+        (64, 64, mx.float32, "causal", routing.FUSED),  # the short kernel, plain-ops gradient
     ],
 )
 def test_cuda_training_rule(monkeypatch, L, D, dtype, mask, expected):

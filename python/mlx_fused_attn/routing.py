@@ -68,7 +68,9 @@ defaults, forward measurements both, decide it; the training rules do:
   mx.fast's gradient is that of its plain-ops definition, with the whole
   score matrix (``ScaledDotProductAttentionVJP::use_fallback`` in MLX's
   ``backend/cuda/scaled_dot_product_attention.cpp``), or starts from a bool
-  mask mx.fast makes additive at the size of the scores.
+  mask mx.fast makes additive at the size of the scores; except float32
+  past the short kernel's lengths, which keeps mx.fast as in inference
+  (its plain ops run on TF32 matrix units; unmeasured in training).
 - CPU and Metal: ours. MLX 0.32.4 has no fused attention backward on either
   (the CPU runs mx.fast as plain ops; Metal's ``ScaledDotProductAttentionVJP``
   always falls back to them, and its kernel headers hold no attention
@@ -269,6 +271,24 @@ _CUDNN_TRAINING_REASON = (
     "D=128 bf16 1236 us against 1842 us, causal 772 against 1011; D=64 L=1024 "
     '67 against 109); policy="fused" runs ours'
 )
+
+
+def _cuda_training_by_shape(q: mx.array, k: mx.array, v: mx.array, mask) -> tuple[str, str] | None:
+    """mx.fast's verdict for a training call on CUDA from the shapes alone;
+    None where ours takes it if a kernel covers it."""
+    if _cudnn_gradient(q, k, v, mask):
+        return PASSTHROUGH, _CUDNN_TRAINING_REASON
+    arrays = (q, k, v)
+    if not all(isinstance(x, mx.array) and x.ndim == 4 for x in arrays):
+        return None
+    if q.dtype == mx.float32 and max(q.shape[2], k.shape[2]) > SHORT_MAX_LENGTH:
+        return PASSTHROUGH, (
+            f"CUDA, training: float32 past {SHORT_MAX_LENGTH} tokens stays with mx.fast, "
+            "whose forward and gradient are plain ops on TF32 matrix units (its forward: "
+            "B=1 H=32 L=1024 D=128 218 us against ours 577 us, older kernel; the "
+            'gradient unmeasured); policy="fused" keeps float32 accuracy and memory'
+        )
+    return None
 
 
 def _training_reason(device: mx.Device) -> str:
@@ -473,8 +493,9 @@ def route(
         if winner.kind == MX_FAST:
             return Route(PASSTHROUGH, why, source)
     elif auto and training and not on_cpu:
-        if _gpu_backend() == "cuda" and _cudnn_gradient(q, k, v, mask):
-            return Route(PASSTHROUGH, _CUDNN_TRAINING_REASON, RULE)
+        verdict = _cuda_training_by_shape(q, k, v, mask) if _gpu_backend() == "cuda" else None
+        if verdict:
+            return Route(*verdict, RULE)
     elif auto and not on_cpu:
         verdict = _by_shape(q, k, v, mask)
         if verdict:
