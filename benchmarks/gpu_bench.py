@@ -730,10 +730,11 @@ def routing_cases():
 
 
 # Issue 42's training rows: where cuDNN's fused backward serves mx.fast's
-# gradient (routing.py's training rule keeps mx.fast there) and, with array
-# masks, where mx.fast's gradient is cuDNN's with a bias (additive) or
-# starts from a mask as large as the scores (bool), and float32, where it is
-# plain ops.
+# gradient (routing.py's training rule keeps mx.fast there); with array
+# masks, where it is cuDNN's with a bias (additive: mx.fast) or starts from
+# a mask as large as the scores (bool: ours); L_q = 1000, not a multiple of
+# cuDNN's backward tile, where it is plain ops (ours); and float32, plain
+# ops on TF32 units both ways (mx.fast, unmeasured in training).
 TRAINING_CASES = [
     ("training step", Case(1, 32, 2048, 128, "bfloat16", "causal")),
     ("training step", Case(1, 32, 4096, 128, "bfloat16")),
