@@ -246,12 +246,14 @@ def main():
         forced_grid("1", case, mx.float16, 128, 250, 130, "bool", True, 40, batch=30),
         forced_grid("0", case, mx.float16, 128, 250, 130, "bool", True, 40, batch=30),
         # The small-grid producer tiles (opt-in; at least 128 queries, up to
-        # 1024 keys: plan/small_grid.h), 64 queries a block, D = 128 and 64,
-        # ragged blocks, masks and sinks; and their persistent grid, blocks
-        # walking many tiles of one or two key blocks.
+        # 1024 keys, or under two waves: plan/small_grid.h), 64 queries a
+        # block, D = 128 and 64, ragged blocks, masks and sinks, split keys
+        # far under a wave; and their persistent grid, blocks walking many
+        # tiles of one or two key blocks.
         small_grid_tiles("1", case, mx.float16, 128, 500, 700, "causal", False, 33, batch=9),
         small_grid_tiles("1", case, mx.bfloat16, 128, 300, 333, "bool", True, 45, batch=2),
         small_grid_tiles("1", case, mx.float16, 64, 200, 700, "additive", True, 46, batch=3),
+        small_grid_tiles("1", case, mx.bfloat16, 128, 130, 3000, "causal", False, 48),
         forced_grid("1", small_grid_tiles, "1", case, mx.bfloat16, 128, 200, 200, "causal",
                     False, 39, batch=40),
         forced_grid("1", small_grid_tiles, "1", case, mx.float16, 64, 250, 130, None, True, 47,

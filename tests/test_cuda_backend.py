@@ -265,10 +265,12 @@ def test_persistent_grid_is_opt_in(value, monkeypatch):
 # Small grids (plan/small_grid.h: keys up to 1024, queries from 128) for
 # the small-grid producer tiles (issue 46, opt-in): the producer cases but
 # the chunk, whose 100 queries the rule leaves alone, which here has 130
-# (a ragged third 64-query block).
+# (a ragged third 64-query block); and a grid far under a wave with long
+# keys, whose keys the producer kernel splits.
 SMALL_GRID_CASES = {
     **{name: case for name, case in PRODUCER_CASES.items() if name != "causal_chunk"},
     "causal_chunk": ((8, 32, 8, 130, 1000), "causal", "plain"),
+    "split_keys": ((1, 4, 2, 130, 3000), "causal", "plain"),
 }
 
 

@@ -268,6 +268,7 @@ constexpr bool has_small_grid_tiles(
       head_dim == head_dim_v && (head_dim == 64 || head_dim == 128);
 }
 
+/// The small-grid tiles of a head dim that has them.
 constexpr AttnTiles choose_small_grid_tiles(int head_dim) {
   return head_dim == 64 ? AttnTiles{64, 128, 4, 3, 2, true, true, true}
                         : AttnTiles{64, 64, 4, 3, 2, true, true, true};
