@@ -110,7 +110,7 @@ inline fa::AttnParams contiguous_params(int B, int Hq, int Hkv, int Lq, int Lk, 
 
 /// A launch of the library's kernel under `Tiles` as the library sets it
 /// up (the producer warpgroup's with K's and V's tensor maps, or the plain
-/// one with its shared-memory carveout), on the grid `grid`; split keys
+/// one; each with its shared-memory carveout), on the grid `grid`; split keys
 /// write `o_part` and `stats` where n_splits > 1, and with `counters` (zeroed,
 /// one a query block, head and batch) the last split merges them
 /// (kernels/cuda/split_merge.cuh). Returns the launch.
@@ -125,6 +125,10 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
   if constexpr (t.producer) {
     auto kernel = fa::attention_producer_kernel<T, D, D, Tiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    if (fa::attention_prefers_max_shared(t)) {  // as the library does (attention_kernel_key.h)
+      CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared));
+    }
     const fa::TmaMap k_map = panel_map(k, p.B, p.H_kv, p.L_k, D, t.bk);
     const fa::TmaMap v_map = panel_map(v, p.B, p.H_kv, p.L_k, D, t.bk);
     return [=] {
@@ -134,7 +138,7 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
   } else {
     auto kernel = fa::attention_kernel<T, D, D, Tiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    if (t.min_blocks > 2) {  // as the library does (attention_kernel_key.h): all of L1 as shared memory
+    if (fa::attention_prefers_max_shared(t)) {  // as the library does (attention_kernel_key.h)
       CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  cudaSharedmemCarveoutMaxShared));
     }

@@ -24,15 +24,32 @@
 // prefill (128 queries against 4096 keys, GQA 4) and GQA prefill; within
 // one wave, 128-key blocks at 2. D = 96: 128 queries at 2 against 64. D =
 // 64: one warpgroup of 64 queries at 3 a multiprocessor against the
-// producer's tiles of two and three math warpgroups. The first shape of
-// each case is its error reference (checked against the fp32 reference
-// kernel on the small square cases).
+// producer's tiles of two and three math warpgroups. Everywhere the
+// producer has them, its small-grid tiles (one math warpgroup of 64
+// queries, two a multiprocessor: choose_small_grid_tiles, opt-in), which
+// issue 46's rows (small_grid) rank against the chooser's, with the
+// producer's 64-query tiles of 128-key blocks at one a multiprocessor. The
+// first shape of each case is its error reference (checked against the
+// fp32 reference kernel on the small square cases).
 template <typename T>
 void d128_past_a_wave(const char* type, Problem pr, int reps) {
   Case<T, 128> c(type, pr);
   c.template shape<fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true>>(reps);
   c.template shape<fa::AttnTilesOf<64, 64, 4, 1, 4, true, true>>(reps);
   c.template shape<fa::AttnTilesOf<128, 64, 8, 1, 2, true, true>>(reps);
+  c.template shape<fa::AttnTilesOf<64, 64, 4, 3, 2, true, true, true>>(reps);
+}
+
+// Issue 46's small grids at D = 128: the chooser's tiles past one wave
+// and within one against the producer's 64-query tiles, two a
+// multiprocessor with 64-key blocks and one with 128-key blocks.
+template <typename T>
+void d128_small_grid(const char* type, Problem pr, int reps) {
+  Case<T, 128> c(type, pr);
+  c.template shape<fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true>>(reps);
+  c.template shape<fa::AttnTilesOf<64, 128, 4, 1, 2, true, true>>(reps);
+  c.template shape<fa::AttnTilesOf<64, 64, 4, 3, 2, true, true, true>>(reps);
+  c.template shape<fa::AttnTilesOf<64, 128, 4, 3, 1, true, true, true>>(reps);
 }
 
 int main() {
@@ -49,6 +66,11 @@ int main() {
   for (bool causal : {false, true}) {
     d128_past_a_wave<fa::bfloat_t>("bf16", {4, 32, 8192, 128, causal}, 3);
   }
+  // Causal GQA prefill (32/8 heads) on small grids.
+  d128_small_grid<fa::bfloat_t>("bf16", {8, 32, 512, 128, true, 0, 8}, 50);
+  d128_small_grid<fa::bfloat_t>("bf16", {4, 32, 1024, 128, true, 0, 8}, 50);
+  d128_small_grid<fa::bfloat_t>("bf16", {1, 32, 512, 128, true, 0, 8}, 100);
+  d128_small_grid<fa::bfloat_t>("bf16", {2, 32, 2048, 128, true, 0, 8}, 20);
   for (int L : {512, 2048}) {
     Case<fa::half_t, 96> c("f16", {1, 32, L, 96, false});
     const int reps = L < 2048 ? 50 : 10;
@@ -60,6 +82,11 @@ int main() {
     c.shape<fa::AttnTilesOf<64, 128, 4, 2, 3, true>>(20);
     c.shape<fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true>>(20);
     c.shape<fa::AttnTilesOf<192, 128, 12, 3, 1, true, true, true>>(20);
+  }
+  {
+    Case<fa::half_t, 64> c("f16", {1, 32, 1024, 64, false});
+    c.shape<fa::AttnTilesOf<64, 128, 4, 2, 3, true>>(50);
+    c.shape<fa::AttnTilesOf<64, 128, 4, 3, 2, true, true, true>>(50);
   }
   return 0;
 }

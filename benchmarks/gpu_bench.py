@@ -29,7 +29,9 @@ combine kernel, =0, the default; the same where the keys are unsplit, and
 where the call saves the LSE the combine form runs unsplit).
 `--persistent` (issue 46) times the producer kernel's static grid against
 its persistent one (MLX_FUSED_ATTN_PERSISTENT 0, the default, and 1) beside
-mx.fast, on issue 46's rows and the large grids. `--routing` (issue 42)
+mx.fast, on issue 46's rows, chunked prefill and the large grids;
+`--small-grid` the same rows under the chooser's tiles against the
+small-grid producer tiles (MLX_FUSED_ATTN_SMALL_GRID_PRODUCER 0 and 1). `--routing` (issue 42)
 tunes routing on the workload's calls
 and on batched prefill (B 1-8, L 512-8192, random, causal-array, window and
 padding bool masks) and head dims 64-256 (`mlx_fused_attn.tune`, the
@@ -48,6 +50,7 @@ import math
 import os
 import sys
 import time
+from typing import NamedTuple
 
 import mlx.core as mx
 import numpy as np
@@ -488,6 +491,8 @@ def main():
                     help="tune, then auto against fused and mx.fast (issue 42; see above)")
     ap.add_argument("--persistent", action="store_true",
                     help="the producer kernel's static against its persistent grid (issue 46)")
+    ap.add_argument("--small-grid", action="store_true",
+                    help="the chooser's tiles against the small-grid producer tiles (issue 46)")
     ap.add_argument("--calls", default=None,
                     help="with --workload or --routing, only these calls, as 'batched decode,no mask'")
     ap.add_argument("--json", default=None, help="with --routing, also write the rows as JSON")
@@ -504,9 +509,10 @@ def main():
     if args.routing:
         routing_table(args)
         return
-    if args.persistent:
-        persistent_table(args)
-        return
+    for name, table in SWITCH_TABLES.items():
+        if getattr(args, name):
+            switch_table(args, table)
+            return
 
     ceilings = measure_ceilings()
     ratios = ["mx_fast", "torch_flash", "torch_cudnn", "torch_eff"]
@@ -638,8 +644,8 @@ def workload_table(args):
 
 
 # Issue 46's forward rows, and the large grids that already run at cuDNN's
-# speed (a persistent grid must not slow them).
-PERSISTENT_TABLE_CASES = [
+# speed (a switched path must not slow them).
+SWITCH_TABLE_CASES = [
     Case(8, 32, 512, 128, "bfloat16", "causal", Hkv=8),
     Case(4, 32, 1024, 128, "bfloat16", "causal", Hkv=8),
     Case(1, 32, 512, 128, "bfloat16", "causal", Hkv=8),
@@ -649,44 +655,75 @@ PERSISTENT_TABLE_CASES = [
     Case(1, 32, 2048, 96, "float16"),
     Case(1, 32, 2048, 64, "float16", "add"),
     Case(8, 32, 512, 128, "bfloat16", Hkv=8),
+    Case(8, 32, 128, 128, "bfloat16", "causal", Hkv=8, Lk=4096),
     Case(1, 32, 4096, 128, "float16"),
     Case(1, 32, 4096, 128, "float16", "causal"),
     Case(4, 32, 8192, 128, "bfloat16"),
     Case(4, 32, 8192, 128, "bfloat16", "causal"),
 ]
-PERSISTENT_PROVIDERS = ["fused_static", "fused_persistent", "mx_fast"]
 
 
-def persistent_table(args):
-    """Issue 46: the producer kernel's static grid against its persistent
-    one (MLX_FUSED_ATTN_PERSISTENT 0, the default, and 1, opt-in until
-    this table confirms plan/persistent_grid.h's rule: persistent past one
-    wave and up to kPersistentMaxWaves), beside mx.fast. Where the call's
-    tiles have no producer both switches run the same kernel."""
+class SwitchTable(NamedTuple):
+    """An opt-in path of issue 46 (plan/kernel_switches.h) timed both ways."""
+
+    variable: str
+    off: str  # the providers' names: the switch "0" (the default) and "1"
+    on: str
+    what: str  # what "1" takes, for the legend
+
+
+SWITCH_TABLES = {
+    "persistent": SwitchTable(
+        "MLX_FUSED_ATTN_PERSISTENT", "fused_static", "fused_persistent",
+        "the producer kernel's persistent grid (plan/persistent_grid.h's rule: past one "
+        "wave and up to kPersistentMaxWaves)"),
+    "small_grid": SwitchTable(
+        "MLX_FUSED_ATTN_SMALL_GRID_PRODUCER", "fused_chooser", "fused_small_grid",
+        "the small-grid producer tiles on small grids (plan/small_grid.h's rule)"),
+}
+
+
+def tiles_label(tiles):
+    """A plan's tiles in short: bq x bk, `p` with a producer warpgroup, `P`
+    on a persistent grid; `-` for the short kernel's."""
+    if "bq" not in tiles:
+        return "-"
+    marks = ("p" if tiles.get("producer") else "") + ("P" if tiles.get("persistent") else "")
+    return f"{tiles['bq']}x{tiles['bk']}{marks}"
+
+
+def switch_table(args, table):
+    """Issue 46: the fused kernel with the opt-in switch `table.variable` "0"
+    (the default) and "1", beside mx.fast, opt-in until this table confirms
+    the path's rule. Where neither form changes the call's plan both run the
+    same kernel."""
     ceilings = measure_ceilings()
+    providers = [table.off, table.on, "mx_fast"]
     report = Report(
         args.out, ceilings,
         "Kernel time per call in us (CUPTI); wall-clock per call in parentheses. "
-        "`producer`: whether the call runs the producer kernel (`-`: neither switch "
-        "changes it); `fused_static`: MLX_FUSED_ATTN_PERSISTENT=0 (the default); "
-        "`fused_persistent`: =1; `x static`: static kernel time / persistent kernel time "
-        "(>1: persistent is faster); `x mx.fast`: mx.fast kernel time / the faster "
+        f"`tiles`: the plan's, {table.variable}=0 then =1 (bq x bk; p: a producer warpgroup, "
+        f"P: a persistent grid); `{table.off}`: {table.variable}=0 (the default); "
+        f"`{table.on}`: =1, {table.what}; `x off`: kernel time at 0 / at 1 "
+        "(>1: the switched path is faster); `x mx.fast`: mx.fast kernel time / the faster "
         "fused kernel time.",
-        ["B", "Hq/Hkv", "L", "D", "dtype", "mask", "producer", *PERSISTENT_PROVIDERS,
-         "x static", "x mx.fast", "max err vs mx.fast"],
+        ["B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "mask", "tiles", *providers,
+         "x off", "x mx.fast", "max err vs mx.fast"],
     )
-    forced = {"fused_static": "0", "fused_persistent": "1"}
-    for c in PERSISTENT_TABLE_CASES:
+    forced = {table.off: "0", table.on: "1"}
+    for c in SWITCH_TABLE_CASES:
         iters = args.iters or max(10, min(100, int(2e11 / c.work())))
         scale = c.D**-0.5
         (q, k, v, mask), _ = case_inputs(c, with_torch=False)
         def fused():
             return fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
-        tiles = fa.plan_summary(q, k, v, scale=scale, mask=mask).tiles
-        producer = "yes" if tiles.get("producer") else "-"
+        tiles = " / ".join(
+            with_switch(table.variable, value,
+                        lambda: tiles_label(fa.plan_summary(q, k, v, scale=scale, mask=mask).tiles))
+            for value in forced.values())
         res = {}
         for name, value in forced.items():
-            res[name] = measure_with("MLX_FUSED_ATTN_PERSISTENT", value, fused, iters)
+            res[name] = measure_with(table.variable, value, fused, iters)
         res["mx_fast"] = measure_mlx(
             lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask), iters)
         want = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
@@ -694,11 +731,11 @@ def persistent_table(args):
         def fused_err():
             return mx.abs(fused()[:, :2].astype(mx.float32) - want[:, :2].astype(mx.float32)).max().item()
 
-        err = max(with_switch("MLX_FUSED_ATTN_PERSISTENT", value, fused_err) for value in forced.values())
-        fk = min(res["fused_static"][0], res["fused_persistent"][0])
-        report.row([str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.D), c.dtype, c.mask_label(),
-                    producer, *timing_cells(res, PERSISTENT_PROVIDERS),
-                    f"{res['fused_static'][0] / res['fused_persistent'][0]:.2f}",
+        err = max(with_switch(table.variable, value, fused_err) for value in forced.values())
+        fk = min(res[table.off][0], res[table.on][0])
+        report.row([str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.Lk), str(c.D), c.dtype,
+                    c.mask_label(), tiles, *timing_cells(res, providers),
+                    f"{res[table.off][0] / res[table.on][0]:.2f}",
                     f"{res['mx_fast'][0] / fk:.2f}", f"{err:.2e}"])
         del q, k, v, mask
         mx.clear_cache()

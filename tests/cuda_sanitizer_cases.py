@@ -9,7 +9,7 @@ masks, a sliding-window mask whose key blocks are skipped, mixed blocks read
 as bits or element by element), sinks, GQA, ragged query and key blocks, a
 misaligned (copied) input, grids past one wave (the large-grid tiles, and
 on Hopper at D = 128 the producer warpgroup's TMA copies, on static and
-persistent grids), grids
+persistent grids; the small-grid producer tiles, one math warpgroup), grids
 under one with split keys (decode with GQA packed, chunked prefill, array
 masks whose visits the splits share, a padding mask that packed decoding
 reads by block; merged by the last split, and by the combine kernel), head
@@ -142,6 +142,12 @@ def forced_grid(value, run, *args, **kwargs):
     return switched("MLX_FUSED_ATTN_PERSISTENT", value, run, *args, **kwargs)
 
 
+def small_grid_tiles(value, run, *args, **kwargs):
+    """Hopper's small-grid producer tiles on small grids ("1") or the
+    chooser's tiles."""
+    return switched("MLX_FUSED_ATTN_SMALL_GRID_PRODUCER", value, run, *args, **kwargs)
+
+
 def device_outputs(value, run, *args, **kwargs):
     """Outputs that MLX's cache hands in unified memory (the previous
     same-sized case's, read by the host and freed) moved to device memory
@@ -239,6 +245,19 @@ def main():
         forced_grid("0", case, mx.bfloat16, 128, 200, 200, "causal", False, 39, batch=40),
         forced_grid("1", case, mx.float16, 128, 250, 130, "bool", True, 40, batch=30),
         forced_grid("0", case, mx.float16, 128, 250, 130, "bool", True, 40, batch=30),
+        # The small-grid producer tiles (opt-in; at least 128 queries, up to
+        # 1024 keys, or under two waves: plan/small_grid.h), 64 queries a
+        # block, D = 128 and 64, ragged blocks, masks and sinks, split keys
+        # far under a wave; and their persistent grid, blocks walking many
+        # tiles of one or two key blocks.
+        small_grid_tiles("1", case, mx.float16, 128, 500, 700, "causal", False, 33, batch=9),
+        small_grid_tiles("1", case, mx.bfloat16, 128, 300, 333, "bool", True, 45, batch=2),
+        small_grid_tiles("1", case, mx.float16, 64, 200, 700, "additive", True, 46, batch=3),
+        small_grid_tiles("1", case, mx.bfloat16, 128, 130, 3000, "causal", False, 48),
+        forced_grid("1", small_grid_tiles, "1", case, mx.bfloat16, 128, 200, 200, "causal",
+                    False, 39, batch=40),
+        forced_grid("1", small_grid_tiles, "1", case, mx.float16, 64, 250, 130, None, True, 47,
+                    batch=30),
         # Decode with GQA packed under a padding mask that every head shares:
         # skipped, shown and two-valued key blocks, split keys.
         case(mx.bfloat16, 128, 1, 3001, "padding", False, 35, batch=3),

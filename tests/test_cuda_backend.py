@@ -166,10 +166,9 @@ PRODUCER_CASES = {
 }
 
 
-def producer_inputs(case, dtype):
-    """q, k, v, mask, sinks of a PRODUCER_CASES entry."""
+def producer_inputs(case, dtype, D=128):
+    """q, k, v, mask, sinks of a PRODUCER_CASES entry, at head dim D."""
     (B, H_q, H_kv, L_q, L_k), mask, form = case
-    D = 128
     q = rand((B, H_q, L_q, D), dtype, 31)
     if form == "transposed":
         k = rand((B, L_k, H_kv, D), dtype, 32).transpose(0, 2, 1, 3)
@@ -261,6 +260,78 @@ def test_persistent_grid_is_opt_in(value, monkeypatch):
     assert tiles["producer"] and not tiles["persistent"], tiles
     monkeypatch.setenv("MLX_FUSED_ATTN_PERSISTENT", "1")
     assert plan_tiles(*few, "causal", None)["persistent"]
+
+
+# Small grids (plan/small_grid.h: keys up to 1024, queries from 128) for
+# the small-grid producer tiles (issue 46, opt-in): the producer cases but
+# the chunk, whose 100 queries the rule leaves alone, which here has 130
+# (a ragged third 64-query block); and a grid far under a wave with long
+# keys, whose keys the producer kernel splits.
+SMALL_GRID_CASES = {
+    **{name: case for name, case in PRODUCER_CASES.items() if name != "causal_chunk"},
+    "causal_chunk": ((8, 32, 8, 130, 1000), "causal", "plain"),
+    "split_keys": ((1, 4, 2, 130, 3000), "causal", "plain"),
+}
+
+
+def small_grid_tiles(q, k, v, m, s):
+    tiles = plan_tiles(q, k, v, m, s)
+    return tiles["producer"] and tiles["bq"] == 64 and tiles["min_blocks"] == 2
+
+
+@pytest.mark.parametrize("D", [128, 64])
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
+@pytest.mark.parametrize("name", list(SMALL_GRID_CASES))
+def test_small_grid_producer_tiles(name, dtype, D, monkeypatch):
+    # MLX_FUSED_ATTN_SMALL_GRID_PRODUCER forces the small-grid producer
+    # tiles (one math warpgroup, no turns) either way, each against the
+    # reference: other tiles sum in another order, so not the same bits.
+    q, k, v, m, s = producer_inputs(SMALL_GRID_CASES[name], dtype, D)
+    scale = D**-0.5
+    for forced in ("0", "1"):
+        monkeypatch.setenv("MLX_FUSED_ATTN_SMALL_GRID_PRODUCER", forced)
+        if hopper():
+            assert small_grid_tiles(q, k, v, m, s) == (forced == "1"), plan_tiles(q, k, v, m, s)
+        out = fa.scaled_dot_product_attention(
+            q, k, v, scale=scale, mask=m, sinks=s, force_fused=True, stream=mx.gpu
+        )
+        assert_close(out, q, k, v, scale, m, s, what=f"small grid {forced} {name} D={D} {dtype}")
+
+
+@pytest.mark.parametrize("name", ["plain", "causal", "short_causal", "short_sinks"])
+def test_small_grid_producer_tiles_persistent(name, monkeypatch):
+    # Both opt-ins: the small-grid tiles' one math warpgroup walking several
+    # tiles, the ring's stages and phases run on across them.
+    cases = {**SMALL_GRID_CASES, **PERSISTENT_CASES}
+    q, k, v, m, s = producer_inputs(cases[name], mx.bfloat16)
+    scale = q.shape[-1] ** -0.5
+    monkeypatch.setenv("MLX_FUSED_ATTN_SMALL_GRID_PRODUCER", "1")
+    monkeypatch.setenv("MLX_FUSED_ATTN_PERSISTENT", "1")
+    if hopper():
+        tiles = plan_tiles(q, k, v, m, s)
+        assert small_grid_tiles(q, k, v, m, s) and tiles["persistent"], tiles
+    out = fa.scaled_dot_product_attention(
+        q, k, v, scale=scale, mask=m, sinks=s, force_fused=True, stream=mx.gpu
+    )
+    assert_close(out, q, k, v, scale, m, s, what=f"small grid persistent {name}")
+
+
+@pytest.mark.parametrize("value", [None, "0", "yes"])
+def test_small_grid_producer_is_opt_in(value, monkeypatch):
+    # The small-grid tiles wait for a GPU run (issue 46): only "1" takes
+    # them, on issue 46's B=8 L=512 GQA prefill, which the large-grid
+    # producer tiles (128 queries) run otherwise.
+    if not hopper():
+        pytest.skip("the producer kernel runs on Hopper only")
+    if value is None:
+        monkeypatch.delenv("MLX_FUSED_ATTN_SMALL_GRID_PRODUCER", raising=False)
+    else:
+        monkeypatch.setenv("MLX_FUSED_ATTN_SMALL_GRID_PRODUCER", value)
+    few = [rand((8, h, 512, 128), mx.bfloat16, i) for i, h in enumerate((32, 8, 8))]
+    tiles = plan_tiles(*few, "causal", None)
+    assert tiles["producer"] and tiles["bq"] == 128, tiles
+    monkeypatch.setenv("MLX_FUSED_ATTN_SMALL_GRID_PRODUCER", "1")
+    assert small_grid_tiles(*few, "causal", None)
 
 
 def test_producer_tiles_save_the_lse():

@@ -99,6 +99,7 @@ int main() {
       {"MLX_FUSED_ATTN_PERSISTENT",
        [] { return persistent_choice() == PersistentChoice::Always; }},
       {"MLX_FUSED_ATTN_DEVICE_OUTPUTS", device_outputs_enabled},
+      {"MLX_FUSED_ATTN_SMALL_GRID_PRODUCER", small_grid_producer_enabled},
   };
   int failures = 0;
   for (const OptIn& s : switches) {

@@ -5,7 +5,9 @@ rescale's branch, after the softmax. This compiles the producer kernels
 (sm_90a) and reads their SASS: in the key loop, the block's exponentials
 must lie between the wait for S (at most one group pending:
 `WARPGROUP.DEPBAR.LE gsb0, 0x1`) and the wait for P V (none pending:
-`0x0`), on the static grid and the persistent one. Skips without nvcc or nvdisasm (the
+`0x0`), on the static grid and the persistent one, of the large-grid tiles
+(two math warpgroups taking turns) and of the small-grid tiles (one, no
+turns: choose_small_grid_tiles, opt-in). Skips without nvcc or nvdisasm (the
 `test-cuda` extra installs NVIDIA's nvdisasm wheel)."""
 
 import importlib.util
@@ -18,26 +20,36 @@ import pytest
 
 from test_cuda_compile import NVCC, nvcc_output
 
-# The static grid's tiles and the persistent grid's (plan/persistent_grid.h).
+# (head dim, tiles before the persistent flag, keys a block): the large-grid
+# tiles and the small-grid ones, each on the static grid and the persistent
+# one (plan/persistent_grid.h).
 TILES = [
-    f"fa::AttnTilesOf<128, 128, 8, 3, 1, true, true, true, {persistent}>"
+    (d, f"fa::AttnTilesOf<{shape}, {persistent}>", bk)
+    for d, shape, bk in [
+        (128, "128, 128, 8, 3, 1, true, true, true", 128),
+        (128, "64, 64, 4, 3, 2, true, true, true", 64),
+        (64, "64, 128, 4, 3, 2, true, true, true", 128),
+    ]
     for persistent in ("false", "true")
 ]
 # (causal, mask): the three instances the AOT build makes of each dtype and
 # tiles.
-INSTANCES = [(t, c, m) for t in TILES for c, m in [("false", "false"), ("true", "false"), ("false", "true")]]
+INSTANCES = [(d, t, bk, c, m) for d, t, bk in TILES for c, m in [("false", "false"), ("true", "false"), ("false", "true")]]
 KERNELS = (
     '#include "mlx_fused_attn/families/attention/attention_kernel.cuh"\n'
     "const void* kernels[] = {\n"
     + "".join(
-        f"    (const void*)fa::attention_producer_kernel<fa::bfloat_t, 128, 128, {t}, {c}, {m}>,\n"
-        for t, c, m in INSTANCES
+        f"    (const void*)fa::attention_producer_kernel<fa::bfloat_t, {d}, {d}, {t}, {c}, {m}>,\n"
+        for d, t, bk, c, m in INSTANCES
     )
     + "};\n"
 )
 
-# A thread's scores of one block: 64 query rows by 128 keys over a warpgroup.
-SCORES_PER_THREAD = 64 * 128 // 128
+
+def scores_per_thread(bk):
+    """A thread's scores of one block: 64 query rows by bk keys over a
+    warpgroup."""
+    return 64 * bk // 128
 
 
 def find_nvdisasm():
@@ -76,4 +88,6 @@ def test_softmax_runs_under_its_product(tmp_path):
     assert len(functions) == len(INSTANCES)
     for body in functions:
         name = body.splitlines()[0].strip()
-        assert exponentials_under_product(body) >= SCORES_PER_THREAD, name
+        # The mangled tiles' second argument: Li<bk>E after AttnTilesOfILi<bq>E.
+        bk = int(re.search(r"AttnTilesOfILi\d+ELi(\d+)E", name).group(1))
+        assert exponentials_under_product(body) >= scores_per_thread(bk), name

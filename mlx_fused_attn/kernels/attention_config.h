@@ -88,6 +88,15 @@ constexpr int attention_smem_bytes(
       (tiles.producer ? kProducerSyncBytes : 0);
 }
 
+/// CUDA: whether an instance asks the driver for all of L1 as shared
+/// memory (CU_SHAREDMEM_CARVEOUT_MAX_SHARED): where min_blocks of it fit
+/// only so, more than two blocks, or two producer blocks
+/// (choose_small_grid_tiles), which fill the 228 KB. Left to itself the
+/// driver may choose a split that holds fewer.
+constexpr bool attention_prefers_max_shared(AttnTiles tiles) {
+  return tiles.min_blocks > 2 || (tiles.producer && tiles.min_blocks > 1);
+}
+
 /// The head dims with a kernel, as (q and k, v) pairs in an X-macro: the
 /// CUDA build compiles one object per entry (cmake/cuda.cmake reads this
 /// macro) and the host dispatch switches over it. Besides q, k and v of one
@@ -232,6 +241,37 @@ constexpr AttnTiles choose_attention_tiles(
   }
   // Up to D = 96, 32 rows a warp; D = 96 measured best with 32-key blocks.
   return d == 96 ? AttnTiles{128, 32, 4, 2} : AttnTiles{128, 64, 4, 2};
+}
+
+/// CUDA sm_90a's candidate tiles for small grids (issue 46), where the
+/// plan takes them (attention_planning.cpp, behind
+/// MLX_FUSED_ATTN_SMALL_GRID_PRODUCER): the producer warpgroup for one math
+/// warpgroup of 64 queries, two threadgroups a multiprocessor. A short
+/// grid's tiles are few key blocks long, and each pays a fixed cost
+/// outside its key loop (prologue, Q's copy, the first softmax, the last
+/// P V, the stores: RESULTS.md, "A tile's fixed cost") that the
+/// 128-query tiles' two warpgroups pay at the same time while the tensor
+/// cores wait; here the other threadgroup's products run under it, and
+/// 64-query tiles make twice the tiles to share the multiprocessors. Three
+/// stages, as the overlapped steps need (docs/gpu_kernels.md); at D = 128
+/// that makes 64-key blocks (113 KB, two of which fill a multiprocessor's
+/// 228 KB), at D = 64 128-key ones. The producer copies whole 128-byte
+/// panels by TMA, so only head dims of whole panels (64, 128) in 16 bits
+/// have them; `has_small_grid_tiles` says where.
+constexpr bool has_small_grid_tiles(
+    int head_dim,
+    int head_dim_v,
+    DType dtype,
+    Backend backend,
+    bool wgmma) {
+  return backend == Backend::Cuda && wgmma && dtype != DType::Float32 &&
+      head_dim == head_dim_v && (head_dim == 64 || head_dim == 128);
+}
+
+/// The small-grid tiles of a head dim that has them.
+constexpr AttnTiles choose_small_grid_tiles(int head_dim) {
+  return head_dim == 64 ? AttnTiles{64, 128, 4, 3, 2, true, true, true}
+                        : AttnTiles{64, 64, 4, 3, 2, true, true, true};
 }
 
 } // namespace fa

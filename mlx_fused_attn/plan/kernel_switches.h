@@ -26,6 +26,10 @@
 //   is the candidate default); otherwise the static grid.
 // - MLX_FUSED_ATTN_DEVICE_OUTPUTS: outputs moved to device memory where MLX's
 //   cache hands a unified buffer (backend/cuda/device_buffer.cpp).
+// - MLX_FUSED_ATTN_SMALL_GRID_PRODUCER: on small grids (plan/small_grid.h),
+//   64-query tiles with a producer warpgroup, two a multiprocessor
+//   (attention_config.h's choose_small_grid_tiles); otherwise the chooser's
+//   tiles.
 #pragma once
 
 #include <cctype>
@@ -80,6 +84,10 @@ inline PersistentChoice persistent_choice() {
 
 inline bool device_outputs_enabled() {
   return opt_in_switch_on("MLX_FUSED_ATTN_DEVICE_OUTPUTS");
+}
+
+inline bool small_grid_producer_enabled() {
+  return opt_in_switch_on("MLX_FUSED_ATTN_SMALL_GRID_PRODUCER");
 }
 
 } // namespace mlx_fused_attn

@@ -140,9 +140,14 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
   /// The math warpgroups take turns at issuing their products, in a ring
   /// (FlashAttention-3's ping-pong, for two): one's softmax runs while
   /// another's products have the tensor cores, rather than all waiting on
-  /// them at once.
+  /// them at once. One math warpgroup (64-query tiles, whose threadgroups
+  /// share a multiprocessor instead) takes no turns: its own softmax
+  /// already runs under its P V (attention_step.h's overlapped step).
   FA_CONST int kWarpgroups = Source::kThreads / 128;
-  static_assert(kWarpgroups >= 2, "turns need two warpgroups or more");
+  static_assert(
+      kWarpgroups >= 1 && Source::kThreads % 128 == 0,
+      "the math runs in whole warpgroups");
+  FA_CONST bool kTurns = kWarpgroups > 1;
   /// A turn's barrier: the warpgroup taking it and the one handing it over.
   FA_CONST int kTurnThreads = 2 * 128;
   FA_FUNC int warpgroup() const {
@@ -156,21 +161,27 @@ struct KVTmaRing : KVPipelineBase<Block, Source, kStages> {
     Block::commit();
     Block::template wait<0>();
     named_barrier(kConsumerBarrier, Source::kThreads);
-    if (warpgroup() == 0) {
-      named_barrier_arrive(kTurnBarrier, kTurnThreads);
+    if constexpr (kTurns) {
+      if (warpgroup() == 0) {
+        named_barrier_arrive(kTurnBarrier, kTurnThreads);
+      }
     }
   }
 
   FA_FUNC void take_turn() const {
-    named_barrier(kTurnBarrier + warpgroup(), kTurnThreads);
+    if constexpr (kTurns) {
+      named_barrier(kTurnBarrier + warpgroup(), kTurnThreads);
+    }
   }
 
   /// Hands the turn to the next warpgroup; after the `last` products the
   /// last warpgroup's turn would have no taker, so it keeps it.
   FA_FUNC void pass_turn(bool last) const {
-    if (!(last && warpgroup() == kWarpgroups - 1)) {
-      named_barrier_arrive(
-          kTurnBarrier + (warpgroup() + 1) % kWarpgroups, kTurnThreads);
+    if constexpr (kTurns) {
+      if (!(last && warpgroup() == kWarpgroups - 1)) {
+        named_barrier_arrive(
+            kTurnBarrier + (warpgroup() + 1) % kWarpgroups, kTurnThreads);
+      }
     }
   }
 

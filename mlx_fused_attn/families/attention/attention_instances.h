@@ -11,24 +11,31 @@ inline void attention_head_dims(fa::DType t, int d, int dv) {
   using cuda::AttentionKernelKey;
   const std::string group =
       "attention_d" + std::to_string(d) + "_dv" + std::to_string(dv);
-  // Plain, causal and array-mask variants; with and without warpgroup
-  // products; for grids of one wave and past it; the producer kernel's
-  // static and persistent grids (plan/persistent_grid.h).
-  for (bool wgmma : {false, true}) {
-    for (bool large_grid : {false, true}) {
-      fa::AttnTiles tiles = fa::choose_attention_tiles(
-          d, dv, t, fa::Backend::Cuda, wgmma, large_grid);
-      for (bool persistent : {false, true}) {
-        if (persistent && !tiles.producer) {
-          continue;
-        }
-        tiles.persistent = persistent;
-        for (int variant = 0; variant < 3; ++variant) {
-          cuda(group, AttentionKernelKey{t, d, dv, tiles, variant == 1,
-                                         variant == 2}.expression());
-        }
+  // Plain, causal and array-mask variants; the producer kernel's static
+  // and persistent grids (plan/persistent_grid.h).
+  const auto tiles_instances = [&](fa::AttnTiles tiles) {
+    for (bool persistent : {false, true}) {
+      if (persistent && !tiles.producer) {
+        continue;
+      }
+      tiles.persistent = persistent;
+      for (int variant = 0; variant < 3; ++variant) {
+        cuda(group, AttentionKernelKey{t, d, dv, tiles, variant == 1,
+                                       variant == 2}.expression());
       }
     }
+  };
+  // With and without warpgroup products; for grids of one wave and past
+  // it; then Hopper's small-grid producer tiles where the head dims have
+  // them (opt-in, plan/small_grid.h).
+  for (bool wgmma : {false, true}) {
+    for (bool large_grid : {false, true}) {
+      tiles_instances(fa::choose_attention_tiles(
+          d, dv, t, fa::Backend::Cuda, wgmma, large_grid));
+    }
+  }
+  if (fa::has_small_grid_tiles(d, dv, t, fa::Backend::Cuda, true)) {
+    tiles_instances(fa::choose_small_grid_tiles(d));
   }
   // The default tiles first, then those of the variants to time
   // (MetalAttnVariant), each once.

@@ -257,15 +257,17 @@ __global__ void __launch_bounds__(
         kSmemBytesAgree<Target, Shape, Tiles>,
         "attention_smem_bytes disagrees with the kernel's blocks");
     // The producer's 24 registers a thread leave the math's warpgroups the
-    // rest of the multiprocessor's 64K, a multiple of 8 (setmaxnreg's unit).
+    // rest of the multiprocessor's 64K, a multiple of 8 (setmaxnreg's unit),
+    // up to setmaxnreg's 256 (one math warpgroup alone on a multiprocessor
+    // leaves more).
     constexpr int kProducerRegs = 24;
-    constexpr int kMathRegs =
+    constexpr int kFreeMathRegs =
         (65536 / t.min_blocks - int(kProducerWarps) * kSimdWidth * kProducerRegs) /
         (t.warps * kSimdWidth) / 8 * 8;
+    constexpr int kMathRegs = kFreeMathRegs < 256 ? kFreeMathRegs : 256;
     static_assert(
-        kMathRegs >= 160 && kMathRegs <= 256,
-        "more than the launch gives (168 a thread at 384, 160 at 512), at "
-        "most 256");
+        kMathRegs >= 160,
+        "more than the launch gives (168 a thread at 384, 160 at 512)");
 
     extern __shared__ __align__(1024) unsigned char attention_smem[];
     T* k_smem = reinterpret_cast<T*>(attention_smem);

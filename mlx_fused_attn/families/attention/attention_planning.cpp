@@ -1,5 +1,6 @@
 // The general kernel's planning part (plan/family_planning.h): tiles from
-// its chooser (the large-grid tiles past one wave), packed GQA for decode,
+// its chooser (the large-grid tiles past one wave; opt-in, the small-grid
+// producer tiles on small grids, small_grid.h), packed GQA for decode,
 // key splits under a wave, mask classes by block, and its grid (persistent
 // for the producer kernel's grids of a few waves, persistent_grid.h).
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include "mlx_fused_attn/plan/family_planning.h"
 #include "mlx_fused_attn/plan/kernel_switches.h"
 #include "mlx_fused_attn/plan/persistent_grid.h"
+#include "mlx_fused_attn/plan/small_grid.h"
 
 namespace mlx_fused_attn {
 
@@ -65,6 +67,13 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   if (caps.sm_count > 0 &&
       q_blocks > int64_t(tiles.min_blocks) * caps.sm_count) {
     tiles = choose(true);
+  }
+  // Opt-in until a GPU run ranks them (issue 46): small grids take the
+  // small-grid producer tiles where the head dim has them.
+  if (small_grid_producer_enabled() &&
+      fa::has_small_grid_tiles(p.D, p.D_v, plan.dtype, backend, caps.wgmma) &&
+      small_grid(p, tiles, caps.sm_count)) {
+    tiles = fa::choose_small_grid_tiles(p.D);
   }
   plan.features.align_q = p.L_q % tiles.bq == 0;
   plan.features.align_k = p.L_k % tiles.bk == 0;

@@ -39,11 +39,11 @@ struct AttentionKernelKey {
     return fa::attention_smem_bytes(
         tiles, head_dim, head_dim_v, dtype, fa::Backend::Cuda);
   }
-  /// Prefer all of L1 as shared memory: left to itself the driver gave the
-  /// D = 128 kernel a split that holds 2 of its 68 KB blocks where 3 would
-  /// fit (Nsight Compute's block limit).
+  /// Prefer all of L1 as shared memory where the tiles need it (left to
+  /// itself the driver gave the D = 128 kernel a split that holds 2 of its
+  /// 68 KB blocks where 3 would fit: Nsight Compute's block limit).
   bool max_shared() const {
-    return tiles.min_blocks > 2;
+    return fa::attention_prefers_max_shared(tiles);
   }
 };
 
