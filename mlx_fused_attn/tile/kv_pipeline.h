@@ -9,6 +9,9 @@
 //               and V a buffer each, their copies half a block apart.
 //   KVPlain     one stage, loads that return before the thread goes on
 //               (Metal): K and V loaded together between two barriers.
+//   KVRegisterStaged one stage, and the next block in each thread's
+//               registers (a loader whose copies pass through them: the
+//               dequantizing one): its loads in flight under the math.
 //   KVResident  every block already in threadgroup memory.
 //   KVTmaRing   (kv_tma_ring.h, sm_90a) a ring that a producer warpgroup
 //               fills by TMA: the threads of the math only wait.
@@ -19,7 +22,9 @@
 // kv_pipeline makes one.
 //
 // The Source supplies load_kv(kb, stage, tid) and k_block(stage) and
-// v_block(stage); KVStaggered also load_k and load_v (the same, one side).
+// v_block(stage); KVStaggered also load_k and load_v (the same, one side);
+// KVRegisterStaged its halves, fetch_kv(kb, staged, tid) into a thread's
+// Source::Staged and store_kv(stage, staged, tid) from it.
 #pragma once
 
 #include "mlx_fused_attn/tile/language.h"
@@ -163,6 +168,39 @@ struct KVPlain : KVPipelineBase<Block, Source, 1> {
   FA_FUNC void acquire(int kb) const {
     FA_BARRIER();
     Base::src.load_kv(kb, 0, Base::tid);
+    FA_BARRIER();
+  }
+
+  FA_FUNC void acquire_v(int) const {}
+};
+
+/// One buffer each, and the next block in each thread's registers: block
+/// kb + 1's loads are issued, not waited for, before block kb's products,
+/// and written into the buffers at the next acquire. The loads of a block
+/// are in flight under the products of the one before, where KVPlain's
+/// wait for them with the threadgroup idle; the cost is a block's share of
+/// registers a thread. Still two barriers a block.
+template <typename Block, typename Source>
+struct KVRegisterStaged : KVPipelineBase<Block, Source, 1> {
+  typedef KVPipelineBase<Block, Source, 1> Base;
+
+  typename Source::Staged staged; ///< the block the next acquire stores
+
+  FA_FUNC void start() {
+    if (Base::n_blocks > 0) {
+      Base::src.fetch_kv(0, staged, Base::tid);
+    }
+  }
+
+  /// After the barrier every warp is done with block kb - 1, whose buffers
+  /// block kb (in registers since the last acquire) then takes; block
+  /// kb + 1's loads start before the barrier that makes kb everyone's.
+  FA_FUNC void acquire(int kb) {
+    FA_BARRIER();
+    Base::src.store_kv(0, staged, Base::tid);
+    if (kb + 1 < Base::n_blocks) {
+      Base::src.fetch_kv(kb + 1, staged, Base::tid);
+    }
     FA_BARRIER();
   }
 

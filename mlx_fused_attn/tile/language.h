@@ -34,6 +34,7 @@
 #define FA_MAX(a, b) metal::max((a), (b))
 #define FA_INFINITY INFINITY
 #define FA_FLT_MAX FLT_MAX
+#define FA_AS_FLOAT(bits) metal::as_type<float>(bits)
 
 namespace fa {
 // Metal's scalar types are builtins on the GPU; the emulator's shim declares
@@ -78,6 +79,7 @@ FA_FUNC void load_pair_as_float(
 #define FA_MAX(a, b) fmaxf((a), (b))
 #define FA_INFINITY __int_as_float(0x7f800000)
 #define FA_FLT_MAX 3.402823466e+38f
+#define FA_AS_FLOAT(bits) __uint_as_float(bits)
 
 namespace fa {
 typedef __half half_t;

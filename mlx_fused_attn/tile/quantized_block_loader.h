@@ -16,23 +16,23 @@
 //   biases  T [kCols / group_size]
 //   value i = scales[i / group_size] * q_i + biases[i / group_size]
 //
-// Each thread decodes runs of kRunValues values, the fewest that fill
-// whole words (so that every shift is a constant once unrolled), and a run
-// lies in one group (groups are whole multiples of 32 values), so it reads
-// one scale and one bias. The arithmetic is fp32, rounded once to T.
-// Loads are plain and synchronous, as block_loader.h's: the K/V schedule
-// (kv_pipeline.h) takes its plain form for them on every target.
+// Each thread takes chunks of 32 values of one row: kBits whole words (so
+// that every shift is a constant once unrolled), lying in one group
+// (groups are whole multiples of 32 values), so one scale and one bias.
+// The arithmetic is fp32, rounded once to T.
+//
+// A block moves in two halves: fetch reads a thread's chunks into
+// registers (plain loads, which do not block the thread until their values
+// are used), dequantize writes them into threadgroup memory. Between the
+// two a thread can run the products of another block, so that the loads
+// are in flight under them (kv_pipeline.h's KVRegisterStaged);
+// load_quantized does both at once.
 #pragma once
 
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/language.h"
 
 namespace fa {
-
-/// Values of `bits` bits that fill whole 32-bit words: 32 / gcd(bits, 32).
-constexpr int quantized_run_values(int bits) {
-  return bits == 8 ? 4 : bits == 4 ? 8 : bits % 2 == 0 ? 16 : 32;
-}
 
 /// One (batch, head)'s rows of a quantized array, from the row a block
 /// starts at: its words, scales and biases, each with its own row stride
@@ -81,64 +81,108 @@ struct QuantizedBlockLoader {
   static_assert(
       kSrcCols == kCols && kCols % 32 == 0,
       "quantized rows are whole groups: no padded columns");
-  FA_CONST int kRunValues = quantized_run_values(kBits);
-  FA_CONST int kRunWords = kRunValues * kBits / 32;
-  FA_CONST int kRunsPerRow = kCols / kRunValues;
-  FA_CONST int kRuns = kRows * kRunsPerRow;
-  FA_CONST int kSteps = (kRuns + kThreads - 1) / kThreads;
+  FA_CONST int kChunkValues = 32;
+  FA_CONST int kChunkWords = kChunkValues * kBits / 32;
+  FA_CONST int kChunksPerRow = kCols / kChunkValues;
+  FA_CONST int kChunks = kRows * kChunksPerRow;
+  FA_CONST int kSteps = (kChunks + kThreads - 1) / kThreads;
   FA_CONST unsigned int kValueMask = (1u << kBits) - 1u;
-  /// A thread's loads return before it goes on.
+  /// 2^23 as a float's bits: or-ed with a code below 2^23 it is the float
+  /// 2^23 + code, exactly, which one subtraction makes the code's value
+  /// (two full-rate instructions in place of an integer conversion, which
+  /// runs at a quarter of the rate on NVIDIA GPUs).
+  FA_CONST unsigned int kFloatCodeBits = 0x4B000000u;
+  /// A thread's loads return before it goes on (to load_quantized's
+  /// callers: its fetch alone does not wait).
   FA_CONST bool kAsync = false;
 
-  /// The block's rows from `src` (its first row); with kSafe, rows at and
-  /// past `rows` are zero-filled, not read, so that products with them
-  /// stay finite.
+  /// A thread's chunks of one block as read from device memory, in
+  /// registers until dequantize: the scales and biases stay in T, since
+  /// converting them would wait for their loads.
+  struct Fetched {
+    unsigned int words[kSteps][kChunkWords];
+    T scale[kSteps];
+    T bias[kSteps];
+  };
+
+  /// Thread tid's chunks of the block's rows from `src` (its first row)
+  /// into `f`; with kSafe, rows at and past `rows` are not read but given
+  /// zero codes, scale and bias, so that they dequantize to zeros and
+  /// products with them stay finite.
   template <bool kSafe>
-  static FA_FUNC void load_quantized(
-      FA_THREADGROUP T* dst,
+  static FA_FUNC void fetch(
+      FA_THREAD Fetched& f,
       QuantizedRows<T> src,
       int rows,
       int tid) {
     FA_UNROLL
     for (int step = 0; step < kSteps; ++step) {
       const int idx = step * kThreads + tid;
-      if (kRuns % kThreads == 0 || idx < kRuns) {
-        const int r = idx / kRunsPerRow;
-        const int run = idx % kRunsPerRow;
-        FA_THREADGROUP T* out = dst + r * kDstLd + run * kRunValues;
+      if (kChunks % kThreads == 0 || idx < kChunks) {
+        const int r = idx / kChunksPerRow;
+        const int chunk = idx % kChunksPerRow;
         if (kSafe && r >= rows) {
           FA_UNROLL
-          for (int x = 0; x < kRunValues; ++x) {
-            out[x] = T(0);
+          for (int i = 0; i < kChunkWords; ++i) {
+            f.words[step][i] = 0u;
           }
+          f.scale[step] = T(0);
+          f.bias[step] = T(0);
         } else {
-          decode_run(out, src, r, run);
+          fetch_chunk(f, step, src, r, chunk);
         }
       }
     }
   }
 
-  /// Run `run` of row r into `out`: its words, then each value shifted out
-  /// of them (two words where it straddles), scaled and biased.
-  static FA_FUNC void decode_run(
-      FA_THREADGROUP T* out,
+  /// Chunk `chunk` of row r: its words, its group's scale and bias.
+  static FA_FUNC void fetch_chunk(
+      FA_THREAD Fetched& f,
+      int step,
       QuantizedRows<T> src,
       int r,
-      int run) {
+      int chunk) {
     const FA_DEVICE unsigned int* words =
-        src.words + r * src.word_ld + run * kRunWords;
-    unsigned int w[kRunWords];
+        src.words + r * src.word_ld + chunk * kChunkWords;
     FA_UNROLL
-    for (int i = 0; i < kRunWords; ++i) {
-      w[i] = words[i];
+    for (int i = 0; i < kChunkWords; ++i) {
+      f.words[step][i] = words[i];
     }
-    const int group = run * kRunValues / src.group_size;
-    const float scale = static_cast<float>(
-        src.scales[r * src.scale_ld + group * src.scale_group_stride]);
-    const float bias = static_cast<float>(
-        src.biases[r * src.bias_ld + group * src.bias_group_stride]);
+    const int group = chunk * kChunkValues / src.group_size;
+    f.scale[step] =
+        src.scales[r * src.scale_ld + group * src.scale_group_stride];
+    f.bias[step] = src.biases[r * src.bias_ld + group * src.bias_group_stride];
+  }
+
+  /// Thread tid's chunks, fetched into `f`, dequantized into the block at
+  /// `dst`.
+  static FA_FUNC void dequantize(
+      FA_THREADGROUP T* dst,
+      const FA_THREAD Fetched& f,
+      int tid) {
     FA_UNROLL
-    for (int x = 0; x < kRunValues; ++x) {
+    for (int step = 0; step < kSteps; ++step) {
+      const int idx = step * kThreads + tid;
+      if (kChunks % kThreads == 0 || idx < kChunks) {
+        const int r = idx / kChunksPerRow;
+        const int chunk = idx % kChunksPerRow;
+        decode_chunk(
+            dst + r * kDstLd + chunk * kChunkValues, f.words[step],
+            static_cast<float>(f.scale[step]),
+            static_cast<float>(f.bias[step]));
+      }
+    }
+  }
+
+  /// A chunk's 32 values into `out`: each shifted out of its word (two
+  /// words where it straddles), scaled and biased.
+  static FA_FUNC void decode_chunk(
+      FA_THREADGROUP T* out,
+      const FA_THREAD unsigned int* w,
+      float scale,
+      float bias) {
+    FA_UNROLL
+    for (int x = 0; x < kChunkValues; ++x) {
       const int bit = x * kBits;
       const int word = bit / 32;
       const int shift = bit % 32;
@@ -146,9 +190,23 @@ struct QuantizedBlockLoader {
       if (shift + kBits > 32) {
         q |= w[word + 1] << (32 - shift);
       }
-      out[x] =
-          static_cast<T>(scale * static_cast<float>(q & kValueMask) + bias);
+      const float code =
+          FA_AS_FLOAT(kFloatCodeBits | (q & kValueMask)) - 8388608.0f;
+      out[x] = static_cast<T>(scale * code + bias);
     }
+  }
+
+  /// The block's rows from `src` into `dst` at once: fetch, then
+  /// dequantize.
+  template <bool kSafe>
+  static FA_FUNC void load_quantized(
+      FA_THREADGROUP T* dst,
+      QuantizedRows<T> src,
+      int rows,
+      int tid) {
+    Fetched f;
+    fetch<kSafe>(f, src, rows, tid);
+    dequantize(dst, f, tid);
   }
 
   /// Plain loads have landed when load returns (block_loader.h).
