@@ -54,6 +54,14 @@ FA_FUNC void load_pair_as_float(
   x = static_cast<float>(p[0]);
   y = static_cast<float>(p[1]);
 }
+
+/// kN elements of a thread's array into threadgroup memory at dst.
+template <typename T, int kN>
+FA_FUNC void store_contiguous(threadgroup T* dst, const thread T* src) {
+  for (int i = 0; i < kN; ++i) {
+    dst[i] = src[i];
+  }
+}
 } // namespace fa
 
 #elif defined(__CUDACC__)
@@ -106,6 +114,22 @@ load_pair_as_float(const float* p, float& x, float& y) {
   const float2 f = *reinterpret_cast<const float2*>(p);
   x = f.x;
   y = f.y;
+}
+
+/// kN elements of a thread's array into shared memory at dst, 16 bytes a
+/// store (dst 16-byte aligned): a sixteenth of the store instructions of
+/// 2-byte elements one at a time, and a quarter of their shared-memory
+/// wavefronts.
+template <typename T, int kN>
+__device__ __forceinline__ void store_contiguous(T* dst, const T* src) {
+  static_assert(
+      (kN * sizeof(T)) % sizeof(uint4) == 0, "whole 16-byte stores");
+#pragma unroll
+  for (int i = 0; i < int(kN * sizeof(T) / sizeof(uint4)); ++i) {
+    uint4 u;
+    memcpy(&u, src + i * int(sizeof(uint4) / sizeof(T)), sizeof(uint4));
+    reinterpret_cast<uint4*>(dst)[i] = u;
+  }
 }
 
 /// The hardware exp2 (MUFU.EX2, ~2 ulp), as Metal's fast::exp2: exp2f

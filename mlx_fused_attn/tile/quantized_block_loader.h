@@ -81,6 +81,9 @@ struct QuantizedBlockLoader {
   static_assert(
       kSrcCols == kCols && kCols % 32 == 0,
       "quantized rows are whole groups: no padded columns");
+  static_assert(
+      kDstLd * sizeof(T) % 16 == 0,
+      "a chunk's values are stored 16 bytes at a time (store_contiguous)");
   FA_CONST int kChunkValues = 32;
   FA_CONST int kChunkWords = kChunkValues * kBits / 32;
   FA_CONST int kChunksPerRow = kCols / kChunkValues;
@@ -175,12 +178,13 @@ struct QuantizedBlockLoader {
   }
 
   /// A chunk's 32 values into `out`: each shifted out of its word (two
-  /// words where it straddles), scaled and biased.
+  /// words where it straddles), scaled and biased, then stored together.
   static FA_FUNC void decode_chunk(
       FA_THREADGROUP T* out,
       const FA_THREAD unsigned int* w,
       float scale,
       float bias) {
+    T values[kChunkValues];
     FA_UNROLL
     for (int x = 0; x < kChunkValues; ++x) {
       const int bit = x * kBits;
@@ -192,8 +196,9 @@ struct QuantizedBlockLoader {
       }
       const float code =
           FA_AS_FLOAT(kFloatCodeBits | (q & kValueMask)) - 8388608.0f;
-      out[x] = static_cast<T>(scale * code + bias);
+      values[x] = static_cast<T>(scale * code + bias);
     }
+    store_contiguous<T, kChunkValues>(out, values);
   }
 
   /// The block's rows from `src` into `dst` at once: fetch, then
