@@ -209,7 +209,9 @@ FA_FUNC void attention_step_last(
 /// the schedule lets the steps overlap (Pipeline::kOverlapSteps), the three
 /// parts above. Each visit is read before the pipeline's wait, which its
 /// latency then overlaps. The pipeline is the loop's to change: a schedule
-/// may keep state across its acquires (KVRegisterStaged's registers).
+/// may keep state across its acquires (KVRegisterStaged's registers). A
+/// warp the schedule lets skip the steps (skips_steps) runs the acquires
+/// alone; the overlapped loop's schedule (kv_tma_ring.h) never does.
 template <bool kOverlapSteps>
 struct AttnKeyLoop {
   template <
@@ -231,7 +233,9 @@ struct AttnKeyLoop {
     for (int kb = 0; kb < n_blocks; ++kb) {
       const AttnVisit visit = visits.at(kb);
       pipe.acquire(kb);
-      attention_step<KBlock, VBlock>(st, q, masks, pipe, kb, visit, lane);
+      if (!pipe.skips_steps()) {
+        attention_step<KBlock, VBlock>(st, q, masks, pipe, kb, visit, lane);
+      }
     }
   }
 };

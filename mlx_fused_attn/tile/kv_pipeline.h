@@ -47,6 +47,7 @@ struct KVPipelineBase {
   /// afresh in one tile a threadgroup.
   FA_CONST bool kResumes = false;
 
+
   Source src;
   int n_blocks; ///< key blocks the threadgroup visits
   int tid;
@@ -54,6 +55,12 @@ struct KVPipelineBase {
   static FA_FUNC int stage(int kb) {
     return kb % kStages;
   }
+  /// Whether this thread's warp runs the key loop's acquires alone,
+  /// without the steps (skip_steps): never, unless a schedule allows it.
+  FA_FUNC bool skips_steps() const {
+    return false;
+  }
+  FA_FUNC void skip_steps(bool) {}
   FA_FUNC const FA_THREADGROUP typename Source::elem_type* k_block(
       int kb) const {
     return src.k_block(stage(kb));
@@ -185,6 +192,17 @@ struct KVRegisterStaged : KVPipelineBase<Block, Source, 1> {
   typedef KVPipelineBase<Block, Source, 1> Base;
 
   typename Source::Staged staged; ///< the block the next acquire stores
+  bool idle; ///< skip_steps': the warp runs acquire alone
+
+  /// A warp whose rows hold no query may skip the steps: every barrier is
+  /// in acquire, and its targets' products are each warp's own
+  /// (quantized_kv_target.h's padded blocks).
+  FA_FUNC bool skips_steps() const {
+    return idle;
+  }
+  FA_FUNC void skip_steps(bool no_rows) {
+    idle = no_rows;
+  }
 
   FA_FUNC void start() {
     if (Base::n_blocks > 0) {
