@@ -145,8 +145,9 @@ struct QuantDecodeCase {
     CHECK(cudaMalloc(&stats, 2 * 256 * n / kD * sizeof(float)));
     CHECK(cudaMalloc(&counters, n / kD * sizeof(unsigned)));
     fill_random<<<1024, 256>>>(q, n, 1);
-    // Copies enough for ~150 MB, three L2s.
-    const double bytes = double(n_kv) * 2 * sizeof(T);
+    // Copies enough for ~150 MB of quantized cache, three L2s (the bf16
+    // copies are larger still).
+    const double bytes = double(bytes_a_key()) * d.B * d.Hkv * d.Lk;
     const int copies = std::max(1, std::min(32, int(std::ceil(150e6 / bytes))));
     caches.resize(copies);
     caches[0] = make_cache();

@@ -63,8 +63,8 @@ def timed(fn, slow_after):
     `slow_after` seconds is its own time (mlx-lm's path on a CPU takes
     seconds to minutes a call). On a GPU that call is the second: the first
     also builds and loads the kernels it runs (MLX's CUDA backend compiles
-    kernels on first use), a one-time cost that timed alone reported
-    mlx-lm's 4-bit decode at 23 s a call on an H100."""
+    kernels on first use), which no later call pays: the H100 run's 23 s
+    for mlx-lm's 4-bit decode was such a first call, timed alone."""
     if mx.default_device() == mx.gpu:
         mx.eval(fn())
     mx.synchronize()

@@ -89,6 +89,11 @@ struct QuantizedBlockLoader {
   FA_CONST int kChunksPerRow = kCols / kChunkValues;
   FA_CONST int kChunks = kRows * kChunksPerRow;
   FA_CONST int kSteps = (kChunks + kThreads - 1) / kThreads;
+  /// Rows between a thread's chunks at consecutive steps where the threads
+  /// are whole rows of chunks (then each reads one column of chunks); 0
+  /// where they are not (D = 96 and 192 with 128 threads).
+  FA_CONST int kRowStep =
+      kThreads % kChunksPerRow == 0 ? kThreads / kChunksPerRow : 0;
   FA_CONST unsigned int kValueMask = (1u << kBits) - 1u;
   /// 2^23 as a float's bits: or-ed with a code below 2^23 it is the float
   /// 2^23 + code, exactly, which one subtraction makes the code's value
@@ -118,43 +123,91 @@ struct QuantizedBlockLoader {
       QuantizedRows<T> src,
       int rows,
       int tid) {
-    FA_UNROLL
-    for (int step = 0; step < kSteps; ++step) {
-      const int idx = step * kThreads + tid;
-      if (kChunks % kThreads == 0 || idx < kChunks) {
-        const int r = idx / kChunksPerRow;
-        const int chunk = idx % kChunksPerRow;
-        if (kSafe && r >= rows) {
-          FA_UNROLL
-          for (int i = 0; i < kChunkWords; ++i) {
-            f.words[step][i] = 0u;
+    if constexpr (kRowStep > 0) {
+      fetch_column<kSafe>(f, src, rows, tid);
+    } else {
+      FA_UNROLL
+      for (int step = 0; step < kSteps; ++step) {
+        const int idx = step * kThreads + tid;
+        if (kChunks % kThreads == 0 || idx < kChunks) {
+          const int r = idx / kChunksPerRow;
+          const int chunk = idx % kChunksPerRow;
+          if (kSafe && r >= rows) {
+            fetch_zeros(f, step);
+          } else {
+            const int group = (chunk * kChunkValues) >> group_shift(src);
+            fetch_at(
+                f, step, src.words + r * src.word_ld + chunk * kChunkWords,
+                src.scales + r * src.scale_ld +
+                    group * src.scale_group_stride,
+                src.biases + r * src.bias_ld + group * src.bias_group_stride);
           }
-          f.scale[step] = T(0);
-          f.bias[step] = T(0);
-        } else {
-          fetch_chunk(f, step, src, r, chunk);
         }
       }
     }
   }
 
-  /// Chunk `chunk` of row r: its words, its group's scale and bias.
-  static FA_FUNC void fetch_chunk(
+  /// fetch where the threads are whole rows of chunks (kRowStep > 0):
+  /// thread tid reads chunk tid % kChunksPerRow of rows kRowStep apart, so
+  /// its pointers are made once and stepped by a constant number of rows.
+  template <bool kSafe>
+  static FA_FUNC void fetch_column(
+      FA_THREAD Fetched& f,
+      QuantizedRows<T> src,
+      int rows,
+      int tid) {
+    const int chunk = tid % kChunksPerRow;
+    const int group = (chunk * kChunkValues) >> group_shift(src);
+    int r = tid / kChunksPerRow;
+    QuantizedRows<T> at = quantized_rows_from(src, r);
+    at.words += chunk * kChunkWords;
+    at.scales += group * src.scale_group_stride;
+    at.biases += group * src.bias_group_stride;
+    FA_UNROLL
+    for (int step = 0; step < kSteps; ++step) {
+      if (kChunks % kThreads == 0 || r < kRows) {
+        if (kSafe && r >= rows) {
+          fetch_zeros(f, step);
+        } else {
+          fetch_at(f, step, at.words, at.scales, at.biases);
+        }
+      }
+      r += kRowStep;
+      at = quantized_rows_from(at, kRowStep);
+    }
+  }
+
+  /// log2 of `src`'s group size: groups are 32, 64 or 128 values, so a
+  /// value's group is a shift, not a division.
+  static FA_FUNC int group_shift(QuantizedRows<T> src) {
+    return src.group_size == 32 ? 5 : src.group_size == 64 ? 6 : 7;
+  }
+
+  /// A chunk's words from `words`, its scale and bias from `scale` and
+  /// `bias`, into step `step` of `f`.
+  static FA_FUNC void fetch_at(
       FA_THREAD Fetched& f,
       int step,
-      QuantizedRows<T> src,
-      int r,
-      int chunk) {
-    const FA_DEVICE unsigned int* words =
-        src.words + r * src.word_ld + chunk * kChunkWords;
+      const FA_DEVICE unsigned int* words,
+      const FA_DEVICE T* scale,
+      const FA_DEVICE T* bias) {
     FA_UNROLL
     for (int i = 0; i < kChunkWords; ++i) {
       f.words[step][i] = words[i];
     }
-    const int group = chunk * kChunkValues / src.group_size;
-    f.scale[step] =
-        src.scales[r * src.scale_ld + group * src.scale_group_stride];
-    f.bias[step] = src.biases[r * src.bias_ld + group * src.bias_group_stride];
+    f.scale[step] = *scale;
+    f.bias[step] = *bias;
+  }
+
+  /// Zero codes, scale and bias into step `step` of `f`: zeros once
+  /// dequantized.
+  static FA_FUNC void fetch_zeros(FA_THREAD Fetched& f, int step) {
+    FA_UNROLL
+    for (int i = 0; i < kChunkWords; ++i) {
+      f.words[step][i] = 0u;
+    }
+    f.scale[step] = T(0);
+    f.bias[step] = T(0);
   }
 
   /// Thread tid's chunks, fetched into `f`, dequantized into the block at
