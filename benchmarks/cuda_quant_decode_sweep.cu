@@ -207,8 +207,16 @@ struct QuantDecodeCase {
     return c;
   }
 
-  /// The packed parameters: H_kv heads of H_q / H_kv rows.
-  fa::AttnParams params() const { return contiguous_params(d.B, d.Hkv, d.Hkv, d.rows(), d.Lk, kD); }
+  /// The packed parameters: H_kv heads of H_q / H_kv rows. Scores 16 times
+  /// 1/sqrt(D)'s: a softmax that picks out a few keys a row, so that a
+  /// block read wrong or left out moves the output by far more than two
+  /// right kernels differ (uniform weights over 32K keys would average any
+  /// one block away).
+  fa::AttnParams params() const {
+    fa::AttnParams p = contiguous_params(d.B, d.Hkv, d.Hkv, d.rows(), d.Lk, kD);
+    p.scale_log2 *= 16.0f;
+    return p;
+  }
 
   fa::QuantKvParams qparams() const {
     fa::QuantKvParams qp{};
@@ -323,7 +331,8 @@ struct QuantDecodeCase {
       err_one = error();
     }
     // bf16 outputs of values below 1: a right kernel differs from the
-    // reference by a few roundings (~1e-3); a wrong one by far more.
+    // reference by a few roundings of P and O (~1e-3); a wrong one by far
+    // more.
     const bool ok = err < 1e-2 && err_one < 1e-2;
     std::printf("  %-22s splits=%3d %8.1f us  %5.1f%% of floor (%.1f MB)  err %.2e  "
                 "one kernel %8.1f us  err %.2e  %s\n",
