@@ -172,7 +172,11 @@ struct KVPlain : KVPipelineBase<Block, Source, 1> {
 
   FA_FUNC void start() const {}
 
+  /// The wait, before the barrier that precedes block 0's products, covers
+  /// an asynchronous copy of Q that joined block 0's group (attention.h's
+  /// load_q; the Block's own loads have nothing in flight).
   FA_FUNC void acquire(int kb) const {
+    Block::template wait<0>();
     FA_BARRIER();
     Base::src.load_kv(kb, 0, Base::tid);
     FA_BARRIER();
@@ -214,6 +218,8 @@ struct KVRegisterStaged : KVPipelineBase<Block, Source, 1> {
   /// block kb (in registers since the last acquire) then takes; block
   /// kb + 1's loads start before the barrier that makes kb everyone's.
   FA_FUNC void acquire(int kb) {
+    // As KVPlain's: an asynchronous copy of Q joined block 0's group.
+    Block::template wait<0>();
     FA_BARRIER();
     Base::src.store_kv(0, staged, Base::tid);
     if (kb + 1 < Base::n_blocks) {

@@ -62,6 +62,9 @@ FA_FUNC void store_contiguous(threadgroup T* dst, const thread T* src) {
     dst[i] = src[i];
   }
 }
+
+/// Metal's loads are all plain: nothing is in flight.
+FA_FUNC void async_copies_wait_all() {}
 } // namespace fa
 
 #elif defined(__CUDACC__)
@@ -114,6 +117,14 @@ load_pair_as_float(const float* p, float& x, float& y) {
   const float2 f = *reinterpret_cast<const float2*>(p);
   x = f.x;
   y = f.y;
+}
+
+/// Every cp.async copy this thread issued has landed, those of no group
+/// too (cp.async.wait_all commits them first): where a loader's own loads
+/// are plain, the copies of another that joined its group (Q's,
+/// q_in_padded_shared.h) are waited for here.
+__device__ __forceinline__ void async_copies_wait_all() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 /// kN elements of a thread's array into shared memory at dst, 16 bytes a

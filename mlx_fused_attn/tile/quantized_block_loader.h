@@ -267,10 +267,15 @@ struct QuantizedBlockLoader {
     dequantize(dst, f, tid);
   }
 
-  /// Plain loads have landed when load returns (block_loader.h).
+  /// Its own loads are plain (their values are waited for where used), so
+  /// commit has nothing to close; wait waits for the asynchronous copies
+  /// of another loader that joined a block's group: Q's in shared memory on
+  /// CUDA (q_in_padded_shared.h, attention.h's load_q), all of them.
   static FA_FUNC void commit() {}
   template <int kPending = 0>
-  static FA_FUNC void wait() {}
+  static FA_FUNC void wait() {
+    async_copies_wait_all();
+  }
 };
 
 } // namespace fa
