@@ -98,7 +98,7 @@ struct QuantizedBlockLoader {
   /// 2^23 as a float's bits: or-ed with a code below 2^23 it is the float
   /// 2^23 + code, exactly, which one subtraction makes the code's value
   /// (two full-rate instructions in place of an integer conversion, which
-  /// runs at a quarter of the rate on NVIDIA GPUs).
+  /// runs at a fraction of the fp32 rate on NVIDIA GPUs).
   FA_CONST unsigned int kFloatCodeBits = 0x4B000000u;
   /// A thread's loads return before it goes on (to load_quantized's
   /// callers: its fetch alone does not wait).
