@@ -8,7 +8,9 @@
 #
 # Environment: STEPS (default "build test sanitize sweep bench") picks steps;
 # "shortsweep" (the short-sequence kernel's tile sweep), "nasweep" (the
-# neighborhood kernel's) and "memory" (wall
+# neighborhood kernel's), "quantsweep" (decode against a 4-bit K/V cache:
+# the quantized kernel as planned, its rivals and the bf16 decode,
+# benchmarks/cuda_quant_decode_sweep.cu) and "memory" (wall
 # against kernel time with outputs in MLX's allocator) are more;
 # CUDA_ARCHS (default 90a, the GPU there with its warpgroup products) the AOT
 # architectures; PYTEST_K the
@@ -117,6 +119,13 @@ if has sweep; then
   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. benchmarks/cuda_tile_sweep.cu -o /tmp/fa_sweep \
     > "$OUT/sweep.txt" 2>&1 && /tmp/fa_sweep >> "$OUT/sweep.txt" 2>&1
   cat "$OUT/sweep.txt"
+fi
+
+if has quantsweep; then
+  log "quantized decode sweep"
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. benchmarks/cuda_quant_decode_sweep.cu \
+    -o /tmp/fa_quant_sweep > "$OUT/quantsweep.txt" 2>&1 && /tmp/fa_quant_sweep >> "$OUT/quantsweep.txt" 2>&1
+  cat "$OUT/quantsweep.txt"
 fi
 
 if has shortsweep; then

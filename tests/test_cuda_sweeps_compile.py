@@ -23,6 +23,7 @@ SWEEPS = [
     ("cuda_bwd_bench.cu", ["-gencode=arch=compute_90a,code=sm_90a", "-DFA_SWEEP_QUICK"]),
     ("cuda_mask_sweep.cu", ["-gencode=arch=compute_90a,code=sm_90a"]),
     ("cuda_decode_sweep.cu", ["-gencode=arch=compute_90a,code=sm_90a"]),
+    ("cuda_quant_decode_sweep.cu", ["-gencode=arch=compute_90a,code=sm_90a"]),
 ]
 
 

@@ -117,6 +117,18 @@ def test_decode_with_split_keys(device, kind, Hq):
 
 
 @device_params()
+def test_long_decode_with_packed_gqa(device):
+    """The decode the GPU goal is set on (B=1, 32 query heads on 8 K/V
+    heads, D=128, 4-bit groups of 64, bf16), at 32K keys and a ragged last
+    block: on a GPU many splits of many blocks each, the next block in
+    registers under each block's products, and three of each threadgroup's
+    four warps without a row (quantized_kv_target.h)."""
+    rng = np.random.default_rng(7)
+    run_case(device, rng, 4, 64, 128, mx.bfloat16, "none", 1, 32, 8, 1, 32768 + 37, False,
+             "long decode")
+
+
+@device_params()
 @pytest.mark.parametrize("case", range(SWEEP // 2))
 def test_random_case(device, case):
     """A seeded random sweep (MLX_FUSED_ATTN_SWEEP sizes it; each case

@@ -505,6 +505,9 @@ struct AttnMainloop {
       // Numbered from the split's first visit: the pipeline's and the
       // masks' 0.
       pipe.start();
+      // A warp none of whose rows is a query (decode's packed rows fill a
+      // fraction of the block) skips the steps where the schedule allows.
+      pipe.skip_steps(w.q_row0 >= p.L_q);
       typedef AttnKeyLoop<Pipeline::kOverlapSteps> KeyLoop;
       if (!Target::kZeroStartLoop) {
         KeyLoop::template run<KBlock, VBlock>(

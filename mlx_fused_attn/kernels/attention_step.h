@@ -208,7 +208,10 @@ FA_FUNC void attention_step_last(
 /// The key loop over a pipeline's n_blocks blocks: a step a block, or, where
 /// the schedule lets the steps overlap (Pipeline::kOverlapSteps), the three
 /// parts above. Each visit is read before the pipeline's wait, which its
-/// latency then overlaps.
+/// latency then overlaps. The pipeline is the loop's to change: a schedule
+/// may keep state across its acquires (KVRegisterStaged's registers). A
+/// warp the schedule lets skip the steps (skips_steps) runs the acquires
+/// alone; the overlapped loop's schedule (kv_tma_ring.h) never does.
 template <bool kOverlapSteps>
 struct AttnKeyLoop {
   template <
@@ -223,14 +226,16 @@ struct AttnKeyLoop {
       FA_THREAD Step& st,
       const FA_THREAD QOperand& q,
       const FA_THREAD Masks& masks,
-      const FA_THREAD Pipeline& pipe,
+      FA_THREAD Pipeline& pipe,
       Visits visits,
       int n_blocks,
       lane_t lane) {
     for (int kb = 0; kb < n_blocks; ++kb) {
       const AttnVisit visit = visits.at(kb);
       pipe.acquire(kb);
-      attention_step<KBlock, VBlock>(st, q, masks, pipe, kb, visit, lane);
+      if (!pipe.skips_steps()) {
+        attention_step<KBlock, VBlock>(st, q, masks, pipe, kb, visit, lane);
+      }
     }
   }
 };
@@ -249,7 +254,7 @@ struct AttnKeyLoop<true> {
       FA_THREAD Step& st,
       const FA_THREAD QOperand& q,
       const FA_THREAD Masks& masks,
-      const FA_THREAD Pipeline& pipe,
+      FA_THREAD Pipeline& pipe,
       Visits visits,
       int n_blocks,
       lane_t lane) {

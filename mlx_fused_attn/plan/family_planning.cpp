@@ -53,26 +53,37 @@ Support family_switched_on(KernelFamily family) {
       "=0)");
 }
 
-int key_splits(
+int key_splits_of(
     const PlanHint& hint,
     const fa::AttnParams& p,
     const fa::AttnTiles& tiles,
-    fa::DType dtype,
+    int64_t kv_bytes_a_key,
+    int64_t wave,
     int cores) {
   if (!split_keys_enabled()) {
     return 1;
   }
   const int64_t groups = int64_t(blocks_of(p.L_q, tiles.bq)) * p.H_q * p.B;
-  int64_t most = splits_worth_their_partials(
-      p.L_k, std::min(tiles.bq, p.L_q), p.D, p.D_v, fa::dtype_size(dtype),
+  int64_t most = splits_worth_their_partials_of(
+      p.L_k, std::min(tiles.bq, p.L_q), p.D_v, kv_bytes_a_key,
       // A grid with a block on every other multiprocessor gains less.
       2 * groups >= cores ? 16 : 8);
   if (hint.max_key_splits > 0) {
     most = std::min<int64_t>(most, hint.max_key_splits);
   }
   return key_split_count(
-      groups, int64_t(tiles.min_blocks) * cores,
-      static_cast<int>(blocks_of(p.L_k, tiles.bk)), most);
+      groups, wave, static_cast<int>(blocks_of(p.L_k, tiles.bk)), most);
+}
+
+int key_splits(
+    const PlanHint& hint,
+    const fa::AttnParams& p,
+    const fa::AttnTiles& tiles,
+    fa::DType dtype,
+    int cores) {
+  return key_splits_of(
+      hint, p, tiles, int64_t(p.D + p.D_v) * fa::dtype_size(dtype),
+      int64_t(tiles.min_blocks) * cores, cores);
 }
 
 } // namespace mlx_fused_attn

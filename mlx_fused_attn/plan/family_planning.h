@@ -73,9 +73,20 @@ void pack_gqa_rows(Plan& plan) {
   plan.packed_gqa = true;
 }
 
-/// The key splits (split_count.h) of `p`'s query blocks of `tiles` in
-/// `dtype` on a device of `cores`: none where they are off, at most the
+/// The key splits (split_count.h) of `p`'s query blocks of `tiles`, whose
+/// K and V cost `kv_bytes_a_key` a key, so that their threadgroups come
+/// near `wave` on a device of `cores`: none where they are off, at most the
 /// hint's where it caps them.
+int key_splits_of(
+    const PlanHint& hint,
+    const fa::AttnParams& p,
+    const fa::AttnTiles& tiles,
+    int64_t kv_bytes_a_key,
+    int64_t wave,
+    int cores);
+
+/// The key splits of the float kernels: K and V in `dtype`, a wave of
+/// tiles.min_blocks threadgroups a multiprocessor.
 int key_splits(
     const PlanHint& hint,
     const fa::AttnParams& p,

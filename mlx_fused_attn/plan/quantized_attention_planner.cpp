@@ -5,6 +5,7 @@
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_name.h"
 #include "mlx_fused_attn/plan/call_planning.h"
 #include "mlx_fused_attn/plan/family_planning.h"
+#include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn {
 
@@ -51,6 +52,29 @@ Support gpu_kernel_covers(
   return Support::yes();
 }
 
+/// The key splits of the quantized kernels, counted in the quantized
+/// bytes: a split's partials weigh against the K and V words, scales and
+/// biases it reads, and the grid is as many threadgroups a multiprocessor
+/// as keep kBytesInFlightPerCore of them in flight, within what fits
+/// (tiles.min_blocks).
+int quantized_key_splits(
+    const PlanHint& hint,
+    const fa::AttnParams& p,
+    const KvQuantization& kv,
+    const fa::AttnTiles& tiles,
+    fa::DType dtype,
+    int cores) {
+  const int64_t bytes_a_key = quantized_kv_bytes_a_key(
+      p.D, p.D_v, kv.bits, kv.group_size, fa::dtype_size(dtype));
+  // Each threadgroup has one K and V block in flight (the register stage,
+  // tile/quantized_kv_target.h): at 4 bits, D = 128, 64-key blocks, 9 KB,
+  // so 2 a multiprocessor reach the ~18 KB (3.35 TB/s x 700 ns / 132 SMs)
+  // that keep an H100's memory busy.
+  const int64_t per_core =
+      blocks_for_bytes_in_flight(tiles.bk * bytes_a_key, tiles.min_blocks);
+  return key_splits_of(hint, p, tiles, bytes_a_key, per_core * cores, cores);
+}
+
 /// The GPU family's tiles, key splits and grid (quantized_attention.metal,
 /// quantized_attention_kernel.cuh): the general kernel's plan
 /// (families/attention/attention_planning.cpp) with this family's tiles.
@@ -73,10 +97,9 @@ Support plan_gpu(
   plan.tiles = tiles;
   plan.features.align_q = p.L_q % tiles.bq == 0;
   plan.features.align_k = p.L_k % tiles.bk == 0;
-  // Dequantized K and V cost the partials what float ones do: the general
-  // plan's splits, counted in the element type's bytes.
-  plan.key_splits = key_splits(
-      plan.spec.attention.hint, p, tiles, plan.dtype, target.caps.cores);
+  plan.key_splits = quantized_key_splits(
+      plan.spec.attention.hint, p, plan.spec.kv, tiles, plan.dtype,
+      target.caps.cores);
   plan.features.split_keys = plan.key_splits > 1;
   plan.split_merge = merges_in_kernel(backend) && plan.features.split_keys;
   plan.grid = {

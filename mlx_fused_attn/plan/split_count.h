@@ -19,10 +19,21 @@ constexpr int kMinSplitKeyBlocks = 2;
 constexpr int kMaxKeySplits = 128;
 
 /// The most splits of L_k keys whose partial outputs stay within 1/share
-/// of the K and V bytes each streams: a split writes rows x D_v fp32
-/// partials that the combine reads back (8 bytes an element), which short
-/// key ranges of many rows do not repay (RESULTS.md, "Split keys: when a
-/// split pays").
+/// of the K and V bytes each streams (`kv_bytes_a_key` a key): a split
+/// writes rows x D_v fp32 partials that the combine reads back (8 bytes an
+/// element), which short key ranges of many rows do not repay (RESULTS.md,
+/// "Split keys: when a split pays").
+inline int64_t splits_worth_their_partials_of(
+    int64_t L_k,
+    int rows,
+    int D_v,
+    int64_t kv_bytes_a_key,
+    int share) {
+  const int64_t partial_bytes = 8 * int64_t(rows) * D_v;
+  return L_k * kv_bytes_a_key / (share * partial_bytes);
+}
+
+/// The same, for float K and V of `itemsize` bytes an element.
 inline int64_t splits_worth_their_partials(
     int64_t L_k,
     int rows,
@@ -30,9 +41,36 @@ inline int64_t splits_worth_their_partials(
     int D_v,
     int itemsize,
     int share) {
-  const int64_t partial_bytes = 8 * int64_t(rows) * D_v;
-  const int64_t kv_bytes_a_key = int64_t(D + D_v) * itemsize;
-  return L_k * kv_bytes_a_key / (share * partial_bytes);
+  return splits_worth_their_partials_of(
+      L_k, rows, D_v, int64_t(D + D_v) * itemsize, share);
+}
+
+/// The bytes of one key of K and V quantized to `bits` in groups of
+/// `group_size` (mx.quantize's affine layout): the codes, and a scale and a
+/// bias of `itemsize` bytes a group.
+inline int64_t quantized_kv_bytes_a_key(
+    int D,
+    int D_v,
+    int bits,
+    int group_size,
+    int itemsize) {
+  return int64_t(D + D_v) * bits / 8 +
+      2 * int64_t(D / group_size + D_v / group_size) * itemsize;
+}
+
+/// Loads a multiprocessor keeps in flight to stream from memory at full
+/// speed, by Little's law on an H100: about 3.35 TB/s times about 700 ns
+/// of latency is 2.3 MB across 132 multiprocessors, about 18 KB each.
+constexpr int64_t kBytesInFlightPerCore = 18 * 1024;
+
+/// Threadgroups a multiprocessor needs of a kernel each of whose
+/// threadgroups keeps `bytes_in_flight` of loads outstanding, for
+/// kBytesInFlightPerCore in flight: at least one, at most `fit` (what
+/// the kernel's resources let a multiprocessor hold at once).
+inline int64_t blocks_for_bytes_in_flight(int64_t bytes_in_flight, int fit) {
+  const int64_t need =
+      (kBytesInFlightPerCore + bytes_in_flight - 1) / bytes_in_flight;
+  return std::max<int64_t>(1, std::min<int64_t>(need, fit));
 }
 
 /// Splits of each query block's keys so that `groups` threadgroups come

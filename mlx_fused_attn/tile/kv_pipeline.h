@@ -9,6 +9,9 @@
 //               and V a buffer each, their copies half a block apart.
 //   KVPlain     one stage, loads that return before the thread goes on
 //               (Metal): K and V loaded together between two barriers.
+//   KVRegisterStaged one stage, and the next block in each thread's
+//               registers (a loader whose copies pass through them: the
+//               dequantizing one): its loads in flight under the math.
 //   KVResident  every block already in threadgroup memory.
 //   KVTmaRing   (kv_tma_ring.h, sm_90a) a ring that a producer warpgroup
 //               fills by TMA: the threads of the math only wait.
@@ -19,7 +22,9 @@
 // kv_pipeline makes one.
 //
 // The Source supplies load_kv(kb, stage, tid) and k_block(stage) and
-// v_block(stage); KVStaggered also load_k and load_v (the same, one side).
+// v_block(stage); KVStaggered also load_k and load_v (the same, one side);
+// KVRegisterStaged its halves, fetch_kv(kb, staged, tid) into a thread's
+// Source::Staged and store_kv(stage, staged, tid) from it.
 #pragma once
 
 #include "mlx_fused_attn/tile/language.h"
@@ -42,6 +47,7 @@ struct KVPipelineBase {
   /// afresh in one tile a threadgroup.
   FA_CONST bool kResumes = false;
 
+
   Source src;
   int n_blocks; ///< key blocks the threadgroup visits
   int tid;
@@ -49,6 +55,12 @@ struct KVPipelineBase {
   static FA_FUNC int stage(int kb) {
     return kb % kStages;
   }
+  /// Whether this thread's warp runs the key loop's acquires alone,
+  /// without the steps (skip_steps): never, unless a schedule allows it.
+  FA_FUNC bool skips_steps() const {
+    return false;
+  }
+  FA_FUNC void skip_steps(bool) {}
   FA_FUNC const FA_THREADGROUP typename Source::elem_type* k_block(
       int kb) const {
     return src.k_block(stage(kb));
@@ -160,9 +172,59 @@ struct KVPlain : KVPipelineBase<Block, Source, 1> {
 
   FA_FUNC void start() const {}
 
+  /// The wait, before the barrier that precedes block 0's products, covers
+  /// an asynchronous copy of Q that joined block 0's group (attention.h's
+  /// load_q; the Block's own loads have nothing in flight).
   FA_FUNC void acquire(int kb) const {
+    Block::template wait<0>();
     FA_BARRIER();
     Base::src.load_kv(kb, 0, Base::tid);
+    FA_BARRIER();
+  }
+
+  FA_FUNC void acquire_v(int) const {}
+};
+
+/// One buffer each, and the next block in each thread's registers: block
+/// kb + 1's loads are issued, not waited for, before block kb's products,
+/// and written into the buffers at the next acquire. The loads of a block
+/// are in flight under the products of the one before, where KVPlain's
+/// wait for them with the threadgroup idle; the cost is a block's share of
+/// registers a thread. Still two barriers a block.
+template <typename Block, typename Source>
+struct KVRegisterStaged : KVPipelineBase<Block, Source, 1> {
+  typedef KVPipelineBase<Block, Source, 1> Base;
+
+  typename Source::Staged staged; ///< the block the next acquire stores
+  bool idle; ///< skip_steps': the warp runs acquire alone
+
+  /// A warp whose rows hold no query may skip the steps: every barrier is
+  /// in acquire, and its targets' products are each warp's own
+  /// (quantized_kv_target.h's padded blocks).
+  FA_FUNC bool skips_steps() const {
+    return idle;
+  }
+  FA_FUNC void skip_steps(bool no_rows) {
+    idle = no_rows;
+  }
+
+  FA_FUNC void start() {
+    if (Base::n_blocks > 0) {
+      Base::src.fetch_kv(0, staged, Base::tid);
+    }
+  }
+
+  /// After the barrier every warp is done with block kb - 1, whose buffers
+  /// block kb (in registers since the last acquire) then takes; block
+  /// kb + 1's loads start before the barrier that makes kb everyone's.
+  FA_FUNC void acquire(int kb) {
+    // As KVPlain's: an asynchronous copy of Q joined block 0's group.
+    Block::template wait<0>();
+    FA_BARRIER();
+    Base::src.store_kv(0, staged, Base::tid);
+    if (kb + 1 < Base::n_blocks) {
+      Base::src.fetch_kv(kb + 1, staged, Base::tid);
+    }
     FA_BARRIER();
   }
 

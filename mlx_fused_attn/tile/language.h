@@ -34,6 +34,7 @@
 #define FA_MAX(a, b) metal::max((a), (b))
 #define FA_INFINITY INFINITY
 #define FA_FLT_MAX FLT_MAX
+#define FA_AS_FLOAT(bits) metal::as_type<float>(bits)
 
 namespace fa {
 // Metal's scalar types are builtins on the GPU; the emulator's shim declares
@@ -53,6 +54,17 @@ FA_FUNC void load_pair_as_float(
   x = static_cast<float>(p[0]);
   y = static_cast<float>(p[1]);
 }
+
+/// kN elements of a thread's array into threadgroup memory at dst.
+template <typename T, int kN>
+FA_FUNC void store_contiguous(threadgroup T* dst, const thread T* src) {
+  for (int i = 0; i < kN; ++i) {
+    dst[i] = src[i];
+  }
+}
+
+/// Metal's loads are all plain: nothing is in flight.
+FA_FUNC void async_copies_wait_all() {}
 } // namespace fa
 
 #elif defined(__CUDACC__)
@@ -78,6 +90,7 @@ FA_FUNC void load_pair_as_float(
 #define FA_MAX(a, b) fmaxf((a), (b))
 #define FA_INFINITY __int_as_float(0x7f800000)
 #define FA_FLT_MAX 3.402823466e+38f
+#define FA_AS_FLOAT(bits) __uint_as_float(bits)
 
 namespace fa {
 typedef __half half_t;
@@ -104,6 +117,30 @@ load_pair_as_float(const float* p, float& x, float& y) {
   const float2 f = *reinterpret_cast<const float2*>(p);
   x = f.x;
   y = f.y;
+}
+
+/// Every cp.async copy this thread issued has landed, those of no group
+/// too (cp.async.wait_all commits them first): where a loader's own loads
+/// are plain, the copies of another that joined its group (Q's,
+/// q_in_padded_shared.h) are waited for here.
+__device__ __forceinline__ void async_copies_wait_all() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+/// kN elements of a thread's array into shared memory at dst, 16 bytes a
+/// store (dst 16-byte aligned): a sixteenth of the store instructions of
+/// 2-byte elements one at a time, and a quarter of their shared-memory
+/// wavefronts.
+template <typename T, int kN>
+__device__ __forceinline__ void store_contiguous(T* dst, const T* src) {
+  static_assert(
+      (kN * sizeof(T)) % sizeof(uint4) == 0, "whole 16-byte stores");
+#pragma unroll
+  for (int i = 0; i < int(kN * sizeof(T) / sizeof(uint4)); ++i) {
+    uint4 u;
+    memcpy(&u, src + i * int(sizeof(uint4) / sizeof(T)), sizeof(uint4));
+    reinterpret_cast<uint4*>(dst)[i] = u;
+  }
 }
 
 /// The hardware exp2 (MUFU.EX2, ~2 ulp), as Metal's fast::exp2: exp2f

@@ -16,23 +16,23 @@
 //   biases  T [kCols / group_size]
 //   value i = scales[i / group_size] * q_i + biases[i / group_size]
 //
-// Each thread decodes runs of kRunValues values, the fewest that fill
-// whole words (so that every shift is a constant once unrolled), and a run
-// lies in one group (groups are whole multiples of 32 values), so it reads
-// one scale and one bias. The arithmetic is fp32, rounded once to T.
-// Loads are plain and synchronous, as block_loader.h's: the K/V schedule
-// (kv_pipeline.h) takes its plain form for them on every target.
+// Each thread takes chunks of 32 values of one row: kBits whole words (so
+// that every shift is a constant once unrolled), lying in one group
+// (groups are whole multiples of 32 values), so one scale and one bias.
+// The arithmetic is fp32, rounded once to T.
+//
+// A block moves in two halves: fetch reads a thread's chunks into
+// registers (plain loads, which do not block the thread until their values
+// are used), dequantize writes them into threadgroup memory. Between the
+// two a thread can run the products of another block, so that the loads
+// are in flight under them (kv_pipeline.h's KVRegisterStaged);
+// load_quantized does both at once.
 #pragma once
 
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/language.h"
 
 namespace fa {
-
-/// Values of `bits` bits that fill whole 32-bit words: 32 / gcd(bits, 32).
-constexpr int quantized_run_values(int bits) {
-  return bits == 8 ? 4 : bits == 4 ? 8 : bits % 2 == 0 ? 16 : 32;
-}
 
 /// One (batch, head)'s rows of a quantized array, from the row a block
 /// starts at: its words, scales and biases, each with its own row stride
@@ -81,64 +81,165 @@ struct QuantizedBlockLoader {
   static_assert(
       kSrcCols == kCols && kCols % 32 == 0,
       "quantized rows are whole groups: no padded columns");
-  FA_CONST int kRunValues = quantized_run_values(kBits);
-  FA_CONST int kRunWords = kRunValues * kBits / 32;
-  FA_CONST int kRunsPerRow = kCols / kRunValues;
-  FA_CONST int kRuns = kRows * kRunsPerRow;
-  FA_CONST int kSteps = (kRuns + kThreads - 1) / kThreads;
+  static_assert(
+      kDstLd * sizeof(T) % 16 == 0,
+      "a chunk's values are stored 16 bytes at a time (store_contiguous)");
+  FA_CONST int kChunkValues = 32;
+  FA_CONST int kChunkWords = kChunkValues * kBits / 32;
+  FA_CONST int kChunksPerRow = kCols / kChunkValues;
+  FA_CONST int kChunks = kRows * kChunksPerRow;
+  FA_CONST int kSteps = (kChunks + kThreads - 1) / kThreads;
+  /// Rows between a thread's chunks at consecutive steps where the threads
+  /// are whole rows of chunks (then each reads one column of chunks); 0
+  /// where they are not (D = 96 and 192 with 128 threads).
+  FA_CONST int kRowStep =
+      kThreads % kChunksPerRow == 0 ? kThreads / kChunksPerRow : 0;
   FA_CONST unsigned int kValueMask = (1u << kBits) - 1u;
-  /// A thread's loads return before it goes on.
+  /// 2^23 as a float's bits: or-ed with a code below 2^23 it is the float
+  /// 2^23 + code, exactly, which one subtraction makes the code's value
+  /// (two full-rate instructions in place of an integer conversion, which
+  /// runs at a fraction of the fp32 rate on NVIDIA GPUs).
+  FA_CONST unsigned int kFloatCodeBits = 0x4B000000u;
+  /// A thread's loads return before it goes on (to load_quantized's
+  /// callers: its fetch alone does not wait).
   FA_CONST bool kAsync = false;
 
-  /// The block's rows from `src` (its first row); with kSafe, rows at and
-  /// past `rows` are zero-filled, not read, so that products with them
-  /// stay finite.
+  /// A thread's chunks of one block as read from device memory, in
+  /// registers until dequantize: the scales and biases stay in T, since
+  /// converting them would wait for their loads.
+  struct Fetched {
+    unsigned int words[kSteps][kChunkWords];
+    T scale[kSteps];
+    T bias[kSteps];
+  };
+
+  /// Thread tid's chunks of the block's rows from `src` (its first row)
+  /// into `f`; with kSafe, rows at and past `rows` are not read but given
+  /// zero codes, scale and bias, so that they dequantize to zeros and
+  /// products with them stay finite.
   template <bool kSafe>
-  static FA_FUNC void load_quantized(
-      FA_THREADGROUP T* dst,
+  static FA_FUNC void fetch(
+      FA_THREAD Fetched& f,
       QuantizedRows<T> src,
       int rows,
       int tid) {
-    FA_UNROLL
-    for (int step = 0; step < kSteps; ++step) {
-      const int idx = step * kThreads + tid;
-      if (kRuns % kThreads == 0 || idx < kRuns) {
-        const int r = idx / kRunsPerRow;
-        const int run = idx % kRunsPerRow;
-        FA_THREADGROUP T* out = dst + r * kDstLd + run * kRunValues;
-        if (kSafe && r >= rows) {
-          FA_UNROLL
-          for (int x = 0; x < kRunValues; ++x) {
-            out[x] = T(0);
+    if constexpr (kRowStep > 0) {
+      fetch_column<kSafe>(f, src, rows, tid);
+    } else {
+      FA_UNROLL
+      for (int step = 0; step < kSteps; ++step) {
+        const int idx = step * kThreads + tid;
+        if (kChunks % kThreads == 0 || idx < kChunks) {
+          const int r = idx / kChunksPerRow;
+          const int chunk = idx % kChunksPerRow;
+          if (kSafe && r >= rows) {
+            fetch_zeros(f, step);
+          } else {
+            const int group = (chunk * kChunkValues) >> group_shift(src);
+            fetch_at(
+                f, step, src.words + r * src.word_ld + chunk * kChunkWords,
+                src.scales + r * src.scale_ld +
+                    group * src.scale_group_stride,
+                src.biases + r * src.bias_ld + group * src.bias_group_stride);
           }
-        } else {
-          decode_run(out, src, r, run);
         }
       }
     }
   }
 
-  /// Run `run` of row r into `out`: its words, then each value shifted out
-  /// of them (two words where it straddles), scaled and biased.
-  static FA_FUNC void decode_run(
-      FA_THREADGROUP T* out,
+  /// fetch where the threads are whole rows of chunks (kRowStep > 0):
+  /// thread tid reads chunk tid % kChunksPerRow of rows kRowStep apart, so
+  /// its pointers are made once and stepped by a constant number of rows.
+  template <bool kSafe>
+  static FA_FUNC void fetch_column(
+      FA_THREAD Fetched& f,
       QuantizedRows<T> src,
-      int r,
-      int run) {
-    const FA_DEVICE unsigned int* words =
-        src.words + r * src.word_ld + run * kRunWords;
-    unsigned int w[kRunWords];
+      int rows,
+      int tid) {
+    const int chunk = tid % kChunksPerRow;
+    const int group = (chunk * kChunkValues) >> group_shift(src);
+    int r = tid / kChunksPerRow;
+    QuantizedRows<T> at = quantized_rows_from(src, r);
+    at.words += chunk * kChunkWords;
+    at.scales += group * src.scale_group_stride;
+    at.biases += group * src.bias_group_stride;
     FA_UNROLL
-    for (int i = 0; i < kRunWords; ++i) {
-      w[i] = words[i];
+    for (int step = 0; step < kSteps; ++step) {
+      if (kChunks % kThreads == 0 || r < kRows) {
+        if (kSafe && r >= rows) {
+          fetch_zeros(f, step);
+        } else {
+          fetch_at(f, step, at.words, at.scales, at.biases);
+        }
+      }
+      r += kRowStep;
+      at = quantized_rows_from(at, kRowStep);
     }
-    const int group = run * kRunValues / src.group_size;
-    const float scale = static_cast<float>(
-        src.scales[r * src.scale_ld + group * src.scale_group_stride]);
-    const float bias = static_cast<float>(
-        src.biases[r * src.bias_ld + group * src.bias_group_stride]);
+  }
+
+  /// log2 of `src`'s group size: groups are 32, 64 or 128 values, so a
+  /// value's group is a shift, not a division.
+  static FA_FUNC int group_shift(QuantizedRows<T> src) {
+    return src.group_size == 32 ? 5 : src.group_size == 64 ? 6 : 7;
+  }
+
+  /// A chunk's words from `words`, its scale and bias from `scale` and
+  /// `bias`, into step `step` of `f`.
+  static FA_FUNC void fetch_at(
+      FA_THREAD Fetched& f,
+      int step,
+      const FA_DEVICE unsigned int* words,
+      const FA_DEVICE T* scale,
+      const FA_DEVICE T* bias) {
     FA_UNROLL
-    for (int x = 0; x < kRunValues; ++x) {
+    for (int i = 0; i < kChunkWords; ++i) {
+      f.words[step][i] = words[i];
+    }
+    f.scale[step] = *scale;
+    f.bias[step] = *bias;
+  }
+
+  /// Zero codes, scale and bias into step `step` of `f`: zeros once
+  /// dequantized.
+  static FA_FUNC void fetch_zeros(FA_THREAD Fetched& f, int step) {
+    FA_UNROLL
+    for (int i = 0; i < kChunkWords; ++i) {
+      f.words[step][i] = 0u;
+    }
+    f.scale[step] = T(0);
+    f.bias[step] = T(0);
+  }
+
+  /// Thread tid's chunks, fetched into `f`, dequantized into the block at
+  /// `dst`.
+  static FA_FUNC void dequantize(
+      FA_THREADGROUP T* dst,
+      const FA_THREAD Fetched& f,
+      int tid) {
+    FA_UNROLL
+    for (int step = 0; step < kSteps; ++step) {
+      const int idx = step * kThreads + tid;
+      if (kChunks % kThreads == 0 || idx < kChunks) {
+        const int r = idx / kChunksPerRow;
+        const int chunk = idx % kChunksPerRow;
+        decode_chunk(
+            dst + r * kDstLd + chunk * kChunkValues, f.words[step],
+            static_cast<float>(f.scale[step]),
+            static_cast<float>(f.bias[step]));
+      }
+    }
+  }
+
+  /// A chunk's 32 values into `out`: each shifted out of its word (two
+  /// words where it straddles), scaled and biased, then stored together.
+  static FA_FUNC void decode_chunk(
+      FA_THREADGROUP T* out,
+      const FA_THREAD unsigned int* w,
+      float scale,
+      float bias) {
+    T values[kChunkValues];
+    FA_UNROLL
+    for (int x = 0; x < kChunkValues; ++x) {
       const int bit = x * kBits;
       const int word = bit / 32;
       const int shift = bit % 32;
@@ -146,15 +247,35 @@ struct QuantizedBlockLoader {
       if (shift + kBits > 32) {
         q |= w[word + 1] << (32 - shift);
       }
-      out[x] =
-          static_cast<T>(scale * static_cast<float>(q & kValueMask) + bias);
+      const float code =
+          FA_AS_FLOAT(kFloatCodeBits | (q & kValueMask)) - 8388608.0f;
+      values[x] = static_cast<T>(scale * code + bias);
     }
+    store_contiguous<T, kChunkValues>(out, values);
   }
 
-  /// Plain loads have landed when load returns (block_loader.h).
+  /// The block's rows from `src` into `dst` at once: fetch, then
+  /// dequantize.
+  template <bool kSafe>
+  static FA_FUNC void load_quantized(
+      FA_THREADGROUP T* dst,
+      QuantizedRows<T> src,
+      int rows,
+      int tid) {
+    Fetched f;
+    fetch<kSafe>(f, src, rows, tid);
+    dequantize(dst, f, tid);
+  }
+
+  /// Its own loads are plain (their values are waited for where used), so
+  /// commit has nothing to close; wait waits for the asynchronous copies
+  /// of another loader that joined a block's group: Q's in shared memory on
+  /// CUDA (q_in_padded_shared.h, attention.h's load_q), all of them.
   static FA_FUNC void commit() {}
   template <int kPending = 0>
-  static FA_FUNC void wait() {}
+  static FA_FUNC void wait() {
+    async_copies_wait_all();
+  }
 };
 
 } // namespace fa

@@ -21,13 +21,21 @@ namespace fa {
 /// The copies of one (batch, kv head)'s key blocks, dequantized, for the
 /// pipeline (kv_pipeline.h's Source, as attention.h's AttnKVSource): its
 /// block i is key block visits.block(i); a ragged last block zero-fills its
-/// missing keys.
+/// missing keys. Besides load_kv, a block in two halves for the register
+/// stage (KVRegisterStaged): fetch_kv into a thread's registers, store_kv
+/// from there into a stage.
 template <typename Target, typename Shape>
 struct QuantKVSource {
   typedef typename Shape::elem_type elem_type;
   typedef AttnKBlock<Target, Shape> KBlock;
   typedef AttnVBlock<Target, Shape> VBlock;
   FA_CONST int kThreads = Shape::kThreads;
+
+  /// A thread's share of one K block and one V block, fetched.
+  struct Staged {
+    typename KBlock::Fetched k;
+    typename VBlock::Fetched v;
+  };
 
   int L_k;
   QuantizedRows<elem_type> k; ///< from this (batch, head)'s key 0
@@ -47,33 +55,40 @@ struct QuantKVSource {
   FA_FUNC FA_THREADGROUP elem_type* sync_smem() const {
     return attention_sync_smem<Target, Shape>(v_smem);
   }
-  FA_FUNC void load_k(int kb, int stage, int tid) const {
-    load_block<KBlock>(k_smem + stage * KBlock::kElems, k, kb, tid);
+
+  /// Block kb of K and V into thread tid's registers: loads issued, not
+  /// waited for.
+  FA_FUNC void fetch_kv(int kb, FA_THREAD Staged& s, int tid) const {
+    fetch_block<KBlock>(s.k, k, kb, tid);
+    fetch_block<VBlock>(s.v, v, kb, tid);
   }
-  FA_FUNC void load_v(int kb, int stage, int tid) const {
-    load_block<VBlock>(v_smem + stage * VBlock::kElems, v, kb, tid);
+  /// The block in `s` (fetch_kv's) dequantized into `stage`.
+  FA_FUNC void store_kv(int stage, const FA_THREAD Staged& s, int tid) const {
+    KBlock::dequantize(k_smem + stage * KBlock::kElems, s.k, tid);
+    VBlock::dequantize(v_smem + stage * VBlock::kElems, s.v, tid);
   }
   FA_FUNC void load_kv(int kb, int stage, int tid) const {
-    load_k(kb, stage, tid);
-    load_v(kb, stage, tid);
+    Staged s;
+    fetch_kv(kb, s, tid);
+    store_kv(stage, s, tid);
   }
 
-  /// The pipeline's block kb of `rows` into `dst`: the block past the whole
+  /// The pipeline's block kb of `rows` into `f`: the block past the whole
   /// ones zero-fills its missing keys unless align_k.
   template <typename Block>
-  FA_FUNC void load_block(
-      FA_THREADGROUP elem_type* dst,
+  FA_FUNC void fetch_block(
+      FA_THREAD typename Block::Fetched& f,
       QuantizedRows<elem_type> rows,
       int kb,
       int tid) const {
     const int block = visits.block(kb);
     const int key0 = block * Shape::kBK;
     if (!align_k && block == n_full_kblocks) {
-      Block::template load_quantized<true>(
-          dst, quantized_rows_from(rows, key0), L_k - key0, tid);
+      Block::template fetch<true>(
+          f, quantized_rows_from(rows, key0), L_k - key0, tid);
     } else {
-      Block::template load_quantized<false>(
-          dst, quantized_rows_from(rows, key0), Shape::kBK, tid);
+      Block::template fetch<false>(
+          f, quantized_rows_from(rows, key0), Shape::kBK, tid);
     }
   }
 };

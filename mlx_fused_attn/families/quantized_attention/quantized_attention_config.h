@@ -42,9 +42,11 @@ constexpr bool quantized_attention_covers(
       head_dim % group_size == 0;
 }
 
-/// The tiles of the quantized kernels. One K/V stage, whose blocks the
-/// threads dequantize with plain loads (tile/quantized_kv_target.h), and
-/// each warp's mma.sync or simdgroup products on padded blocks. Metal: the
+/// The tiles of the quantized kernels. One K/V stage in threadgroup
+/// memory, which the threads fill by dequantizing the block they loaded
+/// into registers during the last block's products (the register stage,
+/// tile/quantized_kv_target.h), and each warp's mma.sync or simdgroup
+/// products on padded blocks. Metal: the
 /// float kernels' default tiles (a block is the same bytes in threadgroup
 /// memory). CUDA: 64 queries in 4 warps; past D = 128, Q in shared memory,
 /// as the float kernels' mma.sync tiles keep it at D = 256, and 32-key

@@ -7,7 +7,9 @@
 // (a type whose `value` is an AttnTiles, kernel_tiles.h; q_shared: Q in
 // shared memory, CudaSharedQTarget's, under the quantized loader) and the
 // two features that change the inner loop's code, causal and an array
-// mask; the others arrive in args.features.
+// mask; the others arrive in args.features. kRegisterStaged: the K/V
+// schedule (quantized_kv_target.h); the library's instances keep the
+// default, the decode sweep also times the plain one.
 //
 // Grid: (query blocks * n_splits, H_q, B), the split being the block index
 // modulo n_splits; block: tiles.warps * 32 threads; dynamic shared memory:
@@ -55,7 +57,8 @@ template <
     int BITS,
     typename Tiles,
     bool kCausal,
-    bool kHasMask>
+    bool kHasMask,
+    bool kRegisterStaged = true>
 __global__ void __launch_bounds__(
     Tiles::value.warps * kSimdWidth,
     Tiles::value.min_blocks)
@@ -70,7 +73,8 @@ __global__ void __launch_bounds__(
   typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages> Shape;
   typedef QuantizedKVTarget<
       typename CudaTargetOf<false, t.q_shared>::type,
-      BITS>
+      BITS,
+      kRegisterStaged>
       Target;
   typedef AttnKBlock<Target, Shape> KBlock;
   static_assert(
