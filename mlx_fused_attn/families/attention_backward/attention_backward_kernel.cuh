@@ -66,6 +66,16 @@ struct AttnBwdInstance {
       "attention_backward_smem_bytes disagrees with the kernel's blocks");
 };
 
+/// The row of a row kernel's warp: grid (ceil(L_q / kWarps), H_q, B), a
+/// warp a row.
+template <int kWarps>
+__device__ __forceinline__ AttnBwdRow attention_bwd_warp_row() {
+  const AttnBwdRow r = {
+      int(blockIdx.x * kWarps + threadIdx.x / kSimdWidth), int(blockIdx.y),
+      int(blockIdx.z)};
+  return r;
+}
+
 template <int kWarps, typename T>
 __global__ void __launch_bounds__(kWarps * kSimdWidth)
     attention_bwd_row_dot_kernel(
@@ -74,14 +84,12 @@ __global__ void __launch_bounds__(kWarps * kSimdWidth)
         float* d,
         float* dq_acc,
         const AttnBwdParams params) {
-  const int row = int(blockIdx.x * kWarps + threadIdx.x / kSimdWidth);
+  const AttnBwdRow r = attention_bwd_warp_row<kWarps>();
   attention_backward_row_dot(
-      o, dout, d, params, row, blockIdx.y, blockIdx.z,
-      threadIdx.x % kSimdWidth);
+      o, dout, d, params, r, threadIdx.x % kSimdWidth);
   if (dq_acc != nullptr) {
     attention_backward_zero_dq_row(
-        dq_acc, params.fwd, row, blockIdx.y, blockIdx.z,
-        threadIdx.x % kSimdWidth);
+        dq_acc, params.fwd, r, threadIdx.x % kSimdWidth);
   }
 }
 
@@ -92,9 +100,8 @@ __global__ void __launch_bounds__(kWarps * kSimdWidth)
         T* dq,
         const AttnBwdParams params) {
   attention_backward_convert_dq_row(
-      dq, dq_acc, params,
-      int(blockIdx.x * kWarps + threadIdx.x / kSimdWidth), blockIdx.y,
-      blockIdx.z, threadIdx.x % kSimdWidth);
+      dq, dq_acc, params, attention_bwd_warp_row<kWarps>(),
+      threadIdx.x % kSimdWidth);
 }
 
 template <
