@@ -62,19 +62,6 @@ constexpr bool kSmemBytesAgree =
              AttnQOperand<Target, Shape>::kSmemElems) +
         (Tiles::value.producer ? kKVTmaSyncBytes : 0);
 
-/// The features that the instance fixes at compile time, and whether the
-/// grid takes its work tiles heaviest first: where the work falls by query
-/// block (grid_order.cuh).
-template <bool kCausal, bool kHasMask>
-__device__ __forceinline__ bool attention_fix_features(AttnFeatures& features) {
-  features.causal = kCausal;
-  features.has_mask = kHasMask;
-  // Classes come only with a mask: a constant, so that unmasked
-  // instances compile the plain run of key blocks.
-  features.mask_blocks = kHasMask && features.mask_blocks;
-  return kCausal || features.mask_blocks;
-}
-
 /// What one (head, batch) row of the grid streams: a query head its share
 /// of its key/value head's K and V.
 template <typename T, int D, int DV>
