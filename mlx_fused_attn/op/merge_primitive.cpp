@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <stdexcept>
-#include <string>
 
 #include "mlx/compile.h"
 #include "mlx/ops.h"
@@ -12,20 +11,13 @@ namespace mlx_fused_attn {
 
 using namespace mlx::core;
 
-namespace {
-
-[[noreturn]] void no_gpu(const char* name) {
-  throw std::logic_error(
-      std::string("[") + name + "] internal error: built for a GPU stream");
-}
-
-} // namespace
-
 FusedAttentionMerge::FusedAttentionMerge(
     Stream stream,
     AttentionPlan plan,
     std::shared_ptr<MergedLseSlot> slot)
-    : Primitive(stream), plan_(std::move(plan)), slot_(std::move(slot)) {}
+    : CpuPrimitive(stream, "FusedAttentionMerge"),
+      plan_(std::move(plan)),
+      slot_(std::move(slot)) {}
 
 void FusedAttentionMerge::eval_cpu(
     const std::vector<array>& inputs,
@@ -36,12 +28,6 @@ void FusedAttentionMerge::eval_cpu(
   slot_->lse = lse;
 }
 
-void FusedAttentionMerge::eval_gpu(
-    const std::vector<array>&,
-    std::vector<array>&) {
-  no_gpu(name());
-}
-
 std::vector<Shape> FusedAttentionMerge::output_shapes(
     const std::vector<array>& inputs) {
   return {inputs[inputs.size() - 2].shape()};
@@ -50,7 +36,8 @@ std::vector<Shape> FusedAttentionMerge::output_shapes(
 FusedAttentionMergedLse::FusedAttentionMergedLse(
     Stream stream,
     std::shared_ptr<MergedLseSlot> slot)
-    : Primitive(stream), slot_(std::move(slot)) {}
+    : CpuPrimitive(stream, "FusedAttentionMergedLse"),
+      slot_(std::move(slot)) {}
 
 void FusedAttentionMergedLse::eval_cpu(
     const std::vector<array>&,
@@ -61,12 +48,6 @@ void FusedAttentionMergedLse::eval_cpu(
   }
   outputs[0].copy_shared_buffer(*slot_->lse);
   slot_->lse.reset();
-}
-
-void FusedAttentionMergedLse::eval_gpu(
-    const std::vector<array>&,
-    std::vector<array>&) {
-  no_gpu(name());
 }
 
 std::vector<array> fused_attention_merge(

@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "mlx/primitives.h"
+#include "mlx_fused_attn/op/cpu_primitive.h"
 #include "mlx_fused_attn/plan/attention_plan.h"
 
 namespace mlx_fused_attn {
@@ -25,7 +25,7 @@ struct MergedLseSlot {
   std::optional<mlx::core::array> lse;
 };
 
-class FusedAttentionMerge : public mlx::core::Primitive {
+class FusedAttentionMerge : public CpuPrimitive {
  public:
   FusedAttentionMerge(
       mlx::core::Stream stream,
@@ -36,22 +36,15 @@ class FusedAttentionMerge : public mlx::core::Primitive {
   void eval_cpu(
       const std::vector<mlx::core::array>& inputs,
       std::vector<mlx::core::array>& outputs) override;
-  /// Never built for a GPU stream (the op merges with plain ops there).
-  void eval_gpu(
-      const std::vector<mlx::core::array>& inputs,
-      std::vector<mlx::core::array>& outputs) override;
   std::vector<mlx::core::Shape> output_shapes(
       const std::vector<mlx::core::array>& inputs) override;
-  const char* name() const override {
-    return "FusedAttentionMerge";
-  }
 
  private:
   AttentionPlan plan_;
   std::shared_ptr<MergedLseSlot> slot_;
 };
 
-class FusedAttentionMergedLse : public mlx::core::Primitive {
+class FusedAttentionMergedLse : public CpuPrimitive {
  public:
   FusedAttentionMergedLse(
       mlx::core::Stream stream,
@@ -61,12 +54,6 @@ class FusedAttentionMergedLse : public mlx::core::Primitive {
   void eval_cpu(
       const std::vector<mlx::core::array>& inputs,
       std::vector<mlx::core::array>& outputs) override;
-  void eval_gpu(
-      const std::vector<mlx::core::array>& inputs,
-      std::vector<mlx::core::array>& outputs) override;
-  const char* name() const override {
-    return "FusedAttentionMergedLse";
-  }
 
  private:
   std::shared_ptr<MergedLseSlot> slot_;

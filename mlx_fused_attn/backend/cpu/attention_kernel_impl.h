@@ -224,14 +224,6 @@ inline stride_t lse_row(const fa::AttnParams& p, int b, int h, int i) {
   return (stride_t(b) * p.H_q + h) * p.L_q + i;
 }
 
-// The natural-log LSE of rows with running max m and sum l (exp2 domain);
-// a row that saw only MASKED scores (no visible key) gets -inf.
-inline void store_lse(const float* m, const float* l, int rows, float* lse) {
-  for (int i = 0; i < rows; ++i) {
-    lse[i] = m[i] == MASKED ? -INFINITY : (m[i] + std::log2(l[i])) / LOG2E;
-  }
-}
-
 // Whether a bool mask shows rows [0, rows) of its slice `m` (row and key
 // strides ms[2], ms[3]) any key of [k0, k0 + n).
 inline bool
@@ -374,13 +366,45 @@ inline void rescale_row(float* o, int D_v, float alpha) {
   }
 }
 
-/// Each row merged with the held output and LSE (Problem::merge), which
-/// may be the buffers written: weights from the two LSEs (log2 domain), the
-/// sum in fp32, rounded once to T. A row that saw no key here (MASKED, or
-/// no score) keeps what it held; one that held no key (LSE -inf, its output
-/// anything) takes this call's.
+/// How a row is stored: its output, `held` times the held output's row plus
+/// `acc` times its accumulator, and its natural-log LSE.
+struct RowStore {
+  float held;
+  float acc;
+  float lse;
+};
+
+/// A row of its own: the accumulator divided by its sum l. A row whose
+/// every logit was -inf ends with l = 0: 0 / 0 = NaN, as the softmax of all
+/// -inf is. One that saw only MASKED scores (no visible key) has LSE -inf.
+inline RowStore plain_row(float m, float l) {
+  return {0.0f, 1.0f / l, m == MASKED ? -INFINITY : (m + std::log2(l)) / LOG2E};
+}
+
+/// A row merged with the held output, whose LSE is `held` (Problem::merge):
+/// weights from the two LSEs (log2 domain). A row that saw no key here
+/// (MASKED, or no score) keeps what it held; one that held no key (LSE
+/// -inf, its output anything) takes this call's.
+inline RowStore merged_row(float held, float m, float l) {
+  const bool sees = m != MASKED && l > 0.0f;
+  const float mine = sees ? m + std::log2(l) : -INFINITY;
+  const float held2 = held * LOG2E;
+  const float top = held2 > mine ? held2 : mine;
+  // Both -inf: the row keeps its held output and LSE.
+  const float w_held =
+      held2 == -INFINITY ? float(!sees) : std::exp2(held2 - top);
+  const float w_mine = sees ? std::exp2(mine - top) : 0.0f;
+  const float total = w_held + w_mine;
+  return {
+      w_held / total, sees ? w_mine / (total * l) : 0.0f,
+      sees ? (top + std::log2(total)) / LOG2E : held};
+}
+
+/// The rows' outputs stored (and their LSE where asked), each its own or,
+/// where the problem merges, merged with the held output and LSE, which
+/// may be the buffers written: the sum in fp32, rounded once to T.
 template <typename T>
-void merge_rows(
+void store_rows(
     const Problem& pr,
     const Inputs<T>& in,
     int b,
@@ -393,57 +417,25 @@ void merge_rows(
   const fa::stride_t* ls = pr.held_lse_strides;
   for (int i = 0; i < rows; ++i) {
     const int row = q0 + i;
-    const float held = pr.held_lse[b * ls[0] + h * ls[1] + row * ls[2]];
-    const float m = sc.m[i], l = sc.l[i];
-    const bool sees = m != MASKED && l > 0.0f;
-    const float mine = sees ? m + std::log2(l) : -INFINITY;
-    const float held2 = held * LOG2E;
-    const float top = held2 > mine ? held2 : mine;
-    // Both -inf: the row keeps its held output and LSE.
-    const float w_held =
-        held2 == -INFINITY ? float(!sees) : std::exp2(held2 - top);
-    const float w_mine = sees ? std::exp2(mine - top) : 0.0f;
-    const float total = w_held + w_mine;
-    const float a = w_held / total;
-    const float c = sees ? w_mine / (total * l) : 0.0f;
-    const T* ho = static_cast<const T*>(pr.held_out) + b * hs[0] +
-        h * hs[1] + row * hs[2];
+    const RowStore w = pr.merge
+        ? merged_row(
+              pr.held_lse[b * ls[0] + h * ls[1] + row * ls[2]], sc.m[i],
+              sc.l[i])
+        : plain_row(sc.m[i], sc.l[i]);
+    const T* ho = static_cast<const T*>(pr.held_out);
+    if (pr.merge) {
+      ho += b * hs[0] + h * hs[1] + row * hs[2];
+    }
     T* o = in.out + b * p.o_strides[0] + h * p.o_strides[1] +
         row * p.o_strides[2];
+    const float* acc = sc.o.data() + size_t(i) * p.D_v;
     for (int d = 0; d < p.D_v; ++d) {
-      const float before = a == 0.0f ? 0.0f : a * to_float(ho[d * hs[3]]);
-      o[d] = from_float<T>(before + c * sc.o[i * p.D_v + d]);
+      const float mine = w.acc * acc[d];
+      o[d] = from_float<T>(
+          w.held == 0.0f ? mine : w.held * to_float(ho[d * hs[3]]) + mine);
     }
-    pr.lse[lse_row(p, b, h, row)] =
-        sees ? (top + std::log2(total)) / LOG2E : held;
-  }
-}
-
-/// The rows' outputs divided by their sums, stored (and their LSE where
-/// asked). A row whose every logit was -inf ends with l = 0: 0 / 0 = NaN,
-/// as the softmax of all -inf is.
-template <typename T>
-void store_rows(
-    const Problem& pr,
-    const Inputs<T>& in,
-    int b,
-    int h,
-    int q0,
-    int rows,
-    const Scratch& sc) {
-  const fa::AttnParams& p = pr.p;
-  if (pr.merge) {
-    return merge_rows(pr, in, b, h, q0, rows, sc);
-  }
-  if (pr.lse != nullptr) {
-    store_lse(sc.m.data(), sc.l.data(), rows, pr.lse + lse_row(p, b, h, q0));
-  }
-  for (int i = 0; i < rows; ++i) {
-    T* o = in.out + b * p.o_strides[0] + h * p.o_strides[1] +
-        (q0 + i) * p.o_strides[2];
-    const float inv = 1.0f / sc.l[i];
-    for (int c = 0; c < p.D_v; ++c) {
-      o[c] = from_float<T>(sc.o[i * p.D_v + c] * inv);
+    if (pr.lse != nullptr) {
+      pr.lse[lse_row(p, b, h, row)] = w.lse;
     }
   }
 }

@@ -109,21 +109,28 @@ void row_dot(
   }
 }
 
-// P and dS of one (query block, key block) pair, in place of S and dP:
-// rows [q0, q0 + rows) of head h against keys [k0, k0 + n).
+// One (query block, key block) pair of (b, h): rows [q0, q0 + rows)
+// against keys [k0, k0 + n).
+struct BlockPair {
+  int b;
+  int h;
+  int q0;
+  int rows;
+  int k0;
+  int n;
+};
+
+// P and dS of the pair `at`, in place of S and dP.
 template <typename T, MaskKind MASK>
 void probabilities_and_score_grads(
     const BwdProblem& pr,
     const BwdInputs<T>& in,
-    int b,
-    int h,
-    int q0,
-    int rows,
-    int k0,
-    int n,
+    const BlockPair& at,
     float* s,
     float* dp) {
   const fa::AttnParams& p = pr.p.fwd;
+  const int b = at.b, h = at.h, q0 = at.q0, rows = at.rows, k0 = at.k0;
+  const int n = at.n;
   // A row no key is visible to averages V: P = 1 / L_k on every key.
   const float uniform = 1.0f / static_cast<float>(p.L_k);
   for (int i = 0; i < rows; ++i) {
@@ -164,20 +171,17 @@ void probabilities_and_score_grads(
   }
 }
 
-// Whether any row of [q0, q0 + rows) of (b, h) sees a key of [k0, k0 + n)
-// or sees no key at all (those average V, so they reach every key's dV):
-// the pairs a causal cut or a bool mask hides whole add nothing.
+// Whether any row of the pair `at` sees one of its keys or sees no key at
+// all (those average V, so they reach every key's dV): the pairs a causal
+// cut or a bool mask hides whole add nothing.
 template <typename T, MaskKind MASK>
 bool block_matters(
     const BwdProblem& pr,
     const BwdInputs<T>& in,
-    int b,
-    int h,
-    int q0,
-    int rows,
-    int k0,
-    int n) {
+    const BlockPair& at) {
   const fa::AttnParams& p = pr.p.fwd;
+  const int b = at.b, h = at.h, q0 = at.q0, rows = at.rows, k0 = at.k0;
+  const int n = at.n;
   if (MASK == MaskKind::Causal) {
     return q0 + rows - 1 + p.causal_offset >= k0 || q0 + p.causal_offset < 0;
   }
@@ -243,7 +247,8 @@ void key_block(
       const int qb = (step + kb) % q_blocks;
       const int q0 = qb * BLOCK_Q;
       const int rows = std::min(BLOCK_Q, p.L_q - q0);
-      if (!block_matters<T, MASK>(pr, in, b, h, q0, rows, k0, n)) {
+      const BlockPair pair = {b, h, q0, rows, k0, n};
+      if (!block_matters<T, MASK>(pr, in, pair)) {
         continue;
       }
       load_rows(
@@ -257,7 +262,7 @@ void key_block(
       scores(sc.q.data(), sc.kt.data(), rows, D, sc.s.data());
       scores(sc.dout.data(), sc.vt.data(), rows, D_v, sc.dp.data());
       probabilities_and_score_grads<T, MASK>(
-          pr, in, b, h, q0, rows, k0, n, sc.s.data(), sc.dp.data());
+          pr, in, pair, sc.s.data(), sc.dp.data());
 
       // ---- dV += P^T dO, dK += dS^T Q ----
       transpose(sc.s.data(), rows, BLOCK_K, sc.t.data(), BLOCK_K);

@@ -62,19 +62,6 @@ constexpr bool kSmemBytesAgree =
              AttnQOperand<Target, Shape>::kSmemElems) +
         (Tiles::value.producer ? kKVTmaSyncBytes : 0);
 
-/// The features that the instance fixes at compile time, and whether the
-/// grid takes its work tiles heaviest first: where the work falls by query
-/// block (grid_order.cuh).
-template <bool kCausal, bool kHasMask>
-__device__ __forceinline__ bool attention_fix_features(AttnFeatures& features) {
-  features.causal = kCausal;
-  features.has_mask = kHasMask;
-  // Classes come only with a mask: a constant, so that unmasked
-  // instances compile the plain run of key blocks.
-  features.mask_blocks = kHasMask && features.mask_blocks;
-  return kCausal || features.mask_blocks;
-}
-
 /// What one (head, batch) row of the grid streams: a query head its share
 /// of its key/value head's K and V.
 template <typename T, int D, int DV>
@@ -121,27 +108,69 @@ attention_persistent_scheduler(
   return s;
 }
 
-/// The producer kernel's scheduler: the persistent one where its tiles say
-/// so (AttnTiles::persistent), else the static one.
+/// What the two entry points below share, for an instance whose blocks
+/// `Target` lays out: its shape and the target's parts, the check of its
+/// shared memory, the tile scheduler its tiles ask for, the K and V stages
+/// in the shared memory, and the body's run with the split keys' merge.
 template <
     typename T,
     int D,
     int DV,
     typename Tiles,
+    typename Target,
     bool kCausal,
     bool kHasMask>
-__device__ __forceinline__ auto attention_producer_scheduler(
-    AttnFeatures& features,
-    const AttnParams& params,
-    int n_splits) {
-  if constexpr (Tiles::value.persistent) {
-    return attention_persistent_scheduler<T, D, DV, Tiles, kCausal, kHasMask>(
-        features, params, n_splits);
-  } else {
-    return attention_grid_scheduler<T, D, DV, kCausal, kHasMask>(
-        features, params, n_splits);
+struct AttnCudaInstance {
+  static constexpr AttnTiles t = Tiles::value;
+  typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages, DV> Shape;
+  typedef AttnParts<Target, Shape> Parts;
+  static_assert(
+      kSmemBytesAgree<Target, Shape, Tiles>,
+      "attention_smem_bytes disagrees with the kernel's blocks");
+
+  /// The persistent scheduler where the tiles say so
+  /// (AttnTiles::persistent), else the static one; both fix the features
+  /// that the instance fixes.
+  static __device__ __forceinline__ auto scheduler(
+      AttnFeatures& features,
+      const AttnParams& params,
+      int n_splits) {
+    if constexpr (t.persistent) {
+      return attention_persistent_scheduler<T, D, DV, Tiles, kCausal, kHasMask>(
+          features, params, n_splits);
+    } else {
+      return attention_grid_scheduler<T, D, DV, kCausal, kHasMask>(
+          features, params, n_splits);
+    }
   }
-}
+
+  /// K's stages and V's, from the start of the dynamic shared memory; the
+  /// schedule's barriers and Q, where kept there, follow V's
+  /// (attention_smem_bytes).
+  static __device__ __forceinline__ AttnSmem<T> smem() {
+    // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
+    extern __shared__ __align__(1024) unsigned char attention_smem[];
+    T* k_smem = reinterpret_cast<T*>(attention_smem);
+    const AttnSmem<T> s = {
+        k_smem, k_smem + t.stages * AttnKBlock<Target, Shape>::kElems};
+    return s;
+  }
+
+  /// attention_body over the tiles of `sched`, its epilogue merging split
+  /// keys where the call binds split_counters (split_merge.cuh).
+  template <typename Scheduler>
+  static __device__ __forceinline__ void body(
+      const typename Parts::Mainloop& mainloop,
+      const AttnArrays<T>& arrays,
+      const AttnParams& params,
+      const AttnFeatures& features,
+      const Scheduler& sched,
+      int warp) {
+    attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
+        mainloop, arrays, params, features, sched, warp,
+        threadIdx.x % kSimdWidth);
+  }
+};
 
 template <
     typename T,
@@ -175,7 +204,6 @@ __global__ void __launch_bounds__(
   if constexpr (t.wgmma && !FA_HAS_WGMMA) {
     __trap();
   } else {
-    typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages, DV> Shape;
     // The second key loop where a thread has registers for it: 168 or more,
     // O taking at most 64 (ptxas -v showed more spills elsewhere).
     typedef WithZeroStartLoop<
@@ -183,27 +211,15 @@ __global__ void __launch_bounds__(
         t.wgmma && DV <= 128 &&
             65536 / (t.warps * kSimdWidth * t.min_blocks) >= 168>
         Target;
-    typedef AttnKBlock<Target, Shape> KBlock;
-    static_assert(
-        kSmemBytesAgree<Target, Shape, Tiles>,
-        "attention_smem_bytes disagrees with the kernel's blocks");
-    // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
-    // K's stages, V's, then Q where it is kept there (attention_smem_bytes).
-    extern __shared__ __align__(1024) unsigned char attention_smem[];
-    T* k_smem = reinterpret_cast<T*>(attention_smem);
-    T* v_smem = k_smem + t.stages * KBlock::kElems;
-
-    const AttnStaticScheduler sched =
-        attention_grid_scheduler<T, D, DV, kCausal, kHasMask>(
-            features, params, n_splits);
+    typedef AttnCudaInstance<T, D, DV, Tiles, Target, kCausal, kHasMask> I;
+    const AttnSmem<T> smem = I::smem();
+    const auto sched = I::scheduler(features, params, n_splits);
     const AttnArrays<T> arrays = {
         q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats,
         split_counters};
-    const AttnSmem<T> smem = {k_smem, v_smem};
-    typedef AttnParts<Target, Shape> Parts;
-    attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
-        Parts::mainloop(arrays, smem), arrays, params, features, sched,
-        threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
+    I::body(
+        I::Parts::mainloop(arrays, smem), arrays, params, features, sched,
+        threadIdx.x / kSimdWidth);
   }
 }
 
@@ -245,17 +261,13 @@ __global__ void __launch_bounds__(
   if constexpr (!FA_HAS_WGMMA) {
     __trap();
   } else {
-    typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages, DV> Shape;
     // A persistent grid's ring runs on across its tiles.
     typedef typename CudaTmaTargetOf<t.persistent>::type Target;
-    typedef AttnKBlock<Target, Shape> KBlock;
+    typedef AttnCudaInstance<T, D, DV, Tiles, Target, kCausal, kHasMask> I;
     static_assert(t.producer && t.wgmma && t.q_shared, "producer tiles only");
     static_assert(
         kKVTmaSyncBytes == kProducerSyncBytes,
         "the host and the ring disagree on the barriers' bytes");
-    static_assert(
-        kSmemBytesAgree<Target, Shape, Tiles>,
-        "attention_smem_bytes disagrees with the kernel's blocks");
     // The producer's 24 registers a thread leave the math's warpgroups the
     // rest of the multiprocessor's 64K, a multiple of 8 (setmaxnreg's unit),
     // up to setmaxnreg's 256 (one math warpgroup alone on a multiprocessor
@@ -269,22 +281,16 @@ __global__ void __launch_bounds__(
         kMathRegs >= 160,
         "more than the launch gives (168 a thread at 384, 160 at 512)");
 
-    extern __shared__ __align__(1024) unsigned char attention_smem[];
-    T* k_smem = reinterpret_cast<T*>(attention_smem);
-    T* v_smem = k_smem + t.stages * KBlock::kElems;
+    const AttnSmem<T> smem = I::smem();
     KVTmaBarriers<t.stages>* bars =
         reinterpret_cast<KVTmaBarriers<t.stages>*>(
-            attention_sync_smem<Target, Shape>(v_smem));
-
-    const auto sched =
-        attention_producer_scheduler<T, D, DV, Tiles, kCausal, kHasMask>(
-            features, params, n_splits);
+            attention_sync_smem<Target, typename I::Shape>(smem.v));
+    const auto sched = I::scheduler(features, params, n_splits);
     const AttnArrays<T> arrays = {
         q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats,
         split_counters};
-    const AttnSmem<T> smem = {k_smem, v_smem};
-    typedef AttnParts<Target, Shape> Parts;
-    const typename Parts::Mainloop mainloop = Parts::mainloop(arrays, smem);
+    const typename I::Parts::Mainloop mainloop =
+        I::Parts::mainloop(arrays, smem);
     const int warp = threadIdx.x / kSimdWidth;
     if (threadIdx.x == 0) {
       kv_tma_init(bars, t.warps);
@@ -299,9 +305,8 @@ __global__ void __launch_bounds__(
       return;
     }
     warpgroup_registers_increase<kMathRegs>();
-    attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
-        mainloop, arrays, params, features, sched, warp - kProducerWarps,
-        threadIdx.x % kSimdWidth);
+    I::body(
+        mainloop, arrays, params, features, sched, warp - kProducerWarps);
   }
 }
 

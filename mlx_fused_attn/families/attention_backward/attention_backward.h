@@ -44,25 +44,22 @@
 
 namespace fa {
 
-/// D of query row `row` of (batch, head), one warp a row: lanes stride the
-/// head dim, then a butterfly sum.
+/// D of query row `r`, one warp a row: lanes stride the head dim, then a
+/// butterfly sum.
 template <typename T>
 FA_FUNC void attention_backward_row_dot(
     const FA_DEVICE T* o,
     const FA_DEVICE T* dout,
     FA_DEVICE float* d,
     const FA_CONSTANT AttnBwdParams& bp,
-    int row,
-    int head,
-    int batch,
+    AttnBwdRow r,
     lane_t lane) {
   const FA_CONSTANT AttnParams& p = bp.fwd;
-  if (row >= p.L_q) {
+  if (r.row >= p.L_q) {
     return;
   }
-  o += batch * p.o_strides[0] + head * p.o_strides[1] + row * p.o_strides[2];
-  dout += batch * bp.do_strides[0] + head * bp.do_strides[1] +
-      row * bp.do_strides[2];
+  o += attention_bwd_row_offset(p.o_strides, r);
+  dout += attention_bwd_row_offset(bp.do_strides, r);
   float acc = 0.0f;
   for (int c = int(lane); c < p.D_v; c += kSimdWidth) {
     acc += static_cast<float>(o[c]) * static_cast<float>(dout[c]);
@@ -72,7 +69,7 @@ FA_FUNC void attention_backward_row_dot(
     acc += FA_SHUFFLE_XOR(acc, m);
   }
   if (lane == 0) {
-    d[(stride_t(batch) * p.H_q + head) * p.L_q + row] = acc;
+    d[attention_bwd_row_index(p, r)] = acc;
   }
 }
 

@@ -6,6 +6,7 @@
 // requires of a pointer in a struct (attention_args.h).
 #pragma once
 
+#include "mlx_fused_attn/families/attention_backward/backward_params.h"
 #include "mlx_fused_attn/tile/language.h"
 
 namespace fa {
@@ -52,5 +53,28 @@ struct AttnBwdPlace {
   int head;
   int batch;
 };
+
+/// Where a warp of a row kernel (the row dot, the one-kernel form's dQ
+/// zeroing and conversion) works: one query row of (batch, head).
+struct AttnBwdRow {
+  int row;
+  int head;
+  int batch;
+};
+
+/// Where row `r` starts in an array of `strides` (batch, head, row).
+FA_FUNC stride_t attention_bwd_row_offset(
+    const FA_CONSTANT stride_t* strides,
+    AttnBwdRow r) {
+  return r.batch * strides[0] + r.head * strides[1] + r.row * strides[2];
+}
+
+/// Row `r` among the [B, H_q, L_q] rows of the LSE, D and the dQ
+/// accumulator (backward_params.h).
+FA_FUNC stride_t attention_bwd_row_index(
+    const FA_CONSTANT AttnParams& p,
+    AttnBwdRow r) {
+  return (stride_t(r.batch) * p.H_q + r.head) * p.L_q + r.row;
+}
 
 } // namespace fa

@@ -173,42 +173,36 @@ struct BwdDqAtomics {
   }
 };
 
-/// Zeroes row `row` of (batch, head) of the accumulator: run by the row-dot
-/// kernel's warp of the row (the top of this file says why there).
+/// Zeroes row `r` of the accumulator: run by the row-dot kernel's warp of
+/// the row (the top of this file says why there).
 FA_FUNC void attention_backward_zero_dq_row(
     FA_DEVICE float* acc,
     const FA_CONSTANT AttnParams& p,
-    int row,
-    int head,
-    int batch,
+    AttnBwdRow r,
     lane_t lane) {
-  if (row >= p.L_q) {
+  if (r.row >= p.L_q) {
     return;
   }
-  acc += ((stride_t(batch) * p.H_q + head) * p.L_q + row) * p.D;
+  acc += attention_bwd_row_index(p, r) * p.D;
   for (int c = int(lane) * 4; c < p.D; c += 4 * kSimdWidth) {
     *reinterpret_cast<FA_DEVICE float4*>(acc + c) = make_float4(0, 0, 0, 0);
   }
 }
 
-/// dQ's row `row` of (batch, head) from the accumulator: scale times it,
-/// in T.
+/// dQ's row `r` from the accumulator: scale times it, in T.
 template <typename T>
 FA_FUNC void attention_backward_convert_dq_row(
     FA_DEVICE T* dq,
     const FA_DEVICE float* acc,
     const FA_CONSTANT AttnBwdParams& bp,
-    int row,
-    int head,
-    int batch,
+    AttnBwdRow r,
     lane_t lane) {
   const FA_CONSTANT AttnParams& p = bp.fwd;
-  if (row >= p.L_q) {
+  if (r.row >= p.L_q) {
     return;
   }
-  acc += ((stride_t(batch) * p.H_q + head) * p.L_q + row) * p.D;
-  dq += batch * bp.dq_strides[0] + head * bp.dq_strides[1] +
-      row * bp.dq_strides[2];
+  acc += attention_bwd_row_index(p, r) * p.D;
+  dq += attention_bwd_row_offset(bp.dq_strides, r);
   const float scale = p.scale_log2 / FA_LOG2E;
   for (int c = int(lane) * 4; c < p.D; c += 4 * kSimdWidth) {
     const float4 x = *reinterpret_cast<const FA_DEVICE float4*>(acc + c);

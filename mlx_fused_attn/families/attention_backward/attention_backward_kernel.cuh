@@ -66,6 +66,31 @@ struct AttnBwdInstance {
       "attention_backward_smem_bytes disagrees with the kernel's blocks");
 };
 
+/// Fixes the features that the instance fixes, and gives where this
+/// threadgroup of the dK/dV or dQ grid works: its blocks taken heaviest
+/// first, the heaviest at kAt, where the work falls by block
+/// (grid_order.cuh). `row_bytes`: what one (head, batch) row of the grid
+/// streams.
+template <Heaviest kAt, bool kCausal, bool kHasMask>
+__device__ __forceinline__ AttnBwdPlace attention_bwd_place(
+    AttnFeatures& features,
+    stride_t row_bytes) {
+  const GridBlock g = grid_block<kAt>(
+      attention_fix_features<kCausal, kHasMask>(features), row_bytes);
+  const AttnBwdPlace p = {g.x, g.head, g.batch};
+  return p;
+}
+
+/// The row of a row kernel's warp: grid (ceil(L_q / kWarps), H_q, B), a
+/// warp a row.
+template <int kWarps>
+__device__ __forceinline__ AttnBwdRow attention_bwd_warp_row() {
+  const AttnBwdRow r = {
+      int(blockIdx.x * kWarps + threadIdx.x / kSimdWidth), int(blockIdx.y),
+      int(blockIdx.z)};
+  return r;
+}
+
 template <int kWarps, typename T>
 __global__ void __launch_bounds__(kWarps * kSimdWidth)
     attention_bwd_row_dot_kernel(
@@ -74,14 +99,12 @@ __global__ void __launch_bounds__(kWarps * kSimdWidth)
         float* d,
         float* dq_acc,
         const AttnBwdParams params) {
-  const int row = int(blockIdx.x * kWarps + threadIdx.x / kSimdWidth);
+  const AttnBwdRow r = attention_bwd_warp_row<kWarps>();
   attention_backward_row_dot(
-      o, dout, d, params, row, blockIdx.y, blockIdx.z,
-      threadIdx.x % kSimdWidth);
+      o, dout, d, params, r, threadIdx.x % kSimdWidth);
   if (dq_acc != nullptr) {
     attention_backward_zero_dq_row(
-        dq_acc, params.fwd, row, blockIdx.y, blockIdx.z,
-        threadIdx.x % kSimdWidth);
+        dq_acc, params.fwd, r, threadIdx.x % kSimdWidth);
   }
 }
 
@@ -92,9 +115,8 @@ __global__ void __launch_bounds__(kWarps * kSimdWidth)
         T* dq,
         const AttnBwdParams params) {
   attention_backward_convert_dq_row(
-      dq, dq_acc, params,
-      int(blockIdx.x * kWarps + threadIdx.x / kSimdWidth), blockIdx.y,
-      blockIdx.z, threadIdx.x % kSimdWidth);
+      dq, dq_acc, params, attention_bwd_warp_row<kWarps>(),
+      threadIdx.x % kSimdWidth);
 }
 
 template <
@@ -130,19 +152,17 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     T* q_smem = reinterpret_cast<T*>(attention_bwd_smem);
     T* do_smem = q_smem + I::t.stages * I::Block::kElems;
     T* operand_smem = do_smem + I::t.stages * I::Block::kElems;
-    features.causal = kCausal;
-    features.has_mask = kHasMask;
-    features.mask_blocks = kHasMask && features.mask_blocks;
     // A key/value head streams Q and dO of its group's query heads.
-    const GridBlock g = grid_block<Heaviest::First>(
-        kCausal || features.mask_blocks,
-        stride_t(params.fwd.L_q) * 2 * D * sizeof(T) * params.fwd.gqa_factor);
+    const AttnBwdPlace place =
+        attention_bwd_place<Heaviest::First, kCausal, kHasMask>(
+            features,
+            stride_t(params.fwd.L_q) * 2 * D * sizeof(T) *
+                params.fwd.gqa_factor);
     const AttnBwdArrays<T> arrays = {
         q, k, v, dout, lse, d, nullptr, dk, dv, mask, lists, dq_acc};
     const AttnBwdSmem<T> smem = {
         q_smem, do_smem, operand_smem,
         operand_smem + 2 * I::Operand::kSmemElems};
-    const AttnBwdPlace place = {g.x, g.head, g.batch};
     attention_backward_dkdv<
         typename I::Target, typename I::Shape, typename I::Dq>(
         arrays, params, smem, features, place, threadIdx.x / kSimdWidth,
@@ -173,17 +193,15 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     T* k_smem = reinterpret_cast<T*>(attention_bwd_smem);
     T* v_smem = k_smem + I::t.stages * I::Block::kElems;
     T* operand_smem = v_smem + I::t.stages * I::Block::kElems;
-    features.causal = kCausal;
-    features.has_mask = kHasMask;
-    features.mask_blocks = kHasMask && features.mask_blocks;
     // A query head streams its share of its key/value head's K and V.
-    const GridBlock g = grid_block<Heaviest::Last>(
-        kCausal || features.mask_blocks,
-        stride_t(params.fwd.L_k) * 2 * D * sizeof(T) / params.fwd.gqa_factor);
+    const AttnBwdPlace place =
+        attention_bwd_place<Heaviest::Last, kCausal, kHasMask>(
+            features,
+            stride_t(params.fwd.L_k) * 2 * D * sizeof(T) /
+                params.fwd.gqa_factor);
     const AttnBwdArrays<T> arrays = {
         q, k, v, dout, lse, d, dq, nullptr, nullptr, mask, lists, nullptr};
     const AttnBwdSmem<T> smem = {k_smem, v_smem, operand_smem, nullptr};
-    const AttnBwdPlace place = {g.x, g.head, g.batch};
     attention_backward_dq<typename I::Target, typename I::Shape>(
         arrays, params, smem, features, place, threadIdx.x / kSimdWidth,
         threadIdx.x % kSimdWidth);

@@ -20,9 +20,9 @@ template <typename T>
     uint3 tg_size [[threads_per_threadgroup]],
     uint warp [[simdgroup_index_in_threadgroup]],
     uint lane [[thread_index_in_simdgroup]]) {
-  fa::attention_backward_row_dot(
-      o, dout, d, params, int(tgid.x * tg_size.y + warp), int(tgid.y),
-      int(tgid.z), lane);
+  const fa::AttnBwdRow r = {
+      int(tgid.x * tg_size.y + warp), int(tgid.y), int(tgid.z)};
+  fa::attention_backward_row_dot(o, dout, d, params, r, lane);
 }
 
 // Names must match attention_backward_row_dot_name() in

@@ -12,6 +12,7 @@
 // streamed blocks share L2, each group heaviest first.
 #pragma once
 
+#include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/params.h"
 
 namespace fa {
@@ -80,6 +81,19 @@ __host__ __device__ inline GridBlock ordered_block(
     b.x = gx - 1 - b.x;
   }
   return b;
+}
+
+/// The features that an instance fixes at compile time, and whether its
+/// grid takes its blocks by weight (ordered_block): where the work falls
+/// by block.
+template <bool kCausal, bool kHasMask>
+__device__ __forceinline__ bool attention_fix_features(AttnFeatures& features) {
+  features.causal = kCausal;
+  features.has_mask = kHasMask;
+  // Classes come only with a mask: a constant, so that unmasked
+  // instances compile the plain run of key blocks.
+  features.mask_blocks = kHasMask && features.mask_blocks;
+  return kCausal || features.mask_blocks;
 }
 
 /// This threadgroup's block of the launched grid (ordered_block). The

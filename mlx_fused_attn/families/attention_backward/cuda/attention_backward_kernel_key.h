@@ -42,17 +42,24 @@ struct AttentionBackwardKernelKey {
   }
 };
 
-/// The one-kernel form's dQ from its fp32 accumulator
-/// (attention_backward_kernel.cuh), a row a warp as the row dot.
-struct AttentionBackwardDqConvertKey {
+/// The backward's kernels of one warp a query row
+/// (attention_backward_kernel.cuh).
+enum class BwdRowKernel {
+  RowDot, ///< D = rowsum(dO * O)
+  DqConvert, ///< the one-kernel form's dQ from its fp32 accumulator
+};
+
+template <BwdRowKernel kKernel>
+struct AttentionBackwardRowKey {
   static constexpr KernelFamily kFamily = KernelFamily::AttentionBackward;
 
   fa::DType dtype;
 
   std::string expression() const {
-    return std::string("fa::attention_bwd_dq_convert_kernel<") +
-        std::to_string(fa::kBwdRowDotWarps) + ", " + device_type_name(dtype) +
-        ">";
+    return std::string("fa::attention_bwd_") +
+        (kKernel == BwdRowKernel::RowDot ? "row_dot" : "dq_convert") +
+        "_kernel<" + std::to_string(fa::kBwdRowDotWarps) + ", " +
+        device_type_name(dtype) + ">";
   }
   int threads() const {
     return int(fa::kBwdRowDotWarps) * fa::kSimdWidth;
@@ -65,26 +72,8 @@ struct AttentionBackwardDqConvertKey {
   }
 };
 
-/// The backward's D = rowsum(dO * O) (attention_backward_kernel.cuh).
-struct AttentionBackwardRowDotKey {
-  static constexpr KernelFamily kFamily = KernelFamily::AttentionBackward;
-
-  fa::DType dtype;
-
-  std::string expression() const {
-    return std::string("fa::attention_bwd_row_dot_kernel<") +
-        std::to_string(fa::kBwdRowDotWarps) + ", " + device_type_name(dtype) +
-        ">";
-  }
-  int threads() const {
-    return int(fa::kBwdRowDotWarps) * fa::kSimdWidth;
-  }
-  int smem_bytes() const {
-    return 0;
-  }
-  bool max_shared() const {
-    return false;
-  }
-};
+typedef AttentionBackwardRowKey<BwdRowKernel::RowDot> AttentionBackwardRowDotKey;
+typedef AttentionBackwardRowKey<BwdRowKernel::DqConvert>
+    AttentionBackwardDqConvertKey;
 
 } // namespace mlx_fused_attn::cuda
