@@ -146,16 +146,19 @@ def test_sm80_tables_exist():
 # plans take from the family's chooser.
 HOST_KEYS = {
     # Every head dim pair, plain, causal and array mask, with and without
-    # warpgroup products, for grids of one wave and past it, and past it
-    # the producer kernel's persistent grid where there is one; the combine
-    # of split keys.
+    # warpgroup products, for grids of one wave and past it, each tile
+    # choice in both forms: the producer kernel's static and persistent
+    # grids, the other kernel without and with the merge of split keys; the
+    # combine of split keys.
     "attention": """
   for (fa::DType t : types) {
 #define FA_PRINT(d, dv) \\
-    for (int v = 0; v < 15; ++v) { \\
-      fa::AttnTiles tiles = fa::choose_attention_tiles(d, dv, t, fa::Backend::Cuda, v % 6 >= 3 || v >= 12, v >= 6); \\
-      tiles.persistent = v >= 12; \\
-      if (v < 12 || tiles.producer) print(AttentionKernelKey{t, d, dv, tiles, v % 3 == 1, v % 3 == 2}); \\
+    for (int v = 0; v < 12; ++v) { \\
+      fa::AttnTiles tiles = fa::choose_attention_tiles(d, dv, t, fa::Backend::Cuda, v % 6 >= 3, v >= 6); \\
+      print(AttentionKernelKey{t, d, dv, tiles, v % 3 == 1, v % 3 == 2}); \\
+      tiles.persistent = tiles.producer; \\
+      tiles.split_merge = !tiles.producer; \\
+      print(AttentionKernelKey{t, d, dv, tiles, v % 3 == 1, v % 3 == 2}); \\
     }
     FA_ATTENTION_HEAD_DIMS(FA_PRINT)
   }
@@ -231,8 +234,8 @@ def expected_count(family):
     short_seqs = listed("short_attention_config.h", "FA_SHORT_ATTENTION_SEQS")
     na = len(listed("na_config.h", "FA_NA_HEAD_DIMS")) * len(listed("na_config.h", "FA_NA_AXES"))
     return {
-        # The persistent producer kernels: D = 128 in fp16 and bf16.
-        "attention": 3 * N_HEAD_DIMS * 12 + 2 * 3 + 3,
+        # Each tile choice in two forms (HOST_KEYS).
+        "attention": 3 * N_HEAD_DIMS * 12 * 2 + 3,
         # Per type: the row dot, the dQ conversion, and per head dim 18
         # (two tile choices x three variants x dK/dV two-kernel, dK/dV
         # one-kernel and dQ).

@@ -23,7 +23,8 @@
 // With split keys (split_keys.h, features.split_keys) the kernel writes
 // n_splits partials to o_part and stats (split_keys.h), the split being the
 // block index modulo n_splits; with split_counters (zeroed, one a query
-// block, head and batch) the last split of each merges them into the
+// block, head and batch; attention_kernel's instances take them where
+// their tiles set split_merge) the last split of each merges them into the
 // output and lse (kernels/cuda/split_merge.cuh), without, split_combine_kernel
 // does. lse: the rows' log-sum-exp (fp32 [B, H_q, L_q]) where
 // features.has_lse.
@@ -201,9 +202,17 @@ __global__ void __launch_bounds__(
         split_counters};
     const AttnSmem<T> smem = {k_smem, v_smem};
     typedef AttnParts<Target, Shape> Parts;
-    attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
-        Parts::mainloop(arrays, smem), arrays, params, features, sched,
-        threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
+    // The merge's code only in the instances that run it (AttnTiles's
+    // split_merge); the others' split_counters is null.
+    if constexpr (t.split_merge) {
+      attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
+          Parts::mainloop(arrays, smem), arrays, params, features, sched,
+          threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
+    } else {
+      attention_body<typename Parts::Epilogue>(
+          Parts::mainloop(arrays, smem), arrays, params, features, sched,
+          threadIdx.x / kSimdWidth, threadIdx.x % kSimdWidth);
+    }
   }
 }
 
@@ -250,6 +259,9 @@ __global__ void __launch_bounds__(
     typedef typename CudaTmaTargetOf<t.persistent>::type Target;
     typedef AttnKBlock<Target, Shape> KBlock;
     static_assert(t.producer && t.wgmma && t.q_shared, "producer tiles only");
+    static_assert(
+        !t.split_merge,
+        "the producer kernel always merges: its tiles leave split_merge off");
     static_assert(
         kKVTmaSyncBytes == kProducerSyncBytes,
         "the host and the ring disagree on the barriers' bytes");
