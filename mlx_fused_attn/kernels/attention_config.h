@@ -40,11 +40,11 @@ struct AttnTiles {
   /// (plan/persistent_grid.h).
   bool persistent = false;
   /// CUDA, without a producer: the kernel's last split merges the splits'
-  /// partials (kernels/cuda/split_merge.cuh); an instance of its own, as
-  /// that code in every instance moved ptxas's register allocation and
-  /// schedule of the key loop (fp32 D = 128 and fp16 D = 80 2-3% slower on
-  /// the H100 in calls that never split). The producer kernel always
-  /// carries the merge. Not a shape: the plan sets it with the key splits.
+  /// partials (kernels/cuda/split_merge.cuh). An instance of its own: that
+  /// code, carried by every instance, moved ptxas's register allocation and
+  /// schedule of the key loop where it never ran (fp32 D = 128 and fp16
+  /// D = 80 2-3% slower on the H100). The producer kernel always carries
+  /// the merge. Not a shape: the plan sets it with the key splits.
   bool split_merge = false;
 };
 
