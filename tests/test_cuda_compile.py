@@ -153,11 +153,10 @@ HOST_KEYS = {
     "attention": """
   for (fa::DType t : types) {
 #define FA_PRINT(d, dv) \\
-    for (int v = 0; v < 12; ++v) { \\
-      fa::AttnTiles tiles = fa::choose_attention_tiles(d, dv, t, fa::Backend::Cuda, v % 6 >= 3, v >= 6); \\
-      print(AttentionKernelKey{t, d, dv, tiles, v % 3 == 1, v % 3 == 2}); \\
-      tiles.persistent = tiles.producer; \\
-      tiles.split_merge = !tiles.producer; \\
+    for (int v = 0; v < 24; ++v) { \\
+      fa::AttnTiles tiles = fa::choose_attention_tiles(d, dv, t, fa::Backend::Cuda, v % 6 >= 3, v % 12 >= 6); \\
+      tiles.persistent = v >= 12 && tiles.producer; \\
+      tiles.split_merge = v >= 12 && !tiles.producer; \\
       print(AttentionKernelKey{t, d, dv, tiles, v % 3 == 1, v % 3 == 2}); \\
     }
     FA_ATTENTION_HEAD_DIMS(FA_PRINT)
@@ -339,9 +338,10 @@ def nvrtc_attention(names):
     """A causal bf16 kernel with each kind of product (mma.sync; wgmma with
     Q in registers at D = 64; wgmma with Q in shared memory at D = 128 for
     a grid of one wave, and past it the producer warpgroup's kernel: TMA,
-    mbarriers, setmaxnreg; on a static and a persistent grid); the head dims past 128 and the padded 72, with
-    warpgroup products (causal; a mask) and fp32's 3xTF32 mma.sync; the
-    bf16 combine of split keys."""
+    mbarriers, setmaxnreg; on a static and a persistent grid), and the one of
+    Q in shared memory that merges split keys; the head dims past 128 and the
+    padded 72, with warpgroup products (causal; a mask) and fp32's 3xTF32
+    mma.sync; the bf16 combine of split keys."""
     d128 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
     d64 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 64,")]
     producer = [e for e in names if e.startswith("fa::attention_producer_kernel<fa::bfloat_t, 128,")]
@@ -350,7 +350,8 @@ def nvrtc_attention(names):
     assert ", true, true, false, false>, true, false>" in d128[4], d128
     assert ", true, true, true, false>, true, false>" in producer[1], producer
     assert ", true, true, true, true>, true, false>" in producer[4], producer
-    exprs = [d128[1], d64[4], d128[4], producer[1], producer[4]]
+    assert ", true, true, false, false, true>, true, false>" in d128[13], d128
+    exprs = [d128[1], d64[4], d128[4], producer[1], producer[4], d128[13]]
     for prefix, variants in [
         ("fa::half_t, 72, 72,", [4]),
         ("fa::bfloat_t, 192, 128,", [4, 2]),
@@ -359,7 +360,7 @@ def nvrtc_attention(names):
         ("float, 256, 256,", [1]),
     ]:
         found = [e for e in names if e.startswith(f"fa::attention_kernel<{prefix}")]
-        assert len(found) == 12, (prefix, found)
+        assert len(found) == 24, (prefix, found)
         exprs += [found[i] for i in variants]
     return exprs + [e for e in names if e.startswith("fa::split_combine_kernel<fa::bfloat_t>")]
 
