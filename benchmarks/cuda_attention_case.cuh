@@ -108,12 +108,24 @@ inline fa::AttnParams contiguous_params(int B, int Hq, int Hkv, int Lq, int Lk, 
   return p;
 }
 
+/// The plain kernel's instance of `Tiles` that merges its splits, as the
+/// library picks it where the last split merges (AttnTiles::split_merge).
+template <typename Tiles>
+struct MergingTiles {
+  static constexpr fa::AttnTiles value = [] {
+    fa::AttnTiles t = Tiles::value;
+    t.split_merge = true;
+    return t;
+  }();
+};
+
 /// A launch of the library's kernel under `Tiles` as the library sets it
 /// up (the producer warpgroup's with K's and V's tensor maps, or the plain
 /// one; each with its shared-memory carveout), on the grid `grid`; split keys
 /// write `o_part` and `stats` where n_splits > 1, and with `counters` (zeroed,
 /// one a query block, head and batch) the last split merges them
-/// (kernels/cuda/split_merge.cuh). Returns the launch.
+/// (kernels/cuda/split_merge.cuh; the plain kernel's merging instance).
+/// Returns the launch.
 template <typename T, int D, typename Tiles, bool C>
 auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 grid,
                       const T* q, const T* k, const T* v, T* o, float* o_part, float* stats,
@@ -136,7 +148,9 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
                                       counters, n_splits, nullptr, nullptr, k_map, v_map);
     };
   } else {
-    auto kernel = fa::attention_kernel<T, D, D, Tiles, C, false>;
+    auto kernel = counters != nullptr
+        ? fa::attention_kernel<T, D, D, MergingTiles<Tiles>, C, false>
+        : fa::attention_kernel<T, D, D, Tiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     if (fa::attention_prefers_max_shared(t)) {  // as the library does (attention_kernel_key.h)
       CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,

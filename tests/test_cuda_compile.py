@@ -146,17 +146,19 @@ def test_sm80_tables_exist():
 # plans take from the family's chooser.
 HOST_KEYS = {
     # Every head dim pair, plain, causal and array mask, with and without
-    # warpgroup products, for grids of one wave and past it, and past it
-    # the producer kernel's persistent grid where there is one; the
+    # warpgroup products, for grids of one wave and past it, each tile
+    # choice in both forms: the producer kernel's static and persistent
+    # grids, the other kernel without and with the merge of split keys; the
     # small-grid producer tiles (opt-in) on both grids where the head dims
     # have them; the combine of split keys.
     "attention": """
   for (fa::DType t : types) {
 #define FA_PRINT(d, dv) \\
-    for (int v = 0; v < 15; ++v) { \\
-      fa::AttnTiles tiles = fa::choose_attention_tiles(d, dv, t, fa::Backend::Cuda, v % 6 >= 3 || v >= 12, v >= 6); \\
-      tiles.persistent = v >= 12; \\
-      if (v < 12 || tiles.producer) print(AttentionKernelKey{t, d, dv, tiles, v % 3 == 1, v % 3 == 2}); \\
+    for (int v = 0; v < 24; ++v) { \\
+      fa::AttnTiles tiles = fa::choose_attention_tiles(d, dv, t, fa::Backend::Cuda, v % 6 >= 3, v % 12 >= 6); \\
+      tiles.persistent = v >= 12 && tiles.producer; \\
+      tiles.split_merge = v >= 12 && !tiles.producer; \\
+      print(AttentionKernelKey{t, d, dv, tiles, v % 3 == 1, v % 3 == 2}); \\
     } \\
     for (int v = 0; v < 6 && fa::has_small_grid_tiles(d, dv, t, fa::Backend::Cuda, true); ++v) { \\
       fa::AttnTiles tiles = fa::choose_small_grid_tiles(d); \\
@@ -237,10 +239,10 @@ def expected_count(family):
     short_seqs = listed("short_attention_config.h", "FA_SHORT_ATTENTION_SEQS")
     na = len(listed("na_config.h", "FA_NA_HEAD_DIMS")) * len(listed("na_config.h", "FA_NA_AXES"))
     return {
-        # The persistent producer kernels: D = 128 in fp16 and bf16; the
-        # small-grid producer tiles, static and persistent: D = 64 and 128
-        # in fp16 and bf16.
-        "attention": 3 * N_HEAD_DIMS * 12 + 2 * 3 + 2 * 2 * 6 + 3,
+        # Each tile choice in two forms (HOST_KEYS); the small-grid
+        # producer tiles, static and persistent: D = 64 and 128 in fp16 and
+        # bf16.
+        "attention": 3 * N_HEAD_DIMS * 12 * 2 + 2 * 2 * 6 + 3,
         # Per type: the row dot, the dQ conversion, and per head dim 18
         # (two tile choices x three variants x dK/dV two-kernel, dK/dV
         # one-kernel and dQ).
@@ -345,7 +347,8 @@ def nvrtc_attention(names):
     Q in registers at D = 64; wgmma with Q in shared memory at D = 128 for
     a grid of one wave, and past it the producer warpgroup's kernel: TMA,
     mbarriers, setmaxnreg; on a static and a persistent grid; and its
-    small-grid tiles, one math warpgroup); the head dims past 128 and the padded 72, with
+    small-grid tiles, one math warpgroup), and the one of Q in shared memory
+    that merges split keys; the head dims past 128 and the padded 72, with
     warpgroup products (causal; a mask) and fp32's 3xTF32 mma.sync; the
     bf16 combine of split keys."""
     d128 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
@@ -357,7 +360,8 @@ def nvrtc_attention(names):
     assert ", true, true, true, false>, true, false>" in producer[1], producer
     assert ", true, true, true, true>, true, false>" in producer[4], producer
     assert "AttnTilesOf<64, 64, 4, 3, 2, true, true, true, false>, true, false>" in producer[7], producer
-    exprs = [d128[1], d64[4], d128[4], producer[1], producer[4], producer[7]]
+    assert ", true, true, false, false, true>, true, false>" in d128[13], d128
+    exprs = [d128[1], d64[4], d128[4], producer[1], producer[4], producer[7], d128[13]]
     for prefix, variants in [
         ("fa::half_t, 72, 72,", [4]),
         ("fa::bfloat_t, 192, 128,", [4, 2]),
@@ -366,7 +370,7 @@ def nvrtc_attention(names):
         ("float, 256, 256,", [1]),
     ]:
         found = [e for e in names if e.startswith(f"fa::attention_kernel<{prefix}")]
-        assert len(found) == 12, (prefix, found)
+        assert len(found) == 24, (prefix, found)
         exprs += [found[i] for i in variants]
     return exprs + [e for e in names if e.startswith("fa::split_combine_kernel<fa::bfloat_t>")]
 

@@ -39,13 +39,21 @@ struct AttnTiles {
   /// its store. Not a shape: the plan sets it after choosing the tiles
   /// (plan/persistent_grid.h).
   bool persistent = false;
+  /// CUDA, without a producer: the kernel's last split merges the splits'
+  /// partials (kernels/cuda/split_merge.cuh). An instance of its own: that
+  /// code, carried by every instance, moved ptxas's register allocation and
+  /// schedule of the key loop where it never ran (fp32 D = 128 and fp16
+  /// D = 80 2-3% slower on the H100). The producer kernel always carries
+  /// the merge. Not a shape: the plan sets it with the key splits.
+  bool split_merge = false;
 };
 
 constexpr bool operator==(AttnTiles a, AttnTiles b) {
   return a.bq == b.bq && a.bk == b.bk && a.warps == b.warps &&
       a.stages == b.stages && a.min_blocks == b.min_blocks &&
       a.wgmma == b.wgmma && a.q_shared == b.q_shared &&
-      a.producer == b.producer && a.persistent == b.persistent;
+      a.producer == b.producer && a.persistent == b.persistent &&
+      a.split_merge == b.split_merge;
 }
 
 /// The producer's warps (one warpgroup) and its barriers' threadgroup

@@ -32,13 +32,16 @@ inline const char* bool_name(bool b) {
   return b ? "true" : "false";
 }
 
-/// The kernel_tiles.h type that carries `t`.
+/// The kernel_tiles.h type that carries `t`. split_merge, only where set:
+/// the general kernel's alone, it leaves the other families' names as they
+/// were.
 inline std::string tiles_expression(const fa::AttnTiles& t) {
   return "fa::AttnTilesOf<" + std::to_string(t.bq) + ", " +
       std::to_string(t.bk) + ", " + std::to_string(t.warps) + ", " +
       std::to_string(t.stages) + ", " + std::to_string(t.min_blocks) + ", " +
       bool_name(t.wgmma) + ", " + bool_name(t.q_shared) + ", " +
-      bool_name(t.producer) + ", " + bool_name(t.persistent) + ">";
+      bool_name(t.producer) + ", " + bool_name(t.persistent) +
+      (t.split_merge ? ", true>" : ">");
 }
 
 } // namespace mlx_fused_attn::cuda

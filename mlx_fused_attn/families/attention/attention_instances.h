@@ -12,13 +12,12 @@ inline void attention_head_dims(fa::DType t, int d, int dv) {
   const std::string group =
       "attention_d" + std::to_string(d) + "_dv" + std::to_string(dv);
   // Plain, causal and array-mask variants; the producer kernel's static
-  // and persistent grids (plan/persistent_grid.h).
+  // and persistent grids (plan/persistent_grid.h), the other kernel's with
+  // and without the merge of split keys (split_merge).
   const auto tiles_instances = [&](fa::AttnTiles tiles) {
-    for (bool persistent : {false, true}) {
-      if (persistent && !tiles.producer) {
-        continue;
-      }
-      tiles.persistent = persistent;
+    for (bool other_form : {false, true}) {
+      tiles.persistent = other_form && tiles.producer;
+      tiles.split_merge = other_form && !tiles.producer;
       for (int variant = 0; variant < 3; ++variant) {
         cuda(group, AttentionKernelKey{t, d, dv, tiles, variant == 1,
                                        variant == 2}.expression());

@@ -23,7 +23,8 @@
 // With split keys (split_keys.h, features.split_keys) the kernel writes
 // n_splits partials to o_part and stats (split_keys.h), the split being the
 // block index modulo n_splits; with split_counters (zeroed, one a query
-// block, head and batch) the last split of each merges them into the
+// block, head and batch; attention_kernel's instances take them where
+// their tiles set split_merge) the last split of each merges them into the
 // output and lse (kernels/cuda/split_merge.cuh), without, split_combine_kernel
 // does. lse: the rows' log-sum-exp (fp32 [B, H_q, L_q]) where
 // features.has_lse.
@@ -156,8 +157,10 @@ struct AttnCudaInstance {
     return s;
   }
 
-  /// attention_body over the tiles of `sched`, its epilogue merging split
-  /// keys where the call binds split_counters (split_merge.cuh).
+  /// attention_body over the tiles of `sched`. Its epilogue merges split
+  /// keys where the call binds split_counters (split_merge.cuh) in the
+  /// producer kernel and in the instances whose tiles set split_merge only:
+  /// the merge's code, though never run, moved the others' key loop.
   template <typename Scheduler>
   static __device__ __forceinline__ void body(
       const typename Parts::Mainloop& mainloop,
@@ -166,9 +169,15 @@ struct AttnCudaInstance {
       const AttnFeatures& features,
       const Scheduler& sched,
       int warp) {
-    attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
-        mainloop, arrays, params, features, sched, warp,
-        threadIdx.x % kSimdWidth);
+    if constexpr (t.producer || t.split_merge) {
+      attention_body<AttnSplitMergeEpilogue<typename Parts::Epilogue, Shape>>(
+          mainloop, arrays, params, features, sched, warp,
+          threadIdx.x % kSimdWidth);
+    } else {
+      attention_body<typename Parts::Epilogue>(
+          mainloop, arrays, params, features, sched, warp,
+          threadIdx.x % kSimdWidth);
+    }
   }
 };
 
@@ -265,6 +274,9 @@ __global__ void __launch_bounds__(
     typedef typename CudaTmaTargetOf<t.persistent>::type Target;
     typedef AttnCudaInstance<T, D, DV, Tiles, Target, kCausal, kHasMask> I;
     static_assert(t.producer && t.wgmma && t.q_shared, "producer tiles only");
+    static_assert(
+        !t.split_merge,
+        "the producer kernel always merges: its tiles leave split_merge off");
     static_assert(
         kKVTmaSyncBytes == kProducerSyncBytes,
         "the host and the ring disagree on the barriers' bytes");

@@ -87,6 +87,7 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
       : key_splits(hint, p, tiles, plan.dtype, caps.cores);
   plan.features.split_keys = plan.key_splits > 1;
   plan.split_merge = in_kernel && plan.features.split_keys;
+  tiles.split_merge = plan.split_merge && !tiles.producer;
   // The producer kernel's grid of a few waves walks its tiles persistent.
   // Split keys stay allowed with it: the last split's merge is its work
   // tile's epilogue (split_merge.cuh), so a persistent block merges inside

@@ -21,9 +21,10 @@ template <
     bool WG = false,
     bool QS = false,
     bool PR = false,
-    bool PE = false>
+    bool PE = false,
+    bool SM = false>
 struct AttnTilesOf {
-  static constexpr AttnTiles value = {BQ, BK, WM, ST, MB, WG, QS, PR, PE};
+  static constexpr AttnTiles value = {BQ, BK, WM, ST, MB, WG, QS, PR, PE, SM};
 };
 
 } // namespace fa
