@@ -194,3 +194,14 @@ def assert_close(out, q, k, v, scale, mask=None, sinks=None, what=""):
 def rand(shape, dtype, seed, scale=1.0):
     key = mx.random.key(seed)
     return (scale * mx.random.normal(shape, key=key)).astype(dtype)
+
+
+@pytest.fixture(autouse=True)
+def _routes_answered_afresh():
+    """route() keeps its answers by call signature; a test that swaps
+    routing's internals (the backend, the device, the measurements) starts
+    from none kept."""
+    from mlx_fused_attn import routing
+
+    routing._routes.clear()
+    yield

@@ -1,5 +1,6 @@
 #include "mlx_fused_attn/backend/kernel_availability.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -18,6 +19,7 @@ struct Registry {
   /// (family, device, what) -> reason; empty: loaded. The family is part of
   /// the key: the CPU families share their device and `what`.
   std::map<std::tuple<KernelFamily, std::string, std::string>, std::string> outcomes;
+  std::atomic<int> failures{0};
 };
 
 Registry& registry() {
@@ -70,6 +72,7 @@ Support kernel_available(
     }
     it = r.outcomes.emplace(key, reason).first;
     if (!reason.empty()) {
+      r.failures.fetch_add(1, std::memory_order_relaxed);
       post_notice(
           NoticeKind::KernelFailure,
           "mlx_fused_attn: the " + std::string(family_name(family)) +
@@ -84,6 +87,10 @@ Support kernel_available(
   return Support::no(
       "the " + std::string(family_name(family)) + " kernel family is "
       "unavailable on " + device + " (" + what + "): " + reason);
+}
+
+int kernel_failures() {
+  return registry().failures.load(std::memory_order_relaxed);
 }
 
 Support cpu_kernel_available(KernelFamily family) {

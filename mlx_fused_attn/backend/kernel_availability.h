@@ -35,6 +35,10 @@ Support kernel_available(
     const std::string& what,
     const std::function<void()>& load);
 
+/// How many builds have failed in this process (each posts a notice): a
+/// change in it can change what the planner finds built.
+int kernel_failures();
+
 /// Whether the CPU kernel of `family` may run: always, but for the test
 /// hook, which makes it refuse (through kernel_available, as a GPU family
 /// that fails to build would).

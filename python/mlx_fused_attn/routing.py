@@ -90,7 +90,7 @@ import mlx.core as mx
 
 import mlx_fused_attn as _package  # this module loads while the package does
 
-from . import gradient_trace, plans, routing_defaults, tuned_table
+from . import _ext, gradient_trace, plans, routing_defaults, tuned_table
 from .candidates import MX_FAST, Candidate
 from .shape_class import shape_class
 
@@ -451,6 +451,33 @@ def _measured(q, k, v, mask, sinks, device: mx.Device) -> tuple[str, Candidate, 
     return DEFAULTS, winner, f"measured on {m.describe()}"
 
 
+# route()'s answers by call signature, so that routing a model's call is a
+# lookup: kept while the planner's other inputs (its switches, failed
+# builds: _ext.plan_inputs_state) and the tuned tables stay the same.
+_routes: dict = {}
+_MAX_ROUTES = 4096
+
+
+def _signature(q, k, v, scale, mask, sinks, device, policy, training) -> tuple | None:
+    """What route() decides a call by: shapes and dtypes, the mask's kind
+    and shape (never its values), the scale, the device, the policy and
+    whether the call is trained; None for arguments route() does not key
+    (it answers those afresh)."""
+    if not all(type(x) is mx.array for x in (q, k, v)) or type(scale) not in (float, int):
+        return None
+    keyed = []
+    for x in (mask, sinks):
+        if x is None or isinstance(x, str):
+            keyed.append(x)
+        elif type(x) is mx.array:
+            keyed.append((x.shape, x.dtype))
+        else:
+            return None
+    # The device by its type: mx.Device hashes by identity, equal ones apart.
+    return (q.shape, q.dtype, k.shape, k.dtype, v.shape, v.dtype, *keyed, scale, device.type,
+            policy, training, tuned_table.generation, _ext.plan_inputs_state())  # fmt: skip
+
+
 def route(
     q: mx.array,
     k: mx.array,
@@ -485,6 +512,20 @@ def route(
     if training is None:
         training = gradient_trace.active()
     device = _device(stream)
+    key = _signature(q, k, v, scale, mask, sinks, device, policy, training)
+    decided = _routes.get(key) if key is not None else None
+    if decided is None:
+        decided = _decide(q, k, v, scale, mask, sinks, stream, device, policy, training)
+        if key is not None:
+            if len(_routes) >= _MAX_ROUTES:
+                _routes.clear()
+            _routes[key] = decided
+    return decided
+
+
+def _decide(q, k, v, scale, mask, sinks, stream, device, policy, training) -> Route:
+    """route()'s answer, from the tuned table, the defaults, the rules and
+    the planner."""
     on_cpu = device.type == mx.DeviceType.cpu
     auto = policy == "auto"
     measured = _measured(q, k, v, mask, sinks, device) if auto and not training else None

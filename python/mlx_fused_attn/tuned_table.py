@@ -182,11 +182,18 @@ def _table_for(kind: mx.DeviceType) -> Table | None:
     return next((t for t in read() if t.key == key), None)
 
 
+# How many times the tables were forgotten: route() keeps its answers
+# while it stays the same.
+generation = 0
+
+
 def forget() -> None:
     """Read the file again at the next lookup (after ``tune`` wrote it, or
     in tests)."""
+    global generation
     _table_for.cache_clear()
     _device_key.cache_clear()
+    generation += 1
 
 
 def _to_json(table: Table) -> dict:

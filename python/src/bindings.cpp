@@ -14,6 +14,7 @@
 #include "mlx_fused_attn/backend/kernel_availability.h"
 #include "mlx_fused_attn/op/mask_block_lists.h"
 #include "mlx_fused_attn/op/neighborhood.h"
+#include "mlx_fused_attn/op/plan_inputs_state.h"
 #include "mlx_fused_attn/op/quantized_attention.h"
 #include "mlx_fused_attn/notices.h"
 
@@ -409,6 +410,13 @@ void bind_build_info(nb::module_& m) {
       },
       "The GPU backend this build has, whether its kernels were built ahead "
       "of time, and whether they are compiled at run time now.");
+
+  m.def(
+      "plan_inputs_state",
+      [] { return mlx_fused_attn::plan_inputs_state(); },
+      "What the planner reads besides a call's arguments (its switches in "
+      "the environment, the kernel builds that failed), as one number: "
+      "route() keeps a call's route while it stays the same.");
 
   m.def(
       "_memory_kind",
