@@ -8,6 +8,7 @@
 
 #include "mlx/allocator.h"
 #include "mlx_fused_attn/backend/metal/attention_dispatch.h"
+#include "mlx_fused_attn/backend/metal/attention_step_pipeline.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/backend/metal/split_partials.h"
 #include "mlx_fused_attn/families/attention/metal/attention_variant.h"
@@ -22,17 +23,11 @@ namespace {
 /// The general kernel's pipeline for a plan with its tiles.
 MetalPipeline general_pipeline(const AttentionPlan& plan) {
   const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
-  MetalPipeline p;
-  p.family = KernelFamily::Attention;
-  p.kernel_name = fa::attention_kernel_name(
-      plan.dtype, plan.params.D, plan.params.D_v, tiles);
-  p.hash_name = fa::attention_pipeline_name(p.kernel_name, plan.features);
-#define FA_FUNCTION_CONSTANT(name, index) \
-  p.constants.push_back({index, plan.features.name});
-  FA_ATTENTION_FEATURES(FA_FUNCTION_CONSTANT)
-#undef FA_FUNCTION_CONSTANT
-  p.threads = size_t(fa::kSimdWidth) * tiles.warps;
-  return p;
+  return attention_step_pipeline(
+      KernelFamily::Attention,
+      fa::attention_kernel_name(
+          plan.dtype, plan.params.D, plan.params.D_v, tiles),
+      plan.features, tiles.warps);
 }
 
 /// The combine of split keys (split_keys.h), in the general kernel's

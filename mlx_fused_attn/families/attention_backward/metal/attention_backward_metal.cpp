@@ -12,6 +12,7 @@
 #include "mlx/allocator.h"
 #include "mlx/backend/metal/device.h"
 #include "mlx_fused_attn/backend/gpu.h"
+#include "mlx_fused_attn/backend/metal/attention_step_pipeline.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/families/strided_copy/metal/strided_copy_metal.h"
 #include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
@@ -29,18 +30,10 @@ constexpr const char* kOp = "[scaled_dot_product_attention] Metal backward: ";
 MetalPipeline backward_pipeline(const AttentionPlan& plan, fa::BwdKernel kernel) {
   const fa::AttnTiles tiles = std::get<fa::AttnBwdTiles>(plan.tiles).of(kernel);
   const fa::AttnParams& p = plan.params;
-  const fa::AttnFeatures features = backward_kernel_features(plan, kernel);
-  MetalPipeline pl;
-  pl.family = KernelFamily::AttentionBackward;
-  pl.kernel_name =
-      fa::attention_backward_kernel_name(kernel, plan.dtype, p.D, tiles);
-  pl.hash_name = fa::attention_pipeline_name(pl.kernel_name, features);
-#define FA_FUNCTION_CONSTANT(name, index) \
-  pl.constants.push_back({index, features.name});
-  FA_ATTENTION_FEATURES(FA_FUNCTION_CONSTANT)
-#undef FA_FUNCTION_CONSTANT
-  pl.threads = size_t(fa::kSimdWidth) * tiles.warps;
-  return pl;
+  return attention_step_pipeline(
+      KernelFamily::AttentionBackward,
+      fa::attention_backward_kernel_name(kernel, plan.dtype, p.D, tiles),
+      backward_kernel_features(plan, kernel), tiles.warps);
 }
 
 MetalPipeline row_dot_pipeline(fa::DType dtype) {

@@ -8,6 +8,7 @@
 #include "mlx/allocator.h"
 #include "mlx/backend/metal/device.h"
 #include "mlx_fused_attn/backend/gpu_quantized.h"
+#include "mlx_fused_attn/backend/metal/attention_step_pipeline.h"
 #include "mlx_fused_attn/backend/metal/kernel_library.h"
 #include "mlx_fused_attn/backend/metal/split_partials.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_name.h"
@@ -24,17 +25,11 @@ constexpr const char* kOp = "[quantized_scaled_dot_product_attention] Metal: ";
 
 MetalPipeline quantized_pipeline(const QuantizedAttentionPlan& plan) {
   const auto& tiles = std::get<fa::AttnTiles>(plan.tiles);
-  MetalPipeline p;
-  p.family = KernelFamily::QuantizedAttention;
-  p.kernel_name = fa::quantized_attention_kernel_name(
-      plan.dtype, plan.params.D, plan.spec.kv.bits, tiles);
-  p.hash_name = fa::attention_pipeline_name(p.kernel_name, plan.features);
-#define FA_FUNCTION_CONSTANT(name, index) \
-  p.constants.push_back({index, plan.features.name});
-  FA_ATTENTION_FEATURES(FA_FUNCTION_CONSTANT)
-#undef FA_FUNCTION_CONSTANT
-  p.threads = size_t(fa::kSimdWidth) * tiles.warps;
-  return p;
+  return attention_step_pipeline(
+      KernelFamily::QuantizedAttention,
+      fa::quantized_attention_kernel_name(
+          plan.dtype, plan.params.D, plan.spec.kv.bits, tiles),
+      plan.features, tiles.warps);
 }
 
 /// The family's combine of split keys, in its own library.
