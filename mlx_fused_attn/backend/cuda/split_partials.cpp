@@ -61,6 +61,16 @@ SplitPartials make_buffers(
   return parts;
 }
 
+void write_partials(const SplitPartials& parts, mx::cu::CommandEncoder& enc) {
+  if (parts.o_part) {
+    enc.set_output_array(*parts.o_part);
+    enc.set_output_array(*parts.stats);
+  }
+  if (parts.counters) {
+    enc.set_output_array(*parts.counters);
+  }
+}
+
 void add_combine_node(
     mx::cu::CommandEncoder& enc,
     CUfunction combine,

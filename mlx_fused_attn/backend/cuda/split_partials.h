@@ -60,6 +60,12 @@ SplitPartials make_buffers(
     mlx::core::Stream s,
     mlx::core::cu::CommandEncoder& enc);
 
+/// Registers the partials and the counters as outputs of the kernel's node
+/// (the counters after the node that zeroed them).
+void write_partials(
+    const SplitPartials& parts,
+    mlx::core::cu::CommandEncoder& enc);
+
 /// Adds the node of `combine`, the family's combine kernel, which merges
 /// `parts` of `key_splits` splits into `out` ([B, H_q, L_q, D_v] of `p`),
 /// after the node that wrote them.

@@ -37,13 +37,7 @@ void write_outputs(
   if (outputs.size() > 1) {
     enc.set_output_array(outputs[1]);
   }
-  if (parts.o_part) {
-    enc.set_output_array(*parts.o_part);
-    enc.set_output_array(*parts.stats);
-  }
-  if (parts.counters) {
-    enc.set_output_array(*parts.counters);
-  }
+  write_partials(parts, enc);
 }
 
 } // namespace

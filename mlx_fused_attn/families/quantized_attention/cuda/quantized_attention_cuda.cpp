@@ -155,14 +155,7 @@ void quantized_run(
     enc.set_input_array(a);
   }
   enc.set_output_array(out);
-  if (parts.o_part) {
-    enc.set_output_array(*parts.o_part);
-    enc.set_output_array(*parts.stats);
-  }
-  // After the node that zeroes them.
-  if (parts.counters) {
-    enc.set_output_array(*parts.counters);
-  }
+  cuda::write_partials(parts, enc);
   fa::QuantAttnKernelArgs<void> args = kernel_args(plan, in, out, params, parts);
   enc.add_kernel_node_ex(
       cuda::kernel_function(quantized_key(plan), device, arch),
