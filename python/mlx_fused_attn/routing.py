@@ -254,8 +254,6 @@ def _cudnn_gradient(q: mx.array, k: mx.array, v: mx.array, mask) -> bool:
     of 128). A bool mask is left out: mx.fast turns it into an additive one
     the size of the whole score matrix ([B, H_q, L_q, L_k]) before cuDNN
     sees it, which timed as plain MLX ops do (CUDA rules above)."""
-    if not all(isinstance(x, mx.array) and x.ndim == 4 for x in (q, k, v)):
-        return False
     if q.dtype not in (mx.float16, mx.bfloat16) or _past_cudnn(q, v):
         return False
     if q.shape[3] % CUDNN_HEAD_DIM_MULTIPLE or q.shape[2] % CUDNN_BACKWARD_QUERY_TILE:
@@ -276,11 +274,10 @@ _CUDNN_TRAINING_REASON = (
 def _cuda_training_by_shape(q: mx.array, k: mx.array, v: mx.array, mask) -> tuple[str, str] | None:
     """mx.fast's verdict for a training call on CUDA from the shapes alone;
     None where ours takes it if a kernel covers it."""
+    if not all(isinstance(x, mx.array) and x.ndim == 4 for x in (q, k, v)):
+        return None
     if _cudnn_gradient(q, k, v, mask):
         return PASSTHROUGH, _CUDNN_TRAINING_REASON
-    arrays = (q, k, v)
-    if not all(isinstance(x, mx.array) and x.ndim == 4 for x in arrays):
-        return None
     if q.dtype == mx.float32 and max(q.shape[2], k.shape[2]) > SHORT_MAX_LENGTH:
         return PASSTHROUGH, (
             f"CUDA, training: float32 past {SHORT_MAX_LENGTH} tokens stays with mx.fast, "
