@@ -29,6 +29,7 @@ COLUMNS = ["B", "qsl", "ksl", "chunk", "hdim", "n_qh", "n_kvh", "dtype", "bits",
 # mx.quantize's affine widths and group sizes: what QuantizedKVCache takes.
 KV_BITS = (2, 3, 4, 5, 6, 8)
 KV_GROUP_SIZES = (32, 64, 128)
+KERNEL_COLUMNS = ["k_mlxlm", "k_qfuse", "k_fuse", "k_vs_mlxlm", "k_vs_fuse"]
 
 
 def add_kv_options(ap, kv_bits_help):
@@ -56,6 +57,19 @@ def peak_above(fn):
     out = fn()
     mx.eval(out)
     return out, mx.get_peak_memory() - before
+
+
+def kernel_clock():
+    """gpu_bench's CUPTI kernel time (one evaluation a call) where MLX runs
+    on CUDA and PyTorch is there to read CUPTI; else None. METHOD.md's clock
+    for an NVIDIA GPU: the wall of a 40-us decode is mostly MLX's submission."""
+    if mx.default_device() != mx.gpu or not mx.cuda.is_available():
+        return None
+    try:
+        from gpu_bench import kernel_time_us
+    except ImportError:
+        return None
+    return kernel_time_us
 
 
 def timed(fn, slow_after):
@@ -113,17 +127,25 @@ def run_case(case, with_mlx_lm=True, slow_after=1.0):
             qc * 1, tuple(x[..., :n, :] for x in qk), tuple(x[..., :n, :] for x in qv),
             scale, mask, group, bits)  # fmt: skip
     row = dict(case)
+    clock = kernel_clock()
     for name in ("mlxlm", "qfuse", "fuse"):
         if name not in paths:
-            row[f"t_{name}_ms"] = row[f"mem_{name}_mib"] = float("nan")
+            row[f"t_{name}_ms"] = row[f"mem_{name}_mib"] = row[f"k_{name}_us"] = float("nan")
             continue
-        total, peak = 0.0, 0
+        total, peak, kernel = 0.0, 0, 0.0
         for qc, n, mask in chunks:
-            t, p = timed(lambda: paths[name](qc, n, mask), slow_after)
+            call = lambda: paths[name](qc, n, mask)
+            t, p = timed(call, slow_after)
             total, peak = total + t, max(peak, p)
+            if clock is not None:
+                # t is ms: about half a second of calls, 5 to 50.
+                kernel += clock(lambda: mx.eval(call()), mx.synchronize, max(5, min(50, int(500 / t))))
         row[f"t_{name}_ms"], row[f"mem_{name}_mib"] = total, peak / 2**20
+        row[f"k_{name}_us"] = kernel if clock is not None else float("nan")
     row["vs_mlxlm"] = row["t_mlxlm_ms"] / row["t_qfuse_ms"]
     row["vs_fuse"] = row["t_fuse_ms"] / row["t_qfuse_ms"]
+    row["k_vs_mlxlm"] = row["k_mlxlm_us"] / row["k_qfuse_us"]
+    row["k_vs_fuse"] = row["k_fuse_us"] / row["k_qfuse_us"]
     row["fused_path"] = fa.quantized_can_use_fused(q, qk, qv, scale, None, group, bits)[0]
     work = sum(flops(B, H_q, qc.shape[2], n, D, mask == "causal") for qc, n, mask in chunks)
     row["gflops_qfuse"] = work / row["t_qfuse_ms"] / 1e6
@@ -145,13 +167,20 @@ def run_case(case, with_mlx_lm=True, slow_after=1.0):
 
 def print_header():
     print("| " + " | ".join(COLUMNS + ["t_mlxlm", "t_qfuse", "t_fuse", "vs_mlxlm", "vs_fuse",
-                                       "mem_mlxlm", "mem_qfuse", "mem_fuse"]) + " |")  # fmt: skip
-    print("|" + "---|" * (len(COLUMNS) + 8), flush=True)
+                                       "mem_mlxlm", "mem_qfuse", "mem_fuse"] + KERNEL_COLUMNS)
+          + " |")  # fmt: skip
+    print("|" + "---|" * (len(COLUMNS) + 8 + len(KERNEL_COLUMNS)), flush=True)
 
 
 def print_row(r):
     def ms(t):
-        return "-" if t != t else f"{t:.2f}"
+        return "-" if t != t else f"{t:.3f}"
+
+    def us(t):
+        return "-" if t != t else f"{t:.1f}"
+
+    def times(x):
+        return "-" if x != x else f"{x:.2f}x"
 
     def mib(m):
         return "-" if m != m else f"{m:.1f}"
@@ -160,7 +189,8 @@ def print_row(r):
     cells = [str(r[c] if r[c] is not None else "-") for c in COLUMNS] + [
         ms(r["t_mlxlm_ms"]), ms(r["t_qfuse_ms"]), ms(r["t_fuse_ms"]), ratio,
         f"{r['vs_fuse']:.2f}x", mib(r["mem_mlxlm_mib"]), mib(r["mem_qfuse_mib"]),
-        mib(r["mem_fuse_mib"]),
+        mib(r["mem_fuse_mib"]), us(r["k_mlxlm_us"]), us(r["k_qfuse_us"]), us(r["k_fuse_us"]),
+        times(r["k_vs_mlxlm"]), times(r["k_vs_fuse"]),
     ]  # fmt: skip
     mark = "" if r["agree"] else f"  <-- disagrees: {r['max_abs_diff']:.3g}"
     print("| " + " | ".join(cells) + " |" + mark, flush=True)
@@ -171,7 +201,9 @@ def print_legend():
           "inputs (chunked: the largest chunk's; the CPU kernels' own scratch, a few key "
           "blocks a thread and split keys' partials, is outside MLX's allocator and not "
           "counted); vs_mlxlm: mlx-lm's time over ours on the quantized cache; vs_fuse: the "
-          "float kernel's time over the unquantized cache over ours on the quantized one")  # fmt: skip
+          "float kernel's time over the unquantized cache over ours on the quantized one; k_*: "
+          "on CUDA, CUPTI kernel us a call, one evaluation a call (summed over chunks), "
+          "k_vs_*: their ratios (ms and x: wall-clock, calls batched)")  # fmt: skip
 
 
 def cases(args):
