@@ -11,6 +11,7 @@ import pytest
 import mlx_fused_attn as fa
 from conftest import assert_close, device_params, rand
 from metal_emu.cases import SHOWN, TWO_VALUED, TWO_VALUED_SCALED, VALUES, visit_rows
+from metal_emu.cases import backward_list_rows as reference_list_rows
 from metal_emu.cases import backward_mask_lists as reference_backward_lists
 from metal_emu.cases import mask_visits as reference_visits
 
@@ -205,21 +206,28 @@ def backward_lists(mask, dtype, L_q, L_k, tiles):
     return np.array(_ext._backward_mask_lists(mask, dtype, L_q, L_k, *tiles, stream=mx.cpu))
 
 
-def backward_rows(lists, L_q, L_k, tiles):
+def backward_rows(lists, kind, L_q, L_k, tiles):
     """Per slice, the listed entries ((block, class), ...) of each dK/dV row
-    then each dQ row: entries past a row's count are not read."""
+    then each dQ row (entries past a row's count are not read), then a
+    bool mask's shown bits of the two kernels."""
     dkdv_keys, dkdv_queries, dq_queries, dq_keys = tiles
-    shapes = [(-(-L_k // dkdv_keys), 1 + -(-L_q // dkdv_queries)), (-(-L_q // dq_queries), 1 + -(-L_k // dq_keys))]
+    _, dkdv_words, _, _, dq_words, total = reference_list_rows(kind, L_q, L_k, *tiles)
+    kernels = [
+        (-(-L_k // dkdv_keys), 1 + -(-L_q // dkdv_queries), -(-L_k // dkdv_keys) * dkdv_keys * dkdv_words),
+        (-(-L_q // dq_queries), 1 + -(-L_k // dq_keys), -(-L_q // dq_queries) * dq_queries * dq_words),
+    ]
     out = {}
     for idx in np.ndindex(*lists.shape[:2]):
-        at, rows = 0, []
-        for n, length in shapes:
+        at, rows, bits = 0, [], []
+        for n, length, n_bits in kernels:
             for r in range(n):
                 row = lists[idx][at + r * length : at + (r + 1) * length]
                 rows.append([(int(e) >> 2, int(e) & 3) for e in row[1 : 1 + row[0]]])
             at += n * length
-        assert at == lists.shape[2]
-        out[idx] = rows
+            bits.append(lists[idx][at : at + n_bits].tolist())
+            at += n_bits
+        assert at == lists.shape[2] == total
+        out[idx] = rows + bits
     return out
 
 
@@ -246,7 +254,7 @@ def test_backward_lists_match_the_reference(tiles, kind):
     got = backward_lists(mask, mx.float16, L_q, L_k, tiles)
     want = reference_backward_lists(values, kind, L_q, L_k, *tiles)
     assert got.shape == want.shape
-    assert backward_rows(got, L_q, L_k, tiles) == backward_rows(want, L_q, L_k, tiles)
+    assert backward_rows(got, kind, L_q, L_k, tiles) == backward_rows(want, kind, L_q, L_k, tiles)
 
 
 def test_backward_lists_of_a_sliding_window():
@@ -256,7 +264,7 @@ def test_backward_lists_of_a_sliding_window():
     L, w, b = 512, 128, 64
     i, j = np.arange(L)[:, None], np.arange(L)[None]
     m = (j <= i) & (j > i - w)
-    rows = backward_rows(backward_lists(mx.array(m), mx.float16, L, L, (b, b, b, b)), L, L, (b, b, b, b))[(0, 0)]
+    rows = backward_rows(backward_lists(mx.array(m), mx.float16, L, L, (b, b, b, b)), "bool", L, L, (b, b, b, b))[(0, 0)]
     n = L // b
     for kb in range(n):
         assert [qb for qb, _ in rows[kb]] == [qb for qb in range(n) if kb <= qb <= kb + w // b], kb
@@ -264,6 +272,8 @@ def test_backward_lists_of_a_sliding_window():
         assert [kb for kb, _ in rows[n + qb]] == [kb for kb in range(n) if qb - w // b <= kb <= qb], qb
         inner = [c for kb, c in rows[n + qb] if qb - w // b < kb < qb]
         assert inner == [SHOWN] * min(qb, w // b - 1), qb
+        # The window's edges read the shown bits.
+        assert {c for _, c in rows[n + qb]} - {SHOWN} == {TWO_VALUED}, qb
 
 
 # ---------------------------------------------------------------------------

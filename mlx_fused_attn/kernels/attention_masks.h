@@ -98,6 +98,80 @@ struct MaskBits {
   unsigned int words[STile::kRowSlots * kWords];
 };
 
+/// The shown bits (`words` words a row, from `bits`) of a warp's rows of
+/// STile from row0 over the block of kBK columns from col0, into b: the
+/// first register on each of the lane's rows loads that row.
+template <typename STile, int kBK>
+FA_FUNC void mask_bits_load(
+    FA_THREAD MaskBits<STile, kBK>& b,
+    const FA_DEVICE unsigned int* bits,
+    stride_t words,
+    int row0,
+    int col0,
+    lane_t lane) {
+  typedef typename STile::frag_type F;
+  typedef MaskBits<STile, kBK> Bits;
+  const int word0 = col0 / kMaskWordBits;
+  FA_UNROLL
+  for (int ti = 0; ti < STile::kTileRows; ++ti) {
+    FA_UNROLL
+    for (int e = 0; e < F::kElems; ++e) {
+      bool first = true;
+      FA_UNROLL
+      for (int e2 = 0; e2 < e; ++e2) {
+        first = first && F::row_slot(e2) != F::row_slot(e);
+      }
+      if (first) {
+        const int slot = ti * F::kRowsPerLane + F::row_slot(e);
+        const int row = row0 + ti * F::kRows + F::row(lane, e);
+        const FA_DEVICE unsigned int* src = bits + row * words + word0;
+        FA_UNROLL
+        for (int w = 0; w < Bits::kWords; ++w) {
+          b.words[slot * Bits::kWords + w] = src[w];
+        }
+      }
+    }
+  }
+}
+
+/// hidden.apply(x) for each score x of the block from column col0 whose
+/// shown bit (mask_bits_load) is clear. A fragment's columns lie in one
+/// word (whole fragments of a block of whole words, or a block in one
+/// word), which the unrolled loop picks at compile time; shifted right by
+/// the lane's first column, each element's bit is a constant (a lane's
+/// columns are its first plus the same offsets in every lane).
+template <typename STile, int kBK, typename Hidden>
+FA_FUNC void mask_bits_apply(
+    FA_THREAD STile& s,
+    const FA_THREAD MaskBits<STile, kBK>& bits,
+    int col0,
+    const FA_THREAD Hidden& hidden,
+    lane_t lane) {
+  typedef typename STile::frag_type F;
+  typedef MaskBits<STile, kBK> Bits;
+  static_assert(
+      kMaskWordBits % F::kCols == 0, "a fragment's columns must lie in a word");
+  const int shift = col0 % kMaskWordBits + F::col(lane, 0);
+  FA_UNROLL
+  for (int ti = 0; ti < STile::kTileRows; ++ti) {
+    FA_UNROLL
+    for (int tj = 0; tj < STile::kTileCols; ++tj) {
+      const int w = (tj * F::kCols) / kMaskWordBits;
+      FA_UNROLL
+      for (int e = 0; e < F::kElems; ++e) {
+        const int slot = ti * F::kRowsPerLane + F::row_slot(e);
+        const int bit = (tj * F::kCols) % kMaskWordBits +
+            (F::col(lane, e) - F::col(lane, 0));
+        const bool shown =
+            ((bits.words[slot * Bits::kWords + w] >> shift) & (1u << bit)) !=
+            0;
+        FA_THREAD typename F::elem_type& x = frag_at(s, ti, tj).v[e];
+        x = shown ? x : hidden.apply(x);
+      }
+    }
+  }
+}
+
 /// The masks of one warp's rows against the key block of a visit (kBK keys
 /// from that block times kBK), applied by `apply`, which returns the scale
 /// still to apply to the scores (the softmax folds it into its FFMA). Masks
@@ -169,35 +243,11 @@ struct AttnBlockMasks {
       FA_THREAD MaskBits<STile, kBK>& b,
       AttnVisit v,
       lane_t lane) const {
-    typedef typename STile::frag_type F;
-    typedef MaskBits<STile, kBK> Bits;
     if (!has_mask || !reads_bits(v.kind)) {
       return;
     }
-    const stride_t words = p->mask_block_strides[3];
-    const int word0 = v.block * kBK / kMaskWordBits;
-    FA_UNROLL
-    for (int ti = 0; ti < STile::kTileRows; ++ti) {
-      FA_UNROLL
-      for (int e = 0; e < F::kElems; ++e) {
-        // The first register on each of the lane's rows loads that row.
-        bool first = true;
-        FA_UNROLL
-        for (int e2 = 0; e2 < e; ++e2) {
-          first = first && F::row_slot(e2) != F::row_slot(e);
-        }
-        if (first) {
-          const int slot = ti * F::kRowsPerLane + F::row_slot(e);
-          const int row = q_row0 + ti * F::kRows + F::row(lane, e);
-          const FA_DEVICE unsigned int* src =
-              visits.bits + row * words + word0;
-          FA_UNROLL
-          for (int w = 0; w < Bits::kWords; ++w) {
-            b.words[slot * Bits::kWords + w] = src[w];
-          }
-        }
-      }
-    }
+    mask_bits_load(
+        b, visits.bits, p->mask_block_strides[3], q_row0, v.block * kBK, lane);
   }
 
   /// Whether visit v keeps its raw products, the softmax's FFMA applying
@@ -392,10 +442,10 @@ struct AttnBlockMasks {
       lane_t lane) const {
     if (bool_mask) {
       const OffValue op = {off};
-      apply_bits(s, bits, key0, op, lane);
+      mask_bits_apply(s, bits, key0, op, lane);
     } else {
       const OffAdded op = {off};
-      apply_bits(s, bits, key0, op, lane);
+      mask_bits_apply(s, bits, key0, op, lane);
     }
   }
   struct OffValue {
@@ -410,44 +460,6 @@ struct AttnBlockMasks {
       return x + off;
     }
   };
-
-  /// hidden.apply(x) for each score x whose shown bit is clear. A
-  /// fragment's columns lie in one word (whole fragments of a block of whole
-  /// words, or a block in one word), which the unrolled loop picks at
-  /// compile time; shifted right by the lane's first column, each element's
-  /// bit is a constant (a lane's columns are its first plus the same offsets
-  /// in every lane).
-  template <typename STile, typename Hidden>
-  FA_FUNC void apply_bits(
-      FA_THREAD STile& s,
-      const FA_THREAD MaskBits<STile, kBK>& bits,
-      int key0,
-      const FA_THREAD Hidden& hidden,
-      lane_t lane) const {
-    typedef typename STile::frag_type F;
-    typedef MaskBits<STile, kBK> Bits;
-    static_assert(
-        kMaskWordBits % F::kCols == 0, "a fragment's columns must lie in a word");
-    const int shift = key0 % kMaskWordBits + F::col(lane, 0);
-    FA_UNROLL
-    for (int ti = 0; ti < STile::kTileRows; ++ti) {
-      FA_UNROLL
-      for (int tj = 0; tj < STile::kTileCols; ++tj) {
-        const int w = (tj * F::kCols) / kMaskWordBits;
-        FA_UNROLL
-        for (int e = 0; e < F::kElems; ++e) {
-          const int slot = ti * F::kRowsPerLane + F::row_slot(e);
-          const int bit = (tj * F::kCols) % kMaskWordBits +
-              (F::col(lane, e) - F::col(lane, 0));
-          const bool shown =
-              ((bits.words[slot * Bits::kWords + w] >> shift) & (1u << bit)) !=
-              0;
-          FA_THREAD typename F::elem_type& x = frag_at(s, ti, tj).v[e];
-          x = shown ? x : hidden.apply(x);
-        }
-      }
-    }
-  }
 };
 
 /// The masks of a warp whose rows start at query row q_row0 of (batch,

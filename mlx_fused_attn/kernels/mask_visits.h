@@ -24,14 +24,22 @@
 //   a row per key block of the dK/dV kernel (its kBQ keys): count, then
 //                                 qb * 4 + class for each block of kBK
 //                                 queries it streams, qb ascending
+//   then, for a bool mask, the dK/dV kernel's shown bits: a row per key
+//                                 (whole key blocks) of whole words over
+//                                 whole query blocks (mask_bit_words), bit c
+//                                 of a row set where query c sees the key
 //   then a row per query block of the dQ kernel (its kBQ queries): count,
 //                                 then kb * 4 + class for each block of kBK
 //                                 keys, kb ascending
+//   then, for a bool mask, the dQ kernel's shown bits: a row per query
+//                                 (whole query blocks) of whole words over
+//                                 whole key blocks
 //
 // Left out, as above: the blocks whose every score is hidden, unless a row
 // of the block sees no key (under a bool mask that row's P is 1 / L_k on
-// every key, under an additive one NaN). Classes: kMaskShown (no mask read)
-// or kMaskValues.
+// every key, under an additive one NaN). Classes: kMaskShown (no mask read),
+// kMaskTwoValued (a bool mask's other blocks: its shown bits are read) or
+// kMaskValues (an additive mask's other blocks: read element by element).
 #pragma once
 
 #include "mlx_fused_attn/params.h"
@@ -76,6 +84,15 @@ struct AttnVisits {
     return v;
   }
 };
+
+/// The words of a row of shown bits over n columns taken in whole blocks of
+/// kB columns (plan/mask_list_layout.h's visit_rows): whole words over
+/// whole blocks, or over whole words of blocks that lie in one.
+template <int kB>
+FA_FUNC int mask_bit_words(int n) {
+  const int unit = kB > kMaskWordBits ? kB : kMaskWordBits;
+  return (n + unit - 1) / unit * (unit / kMaskWordBits);
+}
 
 /// The visits of (batch, head, q_block) of kBQ rows in `blocks` (null: no
 /// list), with their count into n_visits (left as it is

@@ -6,6 +6,7 @@
 #include <list>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "mlx/ops.h"
 #include "mlx_fused_attn/plan/launch_plan.h"
@@ -114,6 +115,23 @@ visit_entries(const array& skipped, const array& kind, Stream s) {
   return {count, entries};
 }
 
+/// The shown bits of `shown` [Bm, Hm, n, m] as rows of uint32 words, bit c
+/// of a row set where column c is shown: [Bm, Hm, rows, words], the rows
+/// and columns past n and m clear.
+array shown_bits(const array& shown, int rows, int words, Stream s) {
+  const array bit_of = reshape(
+      left_shift(array(1u), arange(kWordBits, uint32, s), s),
+      {1, 1, 1, 1, kWordBits}, s);
+  return astype(
+      sum(multiply(
+              reshape(
+                  astype(pad_to(shown, rows, words * kWordBits, array(false), s), uint32, s),
+                  {shown.shape(0), shown.shape(1), rows, words, kWordBits}, s),
+              bit_of, s),
+          -1, false, s),
+      uint32, s);
+}
+
 } // namespace
 
 array mask_visits(const array& mask, const VisitGrid& g, Stream s) {
@@ -165,19 +183,7 @@ array mask_visits(const array& mask, const VisitGrid& g, Stream s) {
   const auto [count, entries] = visit_entries(hidden_b, kind, s);
   const array visit = concatenate({count, off_row, off_col, entries}, -1, s);
 
-  // The shown bits, a uint32 word per 32 keys of a row.
-  const int words = visit_rows(L_k, bk).bit_words;
-  const array bit_of = reshape(
-      left_shift(array(1u), arange(kWordBits, uint32, s), s),
-      {1, 1, 1, 1, kWordBits}, s);
-  const array bits = astype(
-      sum(multiply(
-              reshape(
-                  astype(pad_to(c.shown, Pq, words * kWordBits, array(false), s), uint32, s),
-                  {Bm, Hm, Pq, words, kWordBits}, s),
-              bit_of, s),
-          -1, false, s),
-      uint32, s);
+  const array bits = shown_bits(c.shown, Pq, visit_rows(L_k, bk).bit_words, s);
   // No derivative: a transform must not differentiate the ops that build
   // the classes (a gather has none for its indices).
   return stop_gradient(
@@ -193,11 +199,14 @@ array backward_mask_lists(const array& mask, const BwdListGrid& g, Stream s) {
   const bool same = g.dq_queries == g.dkdv_queries && g.dq_keys == g.dkdv_keys;
   const BlockClasses dq =
       same ? dkdv : block_classes(c, g.dq_queries, g.dq_keys, s);
+  // A bool mask's blocks that are not all shown read its shown bits, an
+  // additive one's its values.
+  const int read = c.values ? kValues : kTwoValued;
   // One kernel's rows: a row a query block, or (by_keys) a key block.
   const auto rows = [&](const BlockClasses& b, bool by_keys) {
     // The forward's rule: a row that sees no key keeps every block.
     array skipped = logical_and(b.hidden, logical_not(b.dead, s), s);
-    array kind = where(b.shown, array(kShown), array(kValues), s);
+    array kind = where(b.shown, array(kShown), array(read), s);
     if (by_keys) {
       skipped = swapaxes(skipped, 2, 3, s);
       kind = swapaxes(kind, 2, 3, s);
@@ -205,11 +214,26 @@ array backward_mask_lists(const array& mask, const BwdListGrid& g, Stream s) {
     const auto [count, entries] = visit_entries(skipped, kind, s);
     return reshape(concatenate({count, entries}, -1, s), {c.Bm, c.Hm, -1}, s);
   };
-  return stop_gradient(
-      concatenate(
-          {rows(dkdv, true), rows(dq, false)},
-          2, s),
-      s);
+  std::vector<array> parts = {rows(dkdv, true)};
+  const BwdListRows layout = backward_list_rows(g);
+  const auto padded = [](int n, int b) { return (n + b - 1) / b * b; };
+  // A bool mask's shown bits past each kernel's rows: the dK/dV kernel's a
+  // key over the queries, the dQ kernel's a query over the keys.
+  if (layout.dkdv_bit_words > 0) {
+    parts.push_back(reshape(
+        shown_bits(
+            swapaxes(c.shown, 2, 3, s), padded(g.L_k, g.dkdv_keys),
+            layout.dkdv_bit_words, s),
+        {c.Bm, c.Hm, -1}, s));
+  }
+  parts.push_back(rows(dq, false));
+  if (layout.dq_bit_words > 0) {
+    parts.push_back(reshape(
+        shown_bits(
+            c.shown, padded(g.L_q, g.dq_queries), layout.dq_bit_words, s),
+        {c.Bm, c.Hm, -1}, s));
+  }
+  return stop_gradient(concatenate(parts, 2, s), s);
 }
 
 namespace {

@@ -50,20 +50,32 @@ struct BwdListGrid {
 };
 
 /// A slice's layout (kernels/mask_visits.h): the length of a dK/dV row,
-/// where the dQ rows start, the length of a dQ row, and the whole.
+/// the words a key of the dK/dV kernel's shown bits (a bool mask's; none
+/// for an additive one), where the dQ rows start, the length of a dQ row,
+/// the words a query of the dQ kernel's shown bits, and the whole. The
+/// kernels find their bits past their rows (attention_backward.h).
 struct BwdListRows {
   int dkdv_row;
+  int dkdv_bit_words;
   int dq_start;
   int dq_row;
+  int dq_bit_words;
   int total;
 };
 inline BwdListRows backward_list_rows(const BwdListGrid& g) {
   const auto blocks = [](int n, int b) { return (n + b - 1) / b; };
+  const bool bits = g.kind == MaskKind::Bool;
+  const int dkdv_rows = blocks(g.L_k, g.dkdv_keys);
+  const int dq_rows = blocks(g.L_q, g.dq_queries);
   BwdListRows r;
   r.dkdv_row = 1 + blocks(g.L_q, g.dkdv_queries);
-  r.dq_start = blocks(g.L_k, g.dkdv_keys) * r.dkdv_row;
+  r.dkdv_bit_words = bits ? visit_rows(g.L_q, g.dkdv_queries).bit_words : 0;
+  r.dq_start = dkdv_rows * r.dkdv_row +
+      dkdv_rows * g.dkdv_keys * r.dkdv_bit_words;
   r.dq_row = 1 + blocks(g.L_k, g.dq_keys);
-  r.total = r.dq_start + blocks(g.L_q, g.dq_queries) * r.dq_row;
+  r.dq_bit_words = bits ? visit_rows(g.L_k, g.dq_keys).bit_words : 0;
+  r.total = r.dq_start + dq_rows * r.dq_row +
+      dq_rows * g.dq_queries * r.dq_bit_words;
   return r;
 }
 

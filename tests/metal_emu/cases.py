@@ -136,16 +136,46 @@ def score_classes(mask, kind, L_q, L_k):
     return m, m2 < -0.5 * np.finfo(np.float32).max, m2 == 0, values
 
 
+def backward_list_rows(kind, L_q, L_k, dkdv_keys, dkdv_queries, dq_queries, dq_keys):
+    """(dK/dV row length, dK/dV bit words a key, where the dQ rows start, dQ
+    row length, dQ bit words a query, total) of a slice, as
+    mlx_fused_attn/plan/mask_list_layout.h's backward_list_rows."""
+    bits = kind == "bool"
+    dkdv_rows, dq_rows = -(-L_k // dkdv_keys), -(-L_q // dq_queries)
+    dkdv_row = 1 + -(-L_q // dkdv_queries)
+    dkdv_words = visit_rows(L_q, dkdv_queries)[1] if bits else 0
+    dq_start = dkdv_rows * dkdv_row + dkdv_rows * dkdv_keys * dkdv_words
+    dq_row = 1 + -(-L_k // dq_keys)
+    dq_words = visit_rows(L_k, dq_keys)[1] if bits else 0
+    total = dq_start + dq_rows * dq_row + dq_rows * dq_queries * dq_words
+    return dkdv_row, dkdv_words, dq_start, dq_row, dq_words, total
+
+
+def shown_bits(shown, rows, words):
+    """shown [n, m] as `rows` rows of `words` uint32 words, bit c of a row set
+    where column c is shown (rows and columns past n and m clear)."""
+    bits = np.zeros((rows, words * 32), bool)
+    bits[: shown.shape[0], : shown.shape[1]] = shown
+    packed = (bits.reshape(rows, words, 32).astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(-1)
+    return packed.astype(np.uint32).reshape(-1)
+
+
 def backward_mask_lists(mask, kind, L_q, L_k, dkdv_keys, dkdv_queries, dq_queries, dq_keys):
     """uint32 [B_m, H_m, total] as mlx_fused_attn/op/mask_block_lists.cpp's
     backward_mask_lists builds it: a row per key block of dkdv_keys keys
     (the count of listed blocks of dkdv_queries queries, then qb * 4 + class
-    of each, qb ascending), then a row per query block of dq_queries queries
-    (the count, then kb * 4 + class over blocks of dq_keys keys). A block is
-    listed unless its every score is hidden and no row of it sees no key;
-    its class is SHOWN where every score is shown, else VALUES."""
+    of each, qb ascending); for a bool mask the dK/dV kernel's shown bits,
+    a row per key over the queries; a row per query block of dq_queries
+    queries (the count, then kb * 4 + class over blocks of dq_keys keys);
+    for a bool mask the dQ kernel's shown bits, a row per query over the
+    keys. A block is listed unless its every score is hidden and no row of
+    it sees no key; its class is SHOWN where every score is shown, else
+    TWO_VALUED (bool: its bits are read) or VALUES (additive)."""
     m, hidden, shown, _ = score_classes(mask, kind, L_q, L_k)
     dead = hidden.all(axis=-1)
+    read = TWO_VALUED if kind == "bool" else VALUES
+    _, dkdv_words, _, _, dq_words, _ = backward_list_rows(
+        kind, L_q, L_k, dkdv_keys, dkdv_queries, dq_queries, dq_keys)
 
     def rows(idx, bq, bk, by_keys):
         n_qb, n_kb = -(-L_q // bq), -(-L_k // bk)
@@ -156,7 +186,7 @@ def backward_mask_lists(mask, kind, L_q, L_k, dkdv_keys, dkdv_queries, dq_querie
                 c = slice(kb * bk, (kb + 1) * bk)
                 if hidden[idx][r, c].all() and not dead[idx][r].any():
                     continue
-                listed[(qb, kb)] = SHOWN if shown[idx][r, c].all() else VALUES
+                listed[(qb, kb)] = SHOWN if shown[idx][r, c].all() else read
         out = []
         for row in range(n_kb if by_keys else n_qb):
             cols = n_qb if by_keys else n_kb
@@ -171,7 +201,14 @@ def backward_mask_lists(mask, kind, L_q, L_k, dkdv_keys, dkdv_queries, dq_querie
 
     slices = []
     for idx in np.ndindex(*m.shape[:2]):
-        slices.append(rows(idx, dkdv_queries, dkdv_keys, True) + rows(idx, dq_queries, dq_keys, False))
+        dkdv_bits = dq_bits = []
+        if kind == "bool":
+            dkdv_bits = shown_bits(shown[idx].T, -(-L_k // dkdv_keys) * dkdv_keys, dkdv_words)
+            dq_bits = shown_bits(shown[idx], -(-L_q // dq_queries) * dq_queries, dq_words)
+        slices.append(
+            rows(idx, dkdv_queries, dkdv_keys, True) + list(dkdv_bits)
+            + rows(idx, dq_queries, dq_keys, False) + list(dq_bits)
+        )
     return np.array(slices, np.uint32).reshape(m.shape[:2] + (-1,))
 
 
@@ -220,10 +257,7 @@ def mask_visits(mask, kind, L_q, L_k, bq, bk):
                 listed.append(kb * 4 + cls)
             row = [len(listed), off_row, off_col] + listed
             out[idx + (slice(qb * visit, qb * visit + len(row)),)] = row
-        bits = np.zeros((n_qb * bq, words * 32), bool)
-        bits[:L_q, :L_k] = shown[idx]
-        packed = (bits.reshape(n_qb * bq, words, 32).astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(-1)
-        out[idx + (slice(n_qb * visit, None),)] = packed.astype(np.uint32).reshape(-1)
+        out[idx + (slice(n_qb * visit, None),)] = shown_bits(shown[idx], n_qb * bq, words)
     return out
 
 

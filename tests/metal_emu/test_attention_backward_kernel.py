@@ -148,9 +148,8 @@ def run_case(
         block_lists = cases.backward_mask_lists(values, mask, L_q, L_k, *tiles)
         sb = [s // 4 if n > 1 else 0 for s, n in zip(block_lists.strides[:2], block_lists.shape[:2])]
         params.list_strides = tuple(sb)
-        params.dkdv_list_row = 1 + -(-L_q // dkdv_bk)
-        params.dq_lists_start = -(-L_k // dkdv_bq) * params.dkdv_list_row
-        params.dq_list_row = 1 + -(-L_k // dq_bk)
+        dkdv_row, _, dq_start, dq_row, _, _ = cases.backward_list_rows(mask, L_q, L_k, *tiles)
+        params.dkdv_list_row, params.dq_lists_start, params.dq_list_row = dkdv_row, dq_start, dq_row
     features = {
         FC["has_mask"]: mask is not None, FC["bool_mask"]: mask == "bool", FC["causal"]: causal,
         FC["mask_blocks"]: block_lists is not None,

@@ -27,8 +27,12 @@
 // its O += P V.
 //
 // Under an array mask both kernels visit the blocks the mask's block lists
-// name (mask_visits.h; feature mask_blocks): hidden blocks are skipped and
-// shown ones take the interior op.
+// name (mask_visits.h; feature mask_blocks): hidden blocks are skipped,
+// shown ones take the interior op, and a bool mask's others read its shown
+// bits (each kernel's rows, words over its columns): a few word loads a
+// block, where the mask itself takes a byte load a score, which, with the
+// registers full, the compiler issues one or two at a time, each waiting
+// for the last.
 #pragma once
 
 #include "mlx_fused_attn/families/attention_backward/backward_params.h"
@@ -73,23 +77,37 @@ FA_FUNC void attention_backward_row_dot(
   }
 }
 
-/// Row `row` of one kernel's rows of the mask's block lists (mask_visits.h:
-/// from `start`, `length` apart) for (batch, head), as visits; their count
-/// into n.
+/// Row `row` of one kernel's `n_rows` rows of the mask's block lists
+/// (mask_visits.h: from `start`, `length` apart) for (batch, head), as
+/// visits with that kernel's shown bits (past its rows); their count into
+/// n.
 FA_FUNC AttnVisits backward_visits(
     const FA_DEVICE unsigned int* lists,
     const FA_CONSTANT AttnBwdParams& bp,
     stride_t start,
     stride_t length,
+    int n_rows,
     int batch,
     int head,
     int row,
     FA_THREAD int& n) {
-  const FA_DEVICE unsigned int* r = lists + batch * bp.list_strides[0] +
-      head * bp.list_strides[1] + start + row * length;
+  const FA_DEVICE unsigned int* rows = lists + batch * bp.list_strides[0] +
+      head * bp.list_strides[1] + start;
+  const FA_DEVICE unsigned int* r = rows + row * length;
   n = int(r[0]);
-  const AttnVisits v = {r + 1, nullptr, 0};
+  const AttnVisits v = {r + 1, rows + n_rows * length, 0};
   return v;
+}
+
+/// Whether the block at rows [row0, row0 + rows) and keys [key0, key0 +
+/// keys) has every row and key.
+FA_FUNC bool backward_whole(
+    const FA_CONSTANT AttnParams& p,
+    int row0,
+    int rows,
+    int key0,
+    int keys) {
+  return row0 + rows <= p.L_q && key0 + keys <= p.L_k;
 }
 
 /// Whether a block of visit class `kind` at rows [row0, row0 + rows) and
@@ -103,36 +121,77 @@ FA_FUNC bool backward_interior(
     int rows,
     int key0,
     int keys) {
-  return (!f.has_mask || kind == kMaskShown) && row0 + rows <= p.L_q &&
-      key0 + keys <= p.L_k &&
+  return (!f.has_mask || kind == kMaskShown) &&
+      backward_whole(p, row0, rows, key0, keys) &&
       (!f.causal || key0 + keys - 1 <= row0 + p.causal_offset);
 }
 
-/// P and dS of one block into s and dp (kKeysAsRows: rows are keys, as in
-/// the dK/dV kernel): the interior op, or the general op after a bool
-/// mask's pass of loads.
-template <bool kKeysAsRows, typename Scores, typename T>
+/// A masked block's op (BwdScoreGrads::apply_masked) over s and dp,
+/// `whole` where the block has no rows or keys past the ends.
+template <int kRead, bool kKeysAsRows, typename Scores, typename T>
+FA_FUNC void backward_masked_grads(
+    FA_THREAD Scores& s,
+    FA_THREAD Scores& dp,
+    const FA_THREAD BwdScoreGrads<T>& grads,
+    bool whole,
+    int row0,
+    int col0,
+    lane_t lane) {
+  if (whole) {
+    const BwdCoords<BwdMaskedGrads<T, kRead, true>, kKeysAsRows> op = {
+        {grads}};
+    tile_zip_coords(s, dp, op, row0, col0, lane);
+  } else {
+    const BwdCoords<BwdMaskedGrads<T, kRead, false>, kKeysAsRows> op = {
+        {grads}};
+    tile_zip_coords(s, dp, op, row0, col0, lane);
+  }
+}
+
+/// P and dS of one block of visit class `kind` into s and dp (kKeysAsRows:
+/// rows are keys, as in the dK/dV kernel; `whole`: no rows or keys past
+/// the ends): the interior op; without a mask the general op; with one
+/// its op (apply_masked) reading a bool mask's shown bits (kMaskTwoValued:
+/// the rows' words over the block's kBK columns, `words` a row of
+/// visits.bits, applied first) or bytes, or an additive mask's values. The
+/// bits' loads are issued here, after the block's products, where the
+/// compiler can still hoist them under the asynchronous warpgroup
+/// products: held across the products from the loop's top, they spill,
+/// and the spill's stores wait for the loads before the products start.
+template <bool kKeysAsRows, int kBK, typename Scores, typename T>
 FA_FUNC void backward_block_grads(
     FA_THREAD Scores& s,
     FA_THREAD Scores& dp,
     const FA_THREAD BwdScoreGrads<T>& grads,
     AttnFeatures f,
+    AttnVisits visits,
+    int words,
+    int kind,
     bool interior,
+    bool whole,
     int row0,
     int col0,
     lane_t lane) {
   if (interior) {
     const BwdCoords<BwdInteriorGrads, kKeysAsRows> op = {grads.interior()};
     tile_zip_coords(s, dp, op, row0, col0, lane);
-    return;
+  } else if (f.has_mask && f.bool_mask && kind == kMaskTwoValued) {
+    MaskBits<Scores, kBK> bits;
+    mask_bits_load(bits, visits.bits, words, row0, col0, lane);
+    const BwdHiddenScore hidden = {};
+    mask_bits_apply(s, bits, col0, hidden, lane);
+    backward_masked_grads<kBwdHiddenInScores, kKeysAsRows>(
+        s, dp, grads, whole, row0, col0, lane);
+  } else if (f.has_mask && f.bool_mask) {
+    backward_masked_grads<kBwdMaskBytes, kKeysAsRows>(
+        s, dp, grads, whole, row0, col0, lane);
+  } else if (f.has_mask) {
+    backward_masked_grads<kBwdMaskValues, kKeysAsRows>(
+        s, dp, grads, whole, row0, col0, lane);
+  } else {
+    const BwdCoords<BwdScoreGrads<T>, kKeysAsRows> op = {grads};
+    tile_zip_coords(s, dp, op, row0, col0, lane);
   }
-  if (f.has_mask && f.bool_mask) {
-    const BwdCoords<BwdBoolMaskLoads, kKeysAsRows> loads = {
-        grads.bool_mask_loads()};
-    tile_zip_coords(s, dp, loads, row0, col0, lane);
-  }
-  const BwdCoords<BwdScoreGrads<T>, kKeysAsRows> op = {grads};
-  tile_zip_coords(s, dp, op, row0, col0, lane);
 }
 
 /// The dK/dV kernel's stream (kv_pipeline.h's Source): block j is query
@@ -326,7 +385,8 @@ FA_FUNC void attention_backward_dkdv(
   AttnVisits visits = {nullptr, nullptr, 0};
   if (f.mask_blocks) {
     visits = backward_visits(
-        a.lists, bp, 0, bp.dkdv_list_row, batch, head0, at.block, n_qblocks);
+        a.lists, bp, 0, bp.dkdv_list_row, (p.L_k + Shape::kBQ - 1) / Shape::kBQ,
+        batch, head0, at.block, n_qblocks);
   } else if (f.causal && p.causal_offset >= 0 && key0 > p.causal_offset) {
     visits.first = (key0 - p.causal_offset) / kBK;
     n_qblocks -= visits.first;
@@ -381,10 +441,10 @@ FA_FUNC void attention_backward_dkdv(
     const BwdScoreGrads<T> grads =
         backward_score_grads<T>(
             p, a.lse, a.d, a.mask, f, batch, head0 + src.head(j));
-    backward_block_grads<true>(
-        s_t, dp_t, grads, f,
+    backward_block_grads<true, kBK>(
+        s_t, dp_t, grads, f, visits, mask_bit_words<kBK>(p.L_q), visit.kind,
         backward_interior(p, f, visit.kind, q0, kBK, key0, Shape::kBQ),
-        k_row0, q0, lane);
+        backward_whole(p, q0, kBK, key0, Shape::kBQ), k_row0, q0, lane);
     tile_to_operand(p_t, s_t);
     tile_to_operand(ds_t, dp_t);
 
@@ -427,8 +487,8 @@ FA_FUNC void attention_backward_dq(
   AttnVisits visits = {nullptr, nullptr, 0};
   if (f.mask_blocks) {
     visits = backward_visits(
-        a.lists, bp, bp.dq_lists_start, bp.dq_list_row, batch, head, q_block,
-        n_blocks);
+        a.lists, bp, bp.dq_lists_start, bp.dq_list_row,
+        (p.L_q + kBQ - 1) / kBQ, batch, head, q_block, n_blocks);
   }
   const AttnSmem<T> kv_smem = {smem.first, smem.second};
   const Pipeline pipe = kv_pipeline<Pipeline>(
@@ -465,10 +525,10 @@ FA_FUNC void attention_backward_dq(
     const AttnVisit visit = visits.at(i);
     Warp::scores(s, dp, q_op, do_op, pipe, i, lane);
     const int key0 = visit.block * kBK;
-    backward_block_grads<false>(
-        s, dp, grads, f,
+    backward_block_grads<false, kBK>(
+        s, dp, grads, f, visits, mask_bit_words<kBK>(p.L_k), visit.kind,
         backward_interior(p, f, visit.kind, q_block * kBQ, kBQ, key0, kBK),
-        q_row0, key0, lane);
+        backward_whole(p, q_block * kBQ, kBQ, key0, kBK), q_row0, key0, lane);
     tile_to_operand(ds, dp);
     KBlock::mma_ab(dq_acc, ds, pipe.k_block(i), lane);
   }

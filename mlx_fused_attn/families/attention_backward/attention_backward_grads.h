@@ -40,21 +40,10 @@ struct BwdInteriorGrads {
   }
 };
 
-/// A bool mask read into the raw scores ahead of BwdScoreGrads: hidden ones
-/// become -inf. A pass of loads and selects alone (H200: the windowed
-/// backward 8% faster than with the loads inside the element op). Rows and
-/// keys past the ends read the last row's or key's element (BwdScoreGrads
-/// zeroes them).
-struct BwdBoolMaskLoads {
-  BoolMaskOp mask;
-
-  FA_FUNC void apply(FA_THREAD float& s, FA_THREAD float&, int r, int c)
-      const {
-    const int rr = r < mask.l_q - 1 ? r : mask.l_q - 1;
-    const int cc = c < mask.l_k - 1 ? c : mask.l_k - 1;
-    s = mask.shown(rr, cc) ? s : -FA_INFINITY;
-  }
-};
+/// How a masked block's op reads the mask: hidden scores already -inf (a
+/// bool mask's shown bits, applied to the block first), a bool mask's byte,
+/// or an additive mask's value.
+enum BwdMaskRead { kBwdHiddenInScores, kBwdMaskBytes, kBwdMaskValues };
 
 template <typename T>
 struct BwdScoreGrads {
@@ -64,16 +53,14 @@ struct BwdScoreGrads {
   int l_k;
   int causal_offset;
   bool causal;
-  bool has_mask;
-  bool bool_mask;
   const FA_DEVICE unsigned char* mask; ///< this (batch, head)'s [L_q, L_k]
   stride_t row_stride;
   stride_t col_stride;
   const FA_DEVICE float* lse; ///< this (batch, head)'s rows
   const FA_DEVICE float* d;
 
-  /// s becomes P, dp becomes dS; rows and keys past the ends give zeros.
-  /// Under a bool mask s has passed bool_mask_loads() first.
+  /// Without a mask: s becomes P, dp becomes dS; rows and keys past the
+  /// ends give zeros.
   FA_FUNC void apply(FA_THREAD float& s, FA_THREAD float& dp, int r, int c)
       const {
     if (r >= l_q || c >= l_k) {
@@ -81,16 +68,8 @@ struct BwdScoreGrads {
       dp = 0.0f;
       return;
     }
-    // A bool mask's hidden scores are -inf (BwdBoolMaskLoads).
-    bool visible = (!causal || c <= r + causal_offset) &&
-        !(has_mask && bool_mask && s == -FA_INFINITY);
-    float x = s * scale_log2;
-    if (has_mask && !bool_mask) {
-      const AddMaskOp<T> op = {
-          reinterpret_cast<const FA_DEVICE T*>(mask), row_stride, col_stride,
-          l_q, l_k};
-      x = op.apply(x, r, c);
-    }
+    const bool visible = !causal || c <= r + causal_offset;
+    const float x = s * scale_log2;
     const float lse2 = lse[r] * FA_LOG2E;
     if (!visible) {
       s = lse2 == -FA_INFINITY ? inv_l_k : 0.0f;
@@ -100,16 +79,63 @@ struct BwdScoreGrads {
     bwd_visible_grads(s, dp, x, lse2, d[r]);
   }
 
-  FA_FUNC BwdBoolMaskLoads bool_mask_loads() const {
-    const BwdBoolMaskLoads op = {{
-        reinterpret_cast<const FA_DEVICE bool*>(mask), row_stride, col_stride,
-        l_q, l_k}};
-    return op;
+  /// The same under a mask read as kRead says, with no branch: every
+  /// element loads its mask element, LSE and D (in a block with rows or
+  /// keys past the ends, unless kWhole, the last row's or key's, their
+  /// results zeroed), so that a block's loads issue together. Early
+  /// returns, as apply's, make each element's loads wait for the last
+  /// element's.
+  template <int kRead, bool kWhole>
+  FA_FUNC void apply_masked(
+      FA_THREAD float& s,
+      FA_THREAD float& dp,
+      int r,
+      int c) const {
+    const bool in = kWhole || (r < l_q && c < l_k);
+    const int rr = kWhole || r < l_q ? r : l_q - 1;
+    const int cc = kWhole || c < l_k ? c : l_k - 1;
+    const stride_t at = rr * row_stride + cc * col_stride;
+    bool visible = in && (!causal || c <= r + causal_offset);
+    float x = s * scale_log2;
+    if (kRead == kBwdHiddenInScores) {
+      visible = visible && s != -FA_INFINITY;
+    } else if (kRead == kBwdMaskBytes) {
+      visible = visible && reinterpret_cast<const FA_DEVICE bool*>(mask)[at];
+    } else {
+      x = AddMaskOp<T>::add(
+          x, static_cast<float>(reinterpret_cast<const FA_DEVICE T*>(mask)[at]));
+    }
+    const float lse2 = lse[rr] * FA_LOG2E;
+    const float d_r = d[rr];
+    // A hidden score's P: 1 / L_k where its row sees no key.
+    const float hidden_p = lse2 == -FA_INFINITY ? inv_l_k : 0.0f;
+    const float p = FA_EXP2(x - lse2);
+    s = visible ? p : (in ? hidden_p : 0.0f);
+    dp = visible ? p * (dp - d_r) : 0.0f;
   }
 
   FA_FUNC BwdInteriorGrads interior() const {
     const BwdInteriorGrads op = {scale_log2, lse, d};
     return op;
+  }
+};
+
+/// BwdScoreGrads' masked op (apply_masked) as an element op.
+template <typename T, int kRead, bool kWhole>
+struct BwdMaskedGrads {
+  BwdScoreGrads<T> grads;
+
+  FA_FUNC void apply(FA_THREAD float& s, FA_THREAD float& dp, int r, int c)
+      const {
+    grads.template apply_masked<kRead, kWhole>(s, dp, r, c);
+  }
+};
+
+/// A bool mask's hidden score from its shown bits (mask_bits_apply):
+/// apply_masked<kBwdHiddenInScores> reads it as hidden.
+struct BwdHiddenScore {
+  FA_FUNC float apply(float) const {
+    return -FA_INFINITY;
   }
 };
 
@@ -148,8 +174,6 @@ FA_FUNC BwdScoreGrads<T> backward_score_grads(
   g.l_k = p.L_k;
   g.causal_offset = p.causal_offset;
   g.causal = f.causal;
-  g.has_mask = f.has_mask;
-  g.bool_mask = f.bool_mask;
   g.mask = f.has_mask
       ? mask + (batch * p.mask_strides[0] + head * p.mask_strides[1]) * elem
       : mask;
