@@ -77,26 +77,54 @@ FA_FUNC void attention_backward_row_dot(
   }
 }
 
-/// Row `row` of one kernel's `n_rows` rows of the mask's block lists
-/// (mask_visits.h: from `start`, `length` apart) for (batch, head), as
-/// visits with that kernel's shown bits (past its rows); their count into
-/// n.
-FA_FUNC AttnVisits backward_visits(
+/// The mask's block lists of (batch, head): their slice (mask_visits.h).
+FA_FUNC const FA_DEVICE unsigned int* backward_list_slice(
     const FA_DEVICE unsigned int* lists,
     const FA_CONSTANT AttnBwdParams& bp,
-    stride_t start,
+    int batch,
+    int head) {
+  return lists + batch * bp.list_strides[0] + head * bp.list_strides[1];
+}
+
+/// Row `row` of one kernel's `n_rows` rows of block lists (from `rows`,
+/// `length` apart), as visits with that kernel's shown bits (past its
+/// rows); their count into n.
+FA_FUNC AttnVisits backward_visits(
+    const FA_DEVICE unsigned int* rows,
     stride_t length,
     int n_rows,
-    int batch,
-    int head,
     int row,
     FA_THREAD int& n) {
-  const FA_DEVICE unsigned int* rows = lists + batch * bp.list_strides[0] +
-      head * bp.list_strides[1] + start;
   const FA_DEVICE unsigned int* r = rows + row * length;
   n = int(r[0]);
   const AttnVisits v = {r + 1, rows + n_rows * length, 0};
   return v;
+}
+
+/// The query blocks the dK/dV threadgroup at `at` streams for each head of
+/// its group, their count into n_qblocks: the mask's list (one for the
+/// group), or under causal from the first that sees its first key (query i
+/// sees key j iff j <= i + causal_offset; causal_offset < 0: every block).
+template <int kBQ, int kBK>
+FA_FUNC AttnVisits backward_dkdv_visits(
+    const FA_DEVICE unsigned int* lists,
+    const FA_CONSTANT AttnBwdParams& bp,
+    AttnFeatures f,
+    AttnBwdPlace at,
+    FA_THREAD int& n_qblocks) {
+  const FA_CONSTANT AttnParams& p = bp.fwd;
+  const int key0 = at.block * kBQ;
+  n_qblocks = (p.L_q + kBK - 1) / kBK;
+  AttnVisits visits = {nullptr, nullptr, 0};
+  if (f.mask_blocks) {
+    visits = backward_visits(
+        backward_list_slice(lists, bp, at.batch, at.head * p.gqa_factor),
+        bp.dkdv_list_row, (p.L_k + kBQ - 1) / kBQ, at.block, n_qblocks);
+  } else if (f.causal && p.causal_offset >= 0 && key0 > p.causal_offset) {
+    visits.first = (key0 - p.causal_offset) / kBK;
+    n_qblocks -= visits.first;
+  }
+  return visits;
 }
 
 /// Whether the block at rows [row0, row0 + rows) and keys [key0, key0 +
@@ -148,49 +176,57 @@ FA_FUNC void backward_masked_grads(
   }
 }
 
-/// P and dS of one block of visit class `kind` into s and dp (kKeysAsRows:
-/// rows are keys, as in the dK/dV kernel; `whole`: no rows or keys past
-/// the ends): the interior op; without a mask the general op; with one
-/// its op (apply_masked) reading a bool mask's shown bits (kMaskTwoValued:
-/// the rows' words over the block's kBK columns, `words` a row of
-/// visits.bits, applied first) or bytes, or an additive mask's values. The
-/// bits' loads are issued here, after the block's products, where the
-/// compiler can still hoist them under the asynchronous warpgroup
-/// products: held across the products from the loop's top, they spill,
-/// and the spill's stores wait for the loads before the products start.
+/// A visited block as backward_block_grads takes it: its class, whether
+/// it takes the interior op, whether it has every row and key
+/// (backward_whole), the warp's first row and the block's first column of
+/// the score tiles, and a bool mask's shown bits of the kernel (`words` a
+/// row).
+struct BwdBlock {
+  int kind;
+  bool interior;
+  bool whole;
+  int row0;
+  int col0;
+  const FA_DEVICE unsigned int* bits;
+  int words;
+};
+
+/// P and dS of block b into s and dp (kKeysAsRows: rows are keys, as in
+/// the dK/dV kernel): the interior op; without a mask the general op; with
+/// one its op (apply_masked) reading a bool mask's shown bits
+/// (kMaskTwoValued: the rows' words over the block's kBK columns, applied
+/// first) or bytes, or an additive mask's values. The bits' loads are
+/// issued here, after the block's products, where the compiler can still
+/// hoist them under the asynchronous warpgroup products: held across the
+/// products from the loop's top, they spill, and the spill's stores wait
+/// for the loads before the products start.
 template <bool kKeysAsRows, int kBK, typename Scores, typename T>
 FA_FUNC void backward_block_grads(
     FA_THREAD Scores& s,
     FA_THREAD Scores& dp,
     const FA_THREAD BwdScoreGrads<T>& grads,
     AttnFeatures f,
-    AttnVisits visits,
-    int words,
-    int kind,
-    bool interior,
-    bool whole,
-    int row0,
-    int col0,
+    BwdBlock b,
     lane_t lane) {
-  if (interior) {
+  if (b.interior) {
     const BwdCoords<BwdInteriorGrads, kKeysAsRows> op = {grads.interior()};
-    tile_zip_coords(s, dp, op, row0, col0, lane);
-  } else if (f.has_mask && f.bool_mask && kind == kMaskTwoValued) {
+    tile_zip_coords(s, dp, op, b.row0, b.col0, lane);
+  } else if (f.has_mask && f.bool_mask && b.kind == kMaskTwoValued) {
     MaskBits<Scores, kBK> bits;
-    mask_bits_load(bits, visits.bits, words, row0, col0, lane);
+    mask_bits_load(bits, b.bits, b.words, b.row0, b.col0, lane);
     const BwdHiddenScore hidden = {};
-    mask_bits_apply(s, bits, col0, hidden, lane);
+    mask_bits_apply(s, bits, b.col0, hidden, lane);
     backward_masked_grads<kBwdHiddenInScores, kKeysAsRows>(
-        s, dp, grads, whole, row0, col0, lane);
+        s, dp, grads, b.whole, b.row0, b.col0, lane);
   } else if (f.has_mask && f.bool_mask) {
     backward_masked_grads<kBwdMaskBytes, kKeysAsRows>(
-        s, dp, grads, whole, row0, col0, lane);
+        s, dp, grads, b.whole, b.row0, b.col0, lane);
   } else if (f.has_mask) {
     backward_masked_grads<kBwdMaskValues, kKeysAsRows>(
-        s, dp, grads, whole, row0, col0, lane);
+        s, dp, grads, b.whole, b.row0, b.col0, lane);
   } else {
     const BwdCoords<BwdScoreGrads<T>, kKeysAsRows> op = {grads};
-    tile_zip_coords(s, dp, op, row0, col0, lane);
+    tile_zip_coords(s, dp, op, b.row0, b.col0, lane);
   }
 }
 
@@ -377,20 +413,10 @@ FA_FUNC void attention_backward_dkdv(
   const int key0 = at.block * Shape::kBQ;
   const int k_row0 = key0 + warp * kRows;
   const bool k_ragged = !f.align_k && at.block == p.L_k / Shape::kBQ;
-  // The query blocks each head of the group streams: the mask's list (one
-  // for the group), or under causal from the first that sees key0 (query i
-  // sees key j iff j <= i + causal_offset; causal_offset < 0: every block).
   const int head0 = at.head * p.gqa_factor;
-  int n_qblocks = (p.L_q + kBK - 1) / kBK;
-  AttnVisits visits = {nullptr, nullptr, 0};
-  if (f.mask_blocks) {
-    visits = backward_visits(
-        a.lists, bp, 0, bp.dkdv_list_row, (p.L_k + Shape::kBQ - 1) / Shape::kBQ,
-        batch, head0, at.block, n_qblocks);
-  } else if (f.causal && p.causal_offset >= 0 && key0 > p.causal_offset) {
-    visits.first = (key0 - p.causal_offset) / kBK;
-    n_qblocks -= visits.first;
-  }
+  int n_qblocks;
+  const AttnVisits visits =
+      backward_dkdv_visits<Shape::kBQ, kBK>(a.lists, bp, f, at, n_qblocks);
 
   const Source src = {
       &bp,
@@ -441,10 +467,12 @@ FA_FUNC void attention_backward_dkdv(
     const BwdScoreGrads<T> grads =
         backward_score_grads<T>(
             p, a.lse, a.d, a.mask, f, batch, head0 + src.head(j));
-    backward_block_grads<true, kBK>(
-        s_t, dp_t, grads, f, visits, mask_bit_words<kBK>(p.L_q), visit.kind,
+    const BwdBlock block = {
+        visit.kind,
         backward_interior(p, f, visit.kind, q0, kBK, key0, Shape::kBQ),
-        backward_whole(p, q0, kBK, key0, Shape::kBQ), k_row0, q0, lane);
+        backward_whole(p, q0, kBK, key0, Shape::kBQ), k_row0, q0,
+        visits.bits, mask_bit_words<kBK>(p.L_q)};
+    backward_block_grads<true, kBK>(s_t, dp_t, grads, f, block, lane);
     tile_to_operand(p_t, s_t);
     tile_to_operand(ds_t, dp_t);
 
@@ -487,8 +515,8 @@ FA_FUNC void attention_backward_dq(
   AttnVisits visits = {nullptr, nullptr, 0};
   if (f.mask_blocks) {
     visits = backward_visits(
-        a.lists, bp, bp.dq_lists_start, bp.dq_list_row,
-        (p.L_q + kBQ - 1) / kBQ, batch, head, q_block, n_blocks);
+        backward_list_slice(a.lists, bp, batch, head) + bp.dq_lists_start,
+        bp.dq_list_row, (p.L_q + kBQ - 1) / kBQ, q_block, n_blocks);
   }
   const AttnSmem<T> kv_smem = {smem.first, smem.second};
   const Pipeline pipe = kv_pipeline<Pipeline>(
@@ -525,10 +553,12 @@ FA_FUNC void attention_backward_dq(
     const AttnVisit visit = visits.at(i);
     Warp::scores(s, dp, q_op, do_op, pipe, i, lane);
     const int key0 = visit.block * kBK;
-    backward_block_grads<false, kBK>(
-        s, dp, grads, f, visits, mask_bit_words<kBK>(p.L_k), visit.kind,
+    const BwdBlock block = {
+        visit.kind,
         backward_interior(p, f, visit.kind, q_block * kBQ, kBQ, key0, kBK),
-        backward_whole(p, q_block * kBQ, kBQ, key0, kBK), q_row0, key0, lane);
+        backward_whole(p, q_block * kBQ, kBQ, key0, kBK), q_row0, key0,
+        visits.bits, mask_bit_words<kBK>(p.L_k)};
+    backward_block_grads<false, kBK>(s, dp, grads, f, block, lane);
     tile_to_operand(ds, dp);
     KBlock::mma_ab(dq_acc, ds, pipe.k_block(i), lane);
   }
