@@ -232,6 +232,26 @@ def test_gradients_under_masks_with_hidden_shown_and_cut_blocks(device, mask_kin
     check_gradients(device, q, k, v, mask, what=f"window {mask_kind}")
 
 
+@device_params()
+@pytest.mark.parametrize("mask_kind", ["bool", "additive"])
+@pytest.mark.parametrize("lists", ["1", "0"], ids=["lists", "every_block"])
+def test_gradients_under_a_random_mask_over_whole_blocks(device, mask_kind, lists, monkeypatch):
+    """A random mask over whole blocks of every backend's tiles, as a
+    benchmark's: every block mixes shown and hidden scores, so that the GPU
+    backward reads a bool mask's shown bits (with the block lists) or its
+    bytes (MLX_FUSED_ATTN_MASK_BLOCKS=0), an additive mask's values; a row
+    the bool mask hides everywhere averages V."""
+    monkeypatch.setenv("MLX_FUSED_ATTN_MASK_BLOCKS", lists)
+    H, L, D = 2, 256, 64
+    q, k, v = (rand((1, H, L, D), mx.float16, i) for i in range(3))
+    if mask_kind == "bool":
+        mask = mx.random.uniform(shape=(1, 1, L, L), key=mx.random.key(5)) > 0.25
+        mask[:, :, 7, :] = False
+    else:
+        mask = rand((1, 1, L, L), mx.float16, 5)
+    check_gradients(device, q, k, v, mask, what=f"random {mask_kind}, lists {lists}")
+
+
 BROKEN_BACKWARD = textwrap.dedent(
     r"""
     import io, json, warnings

@@ -267,6 +267,23 @@ def test_block_lists_of_a_sliding_window(prog, mask):
              mask_shape=(1, 1, 150, 150), edit=window)
 
 
+@pytest.mark.parametrize("mask", ["bool", "additive"])
+@pytest.mark.parametrize("lists", [True, False], ids=["lists", "every_block"])
+def test_random_masks_over_whole_blocks(prog, mask, lists):
+    """A random mask over whole blocks of both kernels (64 queries, 128
+    keys): every block mixes shown and hidden scores, so that a bool mask's
+    blocks read its shown bits (with the lists) or its bytes, an additive
+    mask's its values, through the masked op's whole-block form; a row the
+    bool mask hides everywhere."""
+
+    def hide_row(inputs):
+        if mask == "bool":
+            inputs["mask"][..., 3, :] = False
+
+    run_case(prog, dtype="float16", D=32, H_q=2, L_q=64, L_k=128, mask=mask, mask_shape=(1, 1, 64, 128),
+             edit=hide_row, lists=lists)
+
+
 def test_gqa_sums_over_the_group(prog):
     run_case(prog, dtype="float16", D=64, B=2, H_q=6, H_kv=2, L_q=70, L_k=33, causal=True)
 
