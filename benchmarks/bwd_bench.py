@@ -46,21 +46,29 @@ class Case:
     L: int
     D: int
     dtype: str
-    # None, "causal" (the string), or a bool array as mlx-lm builds it for
-    # training: "causal-bool", or "window<w>-bool" (a causal window of w keys).
+    # None, "causal" (the string), or an array: a bool one as mlx-lm builds
+    # it for training, "causal-bool" or "window<w>-bool" (a causal window of
+    # w keys); a random bool one keeping 3 scores in 4, "random75-bool"; or
+    # an additive one of standard normal values, "normal-add" (every block of
+    # both random ones mixes values, so that no block can be skipped).
     mask: str | None = None
 
     @property
     def name(self):
         return f"{self.B}x{self.H}x{self.L}x{self.D}-{self.dtype}" + (f"-{self.mask}" if self.mask else "")
 
-    def bool_mask(self):
-        """The array mask as numpy bool [L, L] (key j visible to query i), or
-        None for the string masks."""
-        if self.mask is None or not self.mask.endswith("-bool"):
+    def array_mask(self):
+        """The array mask as numpy [L, L]: bool (key j visible to query i) or
+        an additive mask's float32 values; None for the string masks."""
+        if self.mask is None or self.mask == "causal":
             return None
         import numpy as np
 
+        rng = np.random.default_rng(0)
+        if self.mask == "random75-bool":
+            return rng.random((self.L, self.L)) < 0.75
+        if self.mask == "normal-add":
+            return rng.standard_normal((self.L, self.L), dtype=np.float32)
         i, j = np.arange(self.L)[:, None], np.arange(self.L)[None]
         visible = j <= i
         if self.mask.startswith("window"):
@@ -69,9 +77,9 @@ class Case:
 
     def visible(self):
         """The share of scores the mask shows."""
-        m = self.bool_mask()
+        m = self.array_mask()
         if m is not None:
-            return float(m.mean())
+            return float(m.mean()) if m.dtype == bool else 1.0
         return (self.L + 1) / (2 * self.L) if self.mask == "causal" else 1.0
 
 
@@ -87,6 +95,8 @@ CASES = {
         Case(4, 8, 512, 64, "fp32", "causal"),
         Case(1, 32, 4096, 128, "bf16", "causal-bool"),
         Case(1, 32, 4096, 128, "bf16", "window512-bool"),
+        Case(1, 32, 2048, 64, "fp16", "random75-bool"),
+        Case(1, 32, 2048, 64, "fp16", "normal-add"),
     ]
 }
 DEFAULT_CASES = {
@@ -125,8 +135,8 @@ def mlx_calls(attn, case, q, k, v, do):
     """(forward, forward and backward): functions returning what to eval.
     The backward is the vjp with dO as the output's cotangent, as torch's
     out.backward(dO): no loss ops around the attention."""
-    m = case.bool_mask()
-    mask = mx.array(m) if m is not None else case.mask
+    m = case.array_mask()
+    mask = case.mask if m is None else mx.array(m) if m.dtype == bool else mx.array(m).astype(DTYPES[case.dtype])
     scale = case.D**-0.5
 
     def forward(q, k, v):
@@ -190,8 +200,8 @@ def torch_times(case, name, reps):
         x.requires_grad_(True)
     backend = gpu_bench.TORCH_BACKENDS[name]
 
-    m = case.bool_mask()
-    attn_mask = torch.from_numpy(m).to("cuda") if m is not None else None
+    m = case.array_mask()
+    attn_mask = None if m is None else torch.from_numpy(m).to("cuda", torch.bool if m.dtype == bool else tdt)
 
     def forward():
         with sdpa_kernel(backend):
