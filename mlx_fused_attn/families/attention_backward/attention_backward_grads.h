@@ -92,8 +92,8 @@ struct BwdScoreGrads {
       int r,
       int c) const {
     const bool in = kWhole || (r < l_q && c < l_k);
-    const int rr = kWhole || r < l_q ? r : l_q - 1;
-    const int cc = kWhole || c < l_k ? c : l_k - 1;
+    const int rr = (kWhole || r < l_q) ? r : l_q - 1;
+    const int cc = (kWhole || c < l_k) ? c : l_k - 1;
     const stride_t at = rr * row_stride + cc * col_stride;
     bool visible = in && (!causal || c <= r + causal_offset);
     float x = s * scale_log2;
