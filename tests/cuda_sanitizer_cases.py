@@ -148,6 +148,12 @@ def small_grid_tiles(value, run, *args, **kwargs):
     return switched("MLX_FUSED_ATTN_SMALL_GRID_PRODUCER", value, run, *args, **kwargs)
 
 
+def block_lists(value, run, *args, **kwargs):
+    """An array mask's classes by block and the backward's block lists
+    ("1", the default) or every block read element by element ("0")."""
+    return switched("MLX_FUSED_ATTN_MASK_BLOCKS", value, run, *args, **kwargs)
+
+
 def device_outputs(value, run, *args, **kwargs):
     """Outputs that MLX's cache hands in unified memory (the previous
     same-sized case's, read by the host and freed) moved to device memory
@@ -201,6 +207,11 @@ def main():
         # The mask's block lists: blocks skipped in both kernels.
         grad_case(mx.float16, 64, 300, 333, "window", False, 37),
         grad_case(mx.bfloat16, 128, 257, 200, "window", True, 38),
+        # A bool mask's mixed blocks, whole and ragged: read as the lists'
+        # shown bits, or byte by byte with the lists off.
+        grad_case(mx.float16, 64, 256, 300, "bool", False, 49),
+        block_lists("0", grad_case, mx.float16, 64, 256, 300, "bool", False, 49),
+        grad_case(mx.bfloat16, 128, 256, 200, "bool", False, 50, form="1"),
         # The one-kernel backward (the two-kernel form of the same cases
         # above, unset, and here with "0"): on Hopper's warpgroup products
         # (16-bit), and on mma.sync (fp32; at D = 96 its warps share a
