@@ -111,6 +111,26 @@ def test_a_hinted_plan_must_beat_the_planners_own_by_the_margin(us, winner):
     assert tuning._winner(us) == winner
 
 
+def test_a_run_is_submitted_before_its_clock_starts(monkeypatch):
+    """The clock times the wait for a run, never the host's submission of
+    it: on a GPU the host's encoding would rank near ties by host work."""
+    events = []
+    submit = mx.async_eval
+
+    def recording_submit(*arrays):
+        events.append("submit")
+        submit(*arrays)
+
+    def clock():
+        events.append("clock")
+        return float(len(events))
+
+    monkeypatch.setattr(mx, "async_eval", recording_submit)
+    tuning.median_seconds(lambda: mx.ones((4,)) * 2, warmup=0, repeats=2, budget_s=1e9,
+                          clock=clock)  # fmt: skip
+    assert events == ["submit", "clock", "clock"] * 2
+
+
 def test_a_chained_run_counts_per_call():
     (result,) = tune_small([3e-3] * 3 + [6e-3] * 3, save=False, chain=3)
     assert result.us == pytest.approx({"fused": 1e3, "mx.fast": 2e3})

@@ -6,13 +6,14 @@ in the tuned table (``tuned_table.py``), which ``route`` and
 Timing: each candidate runs ``warmup`` times untimed (building kernels,
 filling caches), then up to ``repeats`` times, stopping early once the
 timed runs pass ``budget_s``; the median counts. A timed run is ``chain``
-calls in one ``mx.eval`` between two readings of ``clock``, each call's
-queries the previous call's output: dependent calls run one after another
-(independent ones of one evaluation overlap in MLX's CUDA graphs), as a
-model's layers do, and the evaluation's submission and wait, which every
-candidate pays alike and which on a GPU outweigh a decode's kernels
-(docs/routing.md, "The clock"), are shared by ``chain`` calls. MLX exposes
-no GPU time for a command buffer, so this is wall time. A candidate
+calls, each call's queries the previous call's output: dependent calls run
+one after another (independent ones of one evaluation overlap in MLX's
+CUDA graphs), as a model's layers do. The run is submitted first
+(``mx.async_eval``: the host encodes the calls and commits them), and
+``clock`` is read around the wait for its result: on a GPU, the device's
+work with the host's encoding left out, which for calls of a few tens of
+microseconds would otherwise rank near ties by host work (docs/routing.md,
+"The clock"); MLX exposes no GPU time for a command buffer. A candidate
 that lost by more than ``prune`` times at a smaller class of the same
 series (the same class but for L_q and L_k, both no longer) is not timed
 again: unfused attention only falls further behind as lengths grow, and on
@@ -149,14 +150,19 @@ def _positive(text, name, value) -> int:
 def median_seconds(run: Callable[[], mx.array], *, warmup: int, repeats: int,
                    budget_s: float, clock: Callable[[], float]) -> float:  # fmt: skip
     """The median of up to ``repeats`` timed evaluations of ``run()`` after
-    ``warmup`` untimed ones; the clock is read right before and right after
-    each timed evaluation."""
+    ``warmup`` untimed ones. Each timed one is submitted before the clock
+    starts, and the clock is read right before and right after the wait for
+    its result: MLX commits a GPU stream's work at the end of the
+    submission (or every 20 operations on CUDA), so the wait holds the
+    device's time for the run, not the host's encoding of it."""
     for _ in range(warmup):
         mx.eval(run())
     samples = []
     for _ in range(repeats):
+        out = run()
+        mx.async_eval(out)
         start = clock()
-        mx.eval(run())
+        mx.eval(out)
         samples.append(clock() - start)
         if sum(samples) >= budget_s:
             break
@@ -249,11 +255,11 @@ def tune(
         warmup, repeats, budget_s: untimed runs, the most timed runs, and
             the timed seconds after which a candidate's runs stop.
         chain: dependent calls a timed run makes (default: 8 on a GPU,
-            where one evaluation's submission and wait cost about a
+            where the wake-up after one call's kernels costs about a
             decode's kernels; 1 on the CPU, whose calls take milliseconds).
         prune: a candidate this many times slower than the winner of a
             smaller class of the same series is skipped (0: never).
-        clock: seconds, read around each timed evaluation (injectable for
+        clock: seconds, read around the wait for each timed run (injectable for
             tests).
         progress: called with (candidates timed, candidates in all, what
             is being timed) before each timing.
