@@ -19,7 +19,9 @@
 // Each thread takes chunks of 32 values of one row: kBits whole words (so
 // that every shift is a constant once unrolled), lying in one group
 // (groups are whole multiples of 32 values), so one scale and one bias.
-// The arithmetic is fp32, rounded once to T.
+// A chunk's arithmetic is the loader's `Decode` policy: by default
+// QuantizedFloatDecode's, fp32 rounded once to T; CUDA may take the
+// 16-bit pairs of tile/cuda_packed_decode.h.
 //
 // A block moves in two halves: fetch reads a thread's chunks into
 // registers (plain loads, which do not block the thread until their values
@@ -60,8 +62,46 @@ FA_FUNC QuantizedRows<T> quantized_rows_from(QuantizedRows<T> rows, int row) {
   return rows;
 }
 
+/// A chunk's arithmetic, everywhere: each value shifted out of its word
+/// (two words where it straddles), scaled and biased in fp32 and rounded
+/// once to T.
+struct QuantizedFloatDecode {
+  /// 2^23 as a float's bits: or-ed with a code below 2^23 it is the float
+  /// 2^23 + code, exactly, which one subtraction makes the code's value
+  /// (two full-rate instructions in place of an integer conversion, which
+  /// runs at a fraction of the fp32 rate on NVIDIA GPUs).
+  FA_CONST unsigned int kFloatCodeBits = 0x4B000000u;
+
+  /// kValues kBits-bit values from `w` into `out` (16-byte aligned).
+  template <typename T, int kBits, int kValues>
+  static FA_FUNC void chunk(
+      FA_THREADGROUP T* out,
+      const FA_THREAD unsigned int* w,
+      T scale_t,
+      T bias_t) {
+    const unsigned int mask = (1u << kBits) - 1u;
+    const float scale = static_cast<float>(scale_t);
+    const float bias = static_cast<float>(bias_t);
+    T values[kValues];
+    FA_UNROLL
+    for (int x = 0; x < kValues; ++x) {
+      const int bit = x * kBits;
+      const int word = bit / 32;
+      const int shift = bit % 32;
+      unsigned int q = w[word] >> shift;
+      if (shift + kBits > 32) {
+        q |= w[word + 1] << (32 - shift);
+      }
+      const float code = FA_AS_FLOAT(kFloatCodeBits | (q & mask)) - 8388608.0f;
+      values[x] = static_cast<T>(scale * code + bias);
+    }
+    store_contiguous<T, kValues>(out, values);
+  }
+};
+
 /// Dequantizes a kRows x kCols block of kBits-bit rows into threadgroup
-/// memory of row stride kDstLd. The template parameters before kBits are
+/// memory of row stride kDstLd, each chunk's values by `Decode`
+/// (QuantizedFloatDecode's interface). The template parameters before kBits are
 /// those of every target's Loader (block_loader.h), so that a target can
 /// name this one its loader (quantized_kv_target.h); every column must
 /// exist (kSrcCols == kCols: head dims that are whole groups).
@@ -72,7 +112,8 @@ template <
     int kDstLd,
     int kThreads,
     int kSrcCols,
-    int kBits>
+    int kBits,
+    typename Decode = QuantizedFloatDecode>
 struct QuantizedBlockLoader {
   static_assert(
       kBits == 2 || kBits == 3 || kBits == 4 || kBits == 5 || kBits == 6 ||
@@ -94,12 +135,6 @@ struct QuantizedBlockLoader {
   /// where they are not (D = 96 and 192 with 128 threads).
   FA_CONST int kRowStep =
       kThreads % kChunksPerRow == 0 ? kThreads / kChunksPerRow : 0;
-  FA_CONST unsigned int kValueMask = (1u << kBits) - 1u;
-  /// 2^23 as a float's bits: or-ed with a code below 2^23 it is the float
-  /// 2^23 + code, exactly, which one subtraction makes the code's value
-  /// (two full-rate instructions in place of an integer conversion, which
-  /// runs at a fraction of the fp32 rate on NVIDIA GPUs).
-  FA_CONST unsigned int kFloatCodeBits = 0x4B000000u;
   /// A thread's loads return before it goes on (to load_quantized's
   /// callers: its fetch alone does not wait).
   FA_CONST bool kAsync = false;
@@ -222,36 +257,11 @@ struct QuantizedBlockLoader {
       if (kChunks % kThreads == 0 || idx < kChunks) {
         const int r = idx / kChunksPerRow;
         const int chunk = idx % kChunksPerRow;
-        decode_chunk(
+        Decode::template chunk<T, kBits, kChunkValues>(
             dst + r * kDstLd + chunk * kChunkValues, f.words[step],
-            static_cast<float>(f.scale[step]),
-            static_cast<float>(f.bias[step]));
+            f.scale[step], f.bias[step]);
       }
     }
-  }
-
-  /// A chunk's 32 values into `out`: each shifted out of its word (two
-  /// words where it straddles), scaled and biased, then stored together.
-  static FA_FUNC void decode_chunk(
-      FA_THREADGROUP T* out,
-      const FA_THREAD unsigned int* w,
-      float scale,
-      float bias) {
-    T values[kChunkValues];
-    FA_UNROLL
-    for (int x = 0; x < kChunkValues; ++x) {
-      const int bit = x * kBits;
-      const int word = bit / 32;
-      const int shift = bit % 32;
-      unsigned int q = w[word] >> shift;
-      if (shift + kBits > 32) {
-        q |= w[word + 1] << (32 - shift);
-      }
-      const float code =
-          FA_AS_FLOAT(kFloatCodeBits | (q & kValueMask)) - 8388608.0f;
-      values[x] = static_cast<T>(scale * code + bias);
-    }
-    store_contiguous<T, kChunkValues>(out, values);
   }
 
   /// The block's rows from `src` into `dst` at once: fetch, then

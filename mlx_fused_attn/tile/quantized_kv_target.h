@@ -14,6 +14,9 @@
 // with kRegisterStaged off, the plain one (KVPlain: a block's loads waited
 // for with the threadgroup idle), which the decode sweep times against it
 // (benchmarks/cuda_quant_decode_sweep.cu).
+//
+// `Decode`: the loader's arithmetic a chunk (quantized_block_loader.h's
+// QuantizedFloatDecode, or CUDA's 16-bit pairs, cuda_packed_decode.h).
 #pragma once
 
 #include "mlx_fused_attn/tile/kv_pipeline.h"
@@ -31,7 +34,11 @@ struct QuantizedKVScheduleOf<Block, Source, false> {
   typedef KVPlain<Block, Source> type;
 };
 
-template <typename Base, int kBits, bool kRegisterStaged = true>
+template <
+    typename Base,
+    int kBits,
+    bool kRegisterStaged = true,
+    typename Decode = QuantizedFloatDecode>
 struct QuantizedKVTarget : Base {
   template <
       typename T,
@@ -47,7 +54,8 @@ struct QuantizedKVTarget : Base {
       kDstLd,
       kThreads,
       kSrcCols,
-      kBits>;
+      kBits,
+      Decode>;
   template <typename T, int kRows, int kCols, int kSrcCols, int kThreads>
   using KVBlock =
       PaddedBlock<QuantizedKVTarget, T, kRows, kCols, kSrcCols, kThreads>;

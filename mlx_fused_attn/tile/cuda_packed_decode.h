@@ -1,0 +1,101 @@
+// CUDA's dequantizing arithmetic in 16-bit pairs: the Decode policy of the
+// quantized block loader (quantized_block_loader.h) that makes 4-bit codes
+// into half or bfloat16 values two at a time. QuantizedFloatDecode spends
+// about seven instructions a value (a shift, a mask, an or with 2^23, a
+// subtraction, a multiply-add, half a conversion), most of them integer
+// ones, which an H100 issues at half the fp32 rate: the decode sweep's
+// register-staged kernel spends more of each block dequantizing than
+// reading (benchmarks/cuda_quant_decode_sweep.cu). Here a word's eight
+// codes take one shift, four byte permutes, four masks (each or-ing in the
+// exponent of 2^7 in bfloat16, 2^10 in half, whose ulp is 1, so that the
+// pair is 2^e + code exactly), four subtractions of 2^e (exact) and four
+// multiply-adds: about two instructions a value, half of them integer.
+//
+// The multiply-add rounds scale * code + bias once, in T: QuantizedFloat-
+// Decode's rounds it to fp32 first, then to T, so the two differ where that
+// double rounding does (an ulp of T, rarely). Other widths and dtypes
+// (8 bits: 2^7 + 255 is not a bfloat16) take QuantizedFloatDecode's.
+#pragma once
+
+#include "mlx_fused_attn/tile/language.h"
+#include "mlx_fused_attn/tile/quantized_block_loader.h"
+
+namespace fa {
+
+/// The 16-bit pair type of T and the bits of 2^e + 0 in each half of a
+/// word, for T with a packed path.
+template <typename T>
+struct PackedCodeOf {
+  FA_CONST bool kPacked = false;
+};
+template <>
+struct PackedCodeOf<__nv_bfloat16> {
+  FA_CONST bool kPacked = true;
+  typedef __nv_bfloat162 pair;
+  FA_CONST unsigned int kBase = 0x43004300u; ///< 128 (2^7), twice
+};
+template <>
+struct PackedCodeOf<__half> {
+  FA_CONST bool kPacked = true;
+  typedef __half2 pair;
+  FA_CONST unsigned int kBase = 0x64006400u; ///< 1024 (2^10), twice
+};
+
+struct QuantizedPackedDecode {
+  template <typename T, int kBits, int kValues>
+  static __device__ __forceinline__ void
+  chunk(T* out, const unsigned int* w, T scale, T bias) {
+    if constexpr (kBits == 4 && PackedCodeOf<T>::kPacked) {
+      chunk4(out, w, scale, bias);
+    } else {
+      QuantizedFloatDecode::chunk<T, kBits, kValues>(out, w, scale, bias);
+    }
+  }
+
+  /// Word j's codes are values 8j .. 8j + 7 at nibbles 0 .. 7; byte b of
+  /// the word holds values 2b (low nibble) and 2b + 1 (high), so byte b of
+  /// the word and of the word shifted right by 4 hold them at bits 0..3:
+  /// one permute puts the two into the low bytes of a pair's halves.
+  template <typename T, int kValues = 32>
+  static __device__ __forceinline__ void
+  chunk4(T* out, const unsigned int* w, T scale, T bias) {
+    typedef PackedCodeOf<T> Code;
+    typedef typename Code::pair pair;
+    pair scale2, bias2, base;
+    scale2.x = scale2.y = scale;
+    bias2.x = bias2.y = bias;
+    const unsigned int base_bits = Code::kBase;
+    memcpy(&base, &base_bits, sizeof(base));
+    unsigned int pairs[kValues / 2];
+#pragma unroll
+    for (int j = 0; j < kValues / 8; ++j) {
+      const unsigned int shifted = w[j] >> 4;
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        // Bytes b of w[j] and of `shifted` into the halves' low bytes.
+        const unsigned int selector = b | (b << 4) | ((4 + b) << 8) |
+            ((4 + b) << 12);
+        const unsigned int codes =
+            (__byte_perm(w[j], shifted, selector) & 0x000F000Fu) | Code::kBase;
+        pair x;
+        memcpy(&x, &codes, sizeof(x));
+        const pair value = __hfma2(scale2, __hsub2(x, base), bias2);
+        memcpy(&pairs[4 * j + b], &value, sizeof(value));
+      }
+    }
+    store_contiguous<unsigned int, kValues / 2>(
+        reinterpret_cast<unsigned int*>(out), pairs);
+  }
+};
+
+/// A kernel's Decode by a template bool: the packed one, or fp32's.
+template <bool kPacked>
+struct QuantizedDecodeOf {
+  typedef QuantizedFloatDecode type;
+};
+template <>
+struct QuantizedDecodeOf<true> {
+  typedef QuantizedPackedDecode type;
+};
+
+} // namespace fa
