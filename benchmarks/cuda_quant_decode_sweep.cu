@@ -293,6 +293,10 @@ struct QuantDecodeCase {
         fa::quantized_attention_kernel<T, kD, kBits, Tiles, false, false, kStaged, kPacked>;
     const int smem = fa::attention_smem_bytes(t, kD, kD, fa::DType::BFloat16, fa::Backend::Cuda);
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    if (fa::attention_prefers_max_shared(t)) {  // as the library does (its kernel key)
+      CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared));
+    }
     fa::QuantAttnKernelArgs<T> a{};
     a.q = q;
     a.out = o;

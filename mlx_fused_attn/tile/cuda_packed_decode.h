@@ -52,6 +52,18 @@ struct QuantizedPackedDecode {
     }
   }
 
+  /// (x & 0x000F000F) | base in one LOP3: written in C, its two constants
+  /// make two, since a LOP3 takes one immediate.
+  static __device__ __forceinline__ unsigned int mask_or(
+      unsigned int x,
+      unsigned int base) {
+    unsigned int y;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;"
+        : "=r"(y)
+        : "r"(x), "r"(0x000F000Fu), "r"(base));
+    return y;
+  }
+
   /// Word j's codes are values 8j .. 8j + 7 at nibbles 0 .. 7; byte b of
   /// the word holds values 2b (low nibble) and 2b + 1 (high), so byte b of
   /// the word and of the word shifted right by 4 hold them at bits 0..3:
@@ -76,7 +88,7 @@ struct QuantizedPackedDecode {
         const unsigned int selector = b | (b << 4) | ((4 + b) << 8) |
             ((4 + b) << 12);
         const unsigned int codes =
-            (__byte_perm(w[j], shifted, selector) & 0x000F000Fu) | Code::kBase;
+            mask_or(__byte_perm(w[j], shifted, selector), Code::kBase);
         pair x;
         memcpy(&x, &codes, sizeof(x));
         const pair value = __hfma2(scale2, __hsub2(x, base), bias2);

@@ -70,14 +70,16 @@ constexpr AttnTiles choose_quantized_attention_tiles(
 /// at 32 query heads on 8): one warp a threadgroup, which dequantizes its
 /// 32-key blocks and runs their products itself. The default tiles give
 /// such a call one warp with rows of four, which runs every product on
-/// one of a multiprocessor's four schedulers while the other three only
-/// dequantize (benchmarks/cuda_quant_decode_sweep.cu); here each warp has
-/// rows, its barriers are its own, and a multiprocessor holds a dozen
-/// threadgroups (17 KB of blocks, ~200 registers a thread) on all four.
-/// 32-key blocks keep a block's staged words (a thread's 256 values) in
-/// registers beside Q and O. 16-bit dtypes at D <= 128 (the default
-/// tiles' mma.sync range with Q in registers); elsewhere none
-/// (has_quantized_decode_tiles).
+/// one of a multiprocessor's four schedulers beside its share of the
+/// dequantizing, while the other three only dequantize
+/// (benchmarks/cuda_quant_decode_sweep.cu); here every warp has rows and
+/// its barriers are its own, and a multiprocessor holds eight threadgroups
+/// (min_blocks: ptxas's ~250 registers a thread, 17 KB of blocks each),
+/// two a scheduler. 32-key blocks keep a block's staged words (a thread's
+/// 256 values) in registers beside Q and O. 16-bit dtypes at D <= 128
+/// (the default tiles' mma.sync range with Q in registers); elsewhere none
+/// (has_quantized_decode_tiles). The plan does not take them yet: the
+/// decode sweep times them against its tiles.
 constexpr bool has_quantized_decode_tiles(
     int head_dim,
     DType dtype,
