@@ -1,7 +1,8 @@
 """The quantized kernel's variants on a GPU against the bf16 decode of the
 same cache dequantized (benchmarks/cuda_quant_decode_sweep.cu): the plan's
 tiles and the decode tiles (choose_quantized_decode_tiles), each with the
-loader's fp32 arithmetic and the 16-bit pairs (tile/cuda_packed_decode.h),
+loader's fp32 arithmetic, the 16-bit pairs, and the pairs with 16-byte
+word loads (tile/cuda_packed_decode.h),
 split kernel and combine, then the one kernel, at B = 1, 4096 keys. A
 variant that reads or dequantizes a block wrong moves its output by far
 more than the sweep's 1e-2 (its header says why) and prints WRONG. Needs
@@ -22,8 +23,9 @@ pytestmark = [
 
 # The sweep's quantized rows of a case whose plan splits its keys: the
 # plan, its halved and doubled splits, the one-stage schedule, the packed
-# arithmetic, and the decode tiles at two split counts, each arithmetic.
-ROWS = 9
+# arithmetic without and with 16-byte word loads, and the decode tiles at
+# two split counts with each of the three.
+ROWS = 12
 
 
 def test_quantized_variants_match_the_bf16_decode(tmp_path):

@@ -1,6 +1,7 @@
-// CUDA's dequantizing arithmetic in 16-bit pairs: the Decode policy of the
-// quantized block loader (quantized_block_loader.h) that makes 4-bit codes
-// into half or bfloat16 values two at a time. QuantizedFloatDecode spends
+// CUDA's Decode policies of the quantized block loader
+// (quantized_block_loader.h): its arithmetic in 16-bit pairs, which makes
+// 4-bit codes into half or bfloat16 values two at a time, and its words in
+// 16-byte loads where the host has seen them so aligned. QuantizedFloatDecode spends
 // about seven instructions a value (a shift, a mask, an or with 2^23, a
 // subtraction, a multiply-add, half a conversion), most of them integer
 // ones, which an H100 issues at half the fp32 rate: the decode sweep's
@@ -41,7 +42,7 @@ struct PackedCodeOf<__half> {
   FA_CONST unsigned int kBase = 0x64006400u; ///< 1024 (2^10), twice
 };
 
-struct QuantizedPackedDecode {
+struct QuantizedPackedDecode : QuantizedFloatDecode {
   template <typename T, int kBits, int kValues>
   static __device__ __forceinline__ void
   chunk(T* out, const unsigned int* w, T scale, T bias) {
@@ -100,14 +101,38 @@ struct QuantizedPackedDecode {
   }
 };
 
-/// A kernel's Decode by a template bool: the packed one, or fp32's.
-template <bool kPacked>
-struct QuantizedDecodeOf {
-  typedef QuantizedFloatDecode type;
-};
-template <>
-struct QuantizedDecodeOf<true> {
-  typedef QuantizedPackedDecode type;
+/// `Decode` whose chunks' words come in 16-byte loads (8-byte ones where
+/// a chunk is 2 or 6 words; 3 and 5 stay a word a load): a quarter of the
+/// load instructions at 4 bits, and of the L1 wavefronts, since a warp's
+/// four word loads each touch all of the 512 bytes its chunks span. Only
+/// for arrays whose every chunk starts so aligned: the words' pointer and
+/// strides whole multiples of the load (the host's to check; mlx-lm's
+/// caches, slices of contiguous [B, H, L, D * bits / 32] words, are).
+template <typename Decode>
+struct QuantizedAlignedWords : Decode {
+  template <int kWords>
+  static __device__ __forceinline__ void
+  words(unsigned int* dst, const unsigned int* src) {
+    if constexpr (kWords % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < kWords / 4; ++i) {
+        const uint4 u = reinterpret_cast<const uint4*>(src)[i];
+        dst[4 * i] = u.x;
+        dst[4 * i + 1] = u.y;
+        dst[4 * i + 2] = u.z;
+        dst[4 * i + 3] = u.w;
+      }
+    } else if constexpr (kWords % 2 == 0) {
+#pragma unroll
+      for (int i = 0; i < kWords / 2; ++i) {
+        const uint2 u = reinterpret_cast<const uint2*>(src)[i];
+        dst[2 * i] = u.x;
+        dst[2 * i + 1] = u.y;
+      }
+    } else {
+      Decode::template words<kWords>(dst, src);
+    }
+  }
 };
 
 } // namespace fa

@@ -19,9 +19,10 @@
 // Each thread takes chunks of 32 values of one row: kBits whole words (so
 // that every shift is a constant once unrolled), lying in one group
 // (groups are whole multiples of 32 values), so one scale and one bias.
-// A chunk's arithmetic is the loader's `Decode` policy: by default
-// QuantizedFloatDecode's, fp32 rounded once to T; CUDA may take the
-// 16-bit pairs of tile/cuda_packed_decode.h.
+// A chunk's word loads and arithmetic are the loader's `Decode` policy: by
+// default QuantizedFloatDecode's, a word a load and fp32 rounded once to
+// T; CUDA may take the 16-bit pairs and 16-byte loads of
+// tile/cuda_packed_decode.h.
 //
 // A block moves in two halves: fetch reads a thread's chunks into
 // registers (plain loads, which do not block the thread until their values
@@ -62,10 +63,22 @@ FA_FUNC QuantizedRows<T> quantized_rows_from(QuantizedRows<T> rows, int row) {
   return rows;
 }
 
-/// A chunk's arithmetic, everywhere: each value shifted out of its word
-/// (two words where it straddles), scaled and biased in fp32 and rounded
-/// once to T.
+/// A chunk's loads and arithmetic, everywhere: its words a load each
+/// (a row's words are only 4-byte aligned in general), each value shifted
+/// out of its word (two words where it straddles), scaled and biased in
+/// fp32 and rounded once to T.
 struct QuantizedFloatDecode {
+  /// A chunk's kWords words from `src` into `dst`.
+  template <int kWords>
+  static FA_FUNC void words(
+      FA_THREAD unsigned int* dst,
+      const FA_DEVICE unsigned int* src) {
+    FA_UNROLL
+    for (int i = 0; i < kWords; ++i) {
+      dst[i] = src[i];
+    }
+  }
+
   /// 2^23 as a float's bits: or-ed with a code below 2^23 it is the float
   /// 2^23 + code, exactly, which one subtraction makes the code's value
   /// (two full-rate instructions in place of an integer conversion, which
@@ -226,10 +239,7 @@ struct QuantizedBlockLoader {
       const FA_DEVICE unsigned int* words,
       const FA_DEVICE T* scale,
       const FA_DEVICE T* bias) {
-    FA_UNROLL
-    for (int i = 0; i < kChunkWords; ++i) {
-      f.words[step][i] = words[i];
-    }
+    Decode::template words<kChunkWords>(f.words[step], words);
     f.scale[step] = *scale;
     f.bias[step] = *bias;
   }

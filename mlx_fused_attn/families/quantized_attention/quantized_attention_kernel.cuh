@@ -8,10 +8,11 @@
 // shared memory, CudaSharedQTarget's, under the quantized loader) and the
 // two features that change the inner loop's code, causal and an array
 // mask; the others arrive in args.features. kRegisterStaged: the K/V
-// schedule (quantized_kv_target.h); kPackedDecode: the loader's arithmetic
-// in 16-bit pairs (tile/cuda_packed_decode.h) in place of fp32's. The
-// library's instances keep the defaults; the decode sweep also times the
-// others.
+// schedule (quantized_kv_target.h); Decode: the loader's word loads and
+// arithmetic (quantized_block_loader.h's QuantizedFloatDecode, or
+// tile/cuda_packed_decode.h's 16-bit pairs, and 16-byte word loads, whose
+// alignment the caller vouches for). The library's instances keep the
+// defaults; the decode sweep also times the others.
 //
 // Grid: (query blocks * n_splits, H_q, B), the split being the block index
 // modulo n_splits; block: tiles.warps * 32 threads; dynamic shared memory:
@@ -62,7 +63,7 @@ template <
     bool kCausal,
     bool kHasMask,
     bool kRegisterStaged = true,
-    bool kPackedDecode = false>
+    typename Decode = QuantizedFloatDecode>
 __global__ void __launch_bounds__(
     Tiles::value.warps * kSimdWidth,
     Tiles::value.min_blocks)
@@ -80,7 +81,7 @@ __global__ void __launch_bounds__(
       typename CudaTargetOf<false, t.q_shared>::type,
       BITS,
       kRegisterStaged,
-      typename QuantizedDecodeOf<kPackedDecode>::type>
+      Decode>
       Target;
   typedef AttnKBlock<Target, Shape> KBlock;
   static_assert(
