@@ -5,13 +5,14 @@
 // combine (or the last split merging: one kernel). Beside it the rivals of
 // the plan (its split count halved and doubled, the plain one-stage K/V
 // schedule in place of the register stage), its variants (the loader's
-// arithmetic in 16-bit pairs, then also its words in 16-byte loads,
-// tile/cuda_packed_decode.h; the decode tiles of one warp,
-// choose_quantized_decode_tiles, with each, at the plan's rule's split
-// count for them and twice it) and the library's
-// bf16 decode of the same cache dequantized, whose output is each quantized run's
-// reference: the same math on the same values, so a fast but wrong
-// variant shows in its error. Standalone: no MLX.
+// chunk policies, tile/cuda_quantized_chunks.h: the arithmetic in 16-bit
+// pairs, then also the words in 16-byte loads, then also consecutive
+// threads on consecutive rows; the decode tiles of one warp,
+// choose_quantized_decode_tiles, with each, at twice the plan's rule's
+// split count for them, and with none and all at the rule's) and the
+// library's bf16 decode of the same cache dequantized, whose output is
+// each quantized run's reference: the same math on the same values, so a
+// fast but wrong variant shows in its error. Standalone: no MLX.
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
 //     benchmarks/cuda_quant_decode_sweep.cu -o quant_decode_sweep
@@ -48,10 +49,13 @@ static_assert(
 typedef fa::AttnTilesOf<16, 32, 1, 1, 8> DecodeTiles;
 static_assert(DecodeTiles::value == fa::choose_quantized_decode_tiles(),
               "the sweep's decode tiles are the chooser's");
-/// The loader's arithmetic in 16-bit pairs, and also its words 16 bytes a
-/// load (the sweep's caches are contiguous: every chunk 16-byte aligned).
-typedef fa::QuantizedPackedDecode Packed;
-typedef fa::QuantizedAlignedWords<fa::QuantizedPackedDecode> PackedWide;
+/// The loader's chunk policies (tile/cuda_quantized_chunks.h): the
+/// arithmetic in 16-bit pairs; with it the words 16 bytes a load (the
+/// sweep's caches are contiguous: every chunk 16-byte aligned); with both,
+/// consecutive threads on consecutive rows.
+typedef fa::QuantizedPackedChunks Packed;
+typedef fa::QuantizedAlignedWords<Packed> PackedWide;
+typedef fa::QuantizedRowsFastest<PackedWide> PackedWideRows;
 
 /// Decode (L_q = 1): a KV head's query heads as its rows.
 struct Decode {
@@ -292,7 +296,7 @@ struct QuantDecodeCase {
   /// register-staged or plain, its word loads and arithmetic `Decode`'s:
   /// split kernel and combine, then the one kernel (the last split
   /// merging).
-  template <typename Tiles, bool kStaged, typename Decode = fa::QuantizedFloatDecode>
+  template <typename Tiles, bool kStaged, typename Decode = fa::QuantizedFloatChunks>
   void quant_decode(int splits, const char* what, int reps) {
     constexpr fa::AttnTiles t = Tiles::value;
     auto kernel =
@@ -353,7 +357,7 @@ struct QuantDecodeCase {
     // reference by a few roundings of P and O (~1e-3); a wrong one by far
     // more.
     const bool ok = err < 1e-2 && err_one < 1e-2;
-    std::printf("  %-26s splits=%3d %8.1f us  %5.1f%% of floor (%.1f MB)  err %.2e  "
+    std::printf("  %-25s splits=%3d %8.1f us  %5.1f%% of floor (%.1f MB)  err %.2e  "
                 "one kernel %8.1f us  err %.2e  %s\n",
                 what, splits, us, 100.0 * floor_us(int64_t(bytes_a_key()) * d.B * d.Hkv * d.Lk) / us,
                 1e-6 * bytes_a_key() * d.B * d.Hkv * d.Lk, err, us_one, err_one,
@@ -383,15 +387,16 @@ int main(int argc, char** argv) {
                                      "plan splits x2", reps);
     c.quant_decode<QuantTiles, false>(s, "one stage (old)", reps);
     c.quant_decode<QuantTiles, true, Packed>(s, "plan, packed", reps);
-    c.quant_decode<QuantTiles, true, PackedWide>(s, "plan, packed, 16B words", reps);
+    c.quant_decode<QuantTiles, true, PackedWide>(s, "plan, packed, 16B", reps);
+    c.quant_decode<QuantTiles, true, PackedWideRows>(s, "plan, packed, 16B, rows", reps);
     const int sd = quant_splits(d, DecodeTiles::value);
     const int sd2 = std::min(2 * sd, mlx_fused_attn::kMaxKeySplits);
     c.quant_decode<DecodeTiles, true>(sd, "decode tiles", reps);
     c.quant_decode<DecodeTiles, true>(sd2, "decode tiles x2", reps);
-    c.quant_decode<DecodeTiles, true, Packed>(sd, "decode, packed", reps);
     c.quant_decode<DecodeTiles, true, Packed>(sd2, "decode, packed x2", reps);
-    c.quant_decode<DecodeTiles, true, PackedWide>(sd, "decode, packed, 16B", reps);
     c.quant_decode<DecodeTiles, true, PackedWide>(sd2, "decode, packed, 16B x2", reps);
+    c.quant_decode<DecodeTiles, true, PackedWideRows>(sd, "decode, packed, 16B, rows", reps);
+    c.quant_decode<DecodeTiles, true, PackedWideRows>(sd2, "decode, pk, 16B, rows x2", reps);
   }
   return 0;
 }

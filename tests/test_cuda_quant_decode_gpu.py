@@ -1,13 +1,13 @@
 """The quantized kernel's variants on a GPU against the bf16 decode of the
 same cache dequantized (benchmarks/cuda_quant_decode_sweep.cu): the plan's
 tiles and the decode tiles (choose_quantized_decode_tiles), each with the
-loader's fp32 arithmetic, the 16-bit pairs, and the pairs with 16-byte
-word loads (tile/cuda_packed_decode.h),
-split kernel and combine, then the one kernel, at B = 1, 4096 keys. A
-variant that reads or dequantizes a block wrong moves its output by far
-more than the sweep's 1e-2 (its header says why) and prints WRONG. Needs
-nvcc and an sm_90 GPU (the bf16 reference is a wgmma kernel); skips
-without them."""
+loader's chunk policies (quantized_block_loader.h's QuantizedFloatChunks,
+and tile/cuda_quantized_chunks.h's 16-bit pairs, 16-byte word loads and
+row-major placement), split kernel and combine, then the one kernel, at
+B = 1, 4096 keys. A variant that reads, places or dequantizes a block
+wrong moves its output by far more than the sweep's 1e-2 (its header says
+why) and prints WRONG. Needs nvcc and an sm_90 GPU (the bf16 reference is
+a wgmma kernel); skips without them."""
 
 import os
 import subprocess
@@ -22,10 +22,10 @@ pytestmark = [
 ]
 
 # The sweep's quantized rows of a case whose plan splits its keys: the
-# plan, its halved and doubled splits, the one-stage schedule, the packed
-# arithmetic without and with 16-byte word loads, and the decode tiles at
-# two split counts with each of the three.
-ROWS = 12
+# plan, its halved and doubled splits, the one-stage schedule, and three
+# chunk policies; the decode tiles at two split counts, each chunk policy
+# at the larger and the last also at the smaller.
+ROWS = 13
 
 
 def test_quantized_variants_match_the_bf16_decode(tmp_path):

@@ -19,10 +19,11 @@
 // Each thread takes chunks of 32 values of one row: kBits whole words (so
 // that every shift is a constant once unrolled), lying in one group
 // (groups are whole multiples of 32 values), so one scale and one bias.
-// A chunk's word loads and arithmetic are the loader's `Decode` policy: by
-// default QuantizedFloatDecode's, a word a load and fp32 rounded once to
-// T; CUDA may take the 16-bit pairs and 16-byte loads of
-// tile/cuda_packed_decode.h.
+// How a thread's chunks are placed, loaded and dequantized is the loader's
+// `Chunks` policy: by default QuantizedFloatChunks's (consecutive threads
+// on a row's consecutive chunks, a word a load, fp32 rounded once to T);
+// CUDA may take the 16-bit pairs, 16-byte loads and row-major placement of
+// tile/cuda_quantized_chunks.h.
 //
 // A block moves in two halves: fetch reads a thread's chunks into
 // registers (plain loads, which do not block the thread until their values
@@ -63,11 +64,17 @@ FA_FUNC QuantizedRows<T> quantized_rows_from(QuantizedRows<T> rows, int row) {
   return rows;
 }
 
-/// A chunk's loads and arithmetic, everywhere: its words a load each
-/// (a row's words are only 4-byte aligned in general), each value shifted
-/// out of its word (two words where it straddles), scaled and biased in
-/// fp32 and rounded once to T.
-struct QuantizedFloatDecode {
+/// The loader's chunks, everywhere: consecutive threads on a row's
+/// consecutive chunks, their words a load each (a row's words are only
+/// 4-byte aligned in general), each value shifted out of its word (two
+/// words where it straddles), scaled and biased in fp32 and rounded once
+/// to T.
+struct QuantizedFloatChunks {
+  /// Whether eight consecutive threads take one chunk of eight consecutive
+  /// rows, in place of consecutive chunks of a row (QuantizedBlockLoader's
+  /// step_row).
+  FA_CONST bool kRowsFastest = false;
+
   /// A chunk's kWords words from `src` into `dst`.
   template <int kWords>
   static FA_FUNC void words(
@@ -113,11 +120,12 @@ struct QuantizedFloatDecode {
 };
 
 /// Dequantizes a kRows x kCols block of kBits-bit rows into threadgroup
-/// memory of row stride kDstLd, each chunk's values by `Decode`
-/// (QuantizedFloatDecode's interface). The template parameters before kBits are
-/// those of every target's Loader (block_loader.h), so that a target can
-/// name this one its loader (quantized_kv_target.h); every column must
-/// exist (kSrcCols == kCols: head dims that are whole groups).
+/// memory of row stride kDstLd, its chunks placed, loaded and dequantized
+/// as `Chunks` says (QuantizedFloatChunks's interface). The template
+/// parameters before kBits are those of every target's Loader
+/// (block_loader.h), so that a target can name this one its loader
+/// (quantized_kv_target.h); every column must exist (kSrcCols == kCols:
+/// head dims that are whole groups).
 template <
     typename T,
     int kRows,
@@ -126,7 +134,7 @@ template <
     int kThreads,
     int kSrcCols,
     int kBits,
-    typename Decode = QuantizedFloatDecode>
+    typename Chunks = QuantizedFloatChunks>
 struct QuantizedBlockLoader {
   static_assert(
       kBits == 2 || kBits == 3 || kBits == 4 || kBits == 5 || kBits == 6 ||
@@ -148,6 +156,17 @@ struct QuantizedBlockLoader {
   /// where they are not (D = 96 and 192 with 128 threads).
   FA_CONST int kRowStep =
       kThreads % kChunksPerRow == 0 ? kThreads / kChunksPerRow : 0;
+  /// Threads that take eight rows' chunks, where Chunks::kRowsFastest.
+  FA_CONST int kGroupThreads = 8 * kChunksPerRow;
+  /// Whether consecutive threads take consecutive rows (Chunks asks it and
+  /// the threads are whole groups of eight rows): then the eight threads
+  /// of a quarter warp, whose 16-byte stores shared memory serves at once,
+  /// write eight rows one padded row apart, each in its own four banks,
+  /// where four chunks of two rows (64 bytes apart) would meet two by two
+  /// in the same banks. Their loads from device memory span the same 512
+  /// bytes a warp either way.
+  FA_CONST bool kRowsFastest = Chunks::kRowsFastest && kRowStep > 0 &&
+      kThreads % kGroupThreads == 0;
   /// A thread's loads return before it goes on (to load_quantized's
   /// callers: its fetch alone does not wait).
   FA_CONST bool kAsync = false;
@@ -195,18 +214,28 @@ struct QuantizedBlockLoader {
     }
   }
 
+  /// Where the threads are whole rows of chunks (kRowStep > 0): thread
+  /// tid's row among a step's kRowStep rows, and its chunk of each.
+  static FA_FUNC int step_row(int tid) {
+    return kRowsFastest ? tid / kGroupThreads * 8 + tid % 8
+                        : tid / kChunksPerRow;
+  }
+  static FA_FUNC int step_chunk(int tid) {
+    return kRowsFastest ? tid % kGroupThreads / 8 : tid % kChunksPerRow;
+  }
+
   /// fetch where the threads are whole rows of chunks (kRowStep > 0):
-  /// thread tid reads chunk tid % kChunksPerRow of rows kRowStep apart, so
-  /// its pointers are made once and stepped by a constant number of rows.
+  /// thread tid reads chunk step_chunk(tid) of rows kRowStep apart, so its
+  /// pointers are made once and stepped by a constant number of rows.
   template <bool kSafe>
   static FA_FUNC void fetch_column(
       FA_THREAD Fetched& f,
       QuantizedRows<T> src,
       int rows,
       int tid) {
-    const int chunk = tid % kChunksPerRow;
+    const int chunk = step_chunk(tid);
     const int group = (chunk * kChunkValues) >> group_shift(src);
-    int r = tid / kChunksPerRow;
+    int r = step_row(tid);
     QuantizedRows<T> at = quantized_rows_from(src, r);
     at.words += chunk * kChunkWords;
     at.scales += group * src.scale_group_stride;
@@ -239,7 +268,7 @@ struct QuantizedBlockLoader {
       const FA_DEVICE unsigned int* words,
       const FA_DEVICE T* scale,
       const FA_DEVICE T* bias) {
-    Decode::template words<kChunkWords>(f.words[step], words);
+    Chunks::template words<kChunkWords>(f.words[step], words);
     f.scale[step] = *scale;
     f.bias[step] = *bias;
   }
@@ -263,11 +292,20 @@ struct QuantizedBlockLoader {
       int tid) {
     FA_UNROLL
     for (int step = 0; step < kSteps; ++step) {
-      const int idx = step * kThreads + tid;
-      if (kChunks % kThreads == 0 || idx < kChunks) {
-        const int r = idx / kChunksPerRow;
-        const int chunk = idx % kChunksPerRow;
-        Decode::template chunk<T, kBits, kChunkValues>(
+      // Where fetch read the chunk: chunk step * kThreads + tid in row
+      // order (fetch_column's too, unless kRowsFastest).
+      int r;
+      int chunk;
+      if constexpr (kRowsFastest) {
+        r = step * kRowStep + step_row(tid);
+        chunk = step_chunk(tid);
+      } else {
+        const int idx = step * kThreads + tid;
+        r = idx / kChunksPerRow;
+        chunk = idx % kChunksPerRow;
+      }
+      if (kChunks % kThreads == 0 || r < kRows) {
+        Chunks::template chunk<T, kBits, kChunkValues>(
             dst + r * kDstLd + chunk * kChunkValues, f.words[step],
             f.scale[step], f.bias[step]);
       }

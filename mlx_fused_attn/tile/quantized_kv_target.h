@@ -15,8 +15,9 @@
 // for with the threadgroup idle), which the decode sweep times against it
 // (benchmarks/cuda_quant_decode_sweep.cu).
 //
-// `Decode`: the loader's arithmetic a chunk (quantized_block_loader.h's
-// QuantizedFloatDecode, or CUDA's 16-bit pairs, cuda_packed_decode.h).
+// `Chunks`: how the loader places, loads and dequantizes a thread's chunks
+// (quantized_block_loader.h's QuantizedFloatChunks, or CUDA's,
+// cuda_quantized_chunks.h).
 #pragma once
 
 #include "mlx_fused_attn/tile/kv_pipeline.h"
@@ -38,7 +39,7 @@ template <
     typename Base,
     int kBits,
     bool kRegisterStaged = true,
-    typename Decode = QuantizedFloatDecode>
+    typename Chunks = QuantizedFloatChunks>
 struct QuantizedKVTarget : Base {
   template <
       typename T,
@@ -55,7 +56,7 @@ struct QuantizedKVTarget : Base {
       kThreads,
       kSrcCols,
       kBits,
-      Decode>;
+      Chunks>;
   template <typename T, int kRows, int kCols, int kSrcCols, int kThreads>
   using KVBlock =
       PaddedBlock<QuantizedKVTarget, T, kRows, kCols, kSrcCols, kThreads>;

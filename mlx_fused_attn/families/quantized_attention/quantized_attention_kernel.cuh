@@ -8,11 +8,12 @@
 // shared memory, CudaSharedQTarget's, under the quantized loader) and the
 // two features that change the inner loop's code, causal and an array
 // mask; the others arrive in args.features. kRegisterStaged: the K/V
-// schedule (quantized_kv_target.h); Decode: the loader's word loads and
-// arithmetic (quantized_block_loader.h's QuantizedFloatDecode, or
-// tile/cuda_packed_decode.h's 16-bit pairs, and 16-byte word loads, whose
-// alignment the caller vouches for). The library's instances keep the
-// defaults; the decode sweep also times the others.
+// schedule (quantized_kv_target.h); Chunks: how the loader places, loads
+// and dequantizes a thread's chunks (quantized_block_loader.h's
+// QuantizedFloatChunks, or tile/cuda_quantized_chunks.h's 16-bit pairs,
+// 16-byte word loads, whose alignment the caller vouches for, and row-major
+// placement). The library's instances keep the defaults; the decode sweep
+// also times the others.
 //
 // Grid: (query blocks * n_splits, H_q, B), the split being the block index
 // modulo n_splits; block: tiles.warps * 32 threads; dynamic shared memory:
@@ -30,7 +31,7 @@
 #include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/kernels/cuda/split_merge.cuh"
 #include "mlx_fused_attn/kernels/split_keys.h"
-#include "mlx_fused_attn/tile/cuda_packed_decode.h"
+#include "mlx_fused_attn/tile/cuda_quantized_chunks.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 #include "mlx_fused_attn/tile/quantized_kv_target.h"
@@ -63,7 +64,7 @@ template <
     bool kCausal,
     bool kHasMask,
     bool kRegisterStaged = true,
-    typename Decode = QuantizedFloatDecode>
+    typename Chunks = QuantizedFloatChunks>
 __global__ void __launch_bounds__(
     Tiles::value.warps * kSimdWidth,
     Tiles::value.min_blocks)
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(
       typename CudaTargetOf<false, t.q_shared>::type,
       BITS,
       kRegisterStaged,
-      Decode>
+      Chunks>
       Target;
   typedef AttnKBlock<Target, Shape> KBlock;
   static_assert(

@@ -1,21 +1,28 @@
-// CUDA's Decode policies of the quantized block loader
-// (quantized_block_loader.h): its arithmetic in 16-bit pairs, which makes
-// 4-bit codes into half or bfloat16 values two at a time, and its words in
-// 16-byte loads where the host has seen them so aligned. QuantizedFloatDecode spends
-// about seven instructions a value (a shift, a mask, an or with 2^23, a
-// subtraction, a multiply-add, half a conversion), most of them integer
-// ones, which an H100 issues at half the fp32 rate: the decode sweep's
-// register-staged kernel spends more of each block dequantizing than
-// reading (benchmarks/cuda_quant_decode_sweep.cu). Here a word's eight
-// codes take one shift, four byte permutes, four masks (each or-ing in the
-// exponent of 2^7 in bfloat16, 2^10 in half, whose ulp is 1, so that the
-// pair is 2^e + code exactly), four subtractions of 2^e (exact) and four
-// multiply-adds: about two instructions a value, half of them integer.
+// CUDA's chunk policies of the quantized block loader
+// (quantized_block_loader.h's Chunks), each a choice the decode sweep
+// times against QuantizedFloatChunks (benchmarks/cuda_quant_decode_sweep.cu,
+// where the register-staged kernel spends more of each block dequantizing
+// than reading):
 //
-// The multiply-add rounds scale * code + bias once, in T: QuantizedFloat-
-// Decode's rounds it to fp32 first, then to T, so the two differ where that
-// double rounding does (an ulp of T, rarely). Other widths and dtypes
-// (8 bits: 2^7 + 255 is not a bfloat16) take QuantizedFloatDecode's.
+//   QuantizedPackedChunks    4-bit codes into half or bfloat16 values two
+//                            at a time;
+//   QuantizedAlignedWords    a chunk's words in 16-byte loads, where the
+//                            caller has seen them so aligned;
+//   QuantizedRowsFastest     consecutive threads on consecutive rows, whose
+//                            stores into the padded blocks meet in no bank.
+//
+// QuantizedFloatChunks spends about seven instructions a value (a shift, a
+// mask, an or with 2^23, a subtraction, a multiply-add, half a
+// conversion), most of them integer ones, which an H100 issues at half the
+// fp32 rate. The packed chunks' word of eight codes takes one shift, four
+// byte permutes, four masks (each or-ing in the exponent of 2^7 in
+// bfloat16, 2^10 in half, whose ulp is 1, so that the pair is 2^e + code
+// exactly), four subtractions of 2^e (exact) and four multiply-adds: about
+// two instructions a value, half of them integer. Its multiply-add rounds
+// scale * code + bias once, in T, where QuantizedFloatChunks rounds it to
+// fp32 first, then to T: the two differ where that double rounding does
+// (an ulp of T, rarely). Other widths and dtypes (8 bits: 2^7 + 255 is not
+// a bfloat16) take QuantizedFloatChunks's arithmetic.
 #pragma once
 
 #include "mlx_fused_attn/tile/language.h"
@@ -42,14 +49,14 @@ struct PackedCodeOf<__half> {
   FA_CONST unsigned int kBase = 0x64006400u; ///< 1024 (2^10), twice
 };
 
-struct QuantizedPackedDecode : QuantizedFloatDecode {
+struct QuantizedPackedChunks : QuantizedFloatChunks {
   template <typename T, int kBits, int kValues>
   static __device__ __forceinline__ void
   chunk(T* out, const unsigned int* w, T scale, T bias) {
     if constexpr (kBits == 4 && PackedCodeOf<T>::kPacked) {
       chunk4(out, w, scale, bias);
     } else {
-      QuantizedFloatDecode::chunk<T, kBits, kValues>(out, w, scale, bias);
+      QuantizedFloatChunks::chunk<T, kBits, kValues>(out, w, scale, bias);
     }
   }
 
@@ -101,15 +108,15 @@ struct QuantizedPackedDecode : QuantizedFloatDecode {
   }
 };
 
-/// `Decode` whose chunks' words come in 16-byte loads (8-byte ones where
+/// `Chunks` whose chunks' words come in 16-byte loads (8-byte ones where
 /// a chunk is 2 or 6 words; 3 and 5 stay a word a load): a quarter of the
 /// load instructions at 4 bits, and of the L1 wavefronts, since a warp's
 /// four word loads each touch all of the 512 bytes its chunks span. Only
 /// for arrays whose every chunk starts so aligned: the words' pointer and
 /// strides whole multiples of the load (the host's to check; mlx-lm's
 /// caches, slices of contiguous [B, H, L, D * bits / 32] words, are).
-template <typename Decode>
-struct QuantizedAlignedWords : Decode {
+template <typename Chunks>
+struct QuantizedAlignedWords : Chunks {
   template <int kWords>
   static __device__ __forceinline__ void
   words(unsigned int* dst, const unsigned int* src) {
@@ -130,9 +137,16 @@ struct QuantizedAlignedWords : Decode {
         dst[2 * i + 1] = u.y;
       }
     } else {
-      Decode::template words<kWords>(dst, src);
+      Chunks::template words<kWords>(dst, src);
     }
   }
+};
+
+/// `Chunks` placed with consecutive threads on consecutive rows
+/// (QuantizedBlockLoader's kRowsFastest, which says where it applies).
+template <typename Chunks>
+struct QuantizedRowsFastest : Chunks {
+  FA_CONST bool kRowsFastest = true;
 };
 
 } // namespace fa
