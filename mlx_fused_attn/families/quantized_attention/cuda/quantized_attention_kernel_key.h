@@ -34,8 +34,10 @@ struct QuantizedAttentionKernelKey {
     return fa::attention_smem_bytes(
         tiles, head_dim, head_dim, dtype, fa::Backend::Cuda);
   }
+  /// As the general kernel's (attention_prefers_max_shared): the decode
+  /// tiles' eight blocks a multiprocessor need all of L1 as shared memory.
   bool max_shared() const {
-    return false;
+    return fa::attention_prefers_max_shared(tiles);
   }
 };
 
