@@ -256,10 +256,11 @@ def expected_count(family):
 
 
 def listed(config, macro):
-    """The numbers of an X-macro list in the family folder's `config`."""
+    """The numbers of an X-macro list in the family folder's `config`
+    (its definition may go on over backslash-continued lines)."""
     (path,) = glob.glob(os.path.join(FAMILIES_DIR, "*", config))
     with open(path) as fh:
-        line = re.search(rf"^#define {macro}\(X\)(.*)$", fh.read(), re.M).group(1)
+        line = re.search(rf"^#define {macro}\(X\)((?:.*\\\n)*.*)$", fh.read(), re.M).group(1)
     return [int(x) for x in re.findall(r"X\((\d+)\)", line)]
 
 

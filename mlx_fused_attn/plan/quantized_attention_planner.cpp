@@ -45,8 +45,9 @@ Support gpu_kernel_covers(
     msg << target.op << "no kernel for head dims " << p.D << " (q, k) and "
         << p.D_v << " (v) with " << kv.bits << "-bit groups of "
         << kv.group_size
-        << "; kernels take equal head dims of 64, 96, 128, 192 or 256, 4 or 8 "
-           "bits, and groups of 32, 64 or 128 that divide the head dim";
+        << "; kernels take equal head dims of 32, 64, 96, 128, 192 or 256, "
+           "4 or 8 bits, and groups of 32, 64 or 128 that divide the head "
+           "dim";
     return Support::no(msg.str());
   }
   return Support::yes();

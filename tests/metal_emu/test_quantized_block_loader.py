@@ -49,7 +49,8 @@ def padded_rows(a, spare, fill, rows):
     [("float16", 16, 128, 128, 16), ("float16", 8, 64, 128, 8), ("bfloat16", 16, 128, 128, 11),
      ("float32", 16, 128, 128, 1), ("float16", 16, 96, 128, 16), ("float16", 16, 96, 128, 13),
      ("float16", 64, 128, 128, 64), ("float16", 64, 128, 128, 37), ("bfloat16", 64, 96, 128, 64),
-     ("bfloat16", 64, 96, 128, 50)],
+     ("bfloat16", 64, 96, 128, 50), ("float16", 64, 32, 128, 64), ("float16", 64, 32, 128, 29),
+     ("bfloat16", 32, 32, 128, 32)],
 )
 def test_dequantizes_mlx_layout(prog, bits, dtype, rows, cols, threads, present):
     rng = np.random.default_rng(bits * 100 + rows + present)

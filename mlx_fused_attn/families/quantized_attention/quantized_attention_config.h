@@ -9,8 +9,10 @@
 namespace fa {
 
 /// The head dims with a kernel (q, k and v alike): the float kernels' head
-/// dims that are whole groups of 32, the smallest group MLX quantizes.
-#define FA_QUANTIZED_ATTENTION_HEAD_DIMS(X) X(64) X(96) X(128) X(192) X(256)
+/// dims that are whole groups of 32, the smallest group MLX quantizes (D =
+/// 32 is one group: it takes groups of 32 only).
+#define FA_QUANTIZED_ATTENTION_HEAD_DIMS(X) \
+  X(32) X(64) X(96) X(128) X(192) X(256)
 
 /// The bits a value with a kernel: mlx-lm's QuantizedKVCache takes 4 or 8.
 #define FA_QUANTIZED_ATTENTION_BITS(X) X(4) X(8)

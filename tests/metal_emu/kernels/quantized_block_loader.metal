@@ -71,9 +71,12 @@ template <typename T, int BITS, int ROWS, int COLS, int THREADS>
 // Blocks of more 32-value chunks than threads (64 x 128: two a thread, as
 // CUDA's 64-key blocks at D = 128; 64 x 96: the second step ragged) and of
 // fewer (threads left idle); rows of whole chunk columns a thread (128 and
-// 64 columns: 4 and 2 chunks a row, which divide the threads), and not
-// (96: 3).
+// 64 columns: 4 and 2 chunks a row, which divide the threads; 32: one
+// chunk a row, as CUDA's 64-key and Metal's 32-key blocks at D = 32), and
+// not (96: 3).
 FA_LOADER_BITS(float16, half, 64, 128, 128)
+FA_LOADER_BITS(float16, half, 64, 32, 128)
+FA_LOADER_BITS(bfloat16, bfloat, 32, 32, 128)
 FA_LOADER_BITS(bfloat16, bfloat, 64, 96, 128)
 FA_LOADER_BITS(float16, half, 16, 128, 128)
 FA_LOADER_BITS(float16, half, 8, 64, 128)
