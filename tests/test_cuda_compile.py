@@ -245,8 +245,8 @@ def expected_count(family):
     return {
         # Each tile choice in two forms (HOST_KEYS); the small-grid
         # producer tiles, static and persistent: D = 64 and 128 in fp16 and
-        # bf16.
-        "attention": 3 * N_HEAD_DIMS * 12 * 2 + 2 * 2 * 6 + 3,
+        # bf16; the combine in its two forms a type.
+        "attention": 3 * N_HEAD_DIMS * 12 * 2 + 2 * 2 * 6 + 3 * 2,
         # Per type: the row dot, the dQ conversion, and per head dim 18
         # (two tile choices x three variants x dK/dV two-kernel, dK/dV
         # one-kernel and dQ).
@@ -255,7 +255,7 @@ def expected_count(family):
         "neighborhood": 3 * na,
         "strided_copy": 3 + 1,
         "quantized_attention": 3 * 3 * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_HEAD_DIMS"))
-        * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_BITS")) + 3,
+        * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_BITS")) + 3 * 2,
     }[family]
 
 
