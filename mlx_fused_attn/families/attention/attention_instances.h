@@ -57,7 +57,8 @@ inline void enumerate_attention() {
   for (fa::DType t : kDTypes) {
     for (fa::SplitCombineForm form :
          {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped}) {
-      cuda("attention_split_combine", cuda::SplitCombineKernelKey{t, form}.expression());
+      cuda("attention_split_combine",
+           cuda::SplitCombineKernelKey{t, form}.expression());
     }
   }
 }

@@ -40,7 +40,8 @@ inline void enumerate_quantized_attention() {
   for (fa::DType t : kDTypes) {
     for (fa::SplitCombineForm form :
          {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped}) {
-      cuda("quantized_attention_split_combine", cuda::QuantizedSplitCombineKernelKey{t, form}.expression());
+      cuda("quantized_attention_split_combine",
+           cuda::QuantizedSplitCombineKernelKey{t, form}.expression());
     }
   }
 }

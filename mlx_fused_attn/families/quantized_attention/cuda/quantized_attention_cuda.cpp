@@ -75,8 +75,7 @@ Support quantized_prepare(const QuantizedAttentionPlan& plan, mx::Stream s) {
     }
   }
   if (plan.key_splits > 1 && !plan.split_merge) {
-    if (Support ready = cuda::kernel_ready(
-            combine_key(plan), device, arch);
+    if (Support ready = cuda::kernel_ready(combine_key(plan), device, arch);
         !ready.ok) {
       return named(kOp, ready);
     }
@@ -173,8 +172,7 @@ void quantized_run(
   if (parts.o_part && !plan.split_merge) {
     cuda::add_combine_node(
         enc,
-        cuda::kernel_function(
-            combine_key(plan), device, arch),
+        cuda::kernel_function(combine_key(plan), device, arch),
         params, plan.key_splits, parts, out);
   }
 }
