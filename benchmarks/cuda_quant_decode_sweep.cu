@@ -94,6 +94,20 @@ int float_splits(const Decode& d) {
           d.Lk, d.rows(), kD, kD, sizeof(T), 2 * groups >= kSms ? 16 : 8));
 }
 
+/// The quantized family's combine of `splits` splits, in the form the
+/// library's plan takes for that count (plan/split_count.h).
+void quantized_split_combine_launch(dim3 combine, const float* o_part, const float* stats,
+                                    T* o, const fa::AttnParams& p, int splits) {
+  if (mlx_fused_attn::split_combine_form(fa::Backend::Cuda, splits) ==
+      fa::SplitCombineForm::Grouped) {
+    fa::quantized_split_combine_kernel<T, fa::SplitCombineForm::Grouped>
+        <<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p, splits);
+  } else {
+    fa::quantized_split_combine_kernel<T, fa::SplitCombineForm::OneElement>
+        <<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p, splits);
+  }
+}
+
 /// One thread a (row, group) of x [rows, kD]: mx.quantize's affine form
 /// (scale (max - min) / (2^bits - 1), bias min, both rounded to T, codes
 /// rounded to the nearest), its codes packed into the row's bit stream.
@@ -281,8 +295,7 @@ struct QuantDecodeCase {
     const float us = 1e3f * launch_ms([&] {
       runs[i++ % runs.size()]();
       if (splits > 1)
-        fa::split_combine_kernel<T><<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p,
-                                                                           splits);
+        split_combine_launch(combine, o_part, stats, o, p, splits);
     }, reps);
     to_float<<<1024, 256>>>(o, ref, n);
     CHECK(cudaDeviceSynchronize());
@@ -339,8 +352,7 @@ struct QuantDecodeCase {
     const float us = time_us([&](const Cache& c) {
       kernel<<<grid, threads, smem>>>(with_cache(c, nullptr));
       if (splits > 1)
-        fa::quantized_split_combine_kernel<T><<<combine, fa::kSplitCombineThreads>>>(
-            o_part, stats, o, p, splits);
+        quantized_split_combine_launch(combine, o_part, stats, o, p, splits);
     }, reps);
     const double err = error();
     float us_one = 0;

@@ -5,6 +5,7 @@
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_name.h"
 #include "mlx_fused_attn/plan/call_planning.h"
 #include "mlx_fused_attn/plan/family_planning.h"
+#include "mlx_fused_attn/plan/kernel_switches.h"
 #include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn {
@@ -103,6 +104,8 @@ Support plan_gpu(
       target.caps.cores);
   plan.features.split_keys = plan.key_splits > 1;
   plan.split_merge = merges_in_kernel(backend) && plan.features.split_keys;
+  plan.combine_form = split_combine_form(
+      backend, plan.key_splits, forced_split_combine_form());
   plan.grid = {
       blocks_of(p.L_q, tiles.bq) * plan.key_splits,
       static_cast<unsigned>(p.H_q),

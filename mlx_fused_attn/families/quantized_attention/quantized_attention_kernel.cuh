@@ -30,6 +30,7 @@
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/kernels/cuda/split_merge.cuh"
+#include "mlx_fused_attn/kernels/split_combine_form.h"
 #include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/tile/cuda_quantized_chunks.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
@@ -115,8 +116,9 @@ __global__ void __launch_bounds__(
 }
 
 /// The combine of split keys (split_keys.h) into the output, in this
-/// family's source. Grid: (ceil(L_q * D / kSplitCombineThreads), H_q, B).
-template <typename T>
+/// family's source, in the form the plan picks (split_combine_form.h).
+/// Grid: (ceil(L_q * D / kSplitCombineThreads), H_q, B).
+template <typename T, SplitCombineForm kForm>
 __global__ void __launch_bounds__(kSplitCombineThreads)
     quantized_split_combine_kernel(
         const float* o_part,
@@ -124,9 +126,14 @@ __global__ void __launch_bounds__(kSplitCombineThreads)
         T* out,
         const AttnParams params,
         int n_splits) {
-  split_combine_element(
-      o_part, stats, out, params, n_splits,
-      blockIdx.x * kSplitCombineThreads + threadIdx.x, blockIdx.y, blockIdx.z);
+  const int inner = blockIdx.x * kSplitCombineThreads + threadIdx.x;
+  if constexpr (kForm == SplitCombineForm::Grouped) {
+    split_combine_element_grouped(
+        o_part, stats, out, params, n_splits, inner, blockIdx.y, blockIdx.z);
+  } else {
+    split_combine_element(
+        o_part, stats, out, params, n_splits, inner, blockIdx.y, blockIdx.z);
+  }
 }
 
 } // namespace fa

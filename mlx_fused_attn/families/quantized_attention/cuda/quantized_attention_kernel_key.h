@@ -47,10 +47,12 @@ struct QuantizedSplitCombineKernelKey {
   static constexpr KernelFamily kFamily = KernelFamily::QuantizedAttention;
 
   fa::DType dtype; ///< of the output
+  fa::SplitCombineForm form; ///< the plan's (plan.combine_form)
 
   std::string expression() const {
     return std::string("fa::quantized_split_combine_kernel<") +
-        device_type_name(dtype) + ">";
+        device_type_name(dtype) + ", " + split_combine_form_expression(form) +
+        ">";
   }
   int threads() const {
     return fa::kSplitCombineThreads;
