@@ -17,6 +17,7 @@
 #include "mlx_fused_attn/families/attention/attention_kernel.cuh"
 #include "mlx_fused_attn/backend/cuda/panel_tensor_map.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/plan/split_count.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 
 template <typename T>
@@ -160,6 +161,21 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
       kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
                                       counters, n_splits, nullptr, nullptr);
     };
+  }
+}
+
+/// The combine of `n_splits` splits over grid `combine`, in the form the
+/// library's plan takes for that count (plan/split_count.h).
+template <typename T>
+void split_combine_launch(dim3 combine, const float* o_part, const float* stats, T* o,
+                          const fa::AttnParams& p, int n_splits) {
+  if (mlx_fused_attn::split_combine_form(fa::Backend::Cuda, n_splits) ==
+      fa::SplitCombineForm::Grouped) {
+    fa::split_combine_kernel<T, fa::SplitCombineForm::Grouped>
+        <<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p, n_splits);
+  } else {
+    fa::split_combine_kernel<T, fa::SplitCombineForm::OneElement>
+        <<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p, n_splits);
   }
 }
 

@@ -109,8 +109,7 @@ struct DecodeCase {
                        p.H_q, p.B);
     auto finish = [&] {
       if (splits > 1)
-        fa::split_combine_kernel<T><<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p,
-                                                                           splits);
+        split_combine_launch(combine, o_part, stats, o, p, splits);
     };
     CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
     float ms, ms_main, ms_combine = 0, ms_one = 0;

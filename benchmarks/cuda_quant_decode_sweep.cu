@@ -4,10 +4,15 @@
 // heads packed as rows, the keys split by the quantized bytes, then the
 // combine (or the last split merging: one kernel). Beside it the rivals of
 // the plan (its split count halved and doubled, the plain one-stage K/V
-// schedule in place of the register stage) and the library's bf16 decode
-// of the same cache dequantized, whose output is each quantized run's
-// reference: the same math on the same values, so a fast but wrong
-// variant shows in its error. Standalone: no MLX.
+// schedule in place of the register stage), its variants (the loader's
+// chunk policies, tile/cuda_quantized_chunks.h: the arithmetic in 16-bit
+// pairs, then also the words in 16-byte loads, then also consecutive
+// threads on consecutive rows; the decode tiles of one warp,
+// choose_quantized_decode_tiles, with each, at twice the plan's rule's
+// split count for them, and with none and all at the rule's) and the
+// library's bf16 decode of the same cache dequantized, whose output is
+// each quantized run's reference: the same math on the same values, so a
+// fast but wrong variant shows in its error. Standalone: no MLX.
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
 //     benchmarks/cuda_quant_decode_sweep.cu -o quant_decode_sweep
@@ -40,6 +45,17 @@ static_assert(
     QuantTiles::value ==
         fa::choose_quantized_attention_tiles(kD, fa::DType::BFloat16, fa::Backend::Cuda),
     "the sweep's quantized tiles are the chooser's");
+/// The quantized decode tiles (one warp, 16 rows, 32-key blocks).
+typedef fa::AttnTilesOf<16, 32, 1, 1, 8> DecodeTiles;
+static_assert(DecodeTiles::value == fa::choose_quantized_decode_tiles(),
+              "the sweep's decode tiles are the chooser's");
+/// The loader's chunk policies (tile/cuda_quantized_chunks.h): the
+/// arithmetic in 16-bit pairs; with it the words 16 bytes a load (the
+/// sweep's caches are contiguous: every chunk 16-byte aligned); with both,
+/// consecutive threads on consecutive rows.
+typedef fa::QuantizedPackedChunks Packed;
+typedef fa::QuantizedAlignedWords<Packed> PackedWide;
+typedef fa::QuantizedRowsFastest<PackedWide> PackedWideRows;
 
 /// Decode (L_q = 1): a KV head's query heads as its rows.
 struct Decode {
@@ -56,9 +72,9 @@ int64_t bytes_a_key() {
 }
 
 /// The planner's quantized split count (quantized_attention_planner.cpp's
-/// quantized_key_splits, at the share of a grid that fills a wave).
-int quant_splits(const Decode& d) {
-  constexpr fa::AttnTiles t = QuantTiles::value;
+/// quantized_key_splits, at the share of a grid that fills a wave), for
+/// the tiles `t`.
+int quant_splits(const Decode& d, fa::AttnTiles t) {
   const long groups = long(d.Hkv) * d.B;
   const long per_sm =
       mlx_fused_attn::blocks_for_bytes_in_flight(t.bk * bytes_a_key(), t.min_blocks);
@@ -76,6 +92,20 @@ int float_splits(const Decode& d) {
       groups, long(t.min_blocks) * kSms, (d.Lk + t.bk - 1) / t.bk,
       mlx_fused_attn::splits_worth_their_partials(
           d.Lk, d.rows(), kD, kD, sizeof(T), 2 * groups >= kSms ? 16 : 8));
+}
+
+/// The quantized family's combine of `splits` splits, in the form the
+/// library's plan takes for that count (plan/split_count.h).
+void quantized_split_combine_launch(dim3 combine, const float* o_part, const float* stats,
+                                    T* o, const fa::AttnParams& p, int splits) {
+  if (mlx_fused_attn::split_combine_form(fa::Backend::Cuda, splits) ==
+      fa::SplitCombineForm::Grouped) {
+    fa::quantized_split_combine_kernel<T, fa::SplitCombineForm::Grouped>
+        <<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p, splits);
+  } else {
+    fa::quantized_split_combine_kernel<T, fa::SplitCombineForm::OneElement>
+        <<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p, splits);
+  }
 }
 
 /// One thread a (row, group) of x [rows, kD]: mx.quantize's affine form
@@ -265,8 +295,7 @@ struct QuantDecodeCase {
     const float us = 1e3f * launch_ms([&] {
       runs[i++ % runs.size()]();
       if (splits > 1)
-        fa::split_combine_kernel<T><<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p,
-                                                                           splits);
+        split_combine_launch(combine, o_part, stats, o, p, splits);
     }, reps);
     to_float<<<1024, 256>>>(o, ref, n);
     CHECK(cudaDeviceSynchronize());
@@ -276,14 +305,21 @@ struct QuantDecodeCase {
                 2e-6 * n_kv * sizeof(T));
   }
 
-  /// The quantized kernel with `splits` splits, register-staged or plain:
-  /// split kernel and combine, then the one kernel (the last split merging).
-  template <bool kStaged>
+  /// The quantized kernel of tiles `Tiles` with `splits` splits,
+  /// register-staged or plain, its word loads and arithmetic `Decode`'s:
+  /// split kernel and combine, then the one kernel (the last split
+  /// merging).
+  template <typename Tiles, bool kStaged, typename Decode = fa::QuantizedFloatChunks>
   void quant_decode(int splits, const char* what, int reps) {
-    constexpr fa::AttnTiles t = QuantTiles::value;
-    auto kernel = fa::quantized_attention_kernel<T, kD, kBits, QuantTiles, false, false, kStaged>;
+    constexpr fa::AttnTiles t = Tiles::value;
+    auto kernel =
+        fa::quantized_attention_kernel<T, kD, kBits, Tiles, false, false, kStaged, Decode>;
     const int smem = fa::attention_smem_bytes(t, kD, kD, fa::DType::BFloat16, fa::Backend::Cuda);
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    if (fa::attention_prefers_max_shared(t)) {  // as the library does (its kernel key)
+      CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared));
+    }
     fa::QuantAttnKernelArgs<T> a{};
     a.q = q;
     a.out = o;
@@ -316,8 +352,7 @@ struct QuantDecodeCase {
     const float us = time_us([&](const Cache& c) {
       kernel<<<grid, threads, smem>>>(with_cache(c, nullptr));
       if (splits > 1)
-        fa::quantized_split_combine_kernel<T><<<combine, fa::kSplitCombineThreads>>>(
-            o_part, stats, o, p, splits);
+        quantized_split_combine_launch(combine, o_part, stats, o, p, splits);
     }, reps);
     const double err = error();
     float us_one = 0;
@@ -334,7 +369,7 @@ struct QuantDecodeCase {
     // reference by a few roundings of P and O (~1e-3); a wrong one by far
     // more.
     const bool ok = err < 1e-2 && err_one < 1e-2;
-    std::printf("  %-22s splits=%3d %8.1f us  %5.1f%% of floor (%.1f MB)  err %.2e  "
+    std::printf("  %-25s splits=%3d %8.1f us  %5.1f%% of floor (%.1f MB)  err %.2e  "
                 "one kernel %8.1f us  err %.2e  %s\n",
                 what, splits, us, 100.0 * floor_us(int64_t(bytes_a_key()) * d.B * d.Hkv * d.Lk) / us,
                 1e-6 * bytes_a_key() * d.B * d.Hkv * d.Lk, err, us_one, err_one,
@@ -357,11 +392,23 @@ int main(int argc, char** argv) {
     QuantDecodeCase c(d, tb_s);
     const int reps = d.Lk > 4096 ? 200 : 1000;
     c.float_decode(reps);
-    const int s = quant_splits(d);
-    c.quant_decode<true>(s, "plan (register stage)", reps);
-    if (s > 1) c.quant_decode<true>((s + 1) / 2, "plan splits x0.5", reps);
-    c.quant_decode<true>(std::min(2 * s, mlx_fused_attn::kMaxKeySplits), "plan splits x2", reps);
-    c.quant_decode<false>(s, "one stage (old)", reps);
+    const int s = quant_splits(d, QuantTiles::value);
+    c.quant_decode<QuantTiles, true>(s, "plan (register stage)", reps);
+    if (s > 1) c.quant_decode<QuantTiles, true>((s + 1) / 2, "plan splits x0.5", reps);
+    c.quant_decode<QuantTiles, true>(std::min(2 * s, mlx_fused_attn::kMaxKeySplits),
+                                     "plan splits x2", reps);
+    c.quant_decode<QuantTiles, false>(s, "one stage (old)", reps);
+    c.quant_decode<QuantTiles, true, Packed>(s, "plan, packed", reps);
+    c.quant_decode<QuantTiles, true, PackedWide>(s, "plan, packed, 16B", reps);
+    c.quant_decode<QuantTiles, true, PackedWideRows>(s, "plan, packed, 16B, rows", reps);
+    const int sd = quant_splits(d, DecodeTiles::value);
+    const int sd2 = std::min(2 * sd, mlx_fused_attn::kMaxKeySplits);
+    c.quant_decode<DecodeTiles, true>(sd, "decode tiles", reps);
+    c.quant_decode<DecodeTiles, true>(sd2, "decode tiles x2", reps);
+    c.quant_decode<DecodeTiles, true, Packed>(sd2, "decode, packed x2", reps);
+    c.quant_decode<DecodeTiles, true, PackedWide>(sd2, "decode, packed, 16B x2", reps);
+    c.quant_decode<DecodeTiles, true, PackedWideRows>(sd, "decode, packed, 16B, rows", reps);
+    c.quant_decode<DecodeTiles, true, PackedWideRows>(sd2, "decode, pk, 16B, rows x2", reps);
   }
   return 0;
 }

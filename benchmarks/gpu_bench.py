@@ -766,12 +766,12 @@ def routing_cases():
     return cases
 
 
-# Issue 42's training rows: where cuDNN's fused backward serves mx.fast's
-# gradient (routing.py's training rule keeps mx.fast there); with array
-# masks, where it is cuDNN's with a bias (additive: mx.fast) or starts from
-# a mask as large as the scores (bool: ours); L_q = 1000, not a multiple of
-# cuDNN's backward tile, where it is plain ops (ours); and float32, plain
-# ops on TF32 units both ways (mx.fast, unmeasured in training).
+# Issue 42's training rows, tuned as training steps (tune's training
+# classes): where cuDNN's fused backward serves mx.fast's gradient; with
+# array masks, where it is cuDNN's with a bias (additive) or starts from a
+# mask as large as the scores (bool); L_q = 1000, not a multiple of cuDNN's
+# backward tile, where it is plain ops; and float32, plain ops on TF32
+# units both ways.
 TRAINING_CASES = [
     ("training step", Case(1, 32, 2048, 128, "bfloat16", "causal")),
     ("training step", Case(1, 32, 4096, 128, "bfloat16")),
@@ -783,8 +783,9 @@ TRAINING_CASES = [
 ]
 
 
-def tune_call(c):
-    """The case as mlx_fused_attn.tune takes it (its shape class is the case's)."""
+def tune_call(c, training=False):
+    """The case as mlx_fused_attn.tune takes it (its shape class is the
+    case's), a training step's with ``training``."""
     if c.mask in (None, "causal"):
         mask = c.mask or "none"
     elif c.padding:
@@ -797,7 +798,7 @@ def tune_call(c):
     # Here, not at the top: ab_bench.py imports this file beside builds without it.
     from mlx_fused_attn.tuning import Call
 
-    return Call(c.B, c.Hq, c.Hkv, c.Lq, c.Lk, c.D, c.D, c.dtype, mask)
+    return Call(c.B, c.Hq, c.Hkv, c.Lq, c.Lk, c.D, c.D, c.dtype, mask, training=training)
 
 
 def run_routed_case(c, iters, training=False):
@@ -838,8 +839,10 @@ def run_routed_case(c, iters, training=False):
 def routing_table(args):
     wanted = args.calls.split(",") if args.calls else None
     cases = [(label, c) for label, c in routing_cases() if not wanted or label in wanted]
+    steps = [(label, c) for label, c in TRAINING_CASES if not wanted or label in wanted]
     start = time.perf_counter()
-    tuned = fa.tune([tune_call(c) for _, c in cases], device=mx.Device(mx.gpu))
+    tuned = fa.tune([tune_call(c) for _, c in cases] + [tune_call(c, True) for _, c in steps],
+                    device=mx.Device(mx.gpu))  # fmt: skip
     tune_s = time.perf_counter() - start
     print(f"tuned {len(tuned)} shape classes in {tune_s:.1f} s", flush=True)
     report = Report(
@@ -855,7 +858,6 @@ def routing_table(args):
         text_columns=1,
     )
     rows = []
-    steps = [(label, c) for label, c in TRAINING_CASES if not wanted or label in wanted]
     for is_step, (label, c) in [(False, case) for case in cases] + [(True, step) for step in steps]:
         # A step's backward is about twice its forward's work.
         iters = args.iters or max(10, min(100, int(2e11 / (c.work() * (3 if is_step else 1)))))

@@ -205,12 +205,12 @@ if has verify; then
   verify_tests="tests/test_split_merge.py tests/test_split_keys.py
     tests/test_backward_one_kernel.py tests/test_cuda_backward_gpu.py tests/test_cuda_memory.py
     tests/test_cuda_backend.py tests/test_quantized_attention.py tests/test_attention_merge.py"
-  $PY -m pytest -q -rs -p no:cacheprovider $verify_tests -k "not cpu" \
+  $PY -m pytest -q -rs -p no:cacheprovider $verify_tests -k "not cpu" ${PYTEST_ARGS:-} \
     > "$OUT/verify_pytest.log" 2>&1
   tail -5 "$OUT/verify_pytest.log"
   MLX_FUSED_ATTN_SPLIT_MERGE=1 MLX_FUSED_ATTN_BWD_ONE_KERNEL=1 MLX_FUSED_ATTN_PERSISTENT=1 \
     MLX_FUSED_ATTN_DEVICE_OUTPUTS=1 MLX_FUSED_ATTN_SMALL_GRID_PRODUCER=1 $PY -m pytest -q -rs -p no:cacheprovider $verify_tests \
-    -k "not cpu" > "$OUT/verify_pytest_opt_in.log" 2>&1
+    -k "not cpu" ${PYTEST_ARGS:-} > "$OUT/verify_pytest_opt_in.log" 2>&1
   tail -5 "$OUT/verify_pytest_opt_in.log"
   for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 3 $PY tests/cuda_sanitizer_cases.py \

@@ -150,7 +150,7 @@ HOST_KEYS = {
     # choice in both forms: the producer kernel's static and persistent
     # grids, the other kernel without and with the merge of split keys; the
     # small-grid producer tiles (opt-in) on both grids where the head dims
-    # have them; the combine of split keys.
+    # have them; the combine of split keys in both forms.
     "attention": """
   for (fa::DType t : types) {
 #define FA_PRINT(d, dv) \\
@@ -167,7 +167,9 @@ HOST_KEYS = {
     }
     FA_ATTENTION_HEAD_DIMS(FA_PRINT)
   }
-  for (fa::DType t : types) print(SplitCombineKernelKey{t});""",
+  for (fa::DType t : types)
+    for (fa::SplitCombineForm f : {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped})
+      print(SplitCombineKernelKey{t, f});""",
     # Both kernels of every head dim, plain, causal and array mask, with
     # and without warpgroup products, dK/dV in both forms; D and the
     # one-kernel form's dQ conversion.
@@ -201,7 +203,7 @@ HOST_KEYS = {
     "strided_copy": """
   for (fa::DType t : types) print(StridedCopyKernelKey{t});
   print(PoisonKernelKey{});""",
-    # Every head dim and bits, plain, causal and array mask; the combine.
+    # Every head dim and bits, plain, causal and array mask; the combine in both forms.
     "quantized_attention": """
   for (fa::DType t : types) {
 #define FA_PRINT_BITS(b) for (int v = 0; v < 3; ++v) print(QuantizedAttentionKernelKey{t, d, b, \
@@ -209,7 +211,9 @@ HOST_KEYS = {
 #define FA_PRINT_D(dd) { const int d = dd; FA_QUANTIZED_ATTENTION_BITS(FA_PRINT_BITS) }
     FA_QUANTIZED_ATTENTION_HEAD_DIMS(FA_PRINT_D)
   }
-  for (fa::DType t : types) print(QuantizedSplitCombineKernelKey{t});""",
+  for (fa::DType t : types)
+    for (fa::SplitCombineForm f : {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped})
+      print(QuantizedSplitCombineKernelKey{t, f});""",
 }
 
 
@@ -241,8 +245,8 @@ def expected_count(family):
     return {
         # Each tile choice in two forms (HOST_KEYS); the small-grid
         # producer tiles, static and persistent: D = 64 and 128 in fp16 and
-        # bf16.
-        "attention": 3 * N_HEAD_DIMS * 12 * 2 + 2 * 2 * 6 + 3,
+        # bf16; the combine in its two forms a type.
+        "attention": 3 * N_HEAD_DIMS * 12 * 2 + 2 * 2 * 6 + 3 * 2,
         # Per type: the row dot, the dQ conversion, and per head dim 18
         # (two tile choices x three variants x dK/dV two-kernel, dK/dV
         # one-kernel and dQ).
@@ -251,15 +255,16 @@ def expected_count(family):
         "neighborhood": 3 * na,
         "strided_copy": 3 + 1,
         "quantized_attention": 3 * 3 * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_HEAD_DIMS"))
-        * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_BITS")) + 3,
+        * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_BITS")) + 3 * 2,
     }[family]
 
 
 def listed(config, macro):
-    """The numbers of an X-macro list in the family folder's `config`."""
+    """The numbers of an X-macro list in the family folder's `config`
+    (its definition may go on over backslash-continued lines)."""
     (path,) = glob.glob(os.path.join(FAMILIES_DIR, "*", config))
     with open(path) as fh:
-        line = re.search(rf"^#define {macro}\(X\)(.*)$", fh.read(), re.M).group(1)
+        line = re.search(rf"^#define {macro}\(X\)((?:.*\\\n)*.*)$", fh.read(), re.M).group(1)
     return [int(x) for x in re.findall(r"X\((\d+)\)", line)]
 
 
@@ -350,7 +355,7 @@ def nvrtc_attention(names):
     small-grid tiles, one math warpgroup), and the one of Q in shared memory
     that merges split keys; the head dims past 128 and the padded 72, with
     warpgroup products (causal; a mask) and fp32's 3xTF32 mma.sync; the
-    bf16 combine of split keys."""
+    bf16 combine of split keys in both forms."""
     d128 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
     d64 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 64,")]
     producer = [e for e in names if e.startswith("fa::attention_producer_kernel<fa::bfloat_t, 128,")]
@@ -372,7 +377,9 @@ def nvrtc_attention(names):
         found = [e for e in names if e.startswith(f"fa::attention_kernel<{prefix}")]
         assert len(found) == 24, (prefix, found)
         exprs += [found[i] for i in variants]
-    return exprs + [e for e in names if e.startswith("fa::split_combine_kernel<fa::bfloat_t>")]
+    combine = [e for e in names if e.startswith("fa::split_combine_kernel<fa::bfloat_t,")]
+    assert len(combine) == 2, combine
+    return exprs + combine
 
 
 NVRTC_PICKS = {
@@ -394,14 +401,15 @@ NVRTC_PICKS = {
     ],
     "strided_copy": lambda names: [names[1], names[-1]],
     # bf16 4 bits at D = 128, causal (Q in registers); fp16 8 bits at D = 256
-    # with an array mask (Q in shared memory); fp32; the bf16 combine.
+    # with an array mask (Q in shared memory); fp32; the bf16 combine in
+    # both forms.
     "quantized_attention": lambda names: [
         e
         for e in names
         if e.startswith("fa::quantized_attention_kernel<fa::bfloat_t, 128, 4,") and e.endswith("true, false>")
         or e.startswith("fa::quantized_attention_kernel<fa::half_t, 256, 8,") and e.endswith("false, true>")
         or e.startswith("fa::quantized_attention_kernel<float, 64, 8,") and e.endswith("false, false>")
-        or e == "fa::quantized_split_combine_kernel<fa::bfloat_t>"
+        or e.startswith("fa::quantized_split_combine_kernel<fa::bfloat_t,")
     ],
 }
 

@@ -284,24 +284,28 @@ def test_unpatch_restores_mlx_lm_quantized_attention():
 def test_quantized_attention_scales_the_callers_queries_as_mlx_lm_does():
     """mlx-lm's quantized attention runs ``queries *= scale``, an in-place
     update of the caller's array object; the patched function's fused path
-    leaves the caller's queries the same (its fallback is mlx-lm's own)."""
+    scales the caller's queries the same way (its fallback is mlx-lm's own).
+    mlx-lm's function runs on the CPU (MLX 0.32.4's CUDA quantized matmul
+    takes none of these small per-head products), the patched one on the
+    default device."""
     from mlx_lm.models import base
 
     mx.random.seed(5)
     q = mx.random.normal((1, 4, 3, 64))
     k, v = (mx.quantize(mx.random.normal((1, 2, 9, 64)), group_size=64, bits=8) for _ in range(2))
 
-    def caller_queries(attention):
+    def caller_queries(attention, device):
         queries = mx.array(q)
         before = id(queries)
-        mx.eval(attention(queries, k, v, scale=0.25, mask="causal", group_size=64, bits=8))
+        with mx.stream(device):
+            mx.eval(attention(queries, k, v, scale=0.25, mask="causal", group_size=64, bits=8))
         assert id(queries) == before
         return np.array(queries)
 
-    want = caller_queries(base.quantized_scaled_dot_product_attention)
+    want = caller_queries(base.quantized_scaled_dot_product_attention, mx.cpu)
     np.testing.assert_array_equal(want, 0.25 * np.array(q))
     with fa.patch_mx_fast() as patch:
-        got = caller_queries(base.quantized_scaled_dot_product_attention)
+        got = caller_queries(base.quantized_scaled_dot_product_attention, mx.default_device())
     assert patch.stats.fused == 1 and patch.stats.fallback == 0
     np.testing.assert_array_equal(got, want)
 

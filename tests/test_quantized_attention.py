@@ -1,6 +1,6 @@
 """quantized_scaled_dot_product_attention against a float64 reference of
 dequantize-then-attend: every code width, group size and dtype, head dims
-64 to 256, each mask kind, GQA, sinks, decode (packed GQA, split keys) and
+32 to 256, each mask kind, GQA, sinks, decode (packed GQA, split keys) and
 prefill, within the float path's tolerance in the same dtype; mlx-lm's own
 function; the errors; no gradients; vmap, compile, strided caches."""
 
@@ -13,7 +13,7 @@ from conftest import DTYPES, FLOOR, SWEEP, device_params, reference, to_np
 
 BITS = [2, 3, 4, 5, 6, 8]
 GROUPS = [32, 64, 128]
-HEAD_DIMS = [64, 128, 256]
+HEAD_DIMS = [32, 64, 128, 256]
 MASKS = ["none", "causal", "bool", "additive"]
 
 
@@ -59,7 +59,10 @@ def assert_quantized_close(out, q, qk, qv, group_size, bits, scale, mask, sinks,
     assert err <= bound, f"{what}: max error {err:.3g} > bound {bound:.3g} (naive {naive_err:.3g})"
 
 
-def run_case(device, rng, bits, group_size, D, dtype, kind, B, Hq, Hk, Lq, Lk, sinks, what):
+def run_case(device, rng, bits, group_size, D, dtype, kind, B, Hq, Hk, Lq, Lk, sinks, what,
+             gpu_kernel=False):
+    """One call on `device` against dequantize-then-attend; a kernel must run
+    it on the CPU, and on a GPU too where `gpu_kernel`."""
     q = mx.array(rng.standard_normal((B, Hq, Lq, D), np.float32)).astype(dtype)
     k = mx.array(rng.standard_normal((B, Hk, Lk, D), np.float32)).astype(dtype)
     v = mx.array(rng.standard_normal((B, Hk, Lk, D), np.float32)).astype(dtype)
@@ -67,7 +70,7 @@ def run_case(device, rng, bits, group_size, D, dtype, kind, B, Hq, Hk, Lq, Lk, s
     mask = make_mask(kind, rng, B, Hq, Lq, Lk, dtype)
     s = mx.array(rng.standard_normal(Hq, np.float32)).astype(dtype) if sinks else None
     scale = D**-0.5
-    if device == mx.cpu:  # the CPU kernel takes every call; the GPU's: its rule
+    if device == mx.cpu or gpu_kernel:  # the CPU kernel takes every call
         assert fa.quantized_can_use_fused(
             q, qk, qv, scale, mask, group_size, bits, sinks=s, stream=device
         ) == (True, ""), what
@@ -80,7 +83,9 @@ def run_case(device, rng, bits, group_size, D, dtype, kind, B, Hq, Hk, Lq, Lk, s
 
 # Every (bits, group size) pair once; the other axes rotate through the
 # pairs so that each of their values meets several widths: decode with GQA
-# packed (L_q = 1), a few queries, and prefill past one query block.
+# packed (L_q = 1), a few queries, and prefill past one query block. The
+# head dims rotate from an offset at which the widths with GPU kernels (4
+# and 8 bits) meet each of them.
 GRID = [(bits, group) for bits in BITS for group in GROUPS]
 
 
@@ -90,7 +95,7 @@ def test_grid_matches_dequantize_then_attend(device, index):
     bits, group = GRID[index]
     rng = np.random.default_rng(index)
     dims = [d for d in HEAD_DIMS if d % group == 0]
-    D = dims[index % len(dims)]
+    D = dims[(index + 2) % len(dims)]
     dtype = list(DTYPES.values())[index % 3]
     kind = MASKS[index % 4]
     Hk = 1 + index % 2
@@ -129,6 +134,20 @@ def test_long_decode_with_packed_gqa(device):
 
 
 @device_params()
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("Lq", [1, 70])
+def test_head_dim_32_runs_fused(device, bits, Lq):
+    """D = 32 is one group of 32 a row (a row of words is 16 bytes at 4
+    bits, 32 at 8): a kernel on every device at the widths mlx-lm's
+    QuantizedKVCache takes, for decode with packed GQA and a causal prefill
+    past one query block (test_mlx_lm.py's llama-gqa has D = 32)."""
+    rng = np.random.default_rng(32 + bits + Lq)
+    what = f"D=32 bits={bits} Lq={Lq}"
+    run_case(device, rng, bits, 32, 32, mx.float16, "causal", 2, 4, 2, Lq, 129 + Lq, False, what,
+             gpu_kernel=True)  # fmt: skip
+
+
+@device_params()
 @pytest.mark.parametrize("case", range(SWEEP // 2))
 def test_random_case(device, case):
     """A seeded random sweep (MLX_FUSED_ATTN_SWEEP sizes it; each case
@@ -136,7 +155,7 @@ def test_random_case(device, case):
     rng = np.random.default_rng(1000 + case)
     bits = int(rng.choice(BITS))
     group = int(rng.choice(GROUPS))
-    D = int(rng.choice([d for d in [64, 96, 128, 192, 256] if d % group == 0]))
+    D = int(rng.choice([d for d in [32, 64, 96, 128, 192, 256] if d % group == 0]))
     dtype = list(DTYPES.values())[rng.integers(3)]
     kind = str(rng.choice(MASKS))
     B = int(rng.integers(1, 3))

@@ -105,3 +105,44 @@ def test_decode_skips_the_padding_of_a_mask_shared_by_heads():
     padding = (mx.arange(B) == 1)[:, None, None, None] & (mx.arange(L_k) < 512)[None, None, :, None]
     out = run(q, mx.where(padding, mx.nan, k), mx.where(padding, mx.nan, v), keep, None)
     assert_close(out, q, k, v, D**-0.5, keep, what="padding skipped")
+
+
+def cuda_gpu():
+    return hasattr(mx, "cuda") and mx.cuda.is_available()
+
+
+# (dtype, B, H_q, H_kv, L_q, L_k, D, mask, sinks): decode B=1 (16 splits on
+# an H100) and chunked prefill (4): the two sides of the combine's rule.
+FORM_CASES = [
+    (mx.bfloat16, 1, 32, 8, 1, 4096, 128, None, False),
+    (mx.bfloat16, 1, 32, 8, 128, 4096, 128, "causal", False),
+]
+
+
+@pytest.mark.parametrize("case", FORM_CASES, ids=[f"Lq{c[4]}" for c in FORM_CASES])
+def test_both_combine_forms_give_the_same_output(case, monkeypatch):
+    """The combine of split keys in each form (plan/split_count.h,
+    MLX_FUSED_ATTN_SPLIT_COMBINE forcing it on CUDA; Metal has the
+    one-element form only): the planner's by its split count, both forms
+    against the reference and each other (the same sums in the same order,
+    at most the dtype's rounding apart should the compiler contract them
+    otherwise)."""
+    q, k, v, mask, sinks = make(*case, seed=11)
+    scale = q.shape[-1] ** -0.5
+    plan = fa.plan_summary(q, k, v, scale=scale, mask=mask, stream=mx.gpu)
+    assert plan.key_splits > 1 and not plan.split_merge, plan
+    if cuda_gpu():
+        assert plan.combine_form == ("grouped" if plan.key_splits >= 8 else "one_element"), plan
+    else:
+        assert plan.combine_form == "one_element", plan
+    outs = {}
+    for form in ("one_element", "grouped"):
+        monkeypatch.setenv("MLX_FUSED_ATTN_SPLIT_COMBINE", form)
+        forced = fa.plan_summary(q, k, v, scale=scale, mask=mask, stream=mx.gpu)
+        assert forced.combine_form == (form if cuda_gpu() else "one_element"), forced
+        assert forced.key_splits == plan.key_splits, forced
+        outs[form] = run(q, k, v, mask, sinks)
+        assert_close(outs[form], q, k, v, scale, mask, sinks, what=f"{form} {case}")
+    np.testing.assert_allclose(
+        to_np(outs["one_element"]), to_np(outs["grouped"]), rtol=2.0**-7, atol=1e-6
+    )

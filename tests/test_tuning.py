@@ -111,6 +111,26 @@ def test_a_hinted_plan_must_beat_the_planners_own_by_the_margin(us, winner):
     assert tuning._winner(us) == winner
 
 
+def test_a_run_is_submitted_before_its_clock_starts(monkeypatch):
+    """The clock times the wait for a run, never the host's submission of
+    it: on a GPU the host's encoding would rank near ties by host work."""
+    events = []
+    submit = mx.async_eval
+
+    def recording_submit(*arrays):
+        events.append("submit")
+        submit(*arrays)
+
+    def clock():
+        events.append("clock")
+        return float(len(events))
+
+    monkeypatch.setattr(mx, "async_eval", recording_submit)
+    tuning.median_seconds(lambda: mx.ones((4,)) * 2, warmup=0, repeats=2, budget_s=1e9,
+                          clock=clock)  # fmt: skip
+    assert events == ["submit", "clock", "clock"] * 2
+
+
 def test_a_chained_run_counts_per_call():
     (result,) = tune_small([3e-3] * 3 + [6e-3] * 3, save=False, chain=3)
     assert result.us == pytest.approx({"fused": 1e3, "mx.fast": 2e3})
@@ -149,6 +169,32 @@ def test_the_table_is_written_read_and_routes_calls(table_file):
     classes = tuned_table.table_for(CPU).classes
     assert {c: e.winner for c, e in classes.items()} == {
         SMALL.shape_class(): "mx.fast", LARGER.shape_class(): "fused"}  # fmt: skip
+
+
+def test_training_steps_are_a_class_of_their_own(table_file, monkeypatch):
+    """A training call's candidates are timed as training steps (the
+    forward and its gradient), in a class that decides training calls only:
+    the backward can change the winner."""
+    stepped = []
+    grad = mx.grad
+
+    def counting_grad(fn, argnums):
+        stepped.append(argnums)
+        return grad(fn, argnums=argnums)
+
+    monkeypatch.setattr(mx, "grad", counting_grad)
+    train = SMALL._replace(training=True)
+    assert train.describe().endswith(" training")
+    assert tuning.Call.parse("b=1,hq=2,hkv=2,lq=16,lk=16,d=32,dtype=float32,mask=causal,"
+                             "train=1") == train._replace(label="")  # fmt: skip
+    (result,) = tune_small([1e-3] * 3 + [9e-3] * 3, calls=(train,))
+    assert result.shape_class == train.shape_class() != SMALL.shape_class()
+    assert stepped == [(0, 1, 2)] * 2  # one gradient a candidate: fused, mx.fast
+    q, k, v, mask = SMALL.arrays()
+    trained = fa.route(q, k, v, scale=1.0, mask=mask, stream=mx.cpu, training=True)
+    assert (trained.choice, trained.source) == (routing.FUSED, routing.TUNED), trained
+    forward = fa.route(q, k, v, scale=1.0, mask=mask, stream=mx.cpu)
+    assert forward.source == routing.RULE, forward
 
 
 def test_a_tuned_plan_hint_reaches_the_kernel(table_file, monkeypatch):
@@ -265,6 +311,9 @@ def test_shape_classes():
     c = shape_class(q, kv, kv, mx.zeros((100, 3000), mx.bool_), mx.zeros((8,), mx.float16))
     assert c == ShapeClass("float16", 64, 64, "bool", True, 4, 16, 128, 4096)
     assert ShapeClass.from_key(c.key()) == c
+    trained = shape_class(q, kv, kv, "causal", training=True)
+    assert trained.training and trained.key().endswith(" training")
+    assert ShapeClass.from_key(trained.key()) == trained != trained._replace(training=False)
     assert shape_class(q, kv, kv, "upper") is None
     assert shape_class(mx.zeros(q.shape, mx.float64, stream=mx.cpu), kv, kv) is None
     with pytest.raises(ValueError, match="malformed"):
@@ -314,6 +363,10 @@ def test_calls_from_a_config():
     assert ("decode", 1, 1, 512, "none") in labels
     assert ("batched decode", 2, 1, 512, "bool-padding") in labels
     assert len({c.shape_class() for c in calls}) == len(calls)
+    trained = mc.model_calls(shape, max_kv=512, prefill_step=128, batch_sizes=(2,),
+                             train_lengths=(256,), train_batch=3)[len(calls):]  # fmt: skip
+    assert [(c.label, c.B, c.L_q, c.L_k, c.mask, c.training) for c in trained] == [
+        ("training step", 3, 256, 256, "causal", True)]  # fmt: skip
     windowed = mc.model_shape({"text_config": {**CONFIG, "sliding_window": 64}})
     calls = mc.model_calls(windowed, max_kv=512, prefill_step=128, batch_sizes=(2,))
     assert max(c.L_k for c in calls if c.label == "decode") == 64

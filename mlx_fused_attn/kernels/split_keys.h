@@ -152,9 +152,47 @@ FA_FUNC void split_combine_elements(
 
 /// One element of the output, `inner` = row * D_v + column of (batch,
 /// head), merged from the n_splits partials; nothing past the last row
-/// (a grid of whole threadgroups).
+/// (a grid of whole threadgroups). SplitCombineForm::OneElement: its own
+/// loop, not split_combine_elements<1>, which compiles to 14% more
+/// instructions a thread at 4 splits on sm_90a (two more integer divisions
+/// for the column, the split rows' offsets recomputed at each split), which
+/// a combine of many rows over few splits pays in time.
 template <typename T>
 FA_FUNC void split_combine_element(
+    const FA_DEVICE float* o_part,
+    const FA_DEVICE float* stats,
+    FA_DEVICE T* out,
+    const FA_CONSTANT AttnParams& p,
+    int n_splits,
+    int inner,
+    int head,
+    int batch) {
+  if (inner >= p.L_q * p.D_v) {
+    return;
+  }
+  const int row = inner / p.D_v;
+  const int col = inner % p.D_v;
+  const stride_t sums = split_row(p, n_splits, 0, 0, 0);
+  const float max_all = split_max(stats, p, n_splits, row, head, batch);
+  float weight_sum = 0.0f;
+  float acc = 0.0f;
+  for (int i = 0; i < n_splits; ++i) {
+    const stride_t r = split_row(p, i, batch, head, row);
+    const float weight = split_weight(stats, sums, r, max_all);
+    weight_sum += weight;
+    acc += weight * o_part[r * p.D_v + col];
+  }
+  // All sums 0 (every score -inf): 0 / 0, NaN, as the softmax gives.
+  out[batch * p.o_strides[0] + head * p.o_strides[1] + row * p.o_strides[2] +
+      col] = static_cast<T>(acc / weight_sum);
+}
+
+/// The same element through split_combine_elements<1>
+/// (SplitCombineForm::Grouped): sm_90a issues the loads of several splits
+/// before using them, which a small combine grid, waiting on memory more
+/// than on its instructions, gains from (decode over 16 or 32 splits).
+template <typename T>
+FA_FUNC void split_combine_element_grouped(
     const FA_DEVICE float* o_part,
     const FA_DEVICE float* stats,
     FA_DEVICE T* out,

@@ -19,6 +19,7 @@
 #include "mlx_fused_attn/families/registry.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/kernels/split_combine_form.h"
 #include "mlx_fused_attn/plan/call.h"
 #include "mlx_fused_attn/plan/candidate_tiles.h"
 #include "mlx_fused_attn/plan/launch_plan.h"
@@ -56,6 +57,9 @@ struct AttentionPlan {
   /// the partials (kernels/cuda/split_merge.cuh), which then may also give
   /// the LSE; else a combine kernel merges them (Metal always).
   bool split_merge = false;
+  /// The form of the combine kernel that merges them where the kernel does
+  /// not (plan/split_count.h's split_combine_form).
+  fa::SplitCombineForm combine_form = fa::SplitCombineForm::OneElement;
   /// Where the general kernel reads an array mask's key-block visit list
   /// (kernels/mask_visits.h) among the primitive's inputs: the last, after
   /// the call's own; -1 where it reads none.

@@ -11,6 +11,11 @@
 // classes by block and the backward's block lists, kernels/mask_visits.h: the
 // kernels then read the mask at every score of every block).
 //
+// Forcing, CUDA only: MLX_FUSED_ATTN_SPLIT_COMBINE, "one_element" or
+// "grouped", runs the combine of split keys in that form
+// (kernels/split_combine_form.h) at every split count; unset or any other
+// value, the planner's rule (plan/split_count.h's split_combine_form).
+//
 // Opt-in, CUDA only (opt_in_switch_on): "1" takes the path wherever it
 // applies, "0", unset or any other value never does. These have never run on
 // a GPU; they wait for a GPU run to check and time them (issue 46), and a run
@@ -34,7 +39,11 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string>
+
+#include "mlx_fused_attn/kernels/split_combine_form.h"
 
 #include "mlx_fused_attn/plan/persistent_grid.h"
 
@@ -70,6 +79,17 @@ inline bool mask_blocks_enabled() {
 
 inline bool split_merge_enabled() {
   return opt_in_switch_on("MLX_FUSED_ATTN_SPLIT_MERGE");
+}
+
+inline std::optional<fa::SplitCombineForm> forced_split_combine_form() {
+  const char* env = std::getenv("MLX_FUSED_ATTN_SPLIT_COMBINE");
+  if (env != nullptr && std::strcmp(env, "one_element") == 0) {
+    return fa::SplitCombineForm::OneElement;
+  }
+  if (env != nullptr && std::strcmp(env, "grouped") == 0) {
+    return fa::SplitCombineForm::Grouped;
+  }
+  return std::nullopt;
 }
 
 inline bool backward_one_kernel_enabled() {

@@ -38,6 +38,16 @@ struct TileFieldsOf {
   }
 };
 
+/// The form of the combine kernel that merges the plan's split keys, by
+/// name; empty where none runs.
+std::string combine_form_of(const AttentionPlan& plan) {
+  if (plan.key_splits <= 1 || plan.split_merge) {
+    return "";
+  }
+  return plan.combine_form == fa::SplitCombineForm::Grouped ? "grouped"
+                                                            : "one_element";
+}
+
 } // namespace
 
 const char* plan_code_name(PlanCode code) {
@@ -72,6 +82,7 @@ PlanSummary summarize_plan(const AttentionPlan& plan) {
   s.key_splits = plan.key_splits;
   s.packed_gqa = plan.packed_gqa;
   s.split_merge = plan.split_merge;
+  s.combine_form = combine_form_of(plan);
   s.tiles = std::visit(TileFieldsOf{}, plan.tiles);
   return s;
 }

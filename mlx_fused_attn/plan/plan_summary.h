@@ -32,6 +32,10 @@ struct PlanSummary {
   bool packed_gqa = false;
   /// Split keys merged by the kernel's last split, not a combine kernel.
   bool split_merge = false;
+  /// The combine kernel's form ("one_element", "grouped";
+  /// kernels/split_combine_form.h) where one merges the split keys; empty
+  /// where none runs.
+  std::string combine_form;
   /// The family's tiles by field name (empty on the CPU, which has none).
   std::vector<std::pair<std::string, int>> tiles;
 };

@@ -11,6 +11,7 @@
 
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/kernels/split_combine_form.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/plan/launch_plan.h"
 #include "mlx_fused_attn/plan/quantized_call.h"
@@ -42,6 +43,9 @@ struct QuantizedAttentionPlan {
   /// the partials (kernels/cuda/split_merge.cuh); else a combine kernel
   /// merges them (Metal always).
   bool split_merge = false;
+  /// The form of the combine kernel that merges them where the kernel does
+  /// not (plan/split_count.h's split_combine_form).
+  fa::SplitCombineForm combine_form = fa::SplitCombineForm::OneElement;
   LaunchGrid grid;
   /// Why no family runs the call (empty when one does).
   std::string reason;

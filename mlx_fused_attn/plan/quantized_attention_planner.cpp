@@ -5,6 +5,7 @@
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel_name.h"
 #include "mlx_fused_attn/plan/call_planning.h"
 #include "mlx_fused_attn/plan/family_planning.h"
+#include "mlx_fused_attn/plan/kernel_switches.h"
 #include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn {
@@ -45,8 +46,9 @@ Support gpu_kernel_covers(
     msg << target.op << "no kernel for head dims " << p.D << " (q, k) and "
         << p.D_v << " (v) with " << kv.bits << "-bit groups of "
         << kv.group_size
-        << "; kernels take equal head dims of 64, 96, 128, 192 or 256, 4 or 8 "
-           "bits, and groups of 32, 64 or 128 that divide the head dim";
+        << "; kernels take equal head dims of 32, 64, 96, 128, 192 or 256, "
+           "4 or 8 bits, and groups of 32, 64 or 128 that divide the head "
+           "dim";
     return Support::no(msg.str());
   }
   return Support::yes();
@@ -102,6 +104,8 @@ Support plan_gpu(
       target.caps.cores);
   plan.features.split_keys = plan.key_splits > 1;
   plan.split_merge = merges_in_kernel(backend) && plan.features.split_keys;
+  plan.combine_form = split_combine_form(
+      backend, plan.key_splits, forced_split_combine_form());
   plan.grid = {
       blocks_of(p.L_q, tiles.bq) * plan.key_splits,
       static_cast<unsigned>(p.H_q),

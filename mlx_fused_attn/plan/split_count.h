@@ -1,12 +1,17 @@
 // How many splits of its keys a call's query blocks take (the FlashDecoding
-// pattern, kernels/split_keys.h): host arithmetic, free of MLX, shared by
-// the planner (attention_planner.cpp) and the standalone decode sweep
-// (benchmarks/cuda_decode_sweep.cu), so that the sweep times the counts the
-// library runs.
+// pattern, kernels/split_keys.h), and which form of the combine merges them:
+// host arithmetic, free of MLX, shared by the planner
+// (attention_planner.cpp) and the standalone decode sweeps
+// (benchmarks/cuda_decode_sweep.cu), so that the sweeps time the counts and
+// the combine the library runs.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+
+#include "mlx_fused_attn/kernels/split_combine_form.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace mlx_fused_attn {
 
@@ -93,6 +98,31 @@ inline int key_split_count(
   const int64_t splits = std::max<int64_t>(1, std::min(wave / groups, most));
   const int64_t run = (key_blocks + splits - 1) / splits;
   return static_cast<int>((key_blocks + run - 1) / run);
+}
+
+/// From this many splits up, CUDA's combine takes the grouped form. H100
+/// A/B: decode B=1 at 16 and 32 splits (a tiny grid waiting on loads) ran
+/// 11.4 -> 10.7 and 54.0 -> 52.6 us grouped; at 4 splits its 14% more
+/// instructions cost chunked prefill (524k threads) 31.2 -> 31.8 us.
+constexpr int kGroupedCombineMinSplits = 8;
+
+/// The form of the combine of `key_splits` splits on `backend`
+/// (kernels/split_combine_form.h): `forced` where a switch forces one
+/// (kernel_switches.h), else on CUDA grouped from kGroupedCombineMinSplits
+/// up; Metal's combine has the one-element form only.
+inline fa::SplitCombineForm split_combine_form(
+    fa::Backend backend,
+    int key_splits,
+    std::optional<fa::SplitCombineForm> forced = std::nullopt) {
+  if (backend != fa::Backend::Cuda) {
+    return fa::SplitCombineForm::OneElement;
+  }
+  if (forced) {
+    return *forced;
+  }
+  return key_splits >= kGroupedCombineMinSplits
+      ? fa::SplitCombineForm::Grouped
+      : fa::SplitCombineForm::OneElement;
 }
 
 } // namespace mlx_fused_attn

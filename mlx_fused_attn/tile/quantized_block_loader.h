@@ -19,7 +19,11 @@
 // Each thread takes chunks of 32 values of one row: kBits whole words (so
 // that every shift is a constant once unrolled), lying in one group
 // (groups are whole multiples of 32 values), so one scale and one bias.
-// The arithmetic is fp32, rounded once to T.
+// How a thread's chunks are placed, loaded and dequantized is the loader's
+// `Chunks` policy: by default QuantizedFloatChunks's (consecutive threads
+// on a row's consecutive chunks, a word a load, fp32 rounded once to T);
+// CUDA may take the 16-bit pairs, 16-byte loads and row-major placement of
+// tile/cuda_quantized_chunks.h.
 //
 // A block moves in two halves: fetch reads a thread's chunks into
 // registers (plain loads, which do not block the thread until their values
@@ -60,11 +64,68 @@ FA_FUNC QuantizedRows<T> quantized_rows_from(QuantizedRows<T> rows, int row) {
   return rows;
 }
 
+/// The loader's chunks, everywhere: consecutive threads on a row's
+/// consecutive chunks, their words a load each (a row's words are only
+/// 4-byte aligned in general), each value shifted out of its word (two
+/// words where it straddles), scaled and biased in fp32 and rounded once
+/// to T.
+struct QuantizedFloatChunks {
+  /// Whether eight consecutive threads take one chunk of eight consecutive
+  /// rows, in place of consecutive chunks of a row (QuantizedBlockLoader's
+  /// step_row).
+  FA_CONST bool kRowsFastest = false;
+
+  /// A chunk's kWords words from `src` into `dst`.
+  template <int kWords>
+  static FA_FUNC void words(
+      FA_THREAD unsigned int* dst,
+      const FA_DEVICE unsigned int* src) {
+    FA_UNROLL
+    for (int i = 0; i < kWords; ++i) {
+      dst[i] = src[i];
+    }
+  }
+
+  /// 2^23 as a float's bits: or-ed with a code below 2^23 it is the float
+  /// 2^23 + code, exactly, which one subtraction makes the code's value
+  /// (two full-rate instructions in place of an integer conversion, which
+  /// runs at a fraction of the fp32 rate on NVIDIA GPUs).
+  FA_CONST unsigned int kFloatCodeBits = 0x4B000000u;
+
+  /// kValues kBits-bit values from `w` into `out` (16-byte aligned).
+  template <typename T, int kBits, int kValues>
+  static FA_FUNC void chunk(
+      FA_THREADGROUP T* out,
+      const FA_THREAD unsigned int* w,
+      T scale_t,
+      T bias_t) {
+    const unsigned int mask = (1u << kBits) - 1u;
+    const float scale = static_cast<float>(scale_t);
+    const float bias = static_cast<float>(bias_t);
+    T values[kValues];
+    FA_UNROLL
+    for (int x = 0; x < kValues; ++x) {
+      const int bit = x * kBits;
+      const int word = bit / 32;
+      const int shift = bit % 32;
+      unsigned int q = w[word] >> shift;
+      if (shift + kBits > 32) {
+        q |= w[word + 1] << (32 - shift);
+      }
+      const float code = FA_AS_FLOAT(kFloatCodeBits | (q & mask)) - 8388608.0f;
+      values[x] = static_cast<T>(scale * code + bias);
+    }
+    store_contiguous<T, kValues>(out, values);
+  }
+};
+
 /// Dequantizes a kRows x kCols block of kBits-bit rows into threadgroup
-/// memory of row stride kDstLd. The template parameters before kBits are
-/// those of every target's Loader (block_loader.h), so that a target can
-/// name this one its loader (quantized_kv_target.h); every column must
-/// exist (kSrcCols == kCols: head dims that are whole groups).
+/// memory of row stride kDstLd, its chunks placed, loaded and dequantized
+/// as `Chunks` says (QuantizedFloatChunks's interface). The template
+/// parameters before kBits are those of every target's Loader
+/// (block_loader.h), so that a target can name this one its loader
+/// (quantized_kv_target.h); every column must exist (kSrcCols == kCols:
+/// head dims that are whole groups).
 template <
     typename T,
     int kRows,
@@ -72,7 +133,8 @@ template <
     int kDstLd,
     int kThreads,
     int kSrcCols,
-    int kBits>
+    int kBits,
+    typename Chunks = QuantizedFloatChunks>
 struct QuantizedBlockLoader {
   static_assert(
       kBits == 2 || kBits == 3 || kBits == 4 || kBits == 5 || kBits == 6 ||
@@ -94,12 +156,17 @@ struct QuantizedBlockLoader {
   /// where they are not (D = 96 and 192 with 128 threads).
   FA_CONST int kRowStep =
       kThreads % kChunksPerRow == 0 ? kThreads / kChunksPerRow : 0;
-  FA_CONST unsigned int kValueMask = (1u << kBits) - 1u;
-  /// 2^23 as a float's bits: or-ed with a code below 2^23 it is the float
-  /// 2^23 + code, exactly, which one subtraction makes the code's value
-  /// (two full-rate instructions in place of an integer conversion, which
-  /// runs at a fraction of the fp32 rate on NVIDIA GPUs).
-  FA_CONST unsigned int kFloatCodeBits = 0x4B000000u;
+  /// Threads that take eight rows' chunks, where Chunks::kRowsFastest.
+  FA_CONST int kGroupThreads = 8 * kChunksPerRow;
+  /// Whether consecutive threads take consecutive rows (Chunks asks it and
+  /// the threads are whole groups of eight rows): then the eight threads
+  /// of a quarter warp, whose 16-byte stores shared memory serves at once,
+  /// write eight rows one padded row apart, each in its own four banks,
+  /// where four chunks of two rows (64 bytes apart) would meet two by two
+  /// in the same banks. Their loads from device memory span the same 512
+  /// bytes a warp either way.
+  FA_CONST bool kRowsFastest = Chunks::kRowsFastest && kRowStep > 0 &&
+      kThreads % kGroupThreads == 0;
   /// A thread's loads return before it goes on (to load_quantized's
   /// callers: its fetch alone does not wait).
   FA_CONST bool kAsync = false;
@@ -147,18 +214,28 @@ struct QuantizedBlockLoader {
     }
   }
 
+  /// Where the threads are whole rows of chunks (kRowStep > 0): thread
+  /// tid's row among a step's kRowStep rows, and its chunk of each.
+  static FA_FUNC int step_row(int tid) {
+    return kRowsFastest ? tid / kGroupThreads * 8 + tid % 8
+                        : tid / kChunksPerRow;
+  }
+  static FA_FUNC int step_chunk(int tid) {
+    return kRowsFastest ? tid % kGroupThreads / 8 : tid % kChunksPerRow;
+  }
+
   /// fetch where the threads are whole rows of chunks (kRowStep > 0):
-  /// thread tid reads chunk tid % kChunksPerRow of rows kRowStep apart, so
-  /// its pointers are made once and stepped by a constant number of rows.
+  /// thread tid reads chunk step_chunk(tid) of rows kRowStep apart, so its
+  /// pointers are made once and stepped by a constant number of rows.
   template <bool kSafe>
   static FA_FUNC void fetch_column(
       FA_THREAD Fetched& f,
       QuantizedRows<T> src,
       int rows,
       int tid) {
-    const int chunk = tid % kChunksPerRow;
+    const int chunk = step_chunk(tid);
     const int group = (chunk * kChunkValues) >> group_shift(src);
-    int r = tid / kChunksPerRow;
+    int r = step_row(tid);
     QuantizedRows<T> at = quantized_rows_from(src, r);
     at.words += chunk * kChunkWords;
     at.scales += group * src.scale_group_stride;
@@ -191,10 +268,7 @@ struct QuantizedBlockLoader {
       const FA_DEVICE unsigned int* words,
       const FA_DEVICE T* scale,
       const FA_DEVICE T* bias) {
-    FA_UNROLL
-    for (int i = 0; i < kChunkWords; ++i) {
-      f.words[step][i] = words[i];
-    }
+    Chunks::template words<kChunkWords>(f.words[step], words);
     f.scale[step] = *scale;
     f.bias[step] = *bias;
   }
@@ -218,40 +292,24 @@ struct QuantizedBlockLoader {
       int tid) {
     FA_UNROLL
     for (int step = 0; step < kSteps; ++step) {
-      const int idx = step * kThreads + tid;
-      if (kChunks % kThreads == 0 || idx < kChunks) {
-        const int r = idx / kChunksPerRow;
-        const int chunk = idx % kChunksPerRow;
-        decode_chunk(
+      // Where fetch read the chunk: chunk step * kThreads + tid in row
+      // order (fetch_column's too, unless kRowsFastest).
+      int r;
+      int chunk;
+      if constexpr (kRowsFastest) {
+        r = step * kRowStep + step_row(tid);
+        chunk = step_chunk(tid);
+      } else {
+        const int idx = step * kThreads + tid;
+        r = idx / kChunksPerRow;
+        chunk = idx % kChunksPerRow;
+      }
+      if (kChunks % kThreads == 0 || r < kRows) {
+        Chunks::template chunk<T, kBits, kChunkValues>(
             dst + r * kDstLd + chunk * kChunkValues, f.words[step],
-            static_cast<float>(f.scale[step]),
-            static_cast<float>(f.bias[step]));
+            f.scale[step], f.bias[step]);
       }
     }
-  }
-
-  /// A chunk's 32 values into `out`: each shifted out of its word (two
-  /// words where it straddles), scaled and biased, then stored together.
-  static FA_FUNC void decode_chunk(
-      FA_THREADGROUP T* out,
-      const FA_THREAD unsigned int* w,
-      float scale,
-      float bias) {
-    T values[kChunkValues];
-    FA_UNROLL
-    for (int x = 0; x < kChunkValues; ++x) {
-      const int bit = x * kBits;
-      const int word = bit / 32;
-      const int shift = bit % 32;
-      unsigned int q = w[word] >> shift;
-      if (shift + kBits > 32) {
-        q |= w[word + 1] << (32 - shift);
-      }
-      const float code =
-          FA_AS_FLOAT(kFloatCodeBits | (q & kValueMask)) - 8388608.0f;
-      values[x] = static_cast<T>(scale * code + bias);
-    }
-    store_contiguous<T, kChunkValues>(out, values);
   }
 
   /// The block's rows from `src` into `dst` at once: fetch, then

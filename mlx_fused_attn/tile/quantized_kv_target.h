@@ -14,6 +14,10 @@
 // with kRegisterStaged off, the plain one (KVPlain: a block's loads waited
 // for with the threadgroup idle), which the decode sweep times against it
 // (benchmarks/cuda_quant_decode_sweep.cu).
+//
+// `Chunks`: how the loader places, loads and dequantizes a thread's chunks
+// (quantized_block_loader.h's QuantizedFloatChunks, or CUDA's,
+// cuda_quantized_chunks.h).
 #pragma once
 
 #include "mlx_fused_attn/tile/kv_pipeline.h"
@@ -31,7 +35,11 @@ struct QuantizedKVScheduleOf<Block, Source, false> {
   typedef KVPlain<Block, Source> type;
 };
 
-template <typename Base, int kBits, bool kRegisterStaged = true>
+template <
+    typename Base,
+    int kBits,
+    bool kRegisterStaged = true,
+    typename Chunks = QuantizedFloatChunks>
 struct QuantizedKVTarget : Base {
   template <
       typename T,
@@ -47,7 +55,8 @@ struct QuantizedKVTarget : Base {
       kDstLd,
       kThreads,
       kSrcCols,
-      kBits>;
+      kBits,
+      Chunks>;
   template <typename T, int kRows, int kCols, int kSrcCols, int kThreads>
   using KVBlock =
       PaddedBlock<QuantizedKVTarget, T, kRows, kCols, kSrcCols, kThreads>;

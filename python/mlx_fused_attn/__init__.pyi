@@ -176,6 +176,7 @@ class PlanSummary(NamedTuple):
     packed_gqa: bool
     tiles: dict[str, int]
     split_merge: bool = False
+    combine_form: Literal["", "one_element", "grouped"] = ""
     @property
     def fused(self) -> bool: ...
 

@@ -79,12 +79,15 @@ def model_calls(
     max_kv: int = 8192,
     prefill_step: int = 2048,
     batch_sizes: tuple[int, ...] = (8,),
+    train_lengths: tuple[int, ...] = (),
+    train_batch: int = 4,
 ) -> list[Call]:
     """The calls of generation up to ``max_kv`` tokens of context, one per
     shape class: prompts of 16 tokens up to a chunk, chunks against longer
     caches, decoding against caches of 256 keys up to ``max_kv`` (or the
     window), and batched decoding of each of ``batch_sizes`` sequences
-    against caches from 1024 keys."""
+    against caches from 1024 keys; then a training step (mlx-lm's LoRA:
+    ``train_batch`` causal sequences) of each of ``train_lengths`` tokens."""
     s = shape
     kv_limit = min(max_kv, s.window) if s.window else max_kv
 
@@ -108,5 +111,9 @@ def model_calls(
         call("batched decode", b, 1, lk, "bool-padding")
         for b in batch_sizes
         for lk in powers_of_two(min(1024, kv_limit), kv_limit)
+    ]
+    calls += [
+        call("training step", train_batch, n, n, prefill_mask(n, n))._replace(training=True)
+        for n in train_lengths
     ]
     return calls

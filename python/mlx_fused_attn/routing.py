@@ -59,8 +59,10 @@ The rules, one per device, rest on the numbers in ``routing_defaults.json``
 Training. A call traced for a gradient (``gradient_trace.py``: inside a
 function that ``mx.grad``, ``mx.value_and_grad`` or ``mx.vjp`` made under
 ``patch_mx_fast``; ``route(..., training=True)`` says so directly) runs the
-chosen op's backward too, so neither the tuned table nor the shipped
-defaults, forward measurements both, decide it; the training rules do:
+chosen op's backward too, so forward measurements (the shipped defaults, a
+tuned forward class) never decide it. A tuned class of training steps
+(``tune`` with training calls: ``--train-lengths``, ``train=1``) does; where
+none is tuned, the training rules do:
 
 - CUDA: mx.fast where MLX 0.32.4 runs its gradient through cuDNN's fused
   backward (``_cudnn_gradient``), which ours trails (forward and backward
@@ -424,11 +426,14 @@ def _by_shape(q, k, v, mask) -> tuple[str, str] | None:
     return None
 
 
-def _measured(q, k, v, mask, sinks, device: mx.Device) -> tuple[str, Candidate, str] | None:
+def _measured(
+    q, k, v, mask, sinks, device: mx.Device, training: bool
+) -> tuple[str, Candidate, str] | None:
     """The tuned table's or the shipped defaults' winner for the call's
-    shape class on ``device``: (source, candidate, reason), or None where
-    neither has the class."""
-    c = shape_class(q, k, v, mask, sinks)
+    shape class on ``device`` (``training``: a class of training steps,
+    which only a tuned table holds): (source, candidate, reason), or None
+    where neither has the class."""
+    c = shape_class(q, k, v, mask, sinks, training)
     if c is None:
         return None
     table = tuned_table.table_for(device)
@@ -525,7 +530,7 @@ def _decide(q, k, v, scale, mask, sinks, stream, device, policy, training) -> Ro
     the planner."""
     on_cpu = device.type == mx.DeviceType.cpu
     auto = policy == "auto"
-    measured = _measured(q, k, v, mask, sinks, device) if auto and not training else None
+    measured = _measured(q, k, v, mask, sinks, device, training) if auto else None
     if measured:
         source, winner, why = measured
         if winner.kind == MX_FAST:

@@ -2,10 +2,12 @@
 
 A class is the dtype, the head dims of q/k and of v, the mask's kind
 (none, ``"causal"``, a bool array, an additive array) and whether sinks
-come, the GQA ratio ``H_q / H_kv``, and three sizes each rounded up to a
+come, the GQA ratio ``H_q / H_kv``, three sizes each rounded up to a
 power of two: ``B * H_q`` (the grid's rows, which decide whether a grid
-fills the GPU and whether keys are split), ``L_q`` and ``L_k``. The device
-is the tuned table's, not the class's.
+fills the GPU and whether keys are split), ``L_q`` and ``L_k``, and whether
+the call is trained (its forward and backward timed together: the
+backward, cuDNN's against ours, can change the winner). The device is the
+tuned table's, not the class's.
 
 Why reusing one class's winner for every call in it is safe: every
 candidate computes the same attention (the fused plans differ only in
@@ -45,6 +47,7 @@ class ShapeClass(NamedTuple):
     rows: int  # bucket(B * H_q)
     queries: int  # bucket(L_q)
     keys: int  # bucket(L_k)
+    training: bool = False  # forward and backward
 
     def key(self) -> str:
         """The class as the tuned table's JSON names it."""
@@ -52,13 +55,16 @@ class ShapeClass(NamedTuple):
         return (
             f"{self.dtype} D={self.head_dim}/{self.head_dim_v} mask={self.mask}{sinks} "
             f"gqa={self.gqa} BH<={self.rows} Lq<={self.queries} Lk<={self.keys}"
+            + (" training" if self.training else "")
         )
 
     @classmethod
     def from_key(cls, key: str) -> ShapeClass:
         """The class ``key()`` wrote; ValueError names a malformed key."""
         try:
-            dtype, dims, mask, gqa, rows, queries, keys = key.split(" ")
+            words = key.split(" ")
+            training = words[-1] == "training"
+            dtype, dims, mask, gqa, rows, queries, keys = words[:-1] if training else words
             d, dv = dims.removeprefix("D=").split("/")
             mask = mask.removeprefix("mask=")
             sinks = mask.endswith("+sinks")
@@ -66,7 +72,7 @@ class ShapeClass(NamedTuple):
             parsed = cls(
                 dtype, int(d), int(dv), mask, sinks, int(gqa.removeprefix("gqa=")),
                 int(rows.removeprefix("BH<=")), int(queries.removeprefix("Lq<=")),
-                int(keys.removeprefix("Lk<=")),
+                int(keys.removeprefix("Lk<=")), training,
             )  # fmt: skip
         except ValueError as e:
             raise ValueError(f"shape class {key!r} is malformed ({e})") from None
@@ -88,15 +94,17 @@ def mask_kind(mask) -> str | None:
 
 def class_of_sizes(
     *, B: int, H_q: int, H_kv: int, L_q: int, L_k: int, D: int, D_v: int,
-    dtype: str, mask: str, sinks: bool = False,
+    dtype: str, mask: str, sinks: bool = False, training: bool = False,
 ) -> ShapeClass:  # fmt: skip
     return ShapeClass(
-        dtype, D, D_v, mask, sinks, H_q // H_kv, bucket(B * H_q), bucket(L_q), bucket(L_k)
-    )
+        dtype, D, D_v, mask, sinks, H_q // H_kv, bucket(B * H_q), bucket(L_q), bucket(L_k),
+        training,
+    )  # fmt: skip
 
 
-def shape_class(q, k, v, mask=None, sinks=None) -> ShapeClass | None:
-    """The class of a call, or None where it has none (not 4-D arrays, a
+def shape_class(q, k, v, mask=None, sinks=None, training=False) -> ShapeClass | None:
+    """The class of a call (``training``: traced for a gradient), or None
+    where it has none (not 4-D arrays, a
     dtype without a kernel, heads that do not group, a mask the op
     rejects): such calls are left to the rules."""
     if not all(isinstance(x, mx.array) and x.ndim == 4 for x in (q, k, v)):
@@ -111,5 +119,5 @@ def shape_class(q, k, v, mask=None, sinks=None) -> ShapeClass | None:
         return None
     return class_of_sizes(
         B=B, H_q=H_q, H_kv=H_kv, L_q=L_q, L_k=L_k, D=D, D_v=v.shape[3],
-        dtype=dtype, mask=kind, sinks=sinks is not None,
+        dtype=dtype, mask=kind, sinks=sinks is not None, training=training,
     )  # fmt: skip

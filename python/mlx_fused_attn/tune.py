@@ -45,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prefill-step", type=int, default=2048, help="mlx-lm's prefill chunk")
     p.add_argument("--batch", default="8", help="batched decoding's batch sizes, comma-separated")
     p.add_argument("--dtype", choices=sorted(tuning.DTYPES), help="instead of the config's")
+    p.add_argument("--train-lengths", default="",
+                   help="also training steps (forward and gradient, as mlx-lm's LoRA) of these "
+                        "lengths, comma-separated")
+    p.add_argument("--train-batch", type=int, default=4,
+                   help="with --train-lengths: the sequences a step (mlx-lm's LoRA default: 4)")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--chain", type=int,
                    help="dependent calls a timed run makes (default: 8 on a GPU, 1 on the CPU)")
@@ -116,14 +121,16 @@ def main(argv: list[str] | None = None) -> int:
         try:
             shape = model_calls.model_shape(model_calls.read_config(args.config), dtype=args.dtype)
             batches = tuple(int(b) for b in args.batch.split(","))
+            train = tuple(int(n) for n in args.train_lengths.split(",") if n)
         except (OSError, ValueError) as e:
             parser.error(f"{args.config}: {e}")
         max_kv = args.max_kv or DEFAULT_MAX_KV[kind]
         print(f"{shape.describe()}; contexts up to {max_kv} keys, prefill chunks of "
               f"{args.prefill_step}, batched decoding of {args.batch} sequences")  # fmt: skip
         calls += model_calls.model_calls(
-            shape, max_kv=max_kv, prefill_step=args.prefill_step, batch_sizes=batches
-        )
+            shape, max_kv=max_kv, prefill_step=args.prefill_step, batch_sizes=batches,
+            train_lengths=train, train_batch=args.train_batch,
+        )  # fmt: skip
     start = time.monotonic()
     results = tuning.tune(
         calls, device=device, warmup=args.warmup, repeats=args.repeats,

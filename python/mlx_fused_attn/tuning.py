@@ -6,13 +6,14 @@ in the tuned table (``tuned_table.py``), which ``route`` and
 Timing: each candidate runs ``warmup`` times untimed (building kernels,
 filling caches), then up to ``repeats`` times, stopping early once the
 timed runs pass ``budget_s``; the median counts. A timed run is ``chain``
-calls in one ``mx.eval`` between two readings of ``clock``, each call's
-queries the previous call's output: dependent calls run one after another
-(independent ones of one evaluation overlap in MLX's CUDA graphs), as a
-model's layers do, and the evaluation's submission and wait, which every
-candidate pays alike and which on a GPU outweigh a decode's kernels
-(docs/routing.md, "The clock"), are shared by ``chain`` calls. MLX exposes
-no GPU time for a command buffer, so this is wall time. A candidate
+calls, each call's queries the previous call's output: dependent calls run
+one after another (independent ones of one evaluation overlap in MLX's
+CUDA graphs), as a model's layers do. The run is submitted first
+(``mx.async_eval``: the host encodes the calls and commits them), and
+``clock`` is read around the wait for its result: on a GPU, the device's
+work with the host's encoding left out, which for calls of a few tens of
+microseconds would otherwise rank near ties by host work (docs/routing.md,
+"The clock"); MLX exposes no GPU time for a command buffer. A candidate
 that lost by more than ``prune`` times at a smaller class of the same
 series (the same class but for L_q and L_k, both no longer) is not timed
 again: unfused attention only falls further behind as lengths grow, and on
@@ -56,6 +57,7 @@ class Call(NamedTuple):
     dtype: str  # a key of DTYPES
     mask: str = "none"  # one of MASKS
     label: str = ""  # what the call is in a model ("decode", "prefill chunk")
+    training: bool = False  # a training step: the forward and its gradient
 
     def mask_kind(self) -> str:
         return self.mask.split("-")[0]
@@ -64,6 +66,7 @@ class Call(NamedTuple):
         return class_of_sizes(
             B=self.B, H_q=self.H_q, H_kv=self.H_kv, L_q=self.L_q, L_k=self.L_k,
             D=self.D, D_v=self.D_v, dtype=self.dtype, mask=self.mask_kind(),
+            training=self.training,
         )  # fmt: skip
 
     def describe(self) -> str:
@@ -71,14 +74,15 @@ class Call(NamedTuple):
         label = f"{self.label}: " if self.label else ""
         return (
             f"{label}B={self.B} H={self.H_q}/{self.H_kv} Lq={self.L_q} Lk={self.L_k} "
-            f"D={d} {self.dtype} {self.mask}"
+            f"D={d} {self.dtype} {self.mask}" + (" training" if self.training else "")
         )
 
     @classmethod
     def parse(cls, text: str) -> Call:
-        """``b=1,hq=32,hkv=8,lq=1,lk=4096,d=128[,dv=128],dtype=bfloat16[,mask=causal]``."""
+        """``b=1,hq=32,hkv=8,lq=1,lk=4096,d=128[,dv=128],dtype=bfloat16[,mask=causal]
+        [,train=1]`` (``train=1``: a training step)."""
         fields = {"b": "B", "hq": "H_q", "hkv": "H_kv", "lq": "L_q", "lk": "L_k", "d": "D",
-                  "dv": "D_v", "dtype": "dtype", "mask": "mask"}  # fmt: skip
+                  "dv": "D_v", "dtype": "dtype", "mask": "mask", "train": "training"}  # fmt: skip
         given = {}
         for part in text.split(","):
             name, _, value = part.strip().partition("=")
@@ -86,6 +90,11 @@ class Call(NamedTuple):
                 raise ValueError(
                     f"call {text!r}: {part!r} is not one of {', '.join(f + '=' for f in fields)}"
                 )
+            if name == "train":
+                if value not in ("0", "1"):
+                    raise ValueError(f"call {text!r}: train must be 0 or 1; got {value!r}")
+                given["training"] = value == "1"
+                continue
             text_field = name in ("dtype", "mask")
             given[fields[name]] = value if text_field else _positive(text, name, value)
         missing = {"B", "H_q", "H_kv", "L_q", "L_k", "D", "dtype"} - given.keys()
@@ -149,14 +158,19 @@ def _positive(text, name, value) -> int:
 def median_seconds(run: Callable[[], mx.array], *, warmup: int, repeats: int,
                    budget_s: float, clock: Callable[[], float]) -> float:  # fmt: skip
     """The median of up to ``repeats`` timed evaluations of ``run()`` after
-    ``warmup`` untimed ones; the clock is read right before and right after
-    each timed evaluation."""
+    ``warmup`` untimed ones. Each timed one is submitted before the clock
+    starts, and the clock is read right before and right after the wait for
+    its result: MLX commits a GPU stream's work at the end of the
+    submission (or every 20 operations on CUDA), so the wait holds the
+    device's time for the run, not the host's encoding of it."""
     for _ in range(warmup):
         mx.eval(run())
     samples = []
     for _ in range(repeats):
+        out = run()
+        mx.async_eval(out)
         start = clock()
-        mx.eval(run())
+        mx.eval(out)
         samples.append(clock() - start)
         if sum(samples) >= budget_s:
             break
@@ -205,6 +219,19 @@ def _step(candidate: cand.Candidate, k, v, mask, scale, stream):
                                 hint=candidate.hint)  # fmt: skip
 
 
+def _training_run(candidate: cand.Candidate, q, k, v, mask, scale, stream):
+    """``run`` for ``median_seconds``: one training step of the candidate,
+    the loss sum(o^2) in float32 and its gradients with respect to q, k and
+    v (a step takes hundreds of microseconds: one a run)."""
+
+    def loss(q, k, v):
+        o = _step(candidate, k, v, mask, scale, stream)(q)
+        return mx.sum(mx.square(o.astype(mx.float32)))
+
+    grads = mx.grad(loss, argnums=(0, 1, 2))
+    return lambda: list(grads(q, k, v))
+
+
 # How much faster than the planner's own plan a hinted plan must be to win:
 # the planner's choices come from kernel-time sweeps, a tuner's from a few
 # wall-clock runs. Hinted winners by under 10% were slower in kernel time on
@@ -249,11 +276,11 @@ def tune(
         warmup, repeats, budget_s: untimed runs, the most timed runs, and
             the timed seconds after which a candidate's runs stop.
         chain: dependent calls a timed run makes (default: 8 on a GPU,
-            where one evaluation's submission and wait cost about a
+            where the wake-up after one call's kernels costs about a
             decode's kernels; 1 on the CPU, whose calls take milliseconds).
         prune: a candidate this many times slower than the winner of a
             smaller class of the same series is skipped (0: never).
-        clock: seconds, read around each timed evaluation (injectable for
+        clock: seconds, read around the wait for each timed run (injectable for
             tests).
         progress: called with (candidates timed, candidates in all, what
             is being timed) before each timing.
@@ -279,7 +306,10 @@ def tune(
             for call, q, k, v, mask in prepared[c]:
                 for x in cand.candidates_for(q, k, v, scale=call.D**-0.5, mask=mask, sinks=None,
                                              stream=stream, backend=backend):  # fmt: skip
-                    names.setdefault(x.name, x)
+                    # A plan hint shapes the forward alone: a training step
+                    # has the planner's plan and mx.fast.
+                    if not c.training or x.name in (cand.FUSED, cand.MX_FAST):
+                        names.setdefault(x.name, x)
             plans[c] = list(names.values())
         total = sum(len(p) * len(prepared[c]) for c, p in plans.items())
         done = 0
@@ -301,7 +331,11 @@ def tune(
                 for call, q, k, v, mask in timed:
                     if progress:
                         progress(done, total, f"{call.describe()} {x.name}")
-                    run, calls = chained(_step(x, k, v, mask, call.D**-0.5, stream), q, chain)
+                    scale = call.D**-0.5
+                    if call.training:
+                        run, calls = _training_run(x, q, k, v, mask, scale, stream), 1
+                    else:
+                        run, calls = chained(_step(x, k, v, mask, scale, stream), q, chain)
                     total_us += 1e6 / calls * median_seconds(
                         run, warmup=warmup, repeats=repeats, budget_s=budget_s, clock=clock
                     )

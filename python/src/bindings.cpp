@@ -102,6 +102,7 @@ void bind_plans(nb::module_& m) {
         d["packed_gqa"] = plan.packed_gqa;
         d["tiles"] = tiles;
         d["split_merge"] = plan.split_merge;
+        d["combine_form"] = plan.combine_form;
         return d;
       },
       "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a, "mask"_a = nb::none(),
@@ -109,7 +110,7 @@ void bind_plans(nb::module_& m) {
       "short_kernel"_a = true, "max_key_splits"_a = 0,
       "metal_variant"_a = nb::none(),
       "The plan of a call as a dict: code, message, family, key_splits, "
-      "packed_gqa, tiles, split_merge.");
+      "packed_gqa, tiles, split_merge, combine_form.");
 
   m.def(
       "cuda_multiprocessors",

@@ -24,8 +24,8 @@ NA_HEAD_DIMS = {32, 64, 128}
 NA_AXES = {1, 2, 3}
 # The quantized-KV family (quantized_attention_config.h): one head dim for q,
 # k and v, of the float kernels' the whole multiples of 32; mlx-lm's 4 and
-# 8 bits; groups of 32, 64 and 128 that divide the head dim.
-QUANTIZED_HEAD_DIMS = (64, 96, 128, 192, 256)
+# 8 bits; groups of 32, 64 and 128 that divide the head dim (D = 32: 32 only).
+QUANTIZED_HEAD_DIMS = (32, 64, 96, 128, 192, 256)
 QUANTIZED_BITS = (4, 8)
 # The longest sequence the short kernel holds per (backend, dtype, head
 # dim). Metal: one sequence's Q, K and V, rows padded by 16 bytes, within

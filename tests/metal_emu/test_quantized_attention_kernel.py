@@ -32,7 +32,7 @@ from .test_attention_kernel import FC
 from .test_split_keys_kernel import SPLIT_KEYS, pack_gqa
 
 METAL = "mlx_fused_attn/families/quantized_attention/quantized_attention.metal"
-HEAD_DIMS = (64, 96, 128, 192, 256)  # FA_QUANTIZED_ATTENTION_HEAD_DIMS
+HEAD_DIMS = (32, 64, 96, 128, 192, 256)  # FA_QUANTIZED_ATTENTION_HEAD_DIMS
 BITS = (4, 8)  # FA_QUANTIZED_ATTENTION_BITS
 GROUPS = (32, 64, 128)
 DTYPES = ("float16", "bfloat16", "float32")
@@ -248,6 +248,18 @@ def test_decode_with_sinks_and_a_padding_mask(prog, dtype):
     padding mask [B, 1, 1, L_k], split keys over a ragged last block."""
     run_quant(prog, dtype=dtype, D=64, bits=4, group=32, B=2, H_q=4, H_kv=2, L_q=1, L_k=301, sinks=True,
               mask="bool", mask_shape=(2, 1, 1, 301), n_splits=3, seed=51)
+
+
+@pytest.mark.parametrize("bits", BITS)
+def test_head_dim_32_as_mlx_lm_runs_it(prog, bits):
+    """D = 32 (one group of 32 a row: a chunk a row, so that three of the
+    four simdgroups' threads load nothing) as mlx-lm's cache runs it: a
+    causal prefill chunk with GQA, then decode with GQA packed and split
+    keys."""
+    run_quant(prog, D=32, bits=bits, group=32, B=2, H_q=4, H_kv=2, L_q=9, L_k=23, causal=True,
+              seed=71 + bits)
+    run_quant(prog, D=32, bits=bits, group=32, B=2, H_q=4, H_kv=2, L_q=1, L_k=75, n_splits=2,
+              packed=True, seed=73 + bits)
 
 
 def test_split_prefill_causal(prog):

@@ -5,7 +5,9 @@ in the Metal emulator, for every bit width of MLX's affine quantization (2,
 (test_quantized_attention_kernel.quantized). Rows of words, scales and
 biases each have their own stride, their spare entries poisoned; a block
 of fewer rows than the tile zero-fills the others and reads none of them
-(the buffers end at the last row that exists)."""
+(the buffers end at the last row that exists). The same, for a few
+blocks, with the chunks placed row-major (consecutive threads on
+consecutive rows: the placement CUDA's QuantizedRowsFastest asks for)."""
 
 import ctypes
 
@@ -45,13 +47,17 @@ def padded_rows(a, spare, fill, rows):
 
 @pytest.mark.parametrize("bits", [2, 3, 4, 5, 6, 8])
 @pytest.mark.parametrize(
-    "dtype,rows,cols,threads,present",
-    [("float16", 16, 128, 128, 16), ("float16", 8, 64, 128, 8), ("bfloat16", 16, 128, 128, 11),
-     ("float32", 16, 128, 128, 1), ("float16", 16, 96, 128, 16), ("float16", 16, 96, 128, 13),
-     ("float16", 64, 128, 128, 64), ("float16", 64, 128, 128, 37), ("bfloat16", 64, 96, 128, 64),
-     ("bfloat16", 64, 96, 128, 50)],
+    "dtype,rows,cols,threads,present,placement",
+    [("float16", 16, 128, 128, 16, ""), ("float16", 8, 64, 128, 8, ""), ("bfloat16", 16, 128, 128, 11, ""),
+     ("float32", 16, 128, 128, 1, ""), ("float16", 16, 96, 128, 16, ""), ("float16", 16, 96, 128, 13, ""),
+     ("float16", 64, 128, 128, 64, ""), ("float16", 64, 128, 128, 37, ""), ("bfloat16", 64, 96, 128, 64, ""),
+     ("bfloat16", 64, 96, 128, 50, ""), ("float16", 64, 32, 128, 64, ""), ("float16", 64, 32, 128, 29, ""),
+     ("bfloat16", 32, 32, 128, 32, ""),
+     ("float16", 32, 128, 32, 32, "_rows"), ("float16", 32, 128, 32, 21, "_rows"),
+     ("bfloat16", 64, 128, 128, 64, "_rows"), ("bfloat16", 64, 128, 128, 45, "_rows"),
+     ("float16", 32, 64, 32, 27, "_rows"), ("float16", 16, 96, 32, 16, "_rows")],
 )
-def test_dequantizes_mlx_layout(prog, bits, dtype, rows, cols, threads, present):
+def test_dequantizes_mlx_layout(prog, bits, dtype, rows, cols, threads, present, placement):
     rng = np.random.default_rng(bits * 100 + rows + present)
     for group in (32, 64, 128):
         if cols % group:
@@ -63,7 +69,7 @@ def test_dequantizes_mlx_layout(prog, bits, dtype, rows, cols, threads, present)
         dims = LoaderDims(word_ld=w_ld, scale_ld=s_ld, bias_ld=b_ld, scale_group_stride=1, bias_group_stride=1,
                           group_size=group, rows=present)
         out = prog.launch(
-            f"quantized_block_load_{dtype}_b{bits}_{rows}x{cols}_t{threads}",
+            f"quantized_block_load_{dtype}_b{bits}_{rows}x{cols}_t{threads}{placement}",
             buffers={0: w, 1: s, 2: b, 3: np.full(rows * cols, np.nan, np.float32), 4: dims},
             threadgroup=(threads, 1, 1),
         )

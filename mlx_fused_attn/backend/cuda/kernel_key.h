@@ -13,6 +13,7 @@
 
 #include "mlx_fused_attn/backend/kernel_availability.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/kernels/split_combine_form.h"
 
 namespace mlx_fused_attn::cuda {
 
@@ -30,6 +31,13 @@ inline const char* device_type_name(fa::DType dtype) {
 
 inline const char* bool_name(bool b) {
   return b ? "true" : "false";
+}
+
+/// The combine kernels' form argument (kernels/split_combine_form.h).
+inline const char* split_combine_form_expression(fa::SplitCombineForm form) {
+  return form == fa::SplitCombineForm::Grouped
+      ? "fa::SplitCombineForm::Grouped"
+      : "fa::SplitCombineForm::OneElement";
 }
 
 /// The kernel_tiles.h type that carries `t`. split_merge, only where set:

@@ -55,8 +55,11 @@ inline void enumerate_attention() {
 #undef FA_ATTENTION
   }
   for (fa::DType t : kDTypes) {
-    cuda("attention_split_combine",
-         cuda::SplitCombineKernelKey{t}.expression());
+    for (fa::SplitCombineForm form :
+         {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped}) {
+      cuda("attention_split_combine",
+           cuda::SplitCombineKernelKey{t, form}.expression());
+    }
   }
 }
 

@@ -38,6 +38,7 @@
 #include "mlx_fused_attn/kernels/attention.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
+#include "mlx_fused_attn/kernels/split_combine_form.h"
 #include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
@@ -322,18 +323,24 @@ __global__ void __launch_bounds__(
   }
 }
 
-/// The combine of split keys (split_keys.h) into the output. Grid:
+/// The combine of split keys (split_keys.h) into the output, in the form
+/// the plan picks (split_combine_form.h). Grid:
 /// (ceil(L_q * D_v / kSplitCombineThreads), H_q, B).
-template <typename T>
+template <typename T, SplitCombineForm kForm>
 __global__ void __launch_bounds__(kSplitCombineThreads) split_combine_kernel(
     const float* o_part,
     const float* stats,
     T* out,
     const AttnParams params,
     int n_splits) {
-  split_combine_element(
-      o_part, stats, out, params, n_splits,
-      blockIdx.x * kSplitCombineThreads + threadIdx.x, blockIdx.y, blockIdx.z);
+  const int inner = blockIdx.x * kSplitCombineThreads + threadIdx.x;
+  if constexpr (kForm == SplitCombineForm::Grouped) {
+    split_combine_element_grouped(
+        o_part, stats, out, params, n_splits, inner, blockIdx.y, blockIdx.z);
+  } else {
+    split_combine_element(
+        o_part, stats, out, params, n_splits, inner, blockIdx.y, blockIdx.z);
+  }
 }
 
 } // namespace fa

@@ -1,8 +1,9 @@
 // The general kernel's planning part (plan/family_planning.h): tiles from
 // its chooser (the large-grid tiles past one wave; opt-in, the small-grid
 // producer tiles on small grids, small_grid.h), packed GQA for decode,
-// key splits under a wave, mask classes by block, and its grid (persistent
-// for the producer kernel's grids of a few waves, persistent_grid.h).
+// key splits under a wave and their combine's form, mask classes by block,
+// and its grid (persistent for the producer kernel's grids of a few waves,
+// persistent_grid.h).
 #include <cstdint>
 
 #include "mlx_fused_attn/kernels/attention_config.h"
@@ -12,6 +13,7 @@
 #include "mlx_fused_attn/plan/kernel_switches.h"
 #include "mlx_fused_attn/plan/persistent_grid.h"
 #include "mlx_fused_attn/plan/small_grid.h"
+#include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn {
 
@@ -88,6 +90,8 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   plan.features.split_keys = plan.key_splits > 1;
   plan.split_merge = in_kernel && plan.features.split_keys;
   tiles.split_merge = plan.split_merge && !tiles.producer;
+  plan.combine_form = split_combine_form(
+      backend, plan.key_splits, forced_split_combine_form());
   // The producer kernel's grid of a few waves walks its tiles persistent.
   // Split keys stay allowed with it: the last split's merge is its work
   // tile's epilogue (split_merge.cuh), so a persistent block merges inside

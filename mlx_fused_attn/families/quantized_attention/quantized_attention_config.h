@@ -9,8 +9,10 @@
 namespace fa {
 
 /// The head dims with a kernel (q, k and v alike): the float kernels' head
-/// dims that are whole groups of 32, the smallest group MLX quantizes.
-#define FA_QUANTIZED_ATTENTION_HEAD_DIMS(X) X(64) X(96) X(128) X(192) X(256)
+/// dims that are whole groups of 32, the smallest group MLX quantizes (D =
+/// 32 is one group: it takes groups of 32 only).
+#define FA_QUANTIZED_ATTENTION_HEAD_DIMS(X) \
+  X(32) X(64) X(96) X(128) X(192) X(256)
 
 /// The bits a value with a kernel: mlx-lm's QuantizedKVCache takes 4 or 8.
 #define FA_QUANTIZED_ATTENTION_BITS(X) X(4) X(8)
@@ -63,6 +65,45 @@ constexpr AttnTiles choose_quantized_attention_tiles(
   }
   return dtype == DType::Float32 ? AttnTiles{64, 32, 4, 1, 1}
                                  : AttnTiles{64, 64, 4, 1, 2};
+}
+
+/// CUDA's decode tiles of the quantized kernels, for calls whose rows fill
+/// one warp's 16 (decode with GQA's query heads packed as rows: 4 of 16
+/// at 32 query heads on 8): one warp a threadgroup, which dequantizes its
+/// 32-key blocks and runs their products itself. The default tiles give
+/// such a call one warp with rows of four, which runs every product on
+/// one of a multiprocessor's four schedulers beside its share of the
+/// dequantizing, while the other three only dequantize
+/// (benchmarks/cuda_quant_decode_sweep.cu); here every warp has rows and
+/// its barriers are its own, and a multiprocessor holds eight threadgroups
+/// (min_blocks: ptxas's ~250 registers a thread, 17 KB of blocks each),
+/// two a scheduler. 32-key blocks keep a block's staged words (a thread's
+/// 256 values) in registers beside Q and O. 16-bit dtypes at D <= 128
+/// (the default tiles' mma.sync range with Q in registers); elsewhere none
+/// (has_quantized_decode_tiles). The plan does not take them yet: the
+/// decode sweep times them against its tiles.
+constexpr bool has_quantized_decode_tiles(
+    int head_dim,
+    DType dtype,
+    Backend backend) {
+  return backend == Backend::Cuda && dtype != DType::Float32 &&
+      head_dim <= 128;
+}
+
+constexpr AttnTiles choose_quantized_decode_tiles() {
+  return AttnTiles{16, 32, 1, 1, 8};
+}
+
+/// Whether `tiles` are tiles of the quantized kernels at (head_dim, dtype)
+/// on CUDA: the default ones, or the decode ones where there are.
+constexpr bool quantized_attention_tiles_listed(
+    AttnTiles tiles,
+    int head_dim,
+    DType dtype) {
+  return tiles ==
+      choose_quantized_attention_tiles(head_dim, dtype, Backend::Cuda) ||
+      (has_quantized_decode_tiles(head_dim, dtype, Backend::Cuda) &&
+       tiles == choose_quantized_decode_tiles());
 }
 
 } // namespace fa

@@ -38,8 +38,11 @@ inline void enumerate_quantized_attention() {
 #undef FA_QUANTIZED_BITS
   }
   for (fa::DType t : kDTypes) {
-    cuda("quantized_attention_split_combine",
-         cuda::QuantizedSplitCombineKernelKey{t}.expression());
+    for (fa::SplitCombineForm form :
+         {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped}) {
+      cuda("quantized_attention_split_combine",
+           cuda::QuantizedSplitCombineKernelKey{t, form}.expression());
+    }
   }
 }
 

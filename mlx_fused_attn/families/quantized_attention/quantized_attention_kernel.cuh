@@ -8,8 +8,12 @@
 // shared memory, CudaSharedQTarget's, under the quantized loader) and the
 // two features that change the inner loop's code, causal and an array
 // mask; the others arrive in args.features. kRegisterStaged: the K/V
-// schedule (quantized_kv_target.h); the library's instances keep the
-// default, the decode sweep also times the plain one.
+// schedule (quantized_kv_target.h); Chunks: how the loader places, loads
+// and dequantizes a thread's chunks (quantized_block_loader.h's
+// QuantizedFloatChunks, or tile/cuda_quantized_chunks.h's 16-bit pairs,
+// 16-byte word loads, whose alignment the caller vouches for, and row-major
+// placement). The library's instances keep the defaults; the decode sweep
+// also times the others.
 //
 // Grid: (query blocks * n_splits, H_q, B), the split being the block index
 // modulo n_splits; block: tiles.warps * 32 threads; dynamic shared memory:
@@ -26,7 +30,9 @@
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/kernels/cuda/split_merge.cuh"
+#include "mlx_fused_attn/kernels/split_combine_form.h"
 #include "mlx_fused_attn/kernels/split_keys.h"
+#include "mlx_fused_attn/tile/cuda_quantized_chunks.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 #include "mlx_fused_attn/tile/quantized_kv_target.h"
@@ -37,8 +43,8 @@ namespace fa {
 /// host gives it (attention_smem_bytes) is exactly that of its blocks.
 /// Variables, so that the host functions are evaluated outside the kernel.
 template <typename T, int D, typename Tiles>
-constexpr bool kQuantizedTilesAgree = Tiles::value ==
-    choose_quantized_attention_tiles(D, DTypeOf<T>::value, Backend::Cuda);
+constexpr bool kQuantizedTilesAgree =
+    quantized_attention_tiles_listed(Tiles::value, D, DTypeOf<T>::value);
 template <typename Target, typename Shape, typename Tiles>
 constexpr bool kQuantizedSmemAgrees =
     attention_smem_bytes(
@@ -58,7 +64,8 @@ template <
     typename Tiles,
     bool kCausal,
     bool kHasMask,
-    bool kRegisterStaged = true>
+    bool kRegisterStaged = true,
+    typename Chunks = QuantizedFloatChunks>
 __global__ void __launch_bounds__(
     Tiles::value.warps * kSimdWidth,
     Tiles::value.min_blocks)
@@ -69,12 +76,14 @@ __global__ void __launch_bounds__(
       "QuantAttnKernelArgs<T> is laid out unlike the host's <void> form");
   static_assert(
       kQuantizedTilesAgree<T, D, Tiles>,
-      "instance disagrees with choose_quantized_attention_tiles");
+      "instance's tiles are neither choose_quantized_attention_tiles' nor "
+      "choose_quantized_decode_tiles'");
   typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages> Shape;
   typedef QuantizedKVTarget<
       typename CudaTargetOf<false, t.q_shared>::type,
       BITS,
-      kRegisterStaged>
+      kRegisterStaged,
+      Chunks>
       Target;
   typedef AttnKBlock<Target, Shape> KBlock;
   static_assert(
@@ -107,8 +116,9 @@ __global__ void __launch_bounds__(
 }
 
 /// The combine of split keys (split_keys.h) into the output, in this
-/// family's source. Grid: (ceil(L_q * D / kSplitCombineThreads), H_q, B).
-template <typename T>
+/// family's source, in the form the plan picks (split_combine_form.h).
+/// Grid: (ceil(L_q * D / kSplitCombineThreads), H_q, B).
+template <typename T, SplitCombineForm kForm>
 __global__ void __launch_bounds__(kSplitCombineThreads)
     quantized_split_combine_kernel(
         const float* o_part,
@@ -116,9 +126,14 @@ __global__ void __launch_bounds__(kSplitCombineThreads)
         T* out,
         const AttnParams params,
         int n_splits) {
-  split_combine_element(
-      o_part, stats, out, params, n_splits,
-      blockIdx.x * kSplitCombineThreads + threadIdx.x, blockIdx.y, blockIdx.z);
+  const int inner = blockIdx.x * kSplitCombineThreads + threadIdx.x;
+  if constexpr (kForm == SplitCombineForm::Grouped) {
+    split_combine_element_grouped(
+        o_part, stats, out, params, n_splits, inner, blockIdx.y, blockIdx.z);
+  } else {
+    split_combine_element(
+        o_part, stats, out, params, n_splits, inner, blockIdx.y, blockIdx.z);
+  }
 }
 
 } // namespace fa

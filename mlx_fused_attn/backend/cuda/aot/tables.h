@@ -21,6 +21,7 @@
   X(neighborhood_1d) \
   X(neighborhood_2d) \
   X(neighborhood_3d) \
+  X(quantized_attention_d32) \
   X(quantized_attention_d64) \
   X(quantized_attention_d96) \
   X(quantized_attention_d128) \

@@ -8,9 +8,12 @@ namespace mlx_fused_attn::cuda {
 namespace {
 
 const AotKernel kKernels[] = {
-    FA_AOT_KERNEL(fa::split_combine_kernel<fa::half_t>),
-    FA_AOT_KERNEL(fa::split_combine_kernel<fa::bfloat_t>),
-    FA_AOT_KERNEL(fa::split_combine_kernel<float>),
+    FA_AOT_KERNEL(fa::split_combine_kernel<fa::half_t, fa::SplitCombineForm::OneElement>),
+    FA_AOT_KERNEL(fa::split_combine_kernel<fa::half_t, fa::SplitCombineForm::Grouped>),
+    FA_AOT_KERNEL(fa::split_combine_kernel<fa::bfloat_t, fa::SplitCombineForm::OneElement>),
+    FA_AOT_KERNEL(fa::split_combine_kernel<fa::bfloat_t, fa::SplitCombineForm::Grouped>),
+    FA_AOT_KERNEL(fa::split_combine_kernel<float, fa::SplitCombineForm::OneElement>),
+    FA_AOT_KERNEL(fa::split_combine_kernel<float, fa::SplitCombineForm::Grouped>),
 };
 
 } // namespace

@@ -27,6 +27,11 @@ AttentionKernelKey general_key(const AttentionPlan& plan) {
       plan.features.has_mask};
 }
 
+/// The combine of the plan's split keys, in its form.
+SplitCombineKernelKey combine_key(const AttentionPlan& plan) {
+  return {plan.dtype, plan.combine_form};
+}
+
 /// Registers the outputs beside `out` that the kernel writes: the LSE,
 /// the partials of split keys, the counters of the last split (after the
 /// node that zeroes them).
@@ -45,7 +50,7 @@ void write_outputs(
 Support prepare_attention(const AttentionPlan& plan, int device, int arch) {
   if (plan.key_splits > 1 && !plan.split_merge) {
     if (Support ready =
-            kernel_ready(SplitCombineKernelKey{plan.dtype}, device, arch);
+            kernel_ready(combine_key(plan), device, arch);
         !ready.ok) {
       return ready;
     }
@@ -91,7 +96,7 @@ void run_attention(
   if (parts.o_part && !plan.split_merge) {
     add_combine_node(
         at.enc,
-        kernel_function(SplitCombineKernelKey{plan.dtype}, at.device, at.arch),
+        kernel_function(combine_key(plan), at.device, at.arch),
         run.params, plan.key_splits, parts, out);
   }
 }

@@ -53,10 +53,11 @@ struct SplitCombineKernelKey {
   static constexpr KernelFamily kFamily = KernelFamily::Attention;
 
   fa::DType dtype; ///< of the output
+  fa::SplitCombineForm form; ///< the plan's (plan.combine_form)
 
   std::string expression() const {
     return std::string("fa::split_combine_kernel<") + device_type_name(dtype) +
-        ">";
+        ", " + split_combine_form_expression(form) + ">";
   }
   int threads() const {
     return fa::kSplitCombineThreads;

@@ -37,6 +37,12 @@ cuda::QuantizedAttentionKernelKey quantized_key(
       plan.features.has_mask};
 }
 
+/// The family's combine of the plan's split keys, in its form.
+cuda::QuantizedSplitCombineKernelKey combine_key(
+    const QuantizedAttentionPlan& plan) {
+  return {plan.dtype, plan.combine_form};
+}
+
 /// The codes as the loader reads them: unit stride along the last axis (a
 /// row's words are read one after another), else a row-contiguous copy,
 /// which moves 4-byte elements unchanged and so runs as float32's.
@@ -69,8 +75,7 @@ Support quantized_prepare(const QuantizedAttentionPlan& plan, mx::Stream s) {
     }
   }
   if (plan.key_splits > 1 && !plan.split_merge) {
-    if (Support ready = cuda::kernel_ready(
-            cuda::QuantizedSplitCombineKernelKey{plan.dtype}, device, arch);
+    if (Support ready = cuda::kernel_ready(combine_key(plan), device, arch);
         !ready.ok) {
       return named(kOp, ready);
     }
@@ -167,8 +172,7 @@ void quantized_run(
   if (parts.o_part && !plan.split_merge) {
     cuda::add_combine_node(
         enc,
-        cuda::kernel_function(
-            cuda::QuantizedSplitCombineKernelKey{plan.dtype}, device, arch),
+        cuda::kernel_function(combine_key(plan), device, arch),
         params, plan.key_splits, parts, out);
   }
 }

@@ -34,8 +34,10 @@ struct QuantizedAttentionKernelKey {
     return fa::attention_smem_bytes(
         tiles, head_dim, head_dim, dtype, fa::Backend::Cuda);
   }
+  /// As the general kernel's (attention_prefers_max_shared): the decode
+  /// tiles' eight blocks a multiprocessor need all of L1 as shared memory.
   bool max_shared() const {
-    return false;
+    return fa::attention_prefers_max_shared(tiles);
   }
 };
 
@@ -45,10 +47,12 @@ struct QuantizedSplitCombineKernelKey {
   static constexpr KernelFamily kFamily = KernelFamily::QuantizedAttention;
 
   fa::DType dtype; ///< of the output
+  fa::SplitCombineForm form; ///< the plan's (plan.combine_form)
 
   std::string expression() const {
     return std::string("fa::quantized_split_combine_kernel<") +
-        device_type_name(dtype) + ">";
+        device_type_name(dtype) + ", " + split_combine_form_expression(form) +
+        ">";
   }
   int threads() const {
     return fa::kSplitCombineThreads;
