@@ -18,6 +18,7 @@
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_masks.h"
+#include "mlx_fused_attn/kernels/split_combine_form.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/language.h"
 
@@ -206,6 +207,26 @@ FA_FUNC void split_combine_element_grouped(
   }
   const SplitElems e = {inner, 0, p.L_q * p.D_v, head, batch};
   split_combine_elements<1>(o_part, stats, out, p, n_splits, e);
+}
+
+/// The element in the form kForm (split_combine_form.h): each CUDA combine
+/// kernel instance runs one.
+template <typename T, SplitCombineForm kForm>
+FA_FUNC void split_combine_element_in(
+    const FA_DEVICE float* o_part,
+    const FA_DEVICE float* stats,
+    FA_DEVICE T* out,
+    const FA_CONSTANT AttnParams& p,
+    int n_splits,
+    int inner,
+    int head,
+    int batch) {
+  if constexpr (kForm == SplitCombineForm::Grouped) {
+    split_combine_element_grouped(
+        o_part, stats, out, p, n_splits, inner, head, batch);
+  } else {
+    split_combine_element(o_part, stats, out, p, n_splits, inner, head, batch);
+  }
 }
 
 /// The log-sum-exp (natural log) of query row `row` of (batch, head),

@@ -30,7 +30,6 @@
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
 #include "mlx_fused_attn/kernels/cuda/split_merge.cuh"
-#include "mlx_fused_attn/kernels/split_combine_form.h"
 #include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/tile/cuda_quantized_chunks.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
@@ -126,14 +125,9 @@ __global__ void __launch_bounds__(kSplitCombineThreads)
         T* out,
         const AttnParams params,
         int n_splits) {
-  const int inner = blockIdx.x * kSplitCombineThreads + threadIdx.x;
-  if constexpr (kForm == SplitCombineForm::Grouped) {
-    split_combine_element_grouped(
-        o_part, stats, out, params, n_splits, inner, blockIdx.y, blockIdx.z);
-  } else {
-    split_combine_element(
-        o_part, stats, out, params, n_splits, inner, blockIdx.y, blockIdx.z);
-  }
+  split_combine_element_in<T, kForm>(
+      o_part, stats, out, params, n_splits,
+      blockIdx.x * kSplitCombineThreads + threadIdx.x, blockIdx.y, blockIdx.z);
 }
 
 } // namespace fa
