@@ -33,18 +33,23 @@ def table_file(tmp_path, monkeypatch):
 
 
 class ScriptedClock:
-    """A clock whose readings make the n-th timed evaluation last
-    ``durations[n]`` seconds (tune reads it right before and right after
-    each one)."""
+    """A clock whose readings make the n-th timed evaluation wait
+    ``durations[n]`` seconds for its result after a submission of
+    ``submissions[n]`` (default 0) seconds (tune reads it before the
+    submission, after it and after the wait)."""
 
-    def __init__(self, durations):
+    def __init__(self, durations, submissions=None):
         self.durations = list(durations)
+        self.submissions = list(submissions or [0.0] * len(self.durations))
         self.now = 0.0
         self.readings = 0
 
     def __call__(self):
-        if self.readings % 2:
-            self.now += self.durations[self.readings // 2]
+        run, reading = divmod(self.readings, 3)
+        if reading == 1:
+            self.now += self.submissions[run]
+        elif reading == 2:
+            self.now += self.durations[run]
         self.readings += 1
         return self.now
 
@@ -55,7 +60,7 @@ def tune_small(durations, calls=(SMALL,), **kw):
     clock = ScriptedClock(durations)
     results = tuning.tune(list(calls), device=CPU, warmup=0, repeats=3, budget_s=1e9,
                           clock=clock, **kw)  # fmt: skip
-    assert clock.readings == 2 * len(durations), "every timed run read the clock twice"
+    assert clock.readings == 3 * len(durations), "every timed run read the clock three times"
     return results
 
 
@@ -108,12 +113,31 @@ def test_a_timed_run_chains_dependent_calls():
      ({"fused": 101.0, "mx.fast": 100.0}, "mx.fast")],
 )  # fmt: skip
 def test_a_hinted_plan_must_beat_the_planners_own_by_the_margin(us, winner):
-    assert tuning._winner(us) == winner
+    assert tuning._winner({name: [t] for name, t in us.items()}) == winner
 
 
-def test_a_run_is_submitted_before_its_clock_starts(monkeypatch):
-    """The clock times the wait for a run, never the host's submission of
-    it: on a GPU the host's encoding would rank near ties by host work."""
+def test_a_class_goes_to_the_candidate_least_behind_on_its_worst_call():
+    """One routing decision serves every call of a class: a candidate 3%
+    behind on a long call and 3x ahead on a short one wins, though its
+    summed time is the larger."""
+    dense, causal = SMALL._replace(mask="additive"), SMALL._replace(mask="additive-causal")
+    assert dense.shape_class() == causal.shape_class()
+    # Timed candidate by candidate, call by call: fused, then mx.fast.
+    fused, fast = [1030e-3, 10e-3], [1000e-3, 30e-3]
+    (result,) = tune_small([t for times in (fused, fast) for t in times for _ in range(3)],
+                           calls=(dense, causal), save=False)  # fmt: skip
+    assert result.per_call["fused"] == pytest.approx([1030e3, 10e3])
+    assert result.per_call["mx.fast"] == pytest.approx([1000e3, 30e3])
+    assert result.us["fused"] > result.us["mx.fast"]
+    assert result.winner == "fused"
+    # Equally far behind on their worst calls: the least summed time wins.
+    assert tuning._winner({"fused": [2.0, 1.0, 1.0], "mx.fast": [1.0, 2.0, 2.0]}) == "fused"
+    assert tuning._winner({"fused": [2.0, 2.0, 1.0], "mx.fast": [1.0, 1.0, 2.0]}) == "mx.fast"
+
+
+def test_a_sample_is_the_wait_after_the_submission(monkeypatch):
+    """The clock times the wait for a run after its submission: on a GPU
+    the host's encoding would rank near ties by host work."""
     events = []
     submit = mx.async_eval
 
@@ -121,14 +145,26 @@ def test_a_run_is_submitted_before_its_clock_starts(monkeypatch):
         events.append("submit")
         submit(*arrays)
 
-    def clock():
+    clock = ScriptedClock([3.0, 4.0], submissions=[1.0, 1.0])
+
+    def recording_clock():
         events.append("clock")
-        return float(len(events))
+        return clock()
 
     monkeypatch.setattr(mx, "async_eval", recording_submit)
-    tuning.median_seconds(lambda: mx.ones((4,)) * 2, warmup=0, repeats=2, budget_s=1e9,
-                          clock=clock)  # fmt: skip
-    assert events == ["submit", "clock", "clock"] * 2
+    median = tuning.median_seconds(lambda: mx.ones((4,)) * 2, warmup=0, repeats=2,
+                                   budget_s=1e9, clock=recording_clock)  # fmt: skip
+    assert events == ["clock", "submit", "clock", "clock"] * 2
+    assert median == pytest.approx(3.5)
+
+
+def test_a_wait_shorter_than_its_submission_adds_the_submission():
+    """A run of many operations starts on the device while the host still
+    encodes it (MLX commits every 20 on CUDA): its wait alone is the tail."""
+    clock = ScriptedClock([0.1, 0.1, 0.1], submissions=[2.0, 2.0, 2.0])
+    median = tuning.median_seconds(lambda: mx.ones((4,)) * 2, warmup=0, repeats=3,
+                                   budget_s=1e9, clock=clock)  # fmt: skip
+    assert median == pytest.approx(2.1)
 
 
 def test_a_chained_run_counts_per_call():
@@ -141,7 +177,7 @@ def test_the_budget_ends_the_timed_runs():
     (result,) = tuning.tune([SMALL], device=CPU, warmup=0, repeats=5, budget_s=1.0,
                             clock=clock, save=False)  # fmt: skip
     # The fused kernel's first run passed the budget, mx.fast's second.
-    assert clock.readings == 6
+    assert clock.readings == 9
     assert result.us == pytest.approx({"fused": 2e6, "mx.fast": 0.55e6})
 
 

@@ -99,7 +99,7 @@ def _show(device: mx.Device) -> int:
               f"{tuned_table.path()}: routing uses the shipped defaults and rules")  # fmt: skip
         return 0
     print(f"{table.key['device']}, tuned {table.tuned} ({tuned_table.path()}):")
-    results = [tuning.ClassResult(c, e.winner, e.us, e.skipped, e.calls)
+    results = [tuning.ClassResult(c, e.winner, e.us, e.per_call, e.skipped, e.calls)
                for c, e in sorted(table.classes.items())]  # fmt: skip
     print_results(results)
     return 0

@@ -127,6 +127,9 @@ class TunedClass(NamedTuple):
     us: dict  # candidate name -> median microseconds a call
     skipped: dict  # candidate name -> why it was not timed
     calls: list  # the calls timed, described
+    # candidate name -> its median us on each call, in `calls`' order (the
+    # winner is decided on these; absent from tables tuned before them)
+    per_call: dict = {}
 
 
 class Table(NamedTuple):

@@ -145,7 +145,10 @@ class Call(NamedTuple):
             pad = (mx.arange(self.B) * self.L_k // (2 * self.B))[:, None, None, None]
             return seen[None, None] & (cols[None, None] >= pad)
         if self.mask == "additive-causal":
-            return mx.where(seen, 0.0, mx.finfo(dt).min).astype(dt)[None, None]
+            # -inf: hidden blocks the kernel skips. fp16's finfo.min is a
+            # value it adds (a dense mask's time), which made the H100's
+            # additive class a tie that mx.fast took (2026-12-06).
+            return mx.where(seen, 0.0, -mx.inf).astype(dt)[None, None]
         return seen[None, None]
 
 
@@ -158,20 +161,26 @@ def _positive(text, name, value) -> int:
 def median_seconds(run: Callable[[], mx.array], *, warmup: int, repeats: int,
                    budget_s: float, clock: Callable[[], float]) -> float:  # fmt: skip
     """The median of up to ``repeats`` timed evaluations of ``run()`` after
-    ``warmup`` untimed ones. Each timed one is submitted before the clock
-    starts, and the clock is read right before and right after the wait for
-    its result: MLX commits a GPU stream's work at the end of the
-    submission (or every 20 operations on CUDA), so the wait holds the
-    device's time for the run, not the host's encoding of it."""
+    ``warmup`` untimed ones. A sample is the wait for the run's result
+    after its submission (``mx.async_eval``): MLX commits a GPU stream's
+    work when a submission ends, so the wait holds the device's time and
+    not the host's encoding. Where the wait is the shorter, the device
+    started during the submission (MLX also commits every 20 operations on
+    CUDA) and the wait saw only the tail of its work (7.7 us for a
+    training step of plain ops, H100 2026-12-06): the sample is then the
+    submission and the wait together."""
     for _ in range(warmup):
         mx.eval(run())
     samples = []
     for _ in range(repeats):
         out = run()
-        mx.async_eval(out)
         start = clock()
+        mx.async_eval(out)
+        submitted = clock()
         mx.eval(out)
-        samples.append(clock() - start)
+        done = clock()
+        wait = done - submitted
+        samples.append(wait if wait >= submitted - start else done - start)
         if sum(samples) >= budget_s:
             break
     return statistics.median(samples)
@@ -198,6 +207,7 @@ class ClassResult(NamedTuple):
     shape_class: ShapeClass
     winner: str  # a candidate's name
     us: dict  # candidate name -> median us a call (summed over the class's calls)
+    per_call: dict  # candidate name -> its median us on each of the class's calls
     skipped: dict  # candidate name -> why it was not timed
     calls: list  # the calls, described
 
@@ -239,12 +249,24 @@ def _training_run(candidate: cand.Candidate, q, k, v, mask, scale, stream):
 HINT_MARGIN = 1.10
 
 
-def _winner(us: dict) -> str:
-    """The fastest candidate, but the planner's own plan where a hinted plan
-    beats it by less than ``HINT_MARGIN``."""
-    best = min(us, key=us.get)
-    own = us.get(cand.FUSED)
-    if best.startswith(cand.FUSED + "[") and own is not None and own <= HINT_MARGIN * us[best]:
+def _worst_ratios(per_call: dict) -> dict:
+    """Each candidate's largest ratio to the fastest candidate over the
+    class's calls."""
+    best = [min(times) for times in zip(*per_call.values())]
+    return {name: max(t / b for t, b in zip(times, best)) for name, times in per_call.items()}
+
+
+def _winner(per_call: dict) -> str:
+    """The candidate whose worst call is least behind that call's fastest
+    (ties: the least summed time), but the planner's own plan where a hinted
+    plan's worst ratio beats its own by less than ``HINT_MARGIN``. A class
+    stands for every call in it, and the one routing decision must hold on
+    each: summed times let one long call hide a short call lost 3x (an
+    additive-mask class, dense and causal masks, H100 2026-12-06)."""
+    worst = _worst_ratios(per_call)
+    best = min(per_call, key=lambda name: (worst[name], sum(per_call[name])))
+    own = worst.get(cand.FUSED)
+    if best.startswith(cand.FUSED + "[") and own is not None and own <= HINT_MARGIN * worst[best]:
         return cand.FUSED
     return best
 
@@ -272,7 +294,8 @@ def tune(
 
     Args:
         calls: the calls to time; calls of one shape class are timed
-            together (a candidate's time is its sum over them).
+            together, and the class goes to the candidate least behind on
+            its worst call (``_winner``).
         warmup, repeats, budget_s: untimed runs, the most timed runs, and
             the timed seconds after which a candidate's runs stop.
         chain: dependent calls a timed run makes (default: 8 on a GPU,
@@ -318,7 +341,7 @@ def tune(
         for c in order:
             timed = prepared.pop(c)
             mx.eval([x for _, *arrays in timed for x in arrays if isinstance(x, mx.array)])
-            us, skipped = {}, {}
+            per_call, skipped = {}, {}
             for x in plans[c]:
                 beaten = [(small, r) for small, r in lost.get(_series(c), {}).get(x.name, [])
                           if small.queries <= c.queries and small.keys <= c.keys]  # fmt: skip
@@ -327,7 +350,7 @@ def tune(
                     skipped[x.name] = f"{ratio:.1f}x slower than the winner at {small.key()}"
                     done += len(timed)
                     continue
-                total_us = 0.0
+                times = []
                 for call, q, k, v, mask in timed:
                     if progress:
                         progress(done, total, f"{call.describe()} {x.name}")
@@ -336,22 +359,24 @@ def tune(
                         run, calls = _training_run(x, q, k, v, mask, scale, stream), 1
                     else:
                         run, calls = chained(_step(x, k, v, mask, scale, stream), q, chain)
-                    total_us += 1e6 / calls * median_seconds(
+                    times.append(1e6 / calls * median_seconds(
                         run, warmup=warmup, repeats=repeats, budget_s=budget_s, clock=clock
-                    )
+                    ))  # fmt: skip
                     done += 1
-                us[x.name] = total_us
-            winner = _winner(us)
+                per_call[x.name] = times
+            winner = _winner(per_call)
+            us = {name: sum(times) for name, times in per_call.items()}
             for name, t in us.items():
                 if prune and t > prune * us[winner]:
                     lost.setdefault(_series(c), {}).setdefault(name, []).append((c, t / us[winner]))
-            results.append(ClassResult(c, winner, us, skipped, [x.describe() for x in by_class[c]]))
+            results.append(ClassResult(c, winner, us, per_call, skipped,
+                                       [x.describe() for x in by_class[c]]))  # fmt: skip
         if progress:
             progress(total, total, "done")
     if save:
         tuned_table.write(
             device,
-            {r.shape_class: tuned_table.TunedClass(r.winner, r.us, r.skipped, r.calls)
+            {r.shape_class: tuned_table.TunedClass(r.winner, r.us, r.skipped, r.calls, r.per_call)
              for r in results},
         )  # fmt: skip
     return results
