@@ -126,8 +126,9 @@ fi
 if has test; then
   log "pytest (GPU and device-independent tests)"
   # The compile and conformance tests need no GPU (CI runs them): left out
-  # here, they would take most of the suite's time on the device.
-  $PY -m pytest -q -rs tests --ignore=tests/metal_emu --ignore=tests/metal_host \
+  # here, they would take most of the suite's time on the device. -v names
+  # each result as it ends: a run cut short still says which test failed.
+  $PY -m pytest -rfEs tests --ignore=tests/metal_emu --ignore=tests/metal_host \
     --ignore=tests/test_metal_host_compile.py --ignore=tests/test_cuda_compile.py \
     --ignore=tests/test_cuda_host_compile.py --ignore=tests/test_cuda_sweeps_compile.py \
     --ignore=tests/test_metal_conformance.py --ignore=tests/test_build_metallib.py \
