@@ -12,8 +12,9 @@
 // and dequantizes a thread's chunks (quantized_block_loader.h's
 // QuantizedFloatChunks, or tile/cuda_quantized_chunks.h's 16-bit pairs,
 // 16-byte word loads, whose alignment the caller vouches for, and row-major
-// placement). The library's instances keep the defaults; the decode sweep
-// also times the others.
+// placement). The library's instances take the register stage with the
+// chunk policies the plan picks (quantized_attention_chunks.h); the decode
+// sweep also times the others.
 //
 // Grid: (query blocks * n_splits, H_q, B), the split being the block index
 // modulo n_splits; block: tiles.warps * 32 threads; dynamic shared memory:
@@ -56,6 +57,13 @@ constexpr bool kQuantizedSmemAgrees =
         (AttnKBlock<Target, Shape>::kElems + AttnVBlock<Target, Shape>::kElems +
          AttnQOperand<Target, Shape>::kSmemElems);
 
+/// Whether the host places rows fastest for `Chunks` at (D, Tiles) as the
+/// loader does (quantized_rows_fastest_applies, which the host's choice of
+/// policy reads).
+template <int D, typename Tiles, typename Chunks>
+constexpr bool kQuantizedRowsAgree = Chunks::kRowsFastest &&
+    quantized_rows_fastest_applies(D, Tiles::value.warps * kSimdWidth);
+
 template <
     typename T,
     int D,
@@ -85,6 +93,11 @@ __global__ void __launch_bounds__(
       Chunks>
       Target;
   typedef AttnKBlock<Target, Shape> KBlock;
+  static_assert(
+      KBlock::kRowsFastest == Chunks::kRowsFastest &&
+          KBlock::kRowsFastest == kQuantizedRowsAgree<D, Tiles, Chunks>,
+      "a rows-fastest policy where the loader cannot place rows fastest, "
+      "or quantized_rows_fastest_applies disagrees with the loader");
   static_assert(
       kQuantizedSmemAgrees<Target, Shape, Tiles>,
       "attention_smem_bytes disagrees with the kernel's blocks");
