@@ -58,7 +58,7 @@ constexpr bool quantized_chunks_need_aligned_words(QuantizedChunks c) {
 
 /// The chunk policy of the quantized kernels of `tiles` at (head_dim, bits,
 /// dtype) on CUDA, each the fastest of the H100 decode sweep
-/// (benchmarks/cuda_quant_decode_sweep.cu, docs/kernels.md) where it
+/// (benchmarks/cuda_quant_decode_sweep.cu, docs/gpu_kernels.md) where it
 /// applies; `float_forced`: QuantizedFloatChunks everywhere (the switch
 /// that compares them, kernel_switches.h).
 /// - 4 bits in half or bfloat16: the packed pairs (two codes a 16-bit

@@ -57,11 +57,21 @@ constexpr bool kQuantizedSmemAgrees =
         (AttnKBlock<Target, Shape>::kElems + AttnVBlock<Target, Shape>::kElems +
          AttnQOperand<Target, Shape>::kSmemElems);
 
-/// Whether the host places rows fastest for `Chunks` at (D, Tiles) as the
-/// loader does (quantized_rows_fastest_applies, which the host's choice of
-/// policy reads).
-template <int D, typename Tiles, typename Chunks>
-constexpr bool kQuantizedRowsAgree = Chunks::kRowsFastest &&
+/// Whether the host's quantized_rows_fastest_applies, which its choice of
+/// chunk policy reads (quantized_attention_chunks.h), agrees with the
+/// loader at (D, Tiles): whether a rows-fastest policy places rows fastest
+/// (the loader's own rule; its destination stride does not enter it).
+template <typename T, int D, int BITS, typename Tiles>
+constexpr bool kQuantizedRowsAgree =
+    QuantizedBlockLoader<
+        T,
+        Tiles::value.bk,
+        D,
+        D + 8,
+        Tiles::value.warps * kSimdWidth,
+        D,
+        BITS,
+        QuantizedRowsFastest<QuantizedFloatChunks>>::kRowsFastest ==
     quantized_rows_fastest_applies(D, Tiles::value.warps * kSimdWidth);
 
 template <
@@ -94,10 +104,12 @@ __global__ void __launch_bounds__(
       Target;
   typedef AttnKBlock<Target, Shape> KBlock;
   static_assert(
-      KBlock::kRowsFastest == Chunks::kRowsFastest &&
-          KBlock::kRowsFastest == kQuantizedRowsAgree<D, Tiles, Chunks>,
-      "a rows-fastest policy where the loader cannot place rows fastest, "
-      "or quantized_rows_fastest_applies disagrees with the loader");
+      kQuantizedRowsAgree<T, D, BITS, Tiles>,
+      "quantized_rows_fastest_applies disagrees with the loader");
+  static_assert(
+      KBlock::kRowsFastest == Chunks::kRowsFastest,
+      "a rows-fastest chunk policy where the loader cannot place rows "
+      "fastest");
   static_assert(
       kQuantizedSmemAgrees<Target, Shape, Tiles>,
       "attention_smem_bytes disagrees with the kernel's blocks");
