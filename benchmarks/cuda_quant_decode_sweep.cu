@@ -12,7 +12,9 @@
 // split count for them, and with none and all at the rule's) and the
 // library's bf16 decode of the same cache dequantized, whose output is
 // each quantized run's reference: the same math on the same values, so a
-// fast but wrong variant shows in its error. Standalone: no MLX.
+// fast but wrong variant shows in its error. The package's plan runs
+// "plan, packed, 16B, rows" or "decode, packed, 16B x2", by
+// plan/quantized_kernel_choice.h's rule. Standalone: no MLX.
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
 //     benchmarks/cuda_quant_decode_sweep.cu -o quant_decode_sweep

@@ -147,6 +147,7 @@ def run_case(case, with_mlx_lm=True, slow_after=1.0):
     row["k_vs_mlxlm"] = row["k_mlxlm_us"] / row["k_qfuse_us"]
     row["k_vs_fuse"] = row["k_fuse_us"] / row["k_qfuse_us"]
     row["fused_path"] = fa.quantized_can_use_fused(q, qk, qv, scale, None, group, bits)[0]
+    row["qfuse_kernel"] = kernel_of(q, qk, qv, scale, group, bits)
     work = sum(flops(B, H_q, qc.shape[2], n, D, mask == "causal") for qc, n, mask in chunks)
     row["gflops_qfuse"] = work / row["t_qfuse_ms"] / 1e6
     # Agreement on the last chunk, against dequantize-then-attend (mx.fast
@@ -165,11 +166,25 @@ def run_case(case, with_mlx_lm=True, slow_after=1.0):
     return row
 
 
+def kernel_of(q, qk, qv, scale, group, bits):
+    """Which kernel the package's plan runs the whole-cache call with: "cpu",
+    the GPU tiles (queries x keys, warps), the CUDA chunk policy and the key
+    splits ("64x64w4 packed_16b_rows x32"), or "unfused"."""
+    plan = fa._ext._quantized_plan(q, qk, qv, scale, None, group, bits)
+    if not plan["fused"]:
+        return "unfused"
+    t = plan["tiles"]
+    if not t:
+        return "cpu"
+    return f"{t['bq']}x{t['bk']}w{t['warps']} {plan['chunks']} x{plan['key_splits']}"
+
+
 def print_header():
     print("| " + " | ".join(COLUMNS + ["t_mlxlm", "t_qfuse", "t_fuse", "vs_mlxlm", "vs_fuse",
-                                       "mem_mlxlm", "mem_qfuse", "mem_fuse"] + KERNEL_COLUMNS)
+                                       "mem_mlxlm", "mem_qfuse", "mem_fuse"] + KERNEL_COLUMNS
+                            + ["qfuse_kernel"])
           + " |")  # fmt: skip
-    print("|" + "---|" * (len(COLUMNS) + 8 + len(KERNEL_COLUMNS)), flush=True)
+    print("|" + "---|" * (len(COLUMNS) + 9 + len(KERNEL_COLUMNS)), flush=True)
 
 
 def print_row(r):
@@ -190,7 +205,7 @@ def print_row(r):
         ms(r["t_mlxlm_ms"]), ms(r["t_qfuse_ms"]), ms(r["t_fuse_ms"]), ratio,
         f"{r['vs_fuse']:.2f}x", mib(r["mem_mlxlm_mib"]), mib(r["mem_qfuse_mib"]),
         mib(r["mem_fuse_mib"]), us(r["k_mlxlm_us"]), us(r["k_qfuse_us"]), us(r["k_fuse_us"]),
-        times(r["k_vs_mlxlm"]), times(r["k_vs_fuse"]),
+        times(r["k_vs_mlxlm"]), times(r["k_vs_fuse"]), r["qfuse_kernel"],
     ]  # fmt: skip
     mark = "" if r["agree"] else f"  <-- disagrees: {r['max_abs_diff']:.3g}"
     print("| " + " | ".join(cells) + " |" + mark, flush=True)
@@ -203,7 +218,8 @@ def print_legend():
           "counted); vs_mlxlm: mlx-lm's time over ours on the quantized cache; vs_fuse: the "
           "float kernel's time over the unquantized cache over ours on the quantized one; k_*: "
           "on CUDA, CUPTI kernel us a call, one evaluation a call (summed over chunks), "
-          "k_vs_*: their ratios (ms and x: wall-clock, calls batched)")  # fmt: skip
+          "k_vs_*: their ratios (ms and x: wall-clock, calls batched); qfuse_kernel: the "
+          "plan of the call over the whole cache (GPU tiles, CUDA chunk policy, key splits)")  # fmt: skip
 
 
 def cases(args):

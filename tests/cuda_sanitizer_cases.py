@@ -22,7 +22,12 @@ in some) after a forward that saves the LSE (split keys merged by the last
 split, which writes it, or unsplit), over the mask's block lists where it
 has them, against mx.fast's gradients on the CPU. Outputs moved to device
 memory after a host read, and left unified. Issue 46's opt-in paths
-(plan/kernel_switches.h) each run with their switch "1" and "0".
+(plan/kernel_switches.h) each run with their switch "1" and "0". Attention
+over a quantized K/V cache in each kernel its plan picks
+(plan/quantized_kernel_choice.h: the default and the decode tiles, the
+packed chunk policies' 16-byte loads and row-major stores, the float chunks
+forced and for words that are not 16-byte aligned), against mx.fast over
+the dequantized cache.
 Not collected by pytest: under the sanitizers a run takes minutes.
 """
 
@@ -75,6 +80,35 @@ def case(dtype, D, Lq, Lk, mask_kind, sinks, seed, misaligned=False, batch=1, Dv
     status = "ok" if err <= TOL[dtype] else "FAIL"
     print(f"{status} {dtype} D={D} Dv={Dv or D} Lq={Lq} Lk={Lk} mask={mask_kind} sinks={sinks} "
           f"misaligned={misaligned} max err {err:.2e}", flush=True)
+    return status == "ok"
+
+
+def quant_case(dtype, D, Lq, Lk, bits, mask_kind, seed, batch=1, odd_words=False):
+    """quantized_scaled_dot_product_attention (8 query heads on 2) against
+    mx.fast on the CPU over the cache dequantized; `odd_words`: the codes'
+    rows 17 words apart (a padding column cut off), not 16-byte aligned."""
+    key = mx.random.key(seed)
+    kq, kk, kv, km = mx.random.split(key, 4)
+    group = 64 if D % 64 == 0 else 32
+    q = mx.random.normal((batch, 8, Lq, D), key=kq).astype(dtype)
+    qk = mx.quantize(mx.random.normal((batch, 2, Lk, D), key=kk).astype(dtype), group_size=group, bits=bits)
+    qv = mx.quantize(mx.random.normal((batch, 2, Lk, D), key=kv).astype(dtype), group_size=group, bits=bits)
+    k = mx.dequantize(*qk, group_size=group, bits=bits, dtype=mx.float32).astype(dtype)
+    v = mx.dequantize(*qv, group_size=group, bits=bits, dtype=mx.float32).astype(dtype)
+    if odd_words:
+        qk, qv = (
+            (mx.concatenate([w, mx.zeros(w.shape[:-1] + (1,), w.dtype)], axis=-1)[..., : w.shape[-1]], s, b)
+            for w, s, b in (qk, qv)
+        )
+    mask = {None: None, "causal": "causal", "bool": mx.random.uniform(shape=(Lq, Lk), key=km) > 0.3}[mask_kind]
+    out = fa.quantized_scaled_dot_product_attention(
+        q, qk, qv, D**-0.5, mask, group, bits, force_fused=True, stream=mx.gpu
+    )
+    want = mx.fast.scaled_dot_product_attention(q, k, v, scale=D**-0.5, mask=mask, stream=mx.cpu)
+    err = np.abs(np.array(out.astype(mx.float32)) - np.array(want.astype(mx.float32))).max()
+    status = "ok" if err <= TOL[dtype] else "FAIL"
+    print(f"{status} quantized {dtype} D={D} Lq={Lq} Lk={Lk} bits={bits} mask={mask_kind} "
+          f"batch={batch} odd_words={odd_words} max err {err:.2e}", flush=True)
     return status == "ok"
 
 
@@ -161,8 +195,35 @@ def device_outputs(value, run, *args, **kwargs):
     return switched("MLX_FUSED_ATTN_DEVICE_OUTPUTS", value, run, *args, **kwargs)
 
 
+def decode_tiles(value, run, *args, **kwargs):
+    """The quantized family's decode tiles wherever they have kernels ("1")
+    or never ("0")."""
+    return switched("MLX_FUSED_ATTN_QUANT_DECODE_TILES", value, run, *args, **kwargs)
+
+
+def float_chunks(run, *args, **kwargs):
+    """The quantized loader's float chunks in place of the packed ones."""
+    return switched("MLX_FUSED_ATTN_QUANT_FLOAT_CHUNKS", "1", run, *args, **kwargs)
+
+
 def main():
     results = [
+        # Quantized K/V: decode with GQA packed and split keys on the
+        # default tiles (packed chunks, rows fastest) and the decode tiles
+        # (packed 16-byte loads), each also with the float chunks; ragged
+        # blocks, a bool mask; prefill past one query block (D = 96: the
+        # 16-byte loads alone); 8 bits (float chunks); words whose rows are
+        # not 16-byte aligned (read by the float chunks).
+        decode_tiles("0", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 51, batch=2),
+        decode_tiles("1", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 51, batch=2),
+        float_chunks(decode_tiles, "0", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 51, batch=2),
+        float_chunks(decode_tiles, "1", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 51, batch=2),
+        decode_tiles("1", quant_case, mx.float16, 64, 1, 2000, 4, "bool", 52, batch=3),
+        quant_case(mx.float16, 96, 70, 130, 4, "causal", 53),
+        quant_case(mx.bfloat16, 256, 33, 100, 4, "bool", 54),
+        quant_case(mx.bfloat16, 128, 5, 333, 8, "causal", 55),
+        decode_tiles("1", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 56, odd_words=True),
+        decode_tiles("0", quant_case, mx.float16, 128, 1, 3001, 4, None, 56, odd_words=True),
         case(mx.float16, 64, 130, 200, None, False, 1),
         case(mx.float16, 128, 70, 130, "causal", True, 2),
         case(mx.bfloat16, 80, 129, 65, "bool", False, 3),

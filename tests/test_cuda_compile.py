@@ -203,11 +203,24 @@ HOST_KEYS = {
     "strided_copy": """
   for (fa::DType t : types) print(StridedCopyKernelKey{t});
   print(PoisonKernelKey{});""",
-    # Every head dim and bits, plain, causal and array mask; the combine in both forms.
+    # Every head dim and bits, plain, causal and array mask: the default
+    # tiles, and at 4 bits the decode tiles where there are, each with the
+    # float chunks and the chosen packed policy where one applies; the
+    # combine in both forms.
     "quantized_attention": """
   for (fa::DType t : types) {
-#define FA_PRINT_BITS(b) for (int v = 0; v < 3; ++v) print(QuantizedAttentionKernelKey{t, d, b, \
-        fa::choose_quantized_attention_tiles(d, t, fa::Backend::Cuda), v == 1, v == 2});
+#define FA_PRINT_BITS(b) \
+    for (int tv = 0; tv < 2; ++tv) { \
+      if (tv == 1 && !(b == 4 && fa::has_quantized_decode_tiles(d, t, fa::Backend::Cuda))) continue; \
+      const fa::AttnTiles tiles = tv == 1 ? fa::choose_quantized_decode_tiles() \
+          : fa::choose_quantized_attention_tiles(d, t, fa::Backend::Cuda); \
+      const fa::QuantizedChunks chosen = fa::choose_quantized_chunks(tiles, d, b, t, false); \
+      for (int v = 0; v < 6; ++v) { \
+        if (v >= 3 && chosen == fa::QuantizedChunks::Float) continue; \
+        print(QuantizedAttentionKernelKey{t, d, b, tiles, v % 3 == 1, v % 3 == 2, \
+            v >= 3 ? chosen : fa::QuantizedChunks::Float}); \
+      } \
+    }
 #define FA_PRINT_D(dd) { const int d = dd; FA_QUANTIZED_ATTENTION_BITS(FA_PRINT_BITS) }
     FA_QUANTIZED_ATTENTION_HEAD_DIMS(FA_PRINT_D)
   }
@@ -242,6 +255,8 @@ def expected_count(family):
     short_dims = listed("short_attention_config.h", "FA_SHORT_ATTENTION_HEAD_DIMS")
     short_seqs = listed("short_attention_config.h", "FA_SHORT_ATTENTION_SEQS")
     na = len(listed("na_config.h", "FA_NA_HEAD_DIMS")) * len(listed("na_config.h", "FA_NA_AXES"))
+    quantized_dims = listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_HEAD_DIMS")
+    quantized_bits = listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_BITS")
     return {
         # Each tile choice in two forms (HOST_KEYS); the small-grid
         # producer tiles, static and persistent: D = 64 and 128 in fp16 and
@@ -254,8 +269,12 @@ def expected_count(family):
         "short_attention": 3 * len(short_dims) * len(short_seqs),
         "neighborhood": 3 * na,
         "strided_copy": 3 + 1,
-        "quantized_attention": 3 * 3 * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_HEAD_DIMS"))
-        * len(listed("quantized_attention_config.h", "FA_QUANTIZED_ATTENTION_BITS")) + 3 * 2,
+        # Per dtype, head dim and bits three variants of the default tiles'
+        # float chunks; at 4 bits in fp16 and bf16 three of their packed
+        # policy, and to D = 128 six of the decode tiles (float and
+        # packed); the combine in its two forms a type.
+        "quantized_attention": 3 * 3 * len(quantized_dims) * len(quantized_bits)
+        + 2 * 3 * len(quantized_dims) + 2 * 6 * len([d for d in quantized_dims if d <= 128]) + 3 * 2,
     }[family]
 
 
@@ -400,13 +419,14 @@ NVRTC_PICKS = {
         [e for e in names if e.startswith("fa::na_attention_kernel<fa::half_t, 64,")][1]
     ],
     "strided_copy": lambda names: [names[1], names[-1]],
-    # bf16 4 bits at D = 128, causal (Q in registers); fp16 8 bits at D = 256
-    # with an array mask (Q in shared memory); fp32; the bf16 combine in
-    # both forms.
+    # bf16 4 bits at D = 128, causal (Q in registers), each tile and chunk
+    # policy; fp16 8 bits at D = 256 with an array mask (Q in shared
+    # memory); fp32; the bf16 combine in both forms.
     "quantized_attention": lambda names: [
         e
         for e in names
-        if e.startswith("fa::quantized_attention_kernel<fa::bfloat_t, 128, 4,") and e.endswith("true, false>")
+        if e.startswith("fa::quantized_attention_kernel<fa::bfloat_t, 128, 4,")
+        and (e.endswith("true, false>") or ", true, false, true, fa::" in e)
         or e.startswith("fa::quantized_attention_kernel<fa::half_t, 256, 8,") and e.endswith("false, true>")
         or e.startswith("fa::quantized_attention_kernel<float, 64, 8,") and e.endswith("false, false>")
         or e.startswith("fa::quantized_split_combine_kernel<fa::bfloat_t,")

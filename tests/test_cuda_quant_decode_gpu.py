@@ -1,25 +1,38 @@
-"""The quantized kernel's variants on a GPU against the bf16 decode of the
-same cache dequantized (benchmarks/cuda_quant_decode_sweep.cu): the plan's
-tiles and the decode tiles (choose_quantized_decode_tiles), each with the
-loader's chunk policies (quantized_block_loader.h's QuantizedFloatChunks,
-and tile/cuda_quantized_chunks.h's 16-bit pairs, 16-byte word loads and
-row-major placement), split kernel and combine, then the one kernel, at
-B = 1, 4096 keys. A variant that reads, places or dequantizes a block
-wrong moves its output by far more than the sweep's 1e-2 (its header says
-why) and prints WRONG. Needs nvcc and an sm_90 GPU (the bf16 reference is
-a wgmma kernel); skips without them."""
+"""The quantized kernel's variants on a GPU.
+
+- The decode sweep's (benchmarks/cuda_quant_decode_sweep.cu) against the
+  bf16 decode of the same cache dequantized: the plan's tiles and the
+  decode tiles (choose_quantized_decode_tiles), each with the loader's
+  chunk policies (quantized_block_loader.h's QuantizedFloatChunks, and
+  tile/cuda_quantized_chunks.h's 16-bit pairs, 16-byte word loads and
+  row-major placement), split kernel and combine, then the one kernel, at
+  B = 1, 4096 keys. A variant that reads, places or dequantizes a block
+  wrong moves its output by far more than the sweep's 1e-2 (its header
+  says why) and prints WRONG. Needs nvcc and an sm_90 GPU (the bf16
+  reference is a wgmma kernel).
+- The package's op (quantized_scaled_dot_product_attention) on MLX's CUDA
+  backend, against dequantize-then-attend, for every kernel its plan picks
+  (quantized_kernel_choice.h: the default and the decode tiles, each chunk
+  policy, the float-chunk kernel that reads words not 16-byte aligned),
+  under the rule and with MLX_FUSED_ATTN_QUANT_DECODE_TILES and
+  MLX_FUSED_ATTN_QUANT_FLOAT_CHUNKS forcing either way; the plan's choice
+  is checked too (the private _quantized_plan). Needs MLX's CUDA backend.
+
+Each skips without what it needs."""
 
 import os
 import subprocess
 
+import mlx.core as mx
+import numpy as np
 import pytest
 
+import mlx_fused_attn as fa
 from test_cuda_backward_gpu import ARCH, NVCC, REPO
+from conftest import FLOOR, reference, to_np
+from test_quantized_attention import dequantized, quantized
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(NVCC is None or ARCH != "90a", reason="needs nvcc and an sm_90 GPU"),
-]
+pytestmark = pytest.mark.gpu
 
 # The sweep's quantized rows of a case whose plan splits its keys: the
 # plan, its halved and doubled splits, the one-stage schedule, and three
@@ -28,6 +41,7 @@ pytestmark = [
 ROWS = 13
 
 
+@pytest.mark.skipif(NVCC is None or ARCH != "90a", reason="needs nvcc and an sm_90 GPU")
 def test_quantized_variants_match_the_bf16_decode(tmp_path):
     exe = tmp_path / "quant_decode_sweep"
     build = subprocess.run(
@@ -42,3 +56,90 @@ def test_quantized_variants_match_the_bf16_decode(tmp_path):
     rows = [line for line in run.stdout.splitlines() if " err " in line]
     assert len(rows) == ROWS, run.stdout
     assert all(line.rstrip().endswith(" ok") for line in rows), run.stdout
+
+
+
+ON_CUDA = mx.is_available(mx.gpu) and mx.cuda.is_available()
+DECODE_TILES = {"bq": 16, "bk": 32, "warps": 1, "min_blocks": 8}
+DECODE_SWITCH = "MLX_FUSED_ATTN_QUANT_DECODE_TILES"
+FLOAT_SWITCH = "MLX_FUSED_ATTN_QUANT_FLOAT_CHUNKS"
+
+# (what, B, H_q, H_kv, L_k, D, dtype, bits, an array mask, misaligned
+# words, whether the rule takes the decode tiles on an H100's 132
+# multiprocessors (L_k x B x H_kv >= 1024 x 132 x 8: B = 16 at 9000 keys,
+# past a whole block), the default tiles' chunk policy, whether decode
+# tiles exist there).
+CASES = [
+    ("B=1 4K bf16", 1, 32, 8, 4096, 128, mx.bfloat16, 4, False, False, False, "packed_16b_rows", True),
+    ("B=16 9000 bf16", 16, 32, 8, 9000, 128, mx.bfloat16, 4, False, False, True, "packed_16b_rows",
+     True),
+    ("B=16 9000 fp16 D=64 bool mask", 16, 32, 8, 9000, 64, mx.float16, 4, True, False, True,
+     "packed_16b_rows", True),
+    ("B=1 3000 fp16 D=96", 1, 32, 8, 3000, 96, mx.float16, 4, False, False, False, "packed_16b", True),
+    ("B=2 2000 bf16 D=256", 2, 16, 4, 2000, 256, mx.bfloat16, 4, False, False, False,
+     "packed_16b_rows", False),
+    ("B=16 9000 bf16 words 17 apart", 16, 32, 8, 9000, 128, mx.bfloat16, 4, False, True, True,
+     "packed_16b_rows", True),
+    ("B=16 9000 bf16 8 bits", 16, 32, 8, 9000, 128, mx.bfloat16, 8, False, False, False, "float",
+     False),
+]
+# The rule, each tile choice forced, the float chunks forced (alone and
+# with the decode tiles).
+SWITCHES = [{}, {DECODE_SWITCH: "1"}, {DECODE_SWITCH: "0"}, {FLOAT_SWITCH: "1"},
+            {DECODE_SWITCH: "1", FLOAT_SWITCH: "1"}]
+
+
+def misaligned(qx):
+    """`qx` with its words' rows 17 words apart (a column of padding cut
+    off): the same codes at a row stride no 16-byte load steps, which the
+    backend reads with the float-chunk kernel at the plan's tiles."""
+    w = qx[0]
+    padded = mx.concatenate([w, mx.zeros(w.shape[:-1] + (1,), w.dtype)], axis=-1)
+    return (padded[..., : w.shape[-1]],) + tuple(qx[1:])
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="needs MLX's CUDA backend")
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_every_planned_kernel_matches_dequantize_then_attend(monkeypatch, case):
+    what, B, Hq, Hk, Lk, D, dtype, bits, masked, odd_words, rule_decode, chunks, has_decode = case
+    group = 64 if D % 64 == 0 else 32
+    rng = np.random.default_rng(B * 1000 + Lk + D)
+    q = mx.array(rng.standard_normal((B, Hq, 1, D), np.float32)).astype(dtype)
+    # Scores four times 1/sqrt(D)'s: each row picks out a few keys, so that
+    # a block read wrong moves the output (uniform weights over thousands
+    # of keys would average it away).
+    k = mx.array(4 * rng.standard_normal((B, Hk, Lk, D), np.float32)).astype(dtype)
+    v = mx.array(rng.standard_normal((B, Hk, Lk, D), np.float32)).astype(dtype)
+    qk, qv = quantized(k, group, bits), quantized(v, group, bits)
+    mask = mx.array(rng.random((B, 1, 1, Lk)) > 0.2) if masked else None
+    scale = D**-0.5
+    # The FlashAttention rule against dequantize-then-attend, as
+    # test_quantized_attention.py's: twice the float path's error in the
+    # dtype, plus the dtype's floor.
+    k32, v32 = dequantized(qk, group, bits), dequantized(qv, group, bits)
+    ref = reference(q, k32, v32, scale, mask)
+    naive = mx.fast.scaled_dot_product_attention(
+        q, k32.astype(dtype), v32.astype(dtype), scale=scale, mask=mask, stream=mx.cpu)
+    bound = 2 * np.abs(to_np(naive) - ref).max() + FLOOR[dtype] * max(1.0, np.abs(ref).max())
+    if odd_words:
+        qk, qv = misaligned(qk), misaligned(qv)
+    for switches in SWITCHES:
+        for name in (DECODE_SWITCH, FLOAT_SWITCH):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in switches.items():
+            monkeypatch.setenv(name, value)
+        plan = fa._ext._quantized_plan(q, qk, qv, scale, mask, group, bits, stream=mx.gpu)
+        assert plan["fused"], plan["reason"]
+        decode = plan["tiles"] == DECODE_TILES
+        if DECODE_SWITCH in switches:
+            assert decode == (switches[DECODE_SWITCH] == "1" and has_decode), (switches, plan)
+        elif fa._ext.cuda_multiprocessors() == 132:
+            assert decode == rule_decode, plan
+        float_chunks = switches.get(FLOAT_SWITCH) == "1" or bits != 4
+        want = "float" if float_chunks else "packed_16b" if decode else chunks
+        assert plan["chunks"] == want, (switches, plan)
+        out = fa.quantized_scaled_dot_product_attention(
+            q, qk, qv, scale, mask, group, bits, stream=mx.gpu)
+        assert out.dtype == dtype
+        err = np.abs(to_np(out) - ref).max()
+        assert err <= bound, f"{what} {switches} {plan}: max error {err:.3g} > {bound:.3g}"

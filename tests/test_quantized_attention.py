@@ -280,6 +280,22 @@ def test_fallback_reason_and_force_fused():
                                0.125, "causal", None, "fallback")  # fmt: skip
 
 
+def test_plan_names_the_cpu_kernel():
+    """The private plan view (the GPU tests read the CUDA tiles and chunk
+    policy from it): on the CPU the kernel without tiles or chunks, decode
+    with GQA packed; a fallback's reason as quantized_can_use_fused's."""
+    qk, qv = cache(H=2, L=64), cache(H=2, L=64)
+    q = mx.random.normal((1, 4, 1, 64))
+    plan = fa._ext._quantized_plan(q, qk, qv, 0.125, None, 64, 4, stream=mx.cpu)
+    assert plan == {"fused": True, "reason": "", "tiles": {}, "chunks": "float", "key_splits": 1,
+                    "packed_gqa": True}  # fmt: skip
+    plan = fa._ext._quantized_plan(q.astype(mx.float64, stream=mx.cpu), qk, qv, 0.125, None, 64, 4,
+                                   stream=mx.cpu)  # fmt: skip
+    assert not plan["fused"] and "not float64" in plan["reason"]
+    with pytest.raises(ValueError, match="bits must be 2, 3, 4, 5, 6 or 8"):
+        fa._ext._quantized_plan(q, qk, qv, 0.125, None, 64, 7, stream=mx.cpu)
+
+
 def test_vmap_and_compile():
     rng = np.random.default_rng(5)
     qs = mx.array(rng.standard_normal((3, 1, 4, 2, 64), np.float32))

@@ -186,9 +186,23 @@ std::pair<bool, std::string> quantized_can_use_fused(
     int bits,
     const std::optional<array>& sinks,
     StreamOrDevice s) {
-  const QuantizedAttentionPlan plan = plan_quantized_attention(validate(
-      queries, keys, values, scale, mask, group_size, bits, sinks, s));
+  const QuantizedAttentionPlan plan = quantized_attention_plan(
+      queries, keys, values, scale, mask, group_size, bits, sinks, s);
   return {plan.fused(), plan.reason};
+}
+
+QuantizedAttentionPlan quantized_attention_plan(
+    const array& queries,
+    const QuantizedKv& keys,
+    const QuantizedKv& values,
+    float scale,
+    const Mask& mask,
+    int group_size,
+    int bits,
+    const std::optional<array>& sinks,
+    StreamOrDevice s) {
+  return plan_quantized_attention(validate(
+      queries, keys, values, scale, mask, group_size, bits, sinks, s));
 }
 
 } // namespace mlx_fused_attn

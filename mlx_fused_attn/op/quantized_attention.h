@@ -9,6 +9,7 @@
 #include "mlx/array.h"
 #include "mlx/utils.h"
 #include "mlx_fused_attn/op/mask_and_sinks.h"
+#include "mlx_fused_attn/plan/quantized_attention_plan.h"
 
 namespace mlx_fused_attn {
 
@@ -39,6 +40,20 @@ mlx::core::array quantized_scaled_dot_product_attention(
 /// Whether the call above would run a fused kernel, and if not why.
 /// Invalid arguments raise exactly as the op does.
 std::pair<bool, std::string> quantized_can_use_fused(
+    const mlx::core::array& queries,
+    const QuantizedKv& keys,
+    const QuantizedKv& values,
+    float scale,
+    const Mask& mask,
+    int group_size,
+    int bits,
+    const std::optional<mlx::core::array>& sinks = std::nullopt,
+    mlx::core::StreamOrDevice s = {});
+
+/// The plan of the call above (fused or not and why, the tiles, the CUDA
+/// chunk policy and the key splits), for the tests and benchmarks that
+/// check which kernel runs a call. Invalid arguments raise as the op does.
+QuantizedAttentionPlan quantized_attention_plan(
     const mlx::core::array& queries,
     const QuantizedKv& keys,
     const QuantizedKv& values,

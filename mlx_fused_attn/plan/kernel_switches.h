@@ -16,6 +16,13 @@
 // (kernels/split_combine_form.h) at every split count; unset or any other
 // value, the planner's rule (plan/split_count.h's split_combine_form).
 //
+// MLX_FUSED_ATTN_QUANT_DECODE_TILES, CUDA only: "1" runs the quantized
+// family's decode tiles wherever they have kernels, "0" never; unset or any
+// other value, the planner's rule (plan/quantized_kernel_choice.h).
+// MLX_FUSED_ATTN_QUANT_FLOAT_CHUNKS, CUDA only: "1" runs the quantized
+// loader's QuantizedFloatChunks at any tiles in place of the plan's packed
+// policies (quantized_attention_chunks.h), so that a run compares them.
+//
 // Opt-in, CUDA only (opt_in_switch_on): "1" takes the path wherever it
 // applies, "0", unset or any other value never does. These have never run on
 // a GPU; they wait for a GPU run to check and time them (issue 46), and a run
@@ -90,6 +97,21 @@ inline std::optional<fa::SplitCombineForm> forced_split_combine_form() {
     return fa::SplitCombineForm::Grouped;
   }
   return std::nullopt;
+}
+
+inline std::optional<bool> forced_quantized_decode_tiles() {
+  const char* env = std::getenv("MLX_FUSED_ATTN_QUANT_DECODE_TILES");
+  if (env != nullptr && std::strcmp(env, "1") == 0) {
+    return true;
+  }
+  if (env != nullptr && std::strcmp(env, "0") == 0) {
+    return false;
+  }
+  return std::nullopt;
+}
+
+inline bool quantized_float_chunks_forced() {
+  return opt_in_switch_on("MLX_FUSED_ATTN_QUANT_FLOAT_CHUNKS");
 }
 
 inline bool backward_one_kernel_enabled() {

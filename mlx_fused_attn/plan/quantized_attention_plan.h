@@ -9,6 +9,7 @@
 #include <string>
 #include <variant>
 
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_chunks.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/kernels/split_combine_form.h"
@@ -38,6 +39,10 @@ struct QuantizedAttentionPlan {
   /// The GPU kernels' tiles, threadgroups sharing a query block's keys, and
   /// grid (the CPU kernel has none: it splits keys by its threads at eval).
   std::variant<std::monostate, fa::AttnTiles> tiles;
+  /// CUDA: the loader's chunk policy (quantized_attention_chunks.h); a
+  /// packed one runs where the words prove 16-byte aligned at eval,
+  /// QuantizedFloatChunks where not. Float elsewhere.
+  fa::QuantizedChunks chunks = fa::QuantizedChunks::Float;
   int key_splits = 1;
   /// With key splits on CUDA: the last split of each query block merges
   /// the partials (kernels/cuda/split_merge.cuh); else a combine kernel

@@ -6,6 +6,7 @@
 #include "mlx_fused_attn/plan/call_planning.h"
 #include "mlx_fused_attn/plan/family_planning.h"
 #include "mlx_fused_attn/plan/kernel_switches.h"
+#include "mlx_fused_attn/plan/quantized_kernel_choice.h"
 #include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn {
@@ -56,32 +57,27 @@ Support gpu_kernel_covers(
 
 /// The key splits of the quantized kernels, counted in the quantized
 /// bytes: a split's partials weigh against the K and V words, scales and
-/// biases it reads, and the grid is as many threadgroups a multiprocessor
-/// as keep kBytesInFlightPerCore of them in flight, within what fits
-/// (tiles.min_blocks).
+/// biases it reads, and the grid is `per_core` threadgroups a
+/// multiprocessor (quantized_kernel_choice.h).
 int quantized_key_splits(
     const PlanHint& hint,
     const fa::AttnParams& p,
     const KvQuantization& kv,
     const fa::AttnTiles& tiles,
     fa::DType dtype,
+    int64_t per_core,
     int cores) {
   const int64_t bytes_a_key = quantized_kv_bytes_a_key(
       p.D, p.D_v, kv.bits, kv.group_size, fa::dtype_size(dtype));
-  // Each threadgroup has one K and V block in flight (the register stage,
-  // tile/quantized_kv_target.h): at 4 bits, D = 128, 64-key blocks, 9 KB,
-  // so 2 a multiprocessor reach the ~18 KB (3.35 TB/s x 700 ns / 132 SMs)
-  // that keep an H100's memory busy.
-  const int64_t per_core =
-      blocks_for_bytes_in_flight(tiles.bk * bytes_a_key, tiles.min_blocks);
   return key_splits_of(hint, p, tiles, bytes_a_key, per_core * cores, cores);
 }
 
-/// The GPU family's tiles, key splits and grid (quantized_attention.metal,
-/// quantized_attention_kernel.cuh): the general kernel's plan
-/// (families/attention/attention_planning.cpp) with this family's tiles.
-/// Decode with GQA packs the heads sharing K and V into one block's rows,
-/// as the general plan does, unless sinks (one a head) would differ by row.
+/// The GPU family's tiles, chunk policy, key splits and grid
+/// (quantized_attention.metal, quantized_attention_kernel.cuh): the general
+/// kernel's plan (families/attention/attention_planning.cpp) with this
+/// family's kernel choice (quantized_kernel_choice.h). Decode with GQA
+/// packs the heads sharing K and V into one block's rows, as the general
+/// plan does, unless sinks (one a head) would differ by row.
 Support plan_gpu(
     const PlanTarget& target,
     const QuantizedAttentionCall& call,
@@ -94,14 +90,18 @@ Support plan_gpu(
   }
   const fa::AttnParams& p = plan.params;
   const fa::Backend backend = *target.caps.gpu;
-  const fa::AttnTiles tiles =
-      fa::choose_quantized_attention_tiles(p.D, plan.dtype, backend);
+  const QuantizedKernelChoice choice = choose_quantized_kernel(
+      p, plan.spec.kv.bits, plan.spec.kv.group_size, plan.dtype, backend,
+      target.caps.cores, forced_quantized_decode_tiles(),
+      quantized_float_chunks_forced());
+  const fa::AttnTiles tiles = choice.tiles;
   plan.tiles = tiles;
+  plan.chunks = choice.chunks;
   plan.features.align_q = p.L_q % tiles.bq == 0;
   plan.features.align_k = p.L_k % tiles.bk == 0;
   plan.key_splits = quantized_key_splits(
       plan.spec.attention.hint, p, plan.spec.kv, tiles, plan.dtype,
-      target.caps.cores);
+      choice.per_core, target.caps.cores);
   plan.features.split_keys = plan.key_splits > 1;
   plan.split_merge = merges_in_kernel(backend) && plan.features.split_keys;
   plan.combine_form = split_combine_form(

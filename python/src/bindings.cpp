@@ -264,6 +264,44 @@ void bind_quantized_attention(nb::module_& m) {
       "queries"_a, "q_keys"_a, "q_values"_a, "scale"_a, "mask"_a.none(),
       "group_size"_a, "bits"_a, nb::kw_only(), "sinks"_a = nb::none(),
       "stream"_a = nb::none());
+
+  // For the tests and benchmarks: which kernel a call's plan runs.
+  m.def(
+      "_quantized_plan",
+      [](const mx::array& queries,
+         const QuantizedArg& q_keys,
+         const QuantizedArg& q_values,
+         float scale,
+         const mlx_fused_attn::Mask& mask,
+         int group_size,
+         int bits,
+         const std::optional<mx::array>& sinks,
+         const StreamArg& stream) {
+        const auto plan = mlx_fused_attn::quantized_attention_plan(
+            queries, to_quantized(q_keys), to_quantized(q_values), scale,
+            mask, group_size, bits, sinks, to_stream_or_device(stream));
+        nb::dict tiles;
+        if (const auto* t = std::get_if<fa::AttnTiles>(&plan.tiles)) {
+          tiles["bq"] = t->bq;
+          tiles["bk"] = t->bk;
+          tiles["warps"] = t->warps;
+          tiles["min_blocks"] = t->min_blocks;
+        }
+        nb::dict d;
+        d["fused"] = plan.fused();
+        d["reason"] = plan.reason;
+        d["tiles"] = tiles;
+        d["chunks"] = fa::quantized_chunks_name(plan.chunks);
+        d["key_splits"] = plan.key_splits;
+        d["packed_gqa"] = plan.packed_gqa;
+        return d;
+      },
+      "queries"_a, "q_keys"_a, "q_values"_a, "scale"_a, "mask"_a.none(),
+      "group_size"_a, "bits"_a, nb::kw_only(), "sinks"_a = nb::none(),
+      "stream"_a = nb::none(),
+      "The plan of a quantized call as a dict: fused, reason, tiles (bq, bk, "
+      "warps, min_blocks; empty on the CPU), chunks (the CUDA loader's "
+      "policy: float, packed_16b, packed_16b_rows), key_splits, packed_gqa.");
 }
 
 /// What the tests read of the op's mask preparation.

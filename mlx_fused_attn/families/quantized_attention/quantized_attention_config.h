@@ -52,7 +52,7 @@ constexpr bool quantized_attention_covers(
 /// float kernels' default tiles (a block is the same bytes in threadgroup
 /// memory). CUDA: 64 queries in 4 warps; past D = 128, Q in shared memory,
 /// as the float kernels' mma.sync tiles keep it at D = 256, and 32-key
-/// blocks. Not yet timed on a GPU.
+/// blocks. Timed on an H100 at decode (quantized_kernel_choice.h).
 constexpr AttnTiles choose_quantized_attention_tiles(
     int head_dim,
     DType dtype,
@@ -80,8 +80,8 @@ constexpr AttnTiles choose_quantized_attention_tiles(
 /// two a scheduler. 32-key blocks keep a block's staged words (a thread's
 /// 256 values) in registers beside Q and O. 16-bit dtypes at D <= 128
 /// (the default tiles' mma.sync range with Q in registers); elsewhere none
-/// (has_quantized_decode_tiles). The plan does not take them yet: the
-/// decode sweep times them against its tiles.
+/// (has_quantized_decode_tiles). The planner takes them at 4 bits where
+/// plan/quantized_kernel_choice.h's rule says they pay.
 constexpr bool has_quantized_decode_tiles(
     int head_dim,
     DType dtype,
@@ -104,6 +104,15 @@ constexpr bool quantized_attention_tiles_listed(
       choose_quantized_attention_tiles(head_dim, dtype, Backend::Cuda) ||
       (has_quantized_decode_tiles(head_dim, dtype, Backend::Cuda) &&
        tiles == choose_quantized_decode_tiles());
+}
+
+/// QuantizedBlockLoader's kRowsFastest for rows of `head_dim` values and
+/// `threads` threads: the threads are whole rows of 32-value chunks, and
+/// whole groups of eight rows' chunks (the CUDA kernels static_assert
+/// that it agrees).
+constexpr bool quantized_rows_fastest_applies(int head_dim, int threads) {
+  const int chunks_a_row = head_dim / 32;
+  return threads % chunks_a_row == 0 && threads % (8 * chunks_a_row) == 0;
 }
 
 } // namespace fa

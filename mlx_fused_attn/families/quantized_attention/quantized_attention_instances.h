@@ -6,19 +6,22 @@
 #include "mlx_fused_attn/families/quantized_attention/cuda/quantized_attention_kernel_key.h"
 #include "mlx_fused_attn/families/instance_emitter.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
+#include "mlx_fused_attn/plan/quantized_kernel_choice.h"
 
 namespace mlx_fused_attn::instances {
 
 inline void quantized_attention_shape(fa::DType t, int d, int bits) {
-  // Plain, causal and array-mask variants.
-  const fa::AttnTiles tiles =
-      fa::choose_quantized_attention_tiles(d, t, fa::Backend::Cuda);
-  for (int variant = 0; variant < 3; ++variant) {
-    cuda("quantized_attention_d" + std::to_string(d),
-         cuda::QuantizedAttentionKernelKey{
-             t, d, bits, tiles, variant == 1, variant == 2}
-             .expression());
-  }
+  // Each kernel the planner can pick (its tiles and chunk policy), plain,
+  // causal and array-mask.
+  mlx_fused_attn::for_each_quantized_cuda_kernel(
+      d, bits, t, [&](fa::AttnTiles tiles, fa::QuantizedChunks chunks) {
+        for (int variant = 0; variant < 3; ++variant) {
+          cuda("quantized_attention_d" + std::to_string(d),
+               cuda::QuantizedAttentionKernelKey{
+                   t, d, bits, tiles, variant == 1, variant == 2, chunks}
+                   .expression());
+        }
+      });
   const fa::AttnTiles m =
       fa::choose_quantized_attention_tiles(d, t, fa::Backend::Metal);
   metal("quantized_attention", "FA_QUANTIZED_INSTANTIATE", t,

@@ -12,8 +12,9 @@
 // and dequantizes a thread's chunks (quantized_block_loader.h's
 // QuantizedFloatChunks, or tile/cuda_quantized_chunks.h's 16-bit pairs,
 // 16-byte word loads, whose alignment the caller vouches for, and row-major
-// placement). The library's instances keep the defaults; the decode sweep
-// also times the others.
+// placement). The library's instances take the register stage with the
+// chunk policies the plan picks (quantized_attention_chunks.h); the decode
+// sweep also times the others.
 //
 // Grid: (query blocks * n_splits, H_q, B), the split being the block index
 // modulo n_splits; block: tiles.warps * 32 threads; dynamic shared memory:
@@ -56,6 +57,23 @@ constexpr bool kQuantizedSmemAgrees =
         (AttnKBlock<Target, Shape>::kElems + AttnVBlock<Target, Shape>::kElems +
          AttnQOperand<Target, Shape>::kSmemElems);
 
+/// Whether the host's quantized_rows_fastest_applies, which its choice of
+/// chunk policy reads (quantized_attention_chunks.h), agrees with the
+/// loader at (D, Tiles): whether a rows-fastest policy places rows fastest
+/// (the loader's own rule; its destination stride does not enter it).
+template <typename T, int D, int BITS, typename Tiles>
+constexpr bool kQuantizedRowsAgree =
+    QuantizedBlockLoader<
+        T,
+        Tiles::value.bk,
+        D,
+        D + 8,
+        Tiles::value.warps * kSimdWidth,
+        D,
+        BITS,
+        QuantizedRowsFastest<QuantizedFloatChunks>>::kRowsFastest ==
+    quantized_rows_fastest_applies(D, Tiles::value.warps * kSimdWidth);
+
 template <
     typename T,
     int D,
@@ -85,6 +103,13 @@ __global__ void __launch_bounds__(
       Chunks>
       Target;
   typedef AttnKBlock<Target, Shape> KBlock;
+  static_assert(
+      kQuantizedRowsAgree<T, D, BITS, Tiles>,
+      "quantized_rows_fastest_applies disagrees with the loader");
+  static_assert(
+      KBlock::kRowsFastest == Chunks::kRowsFastest,
+      "a rows-fastest chunk policy where the loader cannot place rows "
+      "fastest");
   static_assert(
       kQuantizedSmemAgrees<Target, Shape, Tiles>,
       "attention_smem_bytes disagrees with the kernel's blocks");

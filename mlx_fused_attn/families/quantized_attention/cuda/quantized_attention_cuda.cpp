@@ -2,8 +2,9 @@
 // MLX's CUDA backend: the kernels of a plan built (nvcc's AOT table or
 // NVRTC, kernels.h), and the plan's launch as nodes of the encoder's CUDA
 // graph: quantized_attention_kernel with its one argument struct
-// (quantized_attention_args.h), then, with split keys, the family's
-// combine, unless the kernel's last split merges (plan.split_merge).
+// (quantized_attention_args.h), in the plan's chunk policy where the K/V
+// words are aligned for it, then, with split keys, the family's combine,
+// unless the kernel's last split merges (plan.split_merge).
 #include <cstdint>
 #include <vector>
 
@@ -26,15 +27,19 @@ namespace {
 
 constexpr const char* kOp = "[quantized_scaled_dot_product_attention] CUDA: ";
 
+/// The plan's kernel, its chunk policy `chunks` (the plan's, or Float
+/// where the words are not aligned for it: words_fit_chunks).
 cuda::QuantizedAttentionKernelKey quantized_key(
-    const QuantizedAttentionPlan& plan) {
+    const QuantizedAttentionPlan& plan,
+    fa::QuantizedChunks chunks) {
   return {
       plan.dtype,
       plan.params.D,
       plan.spec.kv.bits,
       std::get<fa::AttnTiles>(plan.tiles),
       plan.features.causal,
-      plan.features.has_mask};
+      plan.features.has_mask,
+      chunks};
 }
 
 /// The family's combine of the plan's split keys, in its form.
@@ -55,6 +60,30 @@ mx::array words_with_contiguous_rows(
     return words;
   }
   return cuda::contiguous_copy(words, fa::DType::Float32, s, device, arch);
+}
+
+/// Whether `words` (rows contiguous: words_with_contiguous_rows) start
+/// and step on 16-byte boundaries, as the packed policies' loads need.
+bool words_aligned(const mx::array& words) {
+  const int64_t strides[3] = {
+      words.strides()[0], words.strides()[1], words.strides()[2]};
+  const int shape[3] = {words.shape(0), words.shape(1), words.shape(2)};
+  return fa::quantized_words_aligned(
+      reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<uint32_t>(words)),
+      strides, shape);
+}
+
+/// The chunk policy that reads `in`'s K and V words: the plan's where both
+/// are aligned for it, else QuantizedFloatChunks (its kernel at the plan's
+/// tiles, which the instance list holds too).
+fa::QuantizedChunks words_fit_chunks(
+    const QuantizedAttentionPlan& plan,
+    const std::vector<mx::array>& in) {
+  if (fa::quantized_chunks_need_aligned_words(plan.chunks) &&
+      !(words_aligned(in[kQuantKWords]) && words_aligned(in[kQuantVWords]))) {
+    return fa::QuantizedChunks::Float;
+  }
+  return plan.chunks;
 }
 
 } // namespace
@@ -80,7 +109,17 @@ Support quantized_prepare(const QuantizedAttentionPlan& plan, mx::Stream s) {
       return named(kOp, ready);
     }
   }
-  return named(kOp, cuda::kernel_ready(quantized_key(plan), device, arch));
+  // The plan's kernel, and where its policy needs aligned words the
+  // float-chunk one that runs where they are not (known at eval).
+  if (fa::quantized_chunks_need_aligned_words(plan.chunks)) {
+    if (Support ready = cuda::kernel_ready(
+            quantized_key(plan, fa::QuantizedChunks::Float), device, arch);
+        !ready.ok) {
+      return named(kOp, ready);
+    }
+  }
+  return named(
+      kOp, cuda::kernel_ready(quantized_key(plan, plan.chunks), device, arch));
 }
 
 namespace {
@@ -163,7 +202,8 @@ void quantized_run(
   cuda::write_partials(parts, enc);
   fa::QuantAttnKernelArgs<void> args = kernel_args(plan, in, out, params, parts);
   enc.add_kernel_node_ex(
-      cuda::kernel_function(quantized_key(plan), device, arch),
+      cuda::kernel_function(
+          quantized_key(plan, words_fit_chunks(plan, in)), device, arch),
       dim3(plan.grid.x, plan.grid.y, plan.grid.z),
       dim3(plan.grid.warps * fa::kSimdWidth),
       {},

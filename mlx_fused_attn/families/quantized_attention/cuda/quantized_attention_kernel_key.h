@@ -5,6 +5,7 @@
 #include <string>
 
 #include "mlx_fused_attn/backend/cuda/kernel_key.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_chunks.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 
@@ -17,15 +18,21 @@ struct QuantizedAttentionKernelKey {
   fa::DType dtype;
   int head_dim; ///< of q, k and v
   int bits; ///< a value of K and V
-  fa::AttnTiles tiles; ///< the plan's (choose_quantized_attention_tiles)
+  fa::AttnTiles tiles; ///< the plan's (quantized_kernel_choice.h)
   bool causal;
   bool has_mask; ///< a bool or additive mask array
+  /// The loader's (plan.chunks, or Float where the words are not 16-byte
+  /// aligned); Float's expression leaves the kernel's defaults out.
+  fa::QuantizedChunks chunks = fa::QuantizedChunks::Float;
 
   std::string expression() const {
+    const std::string policy = chunks == fa::QuantizedChunks::Float
+        ? std::string()
+        : std::string(", true, ") + fa::quantized_chunks_type(chunks);
     return std::string("fa::quantized_attention_kernel<") +
         device_type_name(dtype) + ", " + std::to_string(head_dim) + ", " +
         std::to_string(bits) + ", " + tiles_expression(tiles) + ", " +
-        bool_name(causal) + ", " + bool_name(has_mask) + ">";
+        bool_name(causal) + ", " + bool_name(has_mask) + policy + ">";
   }
   int threads() const {
     return tiles.warps * fa::kSimdWidth;

@@ -1,0 +1,151 @@
+// Which quantized kernel a GPU plan runs (quantized_attention_planner.cpp):
+// its tiles, the loader's chunk policy and the threadgroups a multiprocessor
+// its key splits fill. Host arithmetic, free of MLX, so that the host tests
+// check the planner's own choice (tests/test_quantized_kernel_choice_compile.py)
+// and the instance list holds exactly the kernels it can pick.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_chunks.h"
+#include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
+#include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/plan/split_count.h"
+
+namespace mlx_fused_attn {
+
+struct QuantizedKernelChoice {
+  fa::AttnTiles tiles;
+  fa::QuantizedChunks chunks = fa::QuantizedChunks::Float;
+  /// Threadgroups a multiprocessor that the key splits fill: the wave is
+  /// this times the cores (split_count.h's key_split_count).
+  int64_t per_core = 1;
+};
+
+/// Keys a decode-tile threadgroup must visit, at a grid of every
+/// multiprocessor's min_blocks of them, for the decode tiles to beat the
+/// default ones. H100 decode sweep (benchmarks/cuda_quant_decode_sweep.cu,
+/// bf16, 4 bits, groups of 64, D = 128, 32/8 heads; kernel us, each
+/// tile's best chunk policy): B=8 with 32K keys, 64 query blocks, 1985
+/// keys a threadgroup: 149.5 decode tiles (16 splits) against 207.6
+/// default (4); B=1 with 32K keys, 8 blocks, 248 keys: 40.4 (128 splits)
+/// against 36.6 (32); B=1 with 4K, 31 keys: 15.4 against 14.1. Few query
+/// blocks spread over the machine leave each one-warp threadgroup so few
+/// keys that its fixed costs (Q, the partial row, the combine's share)
+/// outweigh the default tiles' one warp of products in four; many fill
+/// the eight threadgroups a multiprocessor holds with long runs of keys.
+/// The boundary lies between 248 and 1985 keys (untimed in between).
+constexpr int64_t kQuantizedDecodeTilesMinKeys = 1024;
+
+/// Whether the decode tiles have kernels at (head_dim, bits, dtype): CUDA,
+/// 16-bit dtypes at D <= 128 (has_quantized_decode_tiles) and 4 bits (the
+/// sweep's; the instance list holds no others).
+constexpr bool quantized_decode_tiles_exist(
+    int head_dim,
+    int bits,
+    fa::DType dtype,
+    fa::Backend backend) {
+  return fa::has_quantized_decode_tiles(head_dim, dtype, backend) &&
+      bits == 4;
+}
+
+/// Whether the decode tiles can run the (packed) call `p`: they exist, and
+/// its rows fit one block of 16 (decode, GQA's query heads packed as rows).
+inline bool quantized_decode_tiles_apply(
+    const fa::AttnParams& p,
+    int bits,
+    fa::DType dtype,
+    fa::Backend backend) {
+  return quantized_decode_tiles_exist(p.D, bits, dtype, backend) &&
+      p.L_q <= fa::choose_quantized_decode_tiles().bq;
+}
+
+/// Whether the decode tiles pay for `p` on `cores` multiprocessors: the
+/// keys a threadgroup visits when the query blocks (B x H_q, one a head of
+/// packed rows) split their keys over every multiprocessor's min_blocks
+/// threadgroups reach kQuantizedDecodeTilesMinKeys.
+inline bool quantized_decode_tiles_pay(const fa::AttnParams& p, int cores) {
+  const fa::AttnTiles t = fa::choose_quantized_decode_tiles();
+  const int64_t query_blocks =
+      int64_t((p.L_q + t.bq - 1) / t.bq) * p.H_q * p.B;
+  return int64_t(p.L_k) * query_blocks >=
+      kQuantizedDecodeTilesMinKeys * cores * t.min_blocks;
+}
+
+/// The kernel of the (packed) call `p` with K and V of `bits` in groups of
+/// `group_size`, in `dtype` on `backend` with `cores` multiprocessors.
+/// `forced_decode_tiles`: the decode tiles where they apply (true) or never
+/// (false), the rule where unset; `float_chunks`: QuantizedFloatChunks at
+/// any tiles (kernel_switches.h's switches).
+/// - Tiles: the decode tiles where they apply and pay
+///   (quantized_decode_tiles_pay), else choose_quantized_attention_tiles.
+/// - Chunks: choose_quantized_chunks on CUDA; Metal's loader has only
+///   QuantizedFloatChunks.
+/// - Threadgroups a multiprocessor: the default tiles' blocks in flight for
+///   kBytesInFlightPerCore (blocks_for_bytes_in_flight: 2 at 4 bits,
+///   D = 128); the decode tiles' every slot (min_blocks, 8), twice the
+///   bytes rule's 4, since a one-warp threadgroup stalls on its own
+///   barriers: B=8, 32K keys ran 176.5 us at the rule's 8 splits, 151.8 at
+///   16 (the sweep's rows-fastest rows).
+inline QuantizedKernelChoice choose_quantized_kernel(
+    const fa::AttnParams& p,
+    int bits,
+    int group_size,
+    fa::DType dtype,
+    fa::Backend backend,
+    int cores,
+    std::optional<bool> forced_decode_tiles,
+    bool float_chunks) {
+  QuantizedKernelChoice choice;
+  const bool decode =
+      quantized_decode_tiles_apply(p, bits, dtype, backend) &&
+      forced_decode_tiles.value_or(quantized_decode_tiles_pay(p, cores));
+  choice.tiles = decode
+      ? fa::choose_quantized_decode_tiles()
+      : fa::choose_quantized_attention_tiles(p.D, dtype, backend);
+  if (backend == fa::Backend::Cuda) {
+    choice.chunks = fa::choose_quantized_chunks(
+        choice.tiles, p.D, bits, dtype, float_chunks);
+  }
+  const int64_t bytes_a_key = quantized_kv_bytes_a_key(
+      p.D, p.D_v, bits, group_size, fa::dtype_size(dtype));
+  choice.per_core = decode ? choice.tiles.min_blocks
+                           : blocks_for_bytes_in_flight(
+                                 choice.tiles.bk * bytes_a_key,
+                                 choice.tiles.min_blocks);
+  return choice;
+}
+
+/// `f(tiles, chunks)` for every kernel choose_quantized_kernel can pick on
+/// CUDA at (head_dim, bits, dtype), under any switch, each once: the
+/// default tiles and, where they exist, the decode tiles, each in its
+/// chosen policy and in QuantizedFloatChunks (forced, or where the words
+/// are not aligned for the chosen one). The instance list's walk
+/// (quantized_attention_instances.h).
+template <typename F>
+void for_each_quantized_cuda_kernel(
+    int head_dim,
+    int bits,
+    fa::DType dtype,
+    const F& f) {
+  for (const bool decode : {false, true}) {
+    if (decode &&
+        !quantized_decode_tiles_exist(
+            head_dim, bits, dtype, fa::Backend::Cuda)) {
+      continue;
+    }
+    const fa::AttnTiles tiles = decode
+        ? fa::choose_quantized_decode_tiles()
+        : fa::choose_quantized_attention_tiles(
+              head_dim, dtype, fa::Backend::Cuda);
+    f(tiles, fa::QuantizedChunks::Float);
+    const fa::QuantizedChunks chosen =
+        fa::choose_quantized_chunks(tiles, head_dim, bits, dtype, false);
+    if (chosen != fa::QuantizedChunks::Float) {
+      f(tiles, chosen);
+    }
+  }
+}
+
+} // namespace mlx_fused_attn
