@@ -19,8 +19,8 @@ MAX_DEVICE_PARAMETERS = 8
 DEVICE_FOLDERS = ("mlx_fused_attn/kernels/", "mlx_fused_attn/tile/")
 
 # The kernels that keep their positional arguments, by name: passed as one
-# struct, their sm_90a SASS got worse (docs/gpu_kernels.md, "The attention
-# body and its arguments").
+# struct, their sm_90a SASS changed (docs/gpu_kernels.md, "The attention
+# body and its arguments"; tools/sass_diff.py compares it).
 POSITIONAL_SASS = "positional: one argument struct changed its sm_90a SASS (docs/gpu_kernels.md)"
 POSITIONAL_KERNELS = {
     "fa::attention_kernel": POSITIONAL_SASS,
