@@ -47,6 +47,7 @@ call), `auto` with the gradient function made inside the patch, not tuned
 import argparse
 import contextlib
 import math
+import statistics
 import os
 import sys
 import time
@@ -745,6 +746,15 @@ def switch_table(args, table):
 # Issue 42: auto (patch_mx_fast after tune) within 3% of the faster of
 # mx.fast and the fused kernel on every row of the calls models make.
 ROUTING_TOLERANCE = 1.03
+RETIME_ROUNDS = 3
+
+
+def auto_over_best(res):
+    """auto's kernel time over the faster of fused and mx.fast; infinite
+    where auto ran out of memory (it sent the call to mx.fast's unfused
+    path)."""
+    best = min(res[name][0] for name in ("fused", "mx_fast") if name in res)
+    return res["auto"][0] / best if "auto" in res else math.inf
 BATCHED_PREFILL_MASKS = [
     ("random bool", dict(mask="bool")),
     ("causal array", dict(mask="bool", window=0)),
@@ -801,10 +811,13 @@ def tune_call(c, training=False):
     return Call(c.B, c.Hq, c.Hkv, c.Lq, c.Lk, c.D, c.D, c.dtype, mask, training=training)
 
 
-def run_routed_case(c, iters, training=False):
+def run_routed_case(c, iters, training=False, rounds=1):
     """(kernel us, wall us) of the fused kernel, mx.fast and the patched
     mx.fast (auto) on one case, a forward call or with `training` a
-    gradient step (training_step.py), and the route auto took."""
+    gradient step (training_step.py), and the route auto took. With
+    `rounds`, the three are timed in turn that many times, every other round
+    in reverse order (a drift of the clocks falls on all three alike), and
+    each keeps its median."""
     scale = c.D**-0.5
     (q, k, v, mask), _ = case_inputs(c, with_torch=False)
     original = mx.fast.scaled_dot_product_attention
@@ -814,22 +827,29 @@ def run_routed_case(c, iters, training=False):
         # Looked up at each call: the patched function inside the patch.
         "auto": lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask),
     }
-    results = {}
-    for name in calls:
-        with fa.patch_mx_fast() if name == "auto" else contextlib.nullcontext():
-            # A training step's gradient function is made here, inside the
-            # patch for auto, where mx.value_and_grad is the patched one.
-            make = (gradient_step(name, original, q, k, v, scale=scale, mask=mask)
-                    if training else calls[name])
-            try:
-                results[name] = measure_mlx(make, iters)
-            except RuntimeError as e:
-                # mx.fast's unfused path past the GPU's memory (array masks,
-                # B=8 L=8192): not a candidate; "-" in the table.
-                if not out_of_memory(e):
-                    raise
-                mx.synchronize()
-                mx.clear_cache()
+    samples = {name: [] for name in calls}
+    refused = set()
+    for r in range(rounds):
+        for name in list(calls)[:: 1 if r % 2 == 0 else -1]:
+            if name in refused:
+                continue
+            with fa.patch_mx_fast() if name == "auto" else contextlib.nullcontext():
+                # A training step's gradient function is made here, inside the
+                # patch for auto, where mx.value_and_grad is the patched one.
+                make = (gradient_step(name, original, q, k, v, scale=scale, mask=mask)
+                        if training else calls[name])
+                try:
+                    samples[name].append(measure_mlx(make, iters))
+                except RuntimeError as e:
+                    # mx.fast's unfused path past the GPU's memory (array masks,
+                    # B=8 L=8192): not a candidate; "-" in the table.
+                    if not out_of_memory(e):
+                        raise
+                    refused.add(name)
+                    mx.synchronize()
+                    mx.clear_cache()
+    results = {name: tuple(statistics.median(x) for x in zip(*s))
+               for name, s in samples.items() if name not in refused}
     route = fa.route(q, k, v, scale=scale, mask=mask, training=training)
     del q, k, v, mask
     mx.clear_cache()
@@ -850,32 +870,39 @@ def routing_table(args):
         "Kernel time per call in us (CUPTI, one evaluation a call); wall-clock per call in "
         f"parentheses. `auto`: mx.fast under patch_mx_fast() after tuning ({tune_s:.1f} s); "
         "`auto / best`: its kernel time over the faster of fused and mx.fast; ok: within "
-        f"{ROUTING_TOLERANCE:.2f}x. `route`: auto's choice, the source that decided and its hint. "
+        f"{ROUTING_TOLERANCE:.2f}x; `rounds`: 1, or for a row first timed outside it, the median "
+        f"of {RETIME_ROUNDS} interleaved rounds. `route`: auto's choice, the source that decided and its hint. "
         "`training step` rows: the loss sum(o^2) and its gradients with respect to q, k and v "
         "(one mx.value_and_grad, one evaluation a call), auto's made inside the patch.",
         ["call", "B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "mask", "fused", "mx_fast", "auto",
-         "auto / best", "ok", "route"],
+         "auto / best", "ok", "rounds", "route"],
         text_columns=1,
     )
     rows = []
     for is_step, (label, c) in [(False, case) for case in cases] + [(True, step) for step in steps]:
         # A step's backward is about twice its forward's work.
         iters = args.iters or max(10, min(100, int(2e11 / (c.work() * (3 if is_step else 1)))))
+        rounds = 1
         res, route = run_routed_case(c, iters, training=is_step)
-        best = min(res[name][0] for name in ("fused", "mx_fast") if name in res)
-        # auto out of memory: it sent the call to mx.fast's unfused path.
-        ratio = res["auto"][0] / best if "auto" in res else math.inf
+        ratio = auto_over_best(res)
+        if ratio > ROUTING_TOLERANCE:
+            # A miss is timed again in interleaved rounds: one pass of three
+            # separate timings put the same kernel 4% apart (H100, 2026-12-06).
+            rounds = RETIME_ROUNDS
+            res, route = run_routed_case(c, iters, training=is_step, rounds=rounds)
+            ratio = auto_over_best(res)
         ok = ratio <= ROUTING_TOLERANCE
         hint = "" if route.hint == fa.PlanHint() else f" {route.hint}"
         report.row([label, str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.Lk), str(c.D), c.dtype,
                     c.mask_label(), *timing_cells(res, ["fused", "mx_fast", "auto"]),
-                    f"{ratio:.3f}", "yes" if ok else "NO",
+                    f"{ratio:.3f}", "yes" if ok else "NO", str(rounds),
                     f"{route.choice} ({route.source}){hint}"])
         rows.append({"call": label, "B": c.B, "H_q": c.Hq, "H_kv": c.Hkv, "L_q": c.Lq, "L_k": c.Lk,
                      "D": c.D, "dtype": c.dtype, "mask": c.mask_label(),
                      **{f"{n}_kernel_us": t[0] for n, t in res.items()},
                      **{f"{n}_wall_us": t[1] for n, t in res.items()},
-                     "training": is_step, "auto_over_best": ratio, "ok": ok, "route": route.choice,
+                     "training": is_step, "auto_over_best": ratio, "ok": ok, "rounds": rounds,
+                     "route": route.choice,
                      "source": route.source, "hint": route.hint._asdict()})
     failed = [r["call"] for r in rows if not r["ok"]]
     summary = f"{len(rows) - len(failed)} of {len(rows)} rows within {ROUTING_TOLERANCE:.2f}x"

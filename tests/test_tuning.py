@@ -167,9 +167,19 @@ def test_a_wait_shorter_than_its_submission_adds_the_submission():
     assert median == pytest.approx(2.1)
 
 
-def test_a_chained_run_counts_per_call():
-    (result,) = tune_small([3e-3] * 3 + [6e-3] * 3, save=False, chain=3)
-    assert result.us == pytest.approx({"fused": 1e3, "mx.fast": 2e3})
+def test_a_short_call_is_timed_again_in_a_chain_counted_per_call():
+    # Each candidate: three runs of the call alone, then three of a chain of 3.
+    alone = [tuning.ALONE_SECONDS / 2] * 3
+    (result,) = tune_small(alone + [3e-4] * 3 + alone + [6e-4] * 3, save=False, chain=3)
+    assert result.us == pytest.approx({"fused": 1e2, "mx.fast": 2e2})
+
+
+def test_a_long_call_is_timed_alone():
+    """A chain would overlap the parts of a long call that do not wait for
+    its queries; alone, each candidate runs as the benchmarks time it."""
+    alone = tuning.ALONE_SECONDS
+    (result,) = tune_small([alone] * 3 + [2 * alone] * 3, save=False, chain=3)
+    assert result.us == pytest.approx({"fused": 1e6 * alone, "mx.fast": 2e6 * alone})
 
 
 def test_the_budget_ends_the_timed_runs():

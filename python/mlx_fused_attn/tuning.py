@@ -5,10 +5,12 @@ in the tuned table (``tuned_table.py``), which ``route`` and
 
 Timing: each candidate runs ``warmup`` times untimed (building kernels,
 filling caches), then up to ``repeats`` times, stopping early once the
-timed runs pass ``budget_s``; the median counts. A timed run is ``chain``
+timed runs pass ``budget_s``; the median counts. A call is timed alone,
+and where it takes under ``ALONE_SECONDS``, again in runs of ``chain``
 calls, each call's queries the previous call's output: dependent calls run
 one after another (independent ones of one evaluation overlap in MLX's
-CUDA graphs), as a model's layers do. The run is submitted first
+CUDA graphs), as a model's layers do, and a short call's time is not the
+device's wake-up. The run is submitted first
 (``mx.async_eval``: the host encodes the calls and commits them), and
 ``clock`` is read around the wait for its result: on a GPU, the device's
 work with the host's encoding left out, which for calls of a few tens of
@@ -201,6 +203,26 @@ def chained(step: Callable[[mx.array], mx.array], q: mx.array, chain: int):
     return run, calls
 
 
+# A call at least this long is timed alone, one evaluation a run, as the
+# benchmarks time it: the wake-up a chain saves is then a few percent, added
+# to every candidate alike, and a chain let mx.fast's decode at B=8 and 32K
+# keys pass for 335 us where alone it took 395-424 against our 345 (H100,
+# 2026-12-06).
+ALONE_SECONDS = 200e-6
+
+
+def call_seconds(step: Callable[[mx.array], mx.array], q: mx.array, chain: int,
+                 **timing) -> float:  # fmt: skip
+    """Seconds a call of ``step`` on ``q`` takes: timed alone, then, where
+    that is under ``ALONE_SECONDS``, in a run of ``chain`` dependent calls
+    (``chained``) over their number. ``timing``: ``median_seconds``'s."""
+    alone = median_seconds(lambda: step(q), **timing)
+    if chain == 1 or alone >= ALONE_SECONDS:
+        return alone
+    run, calls = chained(step, q, chain)
+    return alone if calls == 1 else median_seconds(run, **timing) / calls
+
+
 class ClassResult(NamedTuple):
     """What ``tune`` measured for one shape class."""
 
@@ -298,9 +320,10 @@ def tune(
             its worst call (``_winner``).
         warmup, repeats, budget_s: untimed runs, the most timed runs, and
             the timed seconds after which a candidate's runs stop.
-        chain: dependent calls a timed run makes (default: 8 on a GPU,
-            where the wake-up after one call's kernels costs about a
-            decode's kernels; 1 on the CPU, whose calls take milliseconds).
+        chain: dependent calls a timed run of a call shorter than
+            ``ALONE_SECONDS`` makes (default: 8 on a GPU, where the wake-up
+            after one call's kernels costs about a decode's kernels; 1 on
+            the CPU, whose calls take milliseconds).
         prune: a candidate this many times slower than the winner of a
             smaller class of the same series is skipped (0: never).
         clock: seconds, read around the wait for each timed run (injectable for
@@ -355,13 +378,14 @@ def tune(
                     if progress:
                         progress(done, total, f"{call.describe()} {x.name}")
                     scale = call.D**-0.5
+                    timing = dict(warmup=warmup, repeats=repeats, budget_s=budget_s, clock=clock)
                     if call.training:
-                        run, calls = _training_run(x, q, k, v, mask, scale, stream), 1
+                        seconds = median_seconds(
+                            _training_run(x, q, k, v, mask, scale, stream), **timing)
                     else:
-                        run, calls = chained(_step(x, k, v, mask, scale, stream), q, chain)
-                    times.append(1e6 / calls * median_seconds(
-                        run, warmup=warmup, repeats=repeats, budget_s=budget_s, clock=clock
-                    ))  # fmt: skip
+                        seconds = call_seconds(_step(x, k, v, mask, scale, stream), q, chain,
+                                               **timing)  # fmt: skip
+                    times.append(1e6 * seconds)
                     done += 1
                 per_call[x.name] = times
             winner = _winner(per_call)
