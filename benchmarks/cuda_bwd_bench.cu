@@ -189,8 +189,10 @@ struct Backward {
     const int smem = fa::attention_smem_bytes(FwdTiles::value, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
     auto kernel = fa::attention_kernel<T, D, D, FwdTiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    kernel<<<dim3((pr.L + 63) / 64, pr.H, pr.B), 128, smem>>>(
-        q, k, v, o, p.fwd, nullptr, nullptr, ff, nullptr, nullptr, nullptr, 1, lse, nullptr);
+    fa::AttnKernelArgs<T> a{};
+    a.q = q; a.k = k; a.v = v; a.out = o; a.params = p.fwd; a.features = ff;
+    a.n_splits = 1; a.lse = lse;
+    kernel<<<dim3((pr.L + 63) / 64, pr.H, pr.B), 128, smem>>>(a);
     CHECK(cudaGetLastError());
   }
 
@@ -209,23 +211,27 @@ struct Backward {
     if (part == Part::All) {
       fa::attention_bwd_row_dot_kernel<4, T><<<dim3((pr.L + 3) / 4, pr.H, pr.B), 128>>>(o, dout, d, dq_acc, p);
     }
+    fa::AttnBwdKernelArgs<T> a{};
+    a.q = q; a.k = k; a.v = v; a.dout = dout; a.lse = lse; a.d = d; a.params = p;
     if (part != Part::Dq) {
-      fa::AttnFeatures fk = f;
-      fk.align_q = pr.L % kv.bk == 0;
-      fk.align_k = pr.L % kv.bq == 0;
+      fa::AttnBwdKernelArgs<T> ak = a;
+      ak.dk = dk; ak.dv = dv; ak.dq_acc = dq_acc;
+      ak.features = f;
+      ak.features.align_q = pr.L % kv.bk == 0;
+      ak.features.align_k = pr.L % kv.bq == 0;
       fa::attention_bwd_dkdv_kernel<T, D, KvTiles, C, false, kOneKernel>
-          <<<dim3((pr.L + kv.bq - 1) / kv.bq, pr.H, pr.B), kv.warps * 32, kKvSmem>>>(
-              q, k, v, dout, lse, d, dk, dv, dq_acc, p, nullptr, nullptr, fk);
+          <<<dim3((pr.L + kv.bq - 1) / kv.bq, pr.H, pr.B), kv.warps * 32, kKvSmem>>>(ak);
     }
     if (kOneKernel && part != Part::DkDv) {
       fa::attention_bwd_dq_convert_kernel<4, T><<<dim3((pr.L + 3) / 4, pr.H, pr.B), 128>>>(dq_acc, dq, p);
     } else if (part != Part::DkDv) {
-      fa::AttnFeatures fq = f;
-      fq.align_q = pr.L % qt.bq == 0;
-      fq.align_k = pr.L % qt.bk == 0;
+      fa::AttnBwdKernelArgs<T> aq = a;
+      aq.dq = dq;
+      aq.features = f;
+      aq.features.align_q = pr.L % qt.bq == 0;
+      aq.features.align_k = pr.L % qt.bk == 0;
       fa::attention_bwd_dq_kernel<T, D, QTiles, C, false>
-          <<<dim3((pr.L + qt.bq - 1) / qt.bq, pr.H, pr.B), qt.warps * 32, kQSmem>>>(
-              q, k, v, dout, lse, d, dq, p, nullptr, nullptr, fq);
+          <<<dim3((pr.L + qt.bq - 1) / qt.bq, pr.H, pr.B), qt.warps * 32, kQSmem>>>(aq);
     }
     CHECK(cudaGetLastError());
   }

@@ -18,17 +18,6 @@ MAX_CCN = 20
 MAX_DEVICE_PARAMETERS = 8
 DEVICE_FOLDERS = ("mlx_fused_attn/kernels/", "mlx_fused_attn/tile/")
 
-# The kernels that keep their positional arguments, by name: passed as one
-# struct, their sm_90a SASS changed (docs/gpu_kernels.md, "The attention
-# body and its arguments"; tools/sass_diff.py compares it).
-POSITIONAL_SASS = "positional: one argument struct changed its sm_90a SASS (docs/gpu_kernels.md)"
-POSITIONAL_KERNELS = {
-    "fa::attention_kernel": POSITIONAL_SASS,
-    "fa::attention_producer_kernel": POSITIONAL_SASS,
-    "fa::attention_bwd_dkdv_kernel": POSITIONAL_SASS,
-    "fa::attention_bwd_dq_kernel": POSITIONAL_SASS,
-}
-
 
 def sources():
     for path in sorted(PACKAGE.rglob("*")):
@@ -50,10 +39,8 @@ def is_device_code(rel):
 
 
 def check(rel, code, device):
-    """What breaks a limit in the source `code` of the file `rel`, and the
-    names of the POSITIONAL_KERNELS found over the parameter limit (which
-    only they may be)."""
-    found, positional = [], []
+    """What breaks a limit in the source `code` of the file `rel`."""
+    found = []
     # lizard knows C++ by the file's name: CUDA and Metal are C++ dialects.
     name = rel if rel.endswith((".h", ".cpp")) else rel + ".cpp"
     for f in lizard.analyze_file.analyze_source_code(name, code).function_list:
@@ -63,24 +50,16 @@ def check(rel, code, device):
         if f.cyclomatic_complexity > MAX_CCN:
             found.append(f"{where}: complexity {f.cyclomatic_complexity} (at most {MAX_CCN})")
         if device and f.parameter_count > MAX_DEVICE_PARAMETERS:
-            if f.name in POSITIONAL_KERNELS:
-                positional.append(f.name)
-            else:
-                found.append(f"{where}: {f.parameter_count} parameters "
-                             f"(at most {MAX_DEVICE_PARAMETERS}: one argument struct)")
-    return found, positional
+            found.append(f"{where}: {f.parameter_count} parameters "
+                         f"(at most {MAX_DEVICE_PARAMETERS}: one argument struct)")
+    return found
 
 
 def test_every_function_is_short_simple_and_takes_few_parameters():
-    found, positional = [], []
+    found = []
     for path, rel in sources():
-        f, p = check(rel, path.read_text(), is_device_code(rel))
-        found += f
-        positional += p
+        found += check(rel, path.read_text(), is_device_code(rel))
     assert found == []
-    # Each exception still needed, once: a kernel that took a struct, or was
-    # renamed, leaves the list.
-    assert sorted(positional) == sorted(POSITIONAL_KERNELS)
 
 
 def test_the_check_finds_each_limit_broken():
@@ -88,11 +67,14 @@ def test_the_check_finds_each_limit_broken():
     body = "\n".join("  a += 1;" for _ in range(MAX_LINES))
     params = ", ".join(f"int p{i}" for i in range(MAX_DEVICE_PARAMETERS + 1))
     code = f"void planted({params}) {{\n  int a = 0;\n{branches}\n{body}\n}}\n"
-    found, positional = check("planted.cuh", code, device=True)
-    assert len(found) == 3 and positional == [], found
+    found = check("planted.cuh", code, device=True)
+    assert len(found) == 3, found
     assert " lines " in found[0] and "complexity" in found[1] and "parameters" in found[2]
-    assert len(check("planted.cpp", code, device=False)[0]) == 2
-    kernel = f"namespace fa {{\nvoid attention_kernel({params}) {{}}\n}}\n"
-    assert check("planted.cuh", kernel, device=True) == ([], ["fa::attention_kernel"])
+    assert len(check("planted.cpp", code, device=False)) == 2
+    # A kernel takes no more than any device function: none is exempt.
+    kernel = f"namespace fa {{\n__global__ void attention_kernel({params}) {{}}\n}}\n"
+    assert [f.split(" ", 1)[1] for f in check("planted.cuh", kernel, device=True)] == [
+        f"fa::attention_kernel: {MAX_DEVICE_PARAMETERS + 1} parameters "
+        f"(at most {MAX_DEVICE_PARAMETERS}: one argument struct)"]
     assert is_device_code("mlx_fused_attn/families/attention/attention_kernel.cuh")
     assert not is_device_code("mlx_fused_attn/families/attention/cuda/attention_cuda.cpp")

@@ -9,7 +9,9 @@
 // Template: element type, head dim (of q, k and v), tiles (AttnTilesOf,
 // kernel_tiles.h, from choose_attention_backward_tiles) and the features
 // that change the inner loop's code (causal, an array mask); the others
-// arrive in `features`.
+// arrive in `features`. The dK/dV and dQ kernels take one AttnBwdKernelArgs
+// (attention_backward_kernel_args.h), read at their top into the locals
+// the bodies take.
 //
 // attention_bwd_row_dot_kernel: grid (ceil(L_q / warps), H_q, B), a warp a
 //   row; it also zeroes the one-kernel form's dQ accumulator where given.
@@ -30,6 +32,7 @@
 #include "mlx_fused_attn/families/attention_backward/attention_backward.h"
 #include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
 #include "mlx_fused_attn/families/attention_backward/attention_backward_dq_atomics.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_kernel_args.h"
 #include "mlx_fused_attn/kernels/attention_features.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
@@ -127,21 +130,11 @@ template <
     bool kHasMask,
     bool kDqAtomics = false>
 __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
-    attention_bwd_dkdv_kernel(
-        const T* q,
-        const T* k,
-        const T* v,
-        const T* dout,
-        const float* lse,
-        const float* d,
-        T* dk,
-        T* dv,
-        float* dq_acc,
-        const AttnBwdParams params,
-        const unsigned char* mask,
-        const unsigned int* lists,
-        AttnFeatures features) {
+    attention_bwd_dkdv_kernel(const AttnBwdKernelArgs<T> args) {
   typedef AttnBwdInstance<T, D, Tiles, kDqAtomics> I;
+  static_assert(
+      kAttnBwdArgsMatchHost<T>,
+      "AttnBwdKernelArgs<T> is laid out unlike the host's <void> form");
   // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
   extern __shared__ __align__(1024) unsigned char attention_bwd_smem[];
   // A warpgroup-product instance is launched only on sm_90a (as the
@@ -152,6 +145,8 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     T* q_smem = reinterpret_cast<T*>(attention_bwd_smem);
     T* do_smem = q_smem + I::t.stages * I::Block::kElems;
     T* operand_smem = do_smem + I::t.stages * I::Block::kElems;
+    const AttnBwdParams& params = args.params;
+    AttnFeatures features = args.features;
     // A key/value head streams Q and dO of its group's query heads.
     const AttnBwdPlace place =
         attention_bwd_place<Heaviest::First, kCausal, kHasMask>(
@@ -159,7 +154,8 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
             stride_t(params.fwd.L_q) * 2 * D * sizeof(T) *
                 params.fwd.gqa_factor);
     const AttnBwdArrays<T> arrays = {
-        q, k, v, dout, lse, d, nullptr, dk, dv, mask, lists, dq_acc};
+        args.q, args.k, args.v, args.dout, args.lse, args.d, nullptr,
+        args.dk, args.dv, args.mask, args.lists, args.dq_acc};
     const AttnBwdSmem<T> smem = {
         q_smem, do_smem, operand_smem,
         operand_smem + 2 * I::Operand::kSmemElems};
@@ -172,19 +168,11 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
 
 template <typename T, int D, typename Tiles, bool kCausal, bool kHasMask>
 __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
-    attention_bwd_dq_kernel(
-        const T* q,
-        const T* k,
-        const T* v,
-        const T* dout,
-        const float* lse,
-        const float* d,
-        T* dq,
-        const AttnBwdParams params,
-        const unsigned char* mask,
-        const unsigned int* lists,
-        AttnFeatures features) {
+    attention_bwd_dq_kernel(const AttnBwdKernelArgs<T> args) {
   typedef AttnBwdInstance<T, D, Tiles> I;
+  static_assert(
+      kAttnBwdArgsMatchHost<T>,
+      "AttnBwdKernelArgs<T> is laid out unlike the host's <void> form");
   // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
   extern __shared__ __align__(1024) unsigned char attention_bwd_smem[];
   if constexpr (I::t.wgmma && !FA_HAS_WGMMA) {
@@ -193,6 +181,8 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     T* k_smem = reinterpret_cast<T*>(attention_bwd_smem);
     T* v_smem = k_smem + I::t.stages * I::Block::kElems;
     T* operand_smem = v_smem + I::t.stages * I::Block::kElems;
+    const AttnBwdParams& params = args.params;
+    AttnFeatures features = args.features;
     // A query head streams its share of its key/value head's K and V.
     const AttnBwdPlace place =
         attention_bwd_place<Heaviest::Last, kCausal, kHasMask>(
@@ -200,7 +190,8 @@ __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
             stride_t(params.fwd.L_k) * 2 * D * sizeof(T) /
                 params.fwd.gqa_factor);
     const AttnBwdArrays<T> arrays = {
-        q, k, v, dout, lse, d, dq, nullptr, nullptr, mask, lists, nullptr};
+        args.q, args.k, args.v, args.dout, args.lse, args.d, args.dq,
+        nullptr, nullptr, args.mask, args.lists, nullptr};
     const AttnBwdSmem<T> smem = {k_smem, v_smem, operand_smem, nullptr};
     attention_backward_dq<typename I::Target, typename I::Shape>(
         arrays, params, smem, features, place, threadIdx.x / kSimdWidth,

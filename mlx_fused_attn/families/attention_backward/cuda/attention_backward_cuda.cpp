@@ -21,6 +21,7 @@
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/gpu.h"
 #include "mlx_fused_attn/families/attention_backward/attention_backward_config.h"
+#include "mlx_fused_attn/families/attention_backward/attention_backward_kernel_args.h"
 #include "mlx_fused_attn/plan/launch_params.h"
 
 namespace mlx_fused_attn::gpu {
@@ -147,6 +148,34 @@ void add_dq_convert_node(
       at.params);
 }
 
+// The kernels read the struct as their own T's
+// (attention_backward_kernel.cuh asserts each instance); float's, checked
+// here too, is the one a host compiler sees.
+static_assert(
+    fa::kAttnBwdArgsMatchHost<float>,
+    "AttnBwdKernelArgs<float> is laid out unlike the <void> form filled here");
+
+/// The tiled kernels' argument struct with what both read: the inputs, D,
+/// the parameters, the mask and its lists, and `kernel`'s features; each
+/// kernel's gradients left null for its node to fill.
+fa::AttnBwdKernelArgs<void> tiled_args(
+    const AttentionPlan& plan,
+    fa::BwdKernel kernel,
+    const BwdLaunch& at) {
+  fa::AttnBwdKernelArgs<void> args{};
+  args.q = ptr(at.in[kBwdQ]);
+  args.k = ptr(at.in[kBwdK]);
+  args.v = ptr(at.in[kBwdV]);
+  args.dout = ptr(at.in[kBwdDout]);
+  args.lse = mx::gpu_ptr<float>(at.in[kBwdLse]);
+  args.d = mx::gpu_ptr<float>(at.d);
+  args.params = at.params;
+  args.mask = static_cast<const unsigned char*>(at.mask);
+  args.lists = static_cast<const unsigned int*>(at.lists);
+  args.features = backward_kernel_features(plan, kernel);
+  return args;
+}
+
 /// Registers every input and D as read by the next kernel.
 void read_all(BwdLaunch& at) {
   for (const mx::array& a : at.in) {
@@ -169,8 +198,11 @@ void add_dkdv_node(
     at.enc.set_input_array(*at.dq_acc);
     at.enc.set_output_array(*at.dq_acc);
   }
-  fa::AttnFeatures features =
-      backward_kernel_features(plan, fa::BwdKernel::DkDv);
+  fa::AttnBwdKernelArgs<void> args =
+      tiled_args(plan, fa::BwdKernel::DkDv, at);
+  args.dk = ptr(grads[1]);
+  args.dv = ptr(grads[2]);
+  args.dq_acc = static_cast<float*>(acc_ptr(at));
   const cuda::AttentionBackwardKernelKey dkdv =
       key_of(plan, fa::BwdKernel::DkDv);
   at.enc.add_kernel_node_ex(
@@ -179,19 +211,7 @@ void add_dkdv_node(
       dim3(dkdv.threads()),
       {},
       static_cast<uint32_t>(dkdv.smem_bytes()),
-      ptr(at.in[kBwdQ]),
-      ptr(at.in[kBwdK]),
-      ptr(at.in[kBwdV]),
-      ptr(at.in[kBwdDout]),
-      ptr(at.in[kBwdLse]),
-      ptr(at.d),
-      ptr(grads[1]),
-      ptr(grads[2]),
-      acc_ptr(at),
-      at.params,
-      at.mask,
-      at.lists,
-      features);
+      args);
 }
 
 /// dQ, a block of queries a threadgroup.
@@ -202,7 +222,8 @@ void add_dq_node(
   const fa::AttnParams& p = plan.params;
   read_all(at);
   at.enc.set_output_array(grads[0]);
-  fa::AttnFeatures features = backward_kernel_features(plan, fa::BwdKernel::Dq);
+  fa::AttnBwdKernelArgs<void> args = tiled_args(plan, fa::BwdKernel::Dq, at);
+  args.dq = ptr(grads[0]);
   const cuda::AttentionBackwardKernelKey dq = key_of(plan, fa::BwdKernel::Dq);
   at.enc.add_kernel_node_ex(
       cuda::kernel_function(dq, at.device, at.arch),
@@ -210,17 +231,7 @@ void add_dq_node(
       dim3(dq.threads()),
       {},
       static_cast<uint32_t>(dq.smem_bytes()),
-      ptr(at.in[kBwdQ]),
-      ptr(at.in[kBwdK]),
-      ptr(at.in[kBwdV]),
-      ptr(at.in[kBwdDout]),
-      ptr(at.in[kBwdLse]),
-      ptr(at.d),
-      ptr(grads[0]),
-      at.params,
-      at.mask,
-      at.lists,
-      features);
+      args);
 }
 
 } // namespace
