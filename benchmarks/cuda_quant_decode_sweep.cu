@@ -17,9 +17,11 @@
 // plan/quantized_kernel_choice.h's rule. Last, an experiment outside the
 // library: the SIMT kernel of cuda_quant_simt_decode.cuh (no tensor
 // cores; each packed word read once into registers and used for a KV
-// head's 4 query heads) with its own combine, rows "simt, 8 keys, 1 wave",
-// "... 2 waves", "... 4 waves" (8 keys an octet's loads a pass, splits for
-// 1, 2, 4 times the CTAs resident at once) and "simt, 16 keys, 1 wave".
+// head's 4 query heads) with its own combine, rows "simt, 8 keys, 1 wave"
+// and "... 4 waves" (8 keys an octet's loads a pass, splits for 1 or 4
+// times the CTAs resident at once), "simt, 16 keys, 1 wave" and "simt, 8
+// keys, 1 wave, L2" (each split's K and V prefetched into the L2 ahead of
+// its passes).
 // Standalone: no MLX.
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
@@ -390,15 +392,14 @@ struct QuantDecodeCase {
   }
 
   /// The SIMT kernel (cuda_quant_simt_decode.cuh) of U keys an octet's
-  /// pass, its splits sized for `waves` times the CTAs resident at once,
-  /// then its combine.
-  template <int U>
+  /// pass, with or without its L2 prefetch, its splits sized for `waves`
+  /// times the CTAs resident at once, then its combine.
+  template <int U, bool kPrefetch>
   void simt_decode(int waves, const char* what, int reps) {
-    auto kernel = quant_simt::decode_kernel<U>;
+    auto kernel = quant_simt::decode_kernel<U, kPrefetch>;
     int resident = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, quant_simt::kThreads, 0));
-    const int keys = quant_simt::keys_per_split(d.B * d.Hkv, d.Lk, waves * resident * kSms,
-                                                quant_simt::kWarps * 4 * U);
+    const int keys = quant_simt::keys_per_split(d.B * d.Hkv, d.Lk, waves * resident * kSms, 4 * U);
     const int splits = (d.Lk + keys - 1) / keys;
     if (splits > 256) {  // the partials' buffers
       std::printf("  %-25s splits=%3d: more than the partials hold, skipped\n", what, splits);
@@ -465,10 +466,10 @@ int main(int argc, char** argv) {
     c.quant_decode<DecodeTiles, true, PackedWide>(sd2, "decode, packed, 16B x2", reps);
     c.quant_decode<DecodeTiles, true, PackedWideRows>(sd, "decode, packed, 16B, rows", reps);
     c.quant_decode<DecodeTiles, true, PackedWideRows>(sd2, "decode, pk, 16B, rows x2", reps);
-    c.simt_decode<8>(1, "simt, 8 keys, 1 wave", reps);
-    c.simt_decode<8>(2, "simt, 8 keys, 2 waves", reps);
-    c.simt_decode<8>(4, "simt, 8 keys, 4 waves", reps);
-    c.simt_decode<16>(1, "simt, 16 keys, 1 wave", reps);
+    c.simt_decode<8, false>(1, "simt, 8 keys, 1 wave", reps);
+    c.simt_decode<8, false>(4, "simt, 8 keys, 4 waves", reps);
+    c.simt_decode<16, false>(1, "simt, 16 keys, 1 wave", reps);
+    c.simt_decode<8, true>(1, "simt, 8 keys, 1 wave, L2", reps);
   }
   return 0;
 }

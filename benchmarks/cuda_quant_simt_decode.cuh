@@ -25,8 +25,13 @@
 //   V pass: the same loads; each lane accumulates its 16 dims of 4 heads
 //     over its octet's keys, then the octets and warps are summed.
 // It writes normalised fp32 partials with their max and sum, as
-// split_keys.h lays them out for query rows (kv head, query head within
+// split_keys.h lays them out for query rows (KV head, query head within
 // it), and split_combine below merges the splits.
+//
+// The loads in flight are bound by the registers (3 CTAs an SM, a lane's
+// U keys a pass); kPrefetch adds sm_90's bulk L2 prefetch of each split's K
+// and V ahead of its passes, so that a warp's loads after its first wait
+// on the L2 rather than on DRAM.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -55,13 +60,15 @@ struct DecodeArgs {
   float* o_part;  // [splits, B * H_kv * 4, D]
   float* stats;   // [splits, B * H_kv * 4] maxima, then as many sums
   int L_k;
-  int keys_per_split;
+  int keys_per_split;  // at most kMaxKeys
   float scale_log2;  // the softmax scale times log2(e): scores in exp2's domain
 };
 
 /// Keys a split for `groups` (batch, KV head) pairs of L_k keys, so that
 /// about `ctas` CTAs run (a multiple of the resident ones: the waves), in
-/// whole passes of `pass` keys (a CTA's warps' loads), at most kMaxKeys.
+/// whole passes of `pass` keys (a warp's loads), at most kMaxKeys. A warp,
+/// not the CTA: an SM's work is its CTAs' keys, while a warp left without
+/// a pass only gives its issue slots to the others.
 inline int keys_per_split(int groups, int L_k, int ctas, int pass) {
   const int splits = std::max(1, ctas / groups);
   const int keys = ((L_k + splits - 1) / splits + pass - 1) / pass * pass;
@@ -164,6 +171,32 @@ __device__ __forceinline__ void dequantize(uint2 w, unsigned scale_hi, unsigned 
   }
 }
 
+/// Asks the L2 for bytes [p, p + bytes), rounded inward to 16 bytes
+/// (sm_90's bulk prefetch: one instruction, no registers, no completion to
+/// wait for).
+__device__ __forceinline__ void prefetch_l2(const void* p, size_t bytes) {
+  const size_t a = reinterpret_cast<size_t>(p);
+  const size_t first = (a + 15) & ~size_t(15), last = (a + bytes) & ~size_t(15);
+  if (last > first) {
+    asm volatile(
+        "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %0;\n\t"
+        "cp.async.bulk.prefetch.L2.global [g], %1;\n\t}" ::"l"(first),
+        "r"(unsigned(last - first))
+        : "memory");
+  }
+}
+
+/// Prefetches into the L2 an operand's keys [key0, end) of the KV head
+/// whose key 0 is `head_key0`.
+__device__ __forceinline__ void prefetch_keys(const unsigned* words, const __nv_bfloat16* scales,
+                                              const __nv_bfloat16* biases, size_t head_key0,
+                                              int key0, int end) {
+  const size_t key = head_key0 + key0, keys = end - key0;
+  prefetch_l2(words + key * kRowWords, keys * kRowWords * sizeof(unsigned));
+  prefetch_l2(scales + key * kRowGroups, keys * kRowGroups * sizeof(__nv_bfloat16));
+  prefetch_l2(biases + key * kRowGroups, keys * kRowGroups * sizeof(__nv_bfloat16));
+}
+
 /// One step of a reduce-scatter over the lanes that differ in `mask`: the
 /// first N values become N / 2 sums over the lane pair, the lane with the
 /// mask bit keeping the upper half, its partner the lower, so each lane
@@ -207,11 +240,14 @@ __device__ __forceinline__ void cta_reduce4(float (&v)[kHeads], float (*scratch)
 
 /// One split of one KV head's keys (header). U: keys an octet loads a
 /// pass (a multiple of 8: the reduce-scatter leaves each lane whole keys).
-template <int U>
+/// kPrefetch: one thread asks the L2 for the split's K at the start and
+/// for its V when its K pass ends, so that the warps' loads after their
+/// first wait on the L2, not on DRAM, while the registers bound the loads
+/// in flight.
+template <int U, bool kPrefetch>
 __global__ void __launch_bounds__(kThreads, 3) decode_kernel(const DecodeArgs a) {
   static_assert(U % 8 == 0, "each lane ends the K pass holding U / 8 whole keys");
   constexpr int kPass = kWarps * 4 * U;  // keys a CTA's warps load at once
-  static_assert(kMaxKeys % kPass == 0, "a split is whole passes");
   __shared__ float4 scores[kMaxKeys];  // a key's 4 heads: scores, then probabilities
   __shared__ float partial[kWarps][kHeads][kD];
   __shared__ float scratch[kWarps][kHeads];
@@ -222,6 +258,8 @@ __global__ void __launch_bounds__(kThreads, 3) decode_kernel(const DecodeArgs a)
   const int octet = lane / 8, lane8 = lane % 8;
   const int key0 = split * a.keys_per_split;
   const int end = min(key0 + a.keys_per_split, a.L_k);
+  if (kPrefetch && threadIdx.x == 0)
+    prefetch_keys(a.k_words, a.k_scales, a.k_biases, bh * a.L_k, key0, end);
 
   // The lane's 16 dims of the 4 query heads, scaled into exp2's domain.
   float q[kHeads][kLaneDims];
@@ -278,6 +316,9 @@ __global__ void __launch_bounds__(kThreads, 3) decode_kernel(const DecodeArgs a)
       }
     }
   }
+
+  if (kPrefetch && threadIdx.x == 0)
+    prefetch_keys(a.v_words, a.v_scales, a.v_biases, bh * a.L_k, key0, end);
 
   // Softmax over the split: every split has a key, so the max is finite.
   cta_reduce4<true>(m, scratch);
