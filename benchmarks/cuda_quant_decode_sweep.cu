@@ -14,15 +14,7 @@
 // each quantized run's reference: the same math on the same values, so a
 // fast but wrong variant shows in its error. The package's plan runs
 // "plan, packed, 16B, rows" or "decode, packed, 16B x2", by
-// plan/quantized_kernel_choice.h's rule. Last, an experiment outside the
-// library: the SIMT kernel of cuda_quant_simt_decode.cuh (no tensor
-// cores; each packed word read once into registers and used for a KV
-// head's 4 query heads) with its own combine, rows "simt, 8 keys, 1 wave"
-// and "... 4 waves" (8 keys an octet's loads a pass, splits for 1 or 4
-// times the CTAs resident at once), "simt, 16 keys, 1 wave" and "simt, 8
-// keys, 1 wave, L2" (each split's K and V prefetched into the L2 ahead of
-// its passes).
-// Standalone: no MLX.
+// plan/quantized_kernel_choice.h's rule. Standalone: no MLX.
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
 //     benchmarks/cuda_quant_decode_sweep.cu -o quant_decode_sweep
@@ -37,7 +29,6 @@
 #include <functional>
 
 #include "benchmarks/cuda_attention_case.cuh"
-#include "benchmarks/cuda_quant_simt_decode.cuh"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_kernel.cuh"
 #include "mlx_fused_attn/plan/split_count.h"
 
@@ -73,9 +64,6 @@ struct Decode {
   int B, Hq, Hkv, Lk;
   int rows() const { return Hq / Hkv; }
 };
-
-static_assert(kD == quant_simt::kD && kGroup == quant_simt::kGroup && kBits == 4,
-              "the SIMT kernel is written for 4-bit codes in groups of 64 at D = 128");
 
 constexpr int kWords = kD * kBits / 32;  // a row's words
 constexpr int kGroups = kD / kGroup;     // a row's scales (and biases)
@@ -390,49 +378,6 @@ struct QuantDecodeCase {
                 ok ? "ok" : "WRONG");
     std::fflush(stdout);
   }
-
-  /// The SIMT kernel (cuda_quant_simt_decode.cuh) of U keys an octet's
-  /// pass, with or without its L2 prefetch, its splits sized for `waves`
-  /// times the CTAs resident at once, then its combine.
-  template <int U, bool kPrefetch>
-  void simt_decode(int waves, const char* what, int reps) {
-    auto kernel = quant_simt::decode_kernel<U, kPrefetch>;
-    int resident = 0;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, quant_simt::kThreads, 0));
-    const int keys = quant_simt::keys_per_split(d.B * d.Hkv, d.Lk, waves * resident * kSms, 4 * U);
-    const int splits = (d.Lk + keys - 1) / keys;
-    if (splits > 256) {  // the partials' buffers
-      std::printf("  %-25s splits=%3d: more than the partials hold, skipped\n", what, splits);
-      return;
-    }
-    quant_simt::DecodeArgs a{};
-    a.q = q;
-    a.o_part = o_part;
-    a.stats = stats;
-    a.L_k = d.Lk;
-    a.keys_per_split = keys;
-    a.scale_log2 = params().scale_log2;
-    CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
-    const float us = time_us([&](const Cache& c) {
-      quant_simt::DecodeArgs x = a;
-      x.k_words = c.k_words;
-      x.k_scales = c.k_scales;
-      x.k_biases = c.k_biases;
-      x.v_words = c.v_words;
-      x.v_scales = c.v_scales;
-      x.v_biases = c.v_biases;
-      kernel<<<dim3(splits, d.Hkv, d.B), quant_simt::kThreads>>>(x);
-      quant_simt::split_combine<<<d.B * d.Hq, quant_simt::kCombineWarps * 32>>>(o_part, stats,
-                                                                               o, splits);
-    }, reps);
-    const double err = error();
-    std::printf("  %-25s splits=%3d %8.1f us  %5.1f%% of floor (%.1f MB)  err %.2e  "
-                "(%d keys a split, %d CTAs an SM)  %s\n",
-                what, splits, us, 100.0 * floor_us(int64_t(bytes_a_key()) * d.B * d.Hkv * d.Lk) / us,
-                1e-6 * bytes_a_key() * d.B * d.Hkv * d.Lk, err, keys, resident,
-                err < 1e-2 ? "ok" : "WRONG");
-    std::fflush(stdout);
-  }
 };
 
 }  // namespace
@@ -466,10 +411,6 @@ int main(int argc, char** argv) {
     c.quant_decode<DecodeTiles, true, PackedWide>(sd2, "decode, packed, 16B x2", reps);
     c.quant_decode<DecodeTiles, true, PackedWideRows>(sd, "decode, packed, 16B, rows", reps);
     c.quant_decode<DecodeTiles, true, PackedWideRows>(sd2, "decode, pk, 16B, rows x2", reps);
-    c.simt_decode<8, false>(1, "simt, 8 keys, 1 wave", reps);
-    c.simt_decode<8, false>(4, "simt, 8 keys, 4 waves", reps);
-    c.simt_decode<16, false>(1, "simt, 16 keys, 1 wave", reps);
-    c.simt_decode<8, true>(1, "simt, 8 keys, 1 wave, L2", reps);
   }
   return 0;
 }
