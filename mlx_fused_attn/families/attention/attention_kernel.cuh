@@ -126,9 +126,6 @@ __device__ __forceinline__ P* opaque_pointer(P* p) {
 template <typename T>
 __device__ __forceinline__ AttnArrays<T> attention_arrays(
     const AttnKernelArgs<T>& args) {
-  static_assert(
-      kAttnArgsMatchHost<T>,
-      "AttnKernelArgs<T> is laid out unlike the host's <void> form");
   // Read from the struct, the mask's two pointers had the masked
   // instances' addresses hoisted and spilled (ptxas -v, sm_90a, D = 64:
   // 46 and 62 bytes); opaque, as their positional arguments were, none.

@@ -33,11 +33,13 @@ struct AttnKernelArgs {
   const unsigned int* mask_blocks; ///< kernels/mask_visits.h
 };
 
-/// Whether AttnKernelArgs<T> is laid out as the host's <void> form: every
-/// field at the same offset, the same size and alignment. The kernels
-/// assert it for their own T (attention_kernel.cuh), so a field whose type
-/// came to follow T's layout fails to compile rather than reading the
-/// host's bytes shifted. __builtin_offsetof: NVRTC has no <cstddef>.
+/// Whether AttnKernelArgs<T> is laid out as the <void> form the host fills:
+/// every field at the same offset, the same size and alignment. Pointers are
+/// T's only part in it (a field of type T would not compile as <void>), so the
+/// host's check of float (attention_cuda.cpp) holds for every T. Kept from
+/// NVRTC's text: NVRTC 13.0 did not parse __builtin_offsetof here (the H100's
+/// JIT, 2026-12-06).
+#ifndef __CUDACC_RTC__
 template <typename T>
 constexpr bool kAttnArgsMatchHost =
     sizeof(AttnKernelArgs<T>) == sizeof(AttnKernelArgs<void>) &&
@@ -54,5 +56,6 @@ constexpr bool kAttnArgsMatchHost =
     FA_ATTN_ARGS_SAME_OFFSET(n_splits) && FA_ATTN_ARGS_SAME_OFFSET(lse) &&
     FA_ATTN_ARGS_SAME_OFFSET(mask_blocks);
 #undef FA_ATTN_ARGS_SAME_OFFSET
+#endif
 
 } // namespace fa

@@ -132,9 +132,6 @@ template <
 __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     attention_bwd_dkdv_kernel(const AttnBwdKernelArgs<T> args) {
   typedef AttnBwdInstance<T, D, Tiles, kDqAtomics> I;
-  static_assert(
-      kAttnBwdArgsMatchHost<T>,
-      "AttnBwdKernelArgs<T> is laid out unlike the host's <void> form");
   // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
   extern __shared__ __align__(1024) unsigned char attention_bwd_smem[];
   // A warpgroup-product instance is launched only on sm_90a (as the
@@ -170,9 +167,6 @@ template <typename T, int D, typename Tiles, bool kCausal, bool kHasMask>
 __global__ void __launch_bounds__(Tiles::value.warps * kSimdWidth)
     attention_bwd_dq_kernel(const AttnBwdKernelArgs<T> args) {
   typedef AttnBwdInstance<T, D, Tiles> I;
-  static_assert(
-      kAttnBwdArgsMatchHost<T>,
-      "AttnBwdKernelArgs<T> is laid out unlike the host's <void> form");
   // 1024 bytes: the swizzled blocks' pattern is anchored to address bits.
   extern __shared__ __align__(1024) unsigned char attention_bwd_smem[];
   if constexpr (I::t.wgmma && !FA_HAS_WGMMA) {

@@ -32,8 +32,13 @@ struct AttnBwdKernelArgs {
   AttnFeatures features; ///< causal and has_mask: the instance's own
 };
 
-/// Whether AttnBwdKernelArgs<T> is laid out as the host's <void> form (as
-/// attention_kernel_args.h's kAttnArgsMatchHost; the kernels assert it).
+/// Whether AttnBwdKernelArgs<T> is laid out as the <void> form the host fills:
+/// every field at the same offset, the same size and alignment. Pointers are
+/// T's only part in it (a field of type T would not compile as <void>), so the
+/// host's check of float (attention_backward_cuda.cpp) holds for every T. Kept
+/// from NVRTC's text: NVRTC 13.0 did not parse __builtin_offsetof here (the
+/// H100's JIT, 2026-12-06).
+#ifndef __CUDACC_RTC__
 template <typename T>
 constexpr bool kAttnBwdArgsMatchHost =
     sizeof(AttnBwdKernelArgs<T>) == sizeof(AttnBwdKernelArgs<void>) &&
@@ -49,5 +54,6 @@ constexpr bool kAttnBwdArgsMatchHost =
     FA_BWD_ARGS_SAME_OFFSET(params) && FA_BWD_ARGS_SAME_OFFSET(mask) &&
     FA_BWD_ARGS_SAME_OFFSET(lists) && FA_BWD_ARGS_SAME_OFFSET(features);
 #undef FA_BWD_ARGS_SAME_OFFSET
+#endif
 
 } // namespace fa

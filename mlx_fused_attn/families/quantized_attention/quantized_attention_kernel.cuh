@@ -89,9 +89,6 @@ __global__ void __launch_bounds__(
     quantized_attention_kernel(const QuantAttnKernelArgs<T> args) {
   constexpr AttnTiles t = Tiles::value;
   static_assert(
-      kQuantArgsMatchHost<T>,
-      "QuantAttnKernelArgs<T> is laid out unlike the host's <void> form");
-  static_assert(
       kQuantizedTilesAgree<T, D, Tiles>,
       "instance's tiles are neither choose_quantized_attention_tiles' nor "
       "choose_quantized_decode_tiles'");

@@ -33,9 +33,8 @@ SplitCombineKernelKey combine_key(const AttentionPlan& plan) {
   return {plan.dtype, plan.combine_form};
 }
 
-// The kernels read the struct as their own T's (attention_kernel.cuh
-// asserts each instance); float's, checked here too, is the one a host
-// compiler sees.
+// The kernels read the struct as their own T's: float's layout is every
+// T's (the struct's header says why).
 static_assert(
     fa::kAttnArgsMatchHost<float>,
     "AttnKernelArgs<float> is laid out unlike the <void> form filled here");

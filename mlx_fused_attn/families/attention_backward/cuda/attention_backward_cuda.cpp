@@ -148,9 +148,8 @@ void add_dq_convert_node(
       at.params);
 }
 
-// The kernels read the struct as their own T's
-// (attention_backward_kernel.cuh asserts each instance); float's, checked
-// here too, is the one a host compiler sees.
+// The kernels read the struct as their own T's: float's layout is every
+// T's (the struct's header says why).
 static_assert(
     fa::kAttnBwdArgsMatchHost<float>,
     "AttnBwdKernelArgs<float> is laid out unlike the <void> form filled here");

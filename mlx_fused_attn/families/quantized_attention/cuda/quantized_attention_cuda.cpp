@@ -124,9 +124,8 @@ Support quantized_prepare(const QuantizedAttentionPlan& plan, mx::Stream s) {
 
 namespace {
 
-// The kernel reads the struct as its own T's (quantized_attention_kernel.cuh
-// asserts each instance); float's, checked here too, is the one a host
-// compiler sees.
+// The kernel reads the struct as its own T's: float's layout is every T's
+// (the struct's header says why).
 static_assert(
     fa::kQuantArgsMatchHost<float>,
     "QuantAttnKernelArgs<float> is laid out unlike the <void> form filled here");
