@@ -135,9 +135,6 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
   const int smem = fa::attention_smem_bytes(
       t, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
   const int threads = fa::attention_launch_warps(t) * 32;
-  fa::AttnKernelArgs<T> a{};
-  a.q = q; a.k = k; a.v = v; a.out = o; a.params = p; a.features = f;
-  a.o_part = o_part; a.stats = stats; a.split_counters = counters; a.n_splits = n_splits;
   if constexpr (t.producer) {
     auto kernel = fa::attention_producer_kernel<T, D, D, Tiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -148,7 +145,8 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
     const fa::TmaMap k_map = panel_map(k, p.B, p.H_kv, p.L_k, D, t.bk);
     const fa::TmaMap v_map = panel_map(v, p.B, p.H_kv, p.L_k, D, t.bk);
     return [=] {
-      kernel<<<grid, threads, smem>>>(a, k_map, v_map);
+      kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
+                                      counters, n_splits, nullptr, nullptr, k_map, v_map);
     };
   } else {
     auto kernel = counters != nullptr
@@ -160,7 +158,8 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
                                  cudaSharedmemCarveoutMaxShared));
     }
     return [=] {
-      kernel<<<grid, threads, smem>>>(a);
+      kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
+                                      counters, n_splits, nullptr, nullptr);
     };
   }
 }

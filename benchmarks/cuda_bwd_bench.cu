@@ -189,10 +189,8 @@ struct Backward {
     const int smem = fa::attention_smem_bytes(FwdTiles::value, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
     auto kernel = fa::attention_kernel<T, D, D, FwdTiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    fa::AttnKernelArgs<T> a{};
-    a.q = q; a.k = k; a.v = v; a.out = o; a.params = p.fwd; a.features = ff;
-    a.n_splits = 1; a.lse = lse;
-    kernel<<<dim3((pr.L + 63) / 64, pr.H, pr.B), 128, smem>>>(a);
+    kernel<<<dim3((pr.L + 63) / 64, pr.H, pr.B), 128, smem>>>(
+        q, k, v, o, p.fwd, nullptr, nullptr, ff, nullptr, nullptr, nullptr, 1, lse, nullptr);
     CHECK(cudaGetLastError());
   }
 

@@ -18,6 +18,16 @@ MAX_CCN = 20
 MAX_DEVICE_PARAMETERS = 8
 DEVICE_FOLDERS = ("mlx_fused_attn/kernels/", "mlx_fused_attn/tile/")
 
+# The kernels that keep their positional arguments, by name: passed as one
+# struct, the forward measured up to 3.9% slower (H100 A/B, 2026-12-06:
+# D = 80 fp16 spilled more in its 128-register instance; docs/gpu_kernels.md,
+# "The attention body and its arguments").
+POSITIONAL_SLOWER = "positional: one argument struct ran D = 80 up to 3.9% slower (docs/gpu_kernels.md)"
+POSITIONAL_KERNELS = {
+    "fa::attention_kernel": POSITIONAL_SLOWER,
+    "fa::attention_producer_kernel": POSITIONAL_SLOWER,
+}
+
 
 def sources():
     for path in sorted(PACKAGE.rglob("*")):
@@ -39,8 +49,10 @@ def is_device_code(rel):
 
 
 def check(rel, code, device):
-    """What breaks a limit in the source `code` of the file `rel`."""
-    found = []
+    """What breaks a limit in the source `code` of the file `rel`, and the
+    names of the POSITIONAL_KERNELS found over the parameter limit (which
+    only they may be)."""
+    found, positional = [], []
     # lizard knows C++ by the file's name: CUDA and Metal are C++ dialects.
     name = rel if rel.endswith((".h", ".cpp")) else rel + ".cpp"
     for f in lizard.analyze_file.analyze_source_code(name, code).function_list:
@@ -50,16 +62,24 @@ def check(rel, code, device):
         if f.cyclomatic_complexity > MAX_CCN:
             found.append(f"{where}: complexity {f.cyclomatic_complexity} (at most {MAX_CCN})")
         if device and f.parameter_count > MAX_DEVICE_PARAMETERS:
-            found.append(f"{where}: {f.parameter_count} parameters "
-                         f"(at most {MAX_DEVICE_PARAMETERS}: one argument struct)")
-    return found
+            if f.name in POSITIONAL_KERNELS:
+                positional.append(f.name)
+            else:
+                found.append(f"{where}: {f.parameter_count} parameters "
+                             f"(at most {MAX_DEVICE_PARAMETERS}: one argument struct)")
+    return found, positional
 
 
 def test_every_function_is_short_simple_and_takes_few_parameters():
-    found = []
+    found, positional = [], []
     for path, rel in sources():
-        found += check(rel, path.read_text(), is_device_code(rel))
+        f, p = check(rel, path.read_text(), is_device_code(rel))
+        found += f
+        positional += p
     assert found == []
+    # Each exception still needed, once: a kernel that took a struct, or was
+    # renamed, leaves the list.
+    assert sorted(positional) == sorted(POSITIONAL_KERNELS)
 
 
 def test_the_check_finds_each_limit_broken():
@@ -67,14 +87,11 @@ def test_the_check_finds_each_limit_broken():
     body = "\n".join("  a += 1;" for _ in range(MAX_LINES))
     params = ", ".join(f"int p{i}" for i in range(MAX_DEVICE_PARAMETERS + 1))
     code = f"void planted({params}) {{\n  int a = 0;\n{branches}\n{body}\n}}\n"
-    found = check("planted.cuh", code, device=True)
-    assert len(found) == 3, found
+    found, positional = check("planted.cuh", code, device=True)
+    assert len(found) == 3 and positional == [], found
     assert " lines " in found[0] and "complexity" in found[1] and "parameters" in found[2]
-    assert len(check("planted.cpp", code, device=False)) == 2
-    # A kernel takes no more than any device function: none is exempt.
-    kernel = f"namespace fa {{\n__global__ void attention_kernel({params}) {{}}\n}}\n"
-    assert [f.split(" ", 1)[1] for f in check("planted.cuh", kernel, device=True)] == [
-        f"fa::attention_kernel: {MAX_DEVICE_PARAMETERS + 1} parameters "
-        f"(at most {MAX_DEVICE_PARAMETERS}: one argument struct)"]
+    assert len(check("planted.cpp", code, device=False)[0]) == 2
+    kernel = f"namespace fa {{\nvoid attention_kernel({params}) {{}}\n}}\n"
+    assert check("planted.cuh", kernel, device=True) == ([], ["fa::attention_kernel"])
     assert is_device_code("mlx_fused_attn/families/attention/attention_kernel.cuh")
     assert not is_device_code("mlx_fused_attn/families/attention/cuda/attention_cuda.cpp")

@@ -66,17 +66,17 @@ AttentionRun start_run(
     const Launch& at);
 
 /// Adds the plan's kernel `function` to the encoder's graph with the
-/// positional arguments of the short kernel (q, k, v, out, params, mask,
-/// sinks, its features); the general kernel takes one struct
-/// (attention_kernel_args.h) and launches itself (attention_cuda.cpp).
-template <typename Features>
+/// arguments every family's kernel takes first (q, k, v, out, params, mask,
+/// sinks, its features), then its own (`extra`).
+template <typename Features, typename... Extra>
 void add_attention_node(
     const Launch& at,
     CUfunction function,
     const AttentionPlan& plan,
     const AttentionRun& run,
     mlx::core::array& out,
-    Features features) {
+    Features features,
+    Extra... extra) {
   // The node copies its arguments from their addresses: lvalues it may
   // take them from.
   fa::AttnParams params = run.params;
@@ -95,7 +95,8 @@ void add_attention_node(
       params,
       mask,
       sinks,
-      features);
+      features,
+      extra...);
 }
 
 /// Each attention candidate's launch, in its folder:

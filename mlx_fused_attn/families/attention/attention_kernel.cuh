@@ -16,8 +16,6 @@
 // per block or per kernel, so specialising them would only multiply the
 // instances that nvcc and NVRTC build.
 //
-// Arguments: one AttnKernelArgs (attention_kernel_args.h), read at the
-// kernels' top into the locals the body takes.
 // Grid: (query blocks * splits, H_q, B), causal ones taken heaviest first
 // (grid_order.cuh), or with persistent tiles (blocks, 1, 1), which walk
 // that grid's tiles in the same order; block: attention_launch_warps(tiles) * 32 threads; dynamic
@@ -32,7 +30,6 @@
 // features.has_lse.
 #pragma once
 
-#include "mlx_fused_attn/families/attention/attention_kernel_args.h"
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/kernels/cuda/grid_order.cuh"
 #include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
@@ -110,30 +107,6 @@ attention_persistent_scheduler(
       attention_fix_features<kCausal, kHasMask>(features),
       attention_row_bytes<T, D, DV>(params)};
   return s;
-}
-
-/// `p`, as a value the compiler cannot trace back to the argument struct
-/// it was read from (an empty asm that may change it), as a positional
-/// argument is.
-template <typename P>
-__device__ __forceinline__ P* opaque_pointer(P* p) {
-  asm("" : "+l"(p));
-  return p;
-}
-
-/// The body's arrays (kernels/attention_args.h), by name from the kernel's
-/// argument struct.
-template <typename T>
-__device__ __forceinline__ AttnArrays<T> attention_arrays(
-    const AttnKernelArgs<T>& args) {
-  // Read from the struct, the mask's two pointers had the masked
-  // instances' addresses hoisted and spilled (ptxas -v, sm_90a, D = 64:
-  // 46 and 62 bytes); opaque, as their positional arguments were, none.
-  const AttnArrays<T> arrays = {
-      args.q, args.k, args.v, args.out, opaque_pointer(args.mask),
-      args.sinks, args.lse, opaque_pointer(args.mask_blocks), args.o_part,
-      args.stats, args.split_counters};
-  return arrays;
 }
 
 /// What the two entry points below share, for an instance whose blocks
@@ -217,7 +190,21 @@ template <
     bool kHasMask>
 __global__ void __launch_bounds__(
     Tiles::value.warps * kSimdWidth,
-    Tiles::value.min_blocks) attention_kernel(const AttnKernelArgs<T> args) {
+    Tiles::value.min_blocks) attention_kernel(
+    const T* q,
+    const T* k,
+    const T* v,
+    T* out,
+    const AttnParams params,
+    const unsigned char* mask,
+    const T* sinks,
+    AttnFeatures features,
+    float* o_part,
+    float* stats,
+    unsigned int* split_counters,
+    int n_splits,
+    float* lse,
+    const unsigned int* mask_blocks) {
   // A warpgroup-product instance exists in every architecture's image of a
   // fat binary, but the host launches it only on sm_90a (kernels.h,
   // has_wgmma).
@@ -234,11 +221,11 @@ __global__ void __launch_bounds__(
             65536 / (t.warps * kSimdWidth * t.min_blocks) >= 168>
         Target;
     typedef AttnCudaInstance<T, D, DV, Tiles, Target, kCausal, kHasMask> I;
-    const AttnParams& params = args.params;
-    AttnFeatures features = args.features;
     const AttnSmem<T> smem = I::smem();
-    const auto sched = I::scheduler(features, params, args.n_splits);
-    const AttnArrays<T> arrays = attention_arrays(args);
+    const auto sched = I::scheduler(features, params, n_splits);
+    const AttnArrays<T> arrays = {
+        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats,
+        split_counters};
     I::body(
         I::Parts::mainloop(arrays, smem), arrays, params, features, sched,
         threadIdx.x / kSimdWidth);
@@ -246,11 +233,10 @@ __global__ void __launch_bounds__(
 }
 
 /// The kernel of tiles with a producer warpgroup (AttnTiles::producer,
-/// sm_90a): its arguments are attention_kernel's struct and, apart (each
-/// __grid_constant__, whose address the TMA copies take: tile/tma_map.h),
-/// the tensor maps of K and V (attention_cuda.cpp: 4-D, {head dim,
-/// keys, heads, batch}, boxes of one 128-byte panel by bk keys, 128-byte
-/// swizzle, which is the swizzled blocks' layout). Warps 0-3 are the producer, whose one thread
+/// sm_90a): its arguments are attention_kernel's and the tensor maps of K
+/// and V (attention_cuda.cpp: 4-D, {head dim, keys, heads, batch}, boxes
+/// of one 128-byte panel by bk keys, 128-byte swizzle, which is the
+/// swizzled blocks' layout). Warps 0-3 are the producer, whose one thread
 /// copies the blocks (tile/kv_tma_ring.h, attention_produce); the others run
 /// attention_body.
 /// Shared memory: K's stages, V's, the ring's barriers, Q.
@@ -264,7 +250,20 @@ template <
 __global__ void __launch_bounds__(
     attention_launch_warps(Tiles::value) * kSimdWidth,
     Tiles::value.min_blocks) attention_producer_kernel(
-    const AttnKernelArgs<T> args,
+    const T* q,
+    const T* k,
+    const T* v,
+    T* out,
+    const AttnParams params,
+    const unsigned char* mask,
+    const T* sinks,
+    AttnFeatures features,
+    float* o_part,
+    float* stats,
+    unsigned int* split_counters,
+    int n_splits,
+    float* lse,
+    const unsigned int* mask_blocks,
     const __grid_constant__ TmaMap k_map,
     const __grid_constant__ TmaMap v_map) {
   constexpr AttnTiles t = Tiles::value;
@@ -298,10 +297,10 @@ __global__ void __launch_bounds__(
     KVTmaBarriers<t.stages>* bars =
         reinterpret_cast<KVTmaBarriers<t.stages>*>(
             attention_sync_smem<Target, typename I::Shape>(smem.v));
-    const AttnParams& params = args.params;
-    AttnFeatures features = args.features;
-    const auto sched = I::scheduler(features, params, args.n_splits);
-    const AttnArrays<T> arrays = attention_arrays(args);
+    const auto sched = I::scheduler(features, params, n_splits);
+    const AttnArrays<T> arrays = {
+        q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats,
+        split_counters};
     const typename I::Parts::Mainloop mainloop =
         I::Parts::mainloop(arrays, smem);
     const int warp = threadIdx.x / kSimdWidth;

@@ -8,7 +8,6 @@
 #include "mlx_fused_attn/backend/cuda/attention_launch.h"
 #include "mlx_fused_attn/backend/cuda/kernels.h"
 #include "mlx_fused_attn/backend/cuda/tensor_map.h"
-#include "mlx_fused_attn/families/attention/attention_kernel_args.h"
 #include "mlx_fused_attn/families/attention/cuda/attention_kernel_key.h"
 
 namespace mlx_fused_attn::cuda {
@@ -31,37 +30,6 @@ AttentionKernelKey general_key(const AttentionPlan& plan) {
 /// The combine of the plan's split keys, in its form.
 SplitCombineKernelKey combine_key(const AttentionPlan& plan) {
   return {plan.dtype, plan.combine_form};
-}
-
-// The kernels read the struct as their own T's: float's layout is every
-// T's (the struct's header says why).
-static_assert(
-    fa::kAttnArgsMatchHost<float>,
-    "AttnKernelArgs<float> is laid out unlike the <void> form filled here");
-
-/// The kernel's argument struct, its arrays' device pointers by name.
-fa::AttnKernelArgs<void> kernel_args(
-    const AttentionPlan& plan,
-    const AttentionRun& run,
-    mx::array& out,
-    const fa::AttnFeatures& features,
-    float* lse) {
-  fa::AttnKernelArgs<void> args{};
-  args.q = mx::gpu_ptr<void>(run.in.q);
-  args.k = mx::gpu_ptr<void>(run.in.k);
-  args.v = mx::gpu_ptr<void>(run.in.v);
-  args.out = mx::gpu_ptr<void>(out);
-  args.params = run.params;
-  args.mask = static_cast<const unsigned char*>(run.in.mask_ptr);
-  args.sinks = run.in.sinks_ptr;
-  args.features = features;
-  args.o_part = run.parts.o_part_ptr;
-  args.stats = run.parts.stats_ptr;
-  args.split_counters = run.parts.counters_ptr;
-  args.n_splits = plan.key_splits;
-  args.lse = lse;
-  args.mask_blocks = run.in.visits_ptr;
-  return args;
 }
 
 /// Registers the outputs beside `out` that the kernel writes: the LSE,
@@ -113,19 +81,17 @@ void run_attention(
   write_outputs(outputs, parts, at.enc);
   const CUfunction function =
       kernel_function(general_key(plan), at.device, at.arch);
-  // The node copies its arguments from their addresses: lvalues it may
-  // take them from.
-  fa::AttnKernelArgs<void> args = kernel_args(plan, run, out, features, lse);
-  const dim3 grid(plan.grid.x, plan.grid.y, plan.grid.z);
-  const dim3 block(plan.grid.warps * fa::kSimdWidth);
-  const auto smem = static_cast<uint32_t>(plan.grid.smem_bytes);
   if (tiles.producer) {
-    fa::TmaMap k_map = panel_tensor_map(run.in.k, plan.dtype, tiles.bk);
-    fa::TmaMap v_map = panel_tensor_map(run.in.v, plan.dtype, tiles.bk);
-    at.enc.add_kernel_node_ex(
-        function, grid, block, {}, smem, args, k_map, v_map);
+    add_attention_node(
+        at, function, plan, run, out, features, parts.o_part_ptr,
+        parts.stats_ptr, parts.counters_ptr, plan.key_splits, lse,
+        run.in.visits_ptr, panel_tensor_map(run.in.k, plan.dtype, tiles.bk),
+        panel_tensor_map(run.in.v, plan.dtype, tiles.bk));
   } else {
-    at.enc.add_kernel_node_ex(function, grid, block, {}, smem, args);
+    add_attention_node(
+        at, function, plan, run, out, features, parts.o_part_ptr,
+        parts.stats_ptr, parts.counters_ptr, plan.key_splits, lse,
+        run.in.visits_ptr);
   }
   if (parts.o_part && !plan.split_merge) {
     add_combine_node(
