@@ -54,9 +54,15 @@ class ScriptedClock:
         return self.now
 
 
+def in_turn(fused, fast):
+    """The durations of three timed runs of each CPU candidate (the fused
+    kernel, then mx.fast) in the order tune reads them: in turn."""
+    return [t for pair in zip(fused, fast) for t in pair]
+
+
 def tune_small(durations, calls=(SMALL,), **kw):
     """tune() on the CPU with warm-up off and three repeats a candidate,
-    timed by `durations` (CPU candidates: the fused kernel, then mx.fast)."""
+    timed by `durations` in the order the runs take turns (``in_turn``)."""
     clock = ScriptedClock(durations)
     results = tuning.tune(list(calls), device=CPU, warmup=0, repeats=3, budget_s=1e9,
                           clock=clock, **kw)  # fmt: skip
@@ -69,7 +75,7 @@ def tune_small(durations, calls=(SMALL,), **kw):
     [([1e-3, 5e-3, 2e-3], [4e-3] * 3, "fused"), ([9e-3] * 3, [1e-3, 3e-3, 2e-3], "mx.fast")],
 )
 def test_the_faster_candidate_wins_by_its_median(fused, fast, winner):
-    (result,) = tune_small(fused + fast, save=False)
+    (result,) = tune_small(in_turn(fused, fast), save=False)
     assert result.shape_class == SMALL.shape_class()
     medians = {"fused": 1e6 * sorted(fused)[1], "mx.fast": 1e6 * sorted(fast)[1]}
     assert result.us == pytest.approx(medians)
@@ -79,12 +85,29 @@ def test_the_faster_candidate_wins_by_its_median(fused, fast, winner):
 
 def test_a_candidate_far_behind_at_a_smaller_class_is_not_timed_again():
     # SMALL: fused 1 ms, mx.fast 5 ms (5x behind); LARGER: the fused kernel only.
-    results = tune_small([1e-3] * 3 + [5e-3] * 3 + [2e-3] * 3, calls=(LARGER, SMALL),
+    results = tune_small(in_turn([1e-3] * 3, [5e-3] * 3) + [2e-3] * 3, calls=(LARGER, SMALL),
                          save=False, prune=4.0)  # fmt: skip
     small, larger = results
     assert small.shape_class == SMALL.shape_class() and set(small.us) == {"fused", "mx.fast"}
     assert larger.us == pytest.approx({"fused": 2000.0}) and "mx.fast" in larger.skipped
     assert "5.0x slower" in larger.skipped["mx.fast"]
+
+
+def test_candidates_take_turns():
+    """One timed run of each candidate a round: a drift of the device (or
+    what the first candidate leaves behind) falls on all alike."""
+    order = []
+
+    def run(name):
+        def go():
+            order.append(name)
+            return mx.ones((4,)) * 2
+        return go
+
+    medians = tuning.medians_in_turn({"a": run("a"), "b": run("b")}, warmup=1, repeats=3,
+                                     budget_s=1e9, clock=ScriptedClock([1, 5, 2, 6, 3, 7]))  # fmt: skip
+    assert order == ["a", "b"] + ["a", "b"] * 3
+    assert medians == {"a": 2, "b": 6}
 
 
 def test_a_timed_run_chains_dependent_calls():
@@ -124,7 +147,7 @@ def test_a_class_goes_to_the_candidate_least_behind_on_its_worst_call():
     assert dense.shape_class() == causal.shape_class()
     # Timed candidate by candidate, call by call: fused, then mx.fast.
     fused, fast = [1030e-3, 10e-3], [1000e-3, 30e-3]
-    (result,) = tune_small([t for times in (fused, fast) for t in times for _ in range(3)],
+    (result,) = tune_small([t for f, m in zip(fused, fast) for t in in_turn([f] * 3, [m] * 3)],
                            calls=(dense, causal), save=False)  # fmt: skip
     assert result.per_call["fused"] == pytest.approx([1030e3, 10e3])
     assert result.per_call["mx.fast"] == pytest.approx([1000e3, 30e3])
@@ -168,9 +191,10 @@ def test_a_wait_shorter_than_its_submission_adds_the_submission():
 
 
 def test_a_short_call_is_timed_again_in_a_chain_counted_per_call():
-    # Each candidate: three runs of the call alone, then three of a chain of 3.
+    # Both candidates in turn: three runs of the call alone, then three of a chain of 3.
     alone = [tuning.ALONE_SECONDS / 2] * 3
-    (result,) = tune_small(alone + [3e-4] * 3 + alone + [6e-4] * 3, save=False, chain=3)
+    (result,) = tune_small(in_turn(alone, alone) + in_turn([3e-4] * 3, [6e-4] * 3), save=False,
+                           chain=3)  # fmt: skip
     assert result.us == pytest.approx({"fused": 1e2, "mx.fast": 2e2})
 
 
@@ -178,11 +202,12 @@ def test_a_long_call_is_timed_alone():
     """A chain would overlap the parts of a long call that do not wait for
     its queries; alone, each candidate runs as the benchmarks time it."""
     alone = tuning.ALONE_SECONDS
-    (result,) = tune_small([alone] * 3 + [2 * alone] * 3, save=False, chain=3)
+    (result,) = tune_small(in_turn([alone] * 3, [2 * alone] * 3), save=False, chain=3)
     assert result.us == pytest.approx({"fused": 1e6 * alone, "mx.fast": 2e6 * alone})
 
 
 def test_the_budget_ends_the_timed_runs():
+    # In turn: fused 2.0 s, mx.fast 0.5 s, then mx.fast alone 0.6 s.
     clock = ScriptedClock([2.0, 0.5, 0.6])
     (result,) = tuning.tune([SMALL], device=CPU, warmup=0, repeats=5, budget_s=1.0,
                             clock=clock, save=False)  # fmt: skip
@@ -192,7 +217,7 @@ def test_the_budget_ends_the_timed_runs():
 
 
 def test_the_table_is_written_read_and_routes_calls(table_file):
-    tune_small([9e-3] * 3 + [1e-3] * 3)
+    tune_small(in_turn([9e-3] * 3, [1e-3] * 3))
     doc = json.loads(table_file.read_text())
     (table,) = doc["tables"]
     assert table["key"] == tuned_table.device_key(CPU)
@@ -211,7 +236,7 @@ def test_the_table_is_written_read_and_routes_calls(table_file):
     assert patch.stats == fa.PatchStats(fused=0, fallback=0, passed_through=1)
 
     # A second tune of another class keeps the first.
-    tune_small([1e-3] * 3 + [9e-3] * 3, calls=(LARGER,))
+    tune_small(in_turn([1e-3] * 3, [9e-3] * 3), calls=(LARGER,))
     classes = tuned_table.table_for(CPU).classes
     assert {c: e.winner for c, e in classes.items()} == {
         SMALL.shape_class(): "mx.fast", LARGER.shape_class(): "fused"}  # fmt: skip
@@ -233,7 +258,7 @@ def test_training_steps_are_a_class_of_their_own(table_file, monkeypatch):
     assert train.describe().endswith(" training")
     assert tuning.Call.parse("b=1,hq=2,hkv=2,lq=16,lk=16,d=32,dtype=float32,mask=causal,"
                              "train=1") == train._replace(label="")  # fmt: skip
-    (result,) = tune_small([1e-3] * 3 + [9e-3] * 3, calls=(train,))
+    (result,) = tune_small(in_turn([1e-3] * 3, [9e-3] * 3), calls=(train,))
     assert result.shape_class == train.shape_class() != SMALL.shape_class()
     assert stepped == [(0, 1, 2)] * 2  # one gradient a candidate: fused, mx.fast
     q, k, v, mask = SMALL.arrays()
@@ -267,7 +292,7 @@ def test_a_tuned_plan_hint_reaches_the_kernel(table_file, monkeypatch):
 
 @pytest.mark.parametrize("change", ["mlx", "package", "device", "os", "cores"])
 def test_a_changed_device_or_version_invalidates_the_table(table_file, monkeypatch, change):
-    tune_small([9e-3] * 3 + [1e-3] * 3)
+    tune_small(in_turn([9e-3] * 3, [1e-3] * 3))
     assert tuned_table.table_for(CPU) is not None
     if change == "mlx":
         monkeypatch.setattr(mx, "__version__", "0.0.1")
@@ -285,7 +310,7 @@ def test_a_changed_device_or_version_invalidates_the_table(table_file, monkeypat
     q, k, v, mask = SMALL.arrays()
     assert fa.route(q, k, v, scale=1.0, mask=mask, stream=mx.cpu).source != routing.TUNED
     # The next tune replaces the stale table.
-    tune_small([1e-3] * 3 + [9e-3] * 3)
+    tune_small(in_turn([1e-3] * 3, [9e-3] * 3))
     (table,) = json.loads(table_file.read_text())["tables"]
     assert table["key"] == tuned_table.device_key(CPU)
 
@@ -304,7 +329,7 @@ def test_a_corrupt_table_warns_and_is_ignored(table_file, text):
     assert (route.choice, route.source) == (routing.FUSED, routing.RULE)
     # A tune writes a good one over it.
     with pytest.warns(RuntimeWarning, match="cannot be read"):
-        tune_small([9e-3] * 3 + [1e-3] * 3)
+        tune_small(in_turn([9e-3] * 3, [1e-3] * 3))
     assert fa.route(q, k, v, scale=1.0, mask=mask, stream=mx.cpu).source == routing.TUNED
 
 

@@ -5,12 +5,13 @@ in the tuned table (``tuned_table.py``), which ``route`` and
 
 Timing: each candidate runs ``warmup`` times untimed (building kernels,
 filling caches), then up to ``repeats`` times, stopping early once the
-timed runs pass ``budget_s``; the median counts. A call is timed alone,
-and where it takes under ``ALONE_SECONDS``, again in runs of ``chain``
-calls, each call's queries the previous call's output: dependent calls run
-one after another (independent ones of one evaluation overlap in MLX's
-CUDA graphs), as a model's layers do, and a short call's time is not the
-device's wake-up. The run is submitted first
+timed runs pass ``budget_s``; the median counts. The candidates of a call
+take turns, one timed run each a round (``medians_in_turn``). A call is
+timed alone, and where its fastest candidate takes under ``ALONE_SECONDS``,
+again in runs of ``chain`` calls, each call's queries the previous call's
+output: dependent calls run one after another (independent ones of one
+evaluation overlap in MLX's CUDA graphs), as a model's layers do, and a
+short call's time is not the device's wake-up. A run is submitted first
 (``mx.async_eval``: the host encodes the calls and commits them), and
 ``clock`` is read around the wait for its result: on a GPU, the device's
 work with the host's encoding left out, which for calls of a few tens of
@@ -160,32 +161,49 @@ def _positive(text, name, value) -> int:
     return int(value)
 
 
+def _sample(run: Callable[[], mx.array], clock: Callable[[], float]) -> float:
+    """One timed evaluation of ``run()``: the wait for its result after its
+    submission (``mx.async_eval``). MLX commits a GPU stream's work when a
+    submission ends, so the wait holds the device's time and not the host's
+    encoding. Where the wait is the shorter, the device started during the
+    submission (MLX also commits every 20 operations on CUDA) and the wait
+    saw only the tail of its work (7.7 us for a training step of plain ops,
+    H100 2026-12-06): the sample is then the submission and the wait
+    together."""
+    out = run()
+    start = clock()
+    mx.async_eval(out)
+    submitted = clock()
+    mx.eval(out)
+    done = clock()
+    wait = done - submitted
+    return wait if wait >= submitted - start else done - start
+
+
+def medians_in_turn(runs: dict, *, warmup: int, repeats: int, budget_s: float,
+                    clock: Callable[[], float]) -> dict:  # fmt: skip
+    """The median of up to ``repeats`` timed evaluations (``_sample``) of
+    each of ``runs`` (name -> run), after ``warmup`` untimed ones each. The
+    runs take turns, one timed evaluation each a round, and a run's rounds
+    end once its samples pass ``budget_s``: timed one after another, the
+    first of equal plans ran slowest (decode at 8192 keys, 40.6 us against
+    38.6; H100 2026-12-06), and the order picked winners."""
+    for run in runs.values():
+        for _ in range(warmup):
+            mx.eval(run())
+    samples = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            if sum(samples[name]) < budget_s:
+                samples[name].append(_sample(run, clock))
+    return {name: statistics.median(x) for name, x in samples.items()}
+
+
 def median_seconds(run: Callable[[], mx.array], *, warmup: int, repeats: int,
                    budget_s: float, clock: Callable[[], float]) -> float:  # fmt: skip
-    """The median of up to ``repeats`` timed evaluations of ``run()`` after
-    ``warmup`` untimed ones. A sample is the wait for the run's result
-    after its submission (``mx.async_eval``): MLX commits a GPU stream's
-    work when a submission ends, so the wait holds the device's time and
-    not the host's encoding. Where the wait is the shorter, the device
-    started during the submission (MLX also commits every 20 operations on
-    CUDA) and the wait saw only the tail of its work (7.7 us for a
-    training step of plain ops, H100 2026-12-06): the sample is then the
-    submission and the wait together."""
-    for _ in range(warmup):
-        mx.eval(run())
-    samples = []
-    for _ in range(repeats):
-        out = run()
-        start = clock()
-        mx.async_eval(out)
-        submitted = clock()
-        mx.eval(out)
-        done = clock()
-        wait = done - submitted
-        samples.append(wait if wait >= submitted - start else done - start)
-        if sum(samples) >= budget_s:
-            break
-    return statistics.median(samples)
+    """``medians_in_turn`` of one run."""
+    return medians_in_turn({0: run}, warmup=warmup, repeats=repeats, budget_s=budget_s,
+                           clock=clock)[0]  # fmt: skip
 
 
 def chained(step: Callable[[mx.array], mx.array], q: mx.array, chain: int):
@@ -211,16 +229,20 @@ def chained(step: Callable[[mx.array], mx.array], q: mx.array, chain: int):
 ALONE_SECONDS = 200e-6
 
 
-def call_seconds(step: Callable[[mx.array], mx.array], q: mx.array, chain: int,
-                 **timing) -> float:  # fmt: skip
-    """Seconds a call of ``step`` on ``q`` takes: timed alone, then, where
-    that is under ``ALONE_SECONDS``, in a run of ``chain`` dependent calls
-    (``chained``) over their number. ``timing``: ``median_seconds``'s."""
-    alone = median_seconds(lambda: step(q), **timing)
-    if chain == 1 or alone >= ALONE_SECONDS:
+def call_seconds(steps: dict, q: mx.array, chain: int, **timing) -> dict:
+    """Seconds a call takes for each of ``steps`` (name -> a function of the
+    queries), timed in turn (``medians_in_turn``, whose arguments
+    ``timing`` holds): alone, then, where the fastest took under
+    ``ALONE_SECONDS``, all again in runs of ``chain`` dependent calls
+    (``chained``), over their number."""
+    alone = medians_in_turn({name: (lambda s=s: s(q)) for name, s in steps.items()}, **timing)
+    if chain == 1 or min(alone.values()) >= ALONE_SECONDS:
         return alone
-    run, calls = chained(step, q, chain)
-    return alone if calls == 1 else median_seconds(run, **timing) / calls
+    runs = {name: chained(s, q, chain) for name, s in steps.items()}
+    if any(calls == 1 for _, calls in runs.values()):
+        return alone
+    timed = medians_in_turn({name: run for name, (run, _) in runs.items()}, **timing)
+    return {name: timed[name] / runs[name][1] for name in runs}
 
 
 class ClassResult(NamedTuple):
@@ -360,11 +382,12 @@ def tune(
         total = sum(len(p) * len(prepared[c]) for c, p in plans.items())
         done = 0
         lost: dict[ShapeClass, dict[str, tuple[ShapeClass, float]]] = {}
+        timing = dict(warmup=warmup, repeats=repeats, budget_s=budget_s, clock=clock)
         results = []
         for c in order:
             timed = prepared.pop(c)
             mx.eval([x for _, *arrays in timed for x in arrays if isinstance(x, mx.array)])
-            per_call, skipped = {}, {}
+            per_call, skipped, timed_plans = {}, {}, []
             for x in plans[c]:
                 beaten = [(small, r) for small, r in lost.get(_series(c), {}).get(x.name, [])
                           if small.queries <= c.queries and small.keys <= c.keys]  # fmt: skip
@@ -372,22 +395,24 @@ def tune(
                     small, ratio = beaten[0]
                     skipped[x.name] = f"{ratio:.1f}x slower than the winner at {small.key()}"
                     done += len(timed)
-                    continue
-                times = []
-                for call, q, k, v, mask in timed:
-                    if progress:
-                        progress(done, total, f"{call.describe()} {x.name}")
-                    scale = call.D**-0.5
-                    timing = dict(warmup=warmup, repeats=repeats, budget_s=budget_s, clock=clock)
-                    if call.training:
-                        seconds = median_seconds(
-                            _training_run(x, q, k, v, mask, scale, stream), **timing)
-                    else:
-                        seconds = call_seconds(_step(x, k, v, mask, scale, stream), q, chain,
-                                               **timing)  # fmt: skip
-                    times.append(1e6 * seconds)
-                    done += 1
-                per_call[x.name] = times
+                else:
+                    timed_plans.append(x)
+                    per_call[x.name] = []
+            for call, q, k, v, mask in timed:
+                if progress:
+                    progress(done, total, call.describe())
+                scale = call.D**-0.5
+                if call.training:
+                    seconds = medians_in_turn(
+                        {x.name: _training_run(x, q, k, v, mask, scale, stream)
+                         for x in timed_plans}, **timing)  # fmt: skip
+                else:
+                    seconds = call_seconds(
+                        {x.name: _step(x, k, v, mask, scale, stream) for x in timed_plans},
+                        q, chain, **timing)  # fmt: skip
+                for name, t in seconds.items():
+                    per_call[name].append(1e6 * t)
+                done += len(timed_plans)
             winner = _winner(per_call)
             us = {name: sum(times) for name, times in per_call.items()}
             for name, t in us.items():
