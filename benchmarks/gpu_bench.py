@@ -47,8 +47,8 @@ call), `auto` with the gradient function made inside the patch, not tuned
 import argparse
 import contextlib
 import math
-import statistics
 import os
+import statistics
 import sys
 import time
 from typing import NamedTuple
@@ -761,6 +761,8 @@ def auto_over_best(res):
     path)."""
     best = min(res[name][0] for name in ("fused", "mx_fast") if name in res)
     return res["auto"][0] / best if "auto" in res else math.inf
+
+
 BATCHED_PREFILL_MASKS = [
     ("random bool", dict(mask="bool")),
     ("causal array", dict(mask="bool", window=0)),
@@ -876,8 +878,9 @@ def routing_table(args):
         "Kernel time per call in us (CUPTI, one evaluation a call); wall-clock per call in "
         f"parentheses. `auto`: mx.fast under patch_mx_fast() after tuning ({tune_s:.1f} s); "
         "`auto / best`: its kernel time over the faster of fused and mx.fast; ok: within "
-        f"{ROUTING_TOLERANCE:.2f}x; `rounds`: 1, or for a row first timed outside it, the median "
-        f"of {RETIME_ROUNDS} interleaved rounds. `route`: auto's choice, the source that decided and its hint. "
+        f"{ROUTING_TOLERANCE:.2f}x; `rounds`: 1, or for a row first timed outside it, the "
+        f"median of {RETIME_ROUNDS} interleaved rounds. `route`: auto's choice, the source that "
+        "decided and its hint. "
         "`training step` rows: the loss sum(o^2) and its gradients with respect to q, k and v "
         "(one mx.value_and_grad, one evaluation a call), auto's made inside the patch.",
         ["call", "B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "mask", "fused", "mx_fast", "auto",

@@ -175,8 +175,8 @@ def test_a_sample_is_the_wait_after_the_submission(monkeypatch):
         return clock()
 
     monkeypatch.setattr(mx, "async_eval", recording_submit)
-    median = tuning.median_seconds(lambda: mx.ones((4,)) * 2, warmup=0, repeats=2,
-                                   budget_s=1e9, clock=recording_clock)  # fmt: skip
+    (median,) = tuning.medians_in_turn({0: lambda: mx.ones((4,)) * 2}, warmup=0, repeats=2,
+                                   budget_s=1e9, clock=recording_clock).values()  # fmt: skip
     assert events == ["clock", "submit", "clock", "clock"] * 2
     assert median == pytest.approx(3.5)
 
@@ -185,8 +185,8 @@ def test_a_wait_shorter_than_its_submission_adds_the_submission():
     """A run of many operations starts on the device while the host still
     encodes it (MLX commits every 20 on CUDA): its wait alone is the tail."""
     clock = ScriptedClock([0.1, 0.1, 0.1], submissions=[2.0, 2.0, 2.0])
-    median = tuning.median_seconds(lambda: mx.ones((4,)) * 2, warmup=0, repeats=3,
-                                   budget_s=1e9, clock=clock)  # fmt: skip
+    (median,) = tuning.medians_in_turn({0: lambda: mx.ones((4,)) * 2}, warmup=0, repeats=3,
+                                   budget_s=1e9, clock=clock).values()  # fmt: skip
     assert median == pytest.approx(2.1)
 
 

@@ -199,15 +199,8 @@ def medians_in_turn(runs: dict, *, warmup: int, repeats: int, budget_s: float,
     return {name: statistics.median(x) for name, x in samples.items()}
 
 
-def median_seconds(run: Callable[[], mx.array], *, warmup: int, repeats: int,
-                   budget_s: float, clock: Callable[[], float]) -> float:  # fmt: skip
-    """``medians_in_turn`` of one run."""
-    return medians_in_turn({0: run}, warmup=warmup, repeats=repeats, budget_s=budget_s,
-                           clock=clock)[0]  # fmt: skip
-
-
 def chained(step: Callable[[mx.array], mx.array], q: mx.array, chain: int):
-    """``run`` for ``median_seconds``: ``chain`` calls of ``step``, each on
+    """A run for ``medians_in_turn``: ``chain`` calls of ``step``, each on
     the previous one's output (its queries' shape where the head dims of q
     and v agree; one call otherwise), and the number of calls it makes."""
     calls = chain if step(q).shape == q.shape else 1
@@ -274,7 +267,7 @@ def _step(candidate: cand.Candidate, k, v, mask, scale, stream):
 
 
 def _training_run(candidate: cand.Candidate, q, k, v, mask, scale, stream):
-    """``run`` for ``median_seconds``: one training step of the candidate,
+    """A run for ``medians_in_turn``: one training step of the candidate,
     the loss sum(o^2) in float32 and its gradients with respect to q, k and
     v (a step takes hundreds of microseconds: one a run)."""
 
