@@ -252,7 +252,8 @@ def _attention(q, k, v, *, scale, mask=None, sinks=None, force_fused=False, stre
     try:
         return _ext.scaled_dot_product_attention(
             q, k, v, scale=scale, mask=mask, sinks=sinks,
-            force_fused=bool(force_fused), stream=stream, **hint.kwargs(),
+            force_fused=bool(force_fused), stream=stream, short_kernel=hint.short_kernel,
+            max_key_splits=hint.max_key_splits, metal_variant=hint.metal_variant,
         )
     finally:
         _report_notices()

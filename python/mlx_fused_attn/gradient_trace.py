@@ -30,6 +30,10 @@ import mlx.core as mx
 TRANSFORMS = ("grad", "value_and_grad", "vjp")
 
 _state = threading.local()
+# Marked functions running in any thread: while none runs, active() needs no
+# thread-local read (0.7 us of a patched call's host time, 2026-12-06).
+_running = 0
+_running_lock = threading.Lock()
 # What mlx.core held for each transform when ours went in (kept after
 # unpatching, as patching keeps mx.fast's: a function made through ours
 # runs on).
@@ -38,7 +42,7 @@ _originals: dict[str, Callable] = {}
 
 def active() -> bool:
     """Whether this thread is inside a function a patched transform traces."""
-    return getattr(_state, "depth", 0) > 0
+    return _running > 0 and getattr(_state, "depth", 0) > 0
 
 
 def _marked(fun: Callable) -> Callable:
@@ -46,11 +50,16 @@ def _marked(fun: Callable) -> Callable:
 
     @functools.wraps(fun)
     def traced(*args, **kwargs):
+        global _running
+        with _running_lock:
+            _running += 1
         _state.depth = getattr(_state, "depth", 0) + 1
         try:
             return fun(*args, **kwargs)
         finally:
             _state.depth -= 1
+            with _running_lock:
+                _running -= 1
 
     return traced
 

@@ -184,6 +184,8 @@ def _gpu_backend() -> str:
 def _device(stream) -> mx.Device:
     """The device a call with this ``stream`` argument runs on (a Stream, a
     Device, a DeviceType such as ``mx.cpu``, or None)."""
+    if stream is None:
+        return mx.default_device()
     if isinstance(stream, mx.Stream):
         return stream.device
     if isinstance(stream, mx.DeviceType):
@@ -465,7 +467,9 @@ def _signature(q, k, v, scale, mask, sinks, device, policy, training) -> tuple |
     and shape (never its values), the scale, the device, the policy and
     whether the call is trained; None for arguments route() does not key
     (it answers those afresh)."""
-    if not all(type(x) is mx.array for x in (q, k, v)) or type(scale) not in (float, int):
+    array = mx.array
+    if not (type(q) is array and type(k) is array and type(v) is array) or type(scale) not in (
+        float, int):  # fmt: skip
         return None
     keyed = []
     for x in (mask, sinks):
