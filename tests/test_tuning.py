@@ -276,13 +276,13 @@ def test_a_tuned_plan_hint_reaches_the_kernel(table_file, monkeypatch):
     assert route.source == routing.TUNED
     assert route.hint == PlanHint(short_kernel=False, max_key_splits=1)
     seen = []
-    attention = fa._attention
+    fused_call = fa._fused_call
 
-    def spy(*a, hint=PlanHint(), **kw):
-        seen.append(hint)
-        return attention(*a, hint=hint, **kw)
+    def spy(*a):
+        seen.append(a[-1])  # the hint
+        return fused_call(*a)
 
-    monkeypatch.setattr(fa, "_attention", spy)
+    monkeypatch.setattr(fa, "_fused_call", spy)
     with fa.patch_mx_fast():
         out = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask=mask, stream=mx.cpu)
     assert seen == [route.hint]

@@ -249,10 +249,16 @@ def _attention(q, k, v, *, scale, mask=None, sinks=None, force_fused=False, stre
     returns the LSE takes none: its plan never runs the short kernel, and
     splits keys only where the kernel's last split merges them (CUDA)."""
     scale = _check_types(q, k, v, scale, mask, sinks)
+    return _fused_call(q, k, v, scale, mask, sinks, bool(force_fused), stream, hint)
+
+
+def _fused_call(q, k, v, scale: float, mask, sinks, force_fused: bool, stream, hint: PlanHint):
+    """The extension's op on arguments that ``_check_types`` accepts, the
+    scale a float already (the patched mx.fast's route has checked them)."""
     try:
         return _ext.scaled_dot_product_attention(
-            q, k, v, scale=scale, mask=mask, sinks=sinks,
-            force_fused=bool(force_fused), stream=stream, short_kernel=hint.short_kernel,
+            q, k, v, scale=scale, mask=mask, sinks=sinks, force_fused=force_fused,
+            stream=stream, short_kernel=hint.short_kernel,
             max_key_splits=hint.max_key_splits, metal_variant=hint.metal_variant,
         )
     finally:

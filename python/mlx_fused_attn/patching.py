@@ -116,9 +116,10 @@ def scaled_dot_product_attention(
     with _lock:
         _counts[_FIELD[decided.choice]] += 1
     if decided.choice == FUSED:
-        return _package._attention(
-            q, k, v, scale=scale, mask=mask, sinks=sinks, stream=stream, hint=decided.hint
-        )
+        # route() took the call to a fused kernel only on arguments the
+        # package accepts: checked once.
+        return _package._fused_call(q, k, v, float(scale), mask, sinks, False, stream,
+                                    decided.hint)  # fmt: skip
     return original(
         q, k, v, scale=scale, mask=mask, sinks=sinks, force_fused=force_fused, stream=stream
     )
