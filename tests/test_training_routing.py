@@ -111,6 +111,30 @@ def test_the_mark_ends_when_the_function_raises():
     assert not gradient_trace.active()
 
 
+def test_the_mark_is_the_tracing_threads_alone():
+    """A thread that traces marks itself only: another thread's calls in the
+    meantime are not training calls, and the mark ends with the trace."""
+    import threading
+
+    inside, release, seen = threading.Event(), threading.Event(), {}
+
+    def loss(x):
+        seen["tracing thread"] = gradient_trace.active()
+        inside.set()
+        release.wait(10)
+        return (x * x).sum()
+
+    with fa.patch_mx_fast():
+        worker = threading.Thread(target=lambda: mx.grad(loss)(mx.array(1.0)))
+        worker.start()
+        assert inside.wait(10)
+        seen["other thread"] = gradient_trace.active()
+        release.set()
+        worker.join()
+    assert seen == {"tracing thread": True, "other thread": False}
+    assert not gradient_trace.active() and gradient_trace._running == 0
+
+
 def test_transforms_installed_while_patched_and_restored():
     outer = fa.patch_mx_fast()
     with fa.patch_mx_fast():
