@@ -43,6 +43,15 @@ def make_case(dtype, D, Lq, Lk, mask, sinks, seed, Dv=None):
     return q, k, v, mask, s
 
 
+def jit_and_aot(run, tmp_path, monkeypatch):
+    """run() with the AOT kernels, then with the JIT's (its own cache)."""
+    monkeypatch.delenv("MLX_FUSED_ATTN_JIT", raising=False)
+    aot = run()
+    monkeypatch.setenv("MLX_FUSED_ATTN_JIT", "1")
+    monkeypatch.setenv("MLX_FUSED_ATTN_CACHE_DIR", str(tmp_path))
+    return run(), aot
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-d{c[1]}-dv{c[2]}-{c[5]}")
 def test_jit_matches_aot(case, tmp_path, monkeypatch):
     dtype, D, Dv, Lq, Lk, mask, sinks = case
@@ -54,22 +63,9 @@ def test_jit_matches_aot(case, tmp_path, monkeypatch):
         )
         return np.array(out.astype(mx.float32))
 
-    monkeypatch.delenv("MLX_FUSED_ATTN_JIT", raising=False)
-    aot = run()
-    monkeypatch.setenv("MLX_FUSED_ATTN_JIT", "1")
-    monkeypatch.setenv("MLX_FUSED_ATTN_CACHE_DIR", str(tmp_path))
-    jit = run()
+    jit, aot = jit_and_aot(run, tmp_path, monkeypatch)
     np.testing.assert_array_equal(jit, aot)
     assert_close(mx.array(jit).astype(dtype), q, k, v, D**-0.5, m, s, what="jit")
-
-
-def jit_and_aot(run, tmp_path, monkeypatch):
-    """run() with the AOT kernels, then with the JIT's (its own cache)."""
-    monkeypatch.delenv("MLX_FUSED_ATTN_JIT", raising=False)
-    aot = run()
-    monkeypatch.setenv("MLX_FUSED_ATTN_JIT", "1")
-    monkeypatch.setenv("MLX_FUSED_ATTN_CACHE_DIR", str(tmp_path))
-    return run(), aot
 
 
 def test_jit_gradients_match_aot(tmp_path, monkeypatch):

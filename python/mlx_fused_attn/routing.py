@@ -467,9 +467,9 @@ def _signature(q, k, v, scale, mask, sinks, device, policy, training) -> tuple |
     and shape (never its values), the scale, the device, the policy and
     whether the call is trained; None for arguments route() does not key
     (it answers those afresh)."""
-    array = mx.array
-    if not (type(q) is array and type(k) is array and type(v) is array) or type(scale) not in (
-        float, int):  # fmt: skip
+    if type(q) is not mx.array or type(k) is not mx.array or type(v) is not mx.array:
+        return None
+    if type(scale) not in (float, int):
         return None
     keyed = []
     for x in (mask, sinks):
