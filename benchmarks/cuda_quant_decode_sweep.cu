@@ -51,6 +51,11 @@ static_assert(
 typedef fa::AttnTilesOf<16, 32, 1, 1, 8> DecodeTiles;
 static_assert(DecodeTiles::value == fa::choose_quantized_decode_tiles(),
               "the sweep's decode tiles are the chooser's");
+/// The key-slice tiles (16 rows in four warps, each with a quarter of a
+/// block's keys).
+typedef fa::AttnTilesOf<16, 64, 4, 1, 2, false, false, false, false, false, true> SlicedTiles;
+static_assert(SlicedTiles::value == fa::choose_quantized_sliced_tiles(),
+              "the sweep's key-slice tiles are the chooser's");
 /// The loader's chunk policies (tile/cuda_quantized_chunks.h): the
 /// arithmetic in 16-bit pairs; with it the words 16 bytes a load (the
 /// sweep's caches are contiguous: every chunk 16-byte aligned); with both,
@@ -388,7 +393,10 @@ int main(int argc, char** argv) {
   std::printf("copy %.2f TB/s; %d-bit K and V in groups of %d, bf16, D=%d\n", tb_s, kBits,
               kGroup, kD);
   int index = 0;
-  for (Decode d : {Decode{1, 32, 8, 32768}, Decode{1, 32, 8, 4096}, Decode{8, 32, 8, 32768}}) {
+  // The last case's keys end inside a block: a ragged quarter, and a
+  // quarter past the last key, under the key slices.
+  for (Decode d : {Decode{1, 32, 8, 32768}, Decode{1, 32, 8, 4096}, Decode{8, 32, 8, 32768},
+                   Decode{1, 32, 8, 4133}}) {
     if (only >= 0 && index++ != only) continue;
     std::printf("B=%d H=%d/%d Lq=1 Lk=%d\n", d.B, d.Hq, d.Hkv, d.Lk);
     QuantDecodeCase c(d, tb_s);
@@ -403,6 +411,12 @@ int main(int argc, char** argv) {
     c.quant_decode<QuantTiles, true, Packed>(s, "plan, packed", reps);
     c.quant_decode<QuantTiles, true, PackedWide>(s, "plan, packed, 16B", reps);
     c.quant_decode<QuantTiles, true, PackedWideRows>(s, "plan, packed, 16B, rows", reps);
+    const int ss = quant_splits(d, SlicedTiles::value);
+    c.quant_decode<SlicedTiles, true, PackedWideRows>(ss, "slices, packed, 16B, rows", reps);
+    c.quant_decode<SlicedTiles, true, PackedWideRows>(
+        std::min(2 * ss, mlx_fused_attn::kMaxKeySplits), "slices, pk, 16B, rows x2", reps);
+    if (ss > 1) c.quant_decode<SlicedTiles, true, PackedWideRows>((ss + 1) / 2, "slices, pk, 16B, rows x0.5", reps);
+    c.quant_decode<SlicedTiles, true>(ss, "slices (float chunks)", reps);
     const int sd = quant_splits(d, DecodeTiles::value);
     const int sd2 = std::min(2 * sd, mlx_fused_attn::kMaxKeySplits);
     c.quant_decode<DecodeTiles, true>(sd, "decode tiles", reps);

@@ -196,8 +196,8 @@ def device_outputs(value, run, *args, **kwargs):
 
 
 def decode_tiles(value, run, *args, **kwargs):
-    """The quantized family's decode tiles wherever they have kernels ("1")
-    or never ("0")."""
+    """The quantized family's decode tiles ("1") or key-slice tiles
+    ("slices") wherever they have kernels, or its default tiles ("0")."""
     return switched("MLX_FUSED_ATTN_QUANT_DECODE_TILES", value, run, *args, **kwargs)
 
 
@@ -209,21 +209,28 @@ def float_chunks(run, *args, **kwargs):
 def main():
     results = [
         # Quantized K/V: decode with GQA packed and split keys on the
-        # default tiles (packed chunks, rows fastest) and the decode tiles
-        # (packed 16-byte loads), each also with the float chunks; ragged
-        # blocks, a bool mask; prefill past one query block (D = 96: the
+        # default and key-slice tiles (packed chunks, rows fastest) and the
+        # decode tiles (packed 16-byte loads), each also with the float
+        # chunks; ragged blocks (a ragged key slice, slices past the last
+        # key), a bool mask; prefill past one query block (D = 96: the
         # 16-byte loads alone); 8 bits (float chunks); words whose rows are
         # not 16-byte aligned (read by the float chunks).
         decode_tiles("0", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 51, batch=2),
         decode_tiles("1", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 51, batch=2),
         float_chunks(decode_tiles, "0", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 51, batch=2),
         float_chunks(decode_tiles, "1", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 51, batch=2),
+        decode_tiles("slices", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 51, batch=2),
+        float_chunks(decode_tiles, "slices", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 51,
+                     batch=2),
         decode_tiles("1", quant_case, mx.float16, 64, 1, 2000, 4, "bool", 52, batch=3),
+        decode_tiles("slices", quant_case, mx.float16, 64, 1, 2000, 4, "bool", 52, batch=3),
+        decode_tiles("slices", quant_case, mx.bfloat16, 128, 4, 700, 4, "causal", 57),
         quant_case(mx.float16, 96, 70, 130, 4, "causal", 53),
         quant_case(mx.bfloat16, 256, 33, 100, 4, "bool", 54),
         quant_case(mx.bfloat16, 128, 5, 333, 8, "causal", 55),
         decode_tiles("1", quant_case, mx.bfloat16, 128, 1, 3001, 4, None, 56, odd_words=True),
         decode_tiles("0", quant_case, mx.float16, 128, 1, 3001, 4, None, 56, odd_words=True),
+        decode_tiles("slices", quant_case, mx.float16, 128, 1, 3001, 4, None, 56, odd_words=True),
         case(mx.float16, 64, 130, 200, None, False, 1),
         case(mx.float16, 128, 70, 130, "causal", True, 2),
         case(mx.bfloat16, 80, 129, 65, "bool", False, 3),

@@ -3,10 +3,10 @@ quantized_kernel_choice.h, which quantized_attention_planner.cpp reads): the
 tiles, the loader's chunk policy and the key splits by batch, bits, dtype
 and head dim, the H100 sweep's rows among them (decode, 32/8 heads packed
 as rows, D = 128, bf16, 4 bits in groups of 64, 132 multiprocessors: the
-default tiles with packed rows-fastest chunks and 32 splits at B=1, the
+key-slice tiles with packed rows-fastest chunks and 32 splits at B=1, the
 decode tiles with packed 16-byte chunks and 16 splits at B=8), the two
-switches that force either way (MLX_FUSED_ATTN_QUANT_DECODE_TILES,
-MLX_FUSED_ATTN_QUANT_FLOAT_CHUNKS), the host's alignment check of the
+switches that force each tile kind and the float chunks
+(MLX_FUSED_ATTN_QUANT_DECODE_TILES, MLX_FUSED_ATTN_QUANT_FLOAT_CHUNKS), the host's alignment check of the
 words the packed policies read, and that every kernel it can pick is in
 the instance list's walk. Host C++ built with the machine's compiler: no
 GPU, no MLX; skips without one."""
@@ -66,7 +66,7 @@ struct Planned {
 
 Planned plan(const fa::AttnParams& p, int bits, int group, fa::DType t, fa::Backend b) {
   const QuantizedKernelChoice c = choose_quantized_kernel(
-      p, bits, group, t, b, kH100, forced_quantized_decode_tiles(),
+      p, bits, group, t, b, kH100, forced_quantized_tiles(),
       quantized_float_chunks_forced());
   const int64_t bytes = quantized_kv_bytes_a_key(p.D, p.D_v, bits, group, fa::dtype_size(t));
   const int64_t groups = int64_t((p.L_q + c.tiles.bq - 1) / c.tiles.bq) * p.H_q * p.B;
@@ -81,37 +81,44 @@ bool is_decode(const fa::AttnTiles& t) {
   return t == fa::choose_quantized_decode_tiles();
 }
 
+bool is_sliced(const fa::AttnTiles& t) {
+  return t == fa::choose_quantized_sliced_tiles();
+}
+
 void check_rows() {
   const fa::DType bf16 = fa::DType::BFloat16;
   const fa::Backend cuda = fa::Backend::Cuda;
   const fa::AttnTiles def = fa::choose_quantized_attention_tiles(128, bf16, cuda);
   // The sweep's rows (H100, 2026-12-06).
   Planned b1 = plan(decode(1, 32, 8, 32768, 128), 4, 64, bf16, cuda);
-  expect(b1.choice.tiles == def && b1.choice.chunks == Chunks::PackedWideRows && b1.splits == 32,
-         "B=1 32K: default tiles, packed rows-fastest, 32 splits");
+  expect(is_sliced(b1.choice.tiles) && b1.choice.chunks == Chunks::PackedWideRows &&
+             b1.splits == 32,
+         "B=1 32K: key-slice tiles, packed rows-fastest, 32 splits");
   Planned b1s = plan(decode(1, 32, 8, 4096, 128), 4, 64, bf16, cuda);
-  expect(b1s.choice.tiles == def && b1s.choice.chunks == Chunks::PackedWideRows && b1s.splits == 16,
-         "B=1 4K: default tiles, packed rows-fastest, 16 splits");
+  expect(is_sliced(b1s.choice.tiles) && b1s.choice.chunks == Chunks::PackedWideRows &&
+             b1s.splits == 16,
+         "B=1 4K: key-slice tiles, packed rows-fastest, 16 splits");
   Planned b8 = plan(decode(8, 32, 8, 32768, 128), 4, 64, bf16, cuda);
   expect(is_decode(b8.choice.tiles) && b8.choice.chunks == Chunks::PackedWide && b8.splits == 16,
          "B=8 32K: decode tiles, packed 16-byte, 16 splits (twice the bytes rule's 8)");
-  // Short contexts at B=8 keep the default tiles (31 x 8 keys a threadgroup).
-  expect(!is_decode(plan(decode(8, 32, 8, 4096, 128), 4, 64, bf16, cuda).choice.tiles),
-         "B=8 4K: default tiles");
+  // Short contexts at B=8 take the key slices (31 x 8 keys a threadgroup).
+  expect(is_sliced(plan(decode(8, 32, 8, 4096, 128), 4, 64, bf16, cuda).choice.tiles),
+         "B=8 4K: key-slice tiles");
   // Large batches: decode tiles, unsplit once their blocks pass the wave.
   Planned b64 = plan(decode(64, 32, 8, 8192, 128), 4, 64, bf16, cuda);
   expect(is_decode(b64.choice.tiles) && b64.splits == 2, "B=64 8K: decode tiles, 2 splits");
-  // fp16 as bf16; other head dims: decode tiles to D = 128; the default
-  // tiles' rows-fastest where the loader's threads are whole groups of
-  // eight rows (not D = 96 or 192 at 128 threads).
+  // fp16 as bf16; other head dims: decode and key-slice tiles to D = 128;
+  // rows-fastest at 128 threads where they are whole groups of eight rows
+  // (not D = 96 or 192).
   expect(plan(decode(8, 32, 8, 32768, 128), 4, 64, fa::DType::Float16, cuda).choice.chunks ==
              Chunks::PackedWide, "fp16 B=8: packed 16-byte");
   expect(plan(decode(1, 32, 8, 32768, 96), 4, 32, bf16, cuda).choice.chunks == Chunks::PackedWide,
-         "D=96 default tiles: packed 16-byte, not rows-fastest");
+         "D=96 key-slice tiles: packed 16-byte, not rows-fastest");
   expect(plan(decode(1, 32, 8, 32768, 64), 4, 64, bf16, cuda).choice.chunks ==
-             Chunks::PackedWideRows, "D=64 default tiles: rows-fastest");
+             Chunks::PackedWideRows, "D=64 key-slice tiles: rows-fastest");
   Planned d256 = plan(decode(8, 32, 8, 32768, 256), 4, 64, bf16, cuda);
-  expect(!is_decode(d256.choice.tiles) && d256.choice.chunks == Chunks::PackedWideRows,
+  expect(d256.choice.tiles == fa::choose_quantized_attention_tiles(256, bf16, cuda) &&
+             d256.choice.chunks == Chunks::PackedWideRows,
          "D=256 B=8: default tiles (no decode tiles past 128), rows-fastest");
   expect(plan(decode(1, 32, 8, 32768, 192), 4, 64, bf16, cuda).choice.chunks == Chunks::PackedWide,
          "D=192: packed 16-byte");
@@ -125,7 +132,7 @@ void check_rows() {
   // Prefill (rows past one decode block) keeps the default tiles.
   fa::AttnParams prefill = decode(8, 32, 8, 32768, 128);
   prefill.L_q = 128;
-  expect(!is_decode(plan(prefill, 4, 64, bf16, cuda).choice.tiles), "prefill: default tiles");
+  expect(plan(prefill, 4, 64, bf16, cuda).choice.tiles == def, "prefill: default tiles");
   // Metal: its tiles, float chunks (its loader has no other).
   Planned metal = plan(decode(8, 32, 8, 32768, 128), 4, 64, bf16, fa::Backend::Metal);
   expect(metal.choice.tiles == fa::choose_quantized_attention_tiles(128, bf16, fa::Backend::Metal) &&
@@ -144,9 +151,18 @@ void check_switches() {
   expect(!is_decode(plan(decode(8, 32, 8, 32768, 256), 4, 64, bf16, cuda).choice.tiles),
          "forced decode tiles: none past D = 128");
   setenv("MLX_FUSED_ATTN_QUANT_DECODE_TILES", "0", 1);
+  const fa::AttnTiles def = fa::choose_quantized_attention_tiles(128, bf16, cuda);
   Planned b8 = plan(decode(8, 32, 8, 32768, 128), 4, 64, bf16, cuda);
-  expect(!is_decode(b8.choice.tiles) && b8.choice.chunks == Chunks::PackedWideRows && b8.splits == 4,
-         "decode tiles off at B=8 32K: default tiles, rows-fastest, 4 splits");
+  expect(b8.choice.tiles == def && b8.choice.chunks == Chunks::PackedWideRows && b8.splits == 4,
+         "default tiles forced at B=8 32K: rows-fastest, 4 splits");
+  expect(plan(decode(1, 32, 8, 32768, 128), 4, 64, bf16, cuda).choice.tiles == def,
+         "default tiles forced at B=1 32K");
+  setenv("MLX_FUSED_ATTN_QUANT_DECODE_TILES", "slices", 1);
+  Planned s8 = plan(decode(8, 32, 8, 32768, 128), 4, 64, bf16, cuda);
+  expect(is_sliced(s8.choice.tiles) && s8.choice.chunks == Chunks::PackedWideRows && s8.splits == 4,
+         "key slices forced at B=8 32K: rows-fastest, the bytes rule's 4 splits");
+  expect(plan(decode(8, 32, 8, 32768, 128), 8, 64, bf16, cuda).choice.tiles == def,
+         "forced key slices: none at 8 bits");
   setenv("MLX_FUSED_ATTN_QUANT_DECODE_TILES", "yes", 1);
   expect(is_decode(plan(decode(8, 32, 8, 32768, 128), 4, 64, bf16, cuda).choice.tiles),
          "another value: the rule");
@@ -189,7 +205,7 @@ void check_instances() {
       for (int bits : {4, 8})
         for (int B : {1, 8, 64})
           for (int L_k : {512, 4096, 32768})
-            for (const char* tiles_switch : {"", "0", "1"})
+            for (const char* tiles_switch : {"", "0", "1", "slices"})
               for (const char* chunks_switch : {"", "1"}) {
                 setenv("MLX_FUSED_ATTN_QUANT_DECODE_TILES", tiles_switch, 1);
                 setenv("MLX_FUSED_ATTN_QUANT_FLOAT_CHUNKS", chunks_switch, 1);

@@ -53,6 +53,7 @@
 #include "mlx_fused_attn/kernels/attention_masks.h"
 #include "mlx_fused_attn/kernels/attention_step.h"
 #include "mlx_fused_attn/kernels/attention_scheduler.h"
+#include "mlx_fused_attn/kernels/key_slices.h"
 #include "mlx_fused_attn/kernels/mask_visits.h"
 #include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/params.h"
@@ -74,7 +75,8 @@ template <
     int kBK_,
     int kWarps_,
     int kStages_ = 1,
-    int kHeadDimV_ = kHeadDim_>
+    int kHeadDimV_ = kHeadDim_,
+    int kKeySlices_ = 1>
 struct AttnShape {
   typedef T elem_type;
   FA_CONST int kHeadDim = kHeadDim_; ///< of q and k
@@ -84,7 +86,12 @@ struct AttnShape {
   FA_CONST int kWarps = kWarps_;
   FA_CONST int kStages = kStages_;
   FA_CONST int kThreads = kWarps * kSimdWidth;
-  FA_CONST int kWarpRows = kBQ / kWarps;
+  /// Warps that share rows and split each key block's keys between them
+  /// (AttnTiles::key_slices): kWarps of them, or 1.
+  FA_CONST int kKeySlices = kKeySlices_;
+  FA_CONST int kWarpRows = kBQ * kKeySlices / kWarps;
+  /// The keys of a block that one warp's step reads.
+  FA_CONST int kStepKeys = kBK / kKeySlices;
   /// 16 bytes of padding per row spread the rows of a K or V block over the
   /// threadgroup memory banks (as in MLX's steel kernels).
   FA_CONST int kSmemLd = kHeadDim + 16 / sizeof(T);
@@ -92,7 +99,12 @@ struct AttnShape {
   FA_CONST int kStageElems = kBK * kSmemLd;
   FA_CONST int kSmemElems = kStages * kStageElems;
 
-  static_assert(kBQ % kWarps == 0, "query rows must split evenly over warps");
+  static_assert(
+      kBQ * kKeySlices % kWarps == 0,
+      "query rows must split evenly over warps");
+  static_assert(
+      kKeySlices == 1 || kKeySlices == kWarps,
+      "the warps split the keys all together, or not at all");
 };
 
 /// A head dim as the products of `Target` see it: whole fragments, the
@@ -380,8 +392,21 @@ FA_FUNC AttnWarpRows attention_warp_rows(
     AttnPlace at,
     int warp) {
   const AttnWarpRows w = {
-      warp, at.q_block * Shape::kBQ + warp * Shape::kWarpRows,
+      warp,
+      at.q_block * Shape::kBQ + warp / Shape::kKeySlices * Shape::kWarpRows,
       !f.align_q && at.q_block == p.L_q / Shape::kBQ};
+  return w;
+}
+
+/// The rows warp `w` stores: its own, or none where it is a key slice
+/// whose rows slice 0 merged (key_slices.h).
+template <typename Shape>
+FA_FUNC AttnWarpRows
+attention_stored_rows(const FA_CONSTANT AttnParams& p, AttnWarpRows w) {
+  if (Shape::kKeySlices > 1 && w.warp % Shape::kKeySlices != 0) {
+    w.q_row0 = p.L_q;
+    w.q_ragged = true;
+  }
   return w;
 }
 
@@ -422,7 +447,24 @@ struct AttnMainloop {
   // are the thread's (KBlock::commit and VBlock::commit are the same).
   typedef typename Target::template KVSchedule<KBlock, Source, Shape::kStages>
       Pipeline;
-  typedef AttnStep<Target, T, Shape::kWarpRows, kBK, kVCols> Step;
+  typedef AttnStep<Target, T, Shape::kWarpRows, Shape::kStepKeys, kVCols> Step;
+  /// The masks of a warp's step: blocks of its keys (key_slices.h), in
+  /// which the causal cut starts kKeySlices times later.
+  template <bool kValuesStart>
+  static FA_FUNC AttnBlockMasks<T, Shape::kStepKeys, kValuesStart> masks_of(
+      const FA_CONSTANT AttnParams& p,
+      const FA_DEVICE unsigned char* mask,
+      AttnFeatures f,
+      AttnVisitRange range,
+      int batch,
+      int head,
+      int q_row0) {
+    AttnBlockMasks<T, Shape::kStepKeys, kValuesStart> masks =
+        attention_masks_of<T, Shape::kStepKeys, kValuesStart>(
+            p, mask, f, range, batch, head, q_row0);
+    masks.kb_causal *= Shape::kKeySlices;
+    return masks;
+  }
 
   KV kv;
 
@@ -448,7 +490,8 @@ struct AttnMainloop {
         q_op,
         q + at.batch * p.q_strides[0] + at.head * p.q_strides[1] +
             row0 * p.q_strides[2],
-        p.q_strides[2], p.L_q - row0, w.q_ragged, q_smem, w.warp, lane);
+        p.q_strides[2], p.L_q - row0, w.q_ragged, q_smem,
+        w.warp / Shape::kKeySlices, lane);
   }
 
   /// The math's part: work tile `at`'s key blocks into the warp's step
@@ -478,11 +521,12 @@ struct AttnMainloop {
     if constexpr (Pipeline::kResumes) {
       pipe.ring_base = ring_base;
     }
-    const AttnBlockMasks<T, kBK> masks = attention_masks_of<T, kBK, true>(
-        p, a.mask, f, range, batch, head, w.q_row0);
+    const AttnBlockMasks<T, Shape::kStepKeys> masks =
+        masks_of<true>(p, a.mask, f, range, batch, head, w.q_row0);
+    const int slice = w.warp % Shape::kKeySlices;
 
-    // The sink is one logit of the row: split 0 counts it.
-    const bool sink = f.has_sinks && at.split.index == 0;
+    // The sink is one logit of the row: split 0 (its slice 0) counts it.
+    const bool sink = f.has_sinks && at.split.index == 0 && slice == 0;
     attention_step_begin(st, sink, sink ? a.sinks[head] : T(0));
 
     // A split past a causal query block's keys visits none, and copies
@@ -509,7 +553,11 @@ struct AttnMainloop {
       // fraction of the block) skips the steps where the schedule allows.
       pipe.skip_steps(w.q_row0 >= p.L_q);
       typedef AttnKeyLoop<Pipeline::kOverlapSteps> KeyLoop;
-      if (!Target::kZeroStartLoop) {
+      if constexpr (Shape::kKeySlices > 1) {
+        AttnSlicedKeyLoop<T, Shape::kKeySlices, Shape::kStepKeys>::template run<
+            KBlock, VBlock>(
+            st, q_op, masks, pipe, visits, n_blocks, slice, lane);
+      } else if (!Target::kZeroStartLoop) {
         KeyLoop::template run<KBlock, VBlock>(
             st, q_op, masks, pipe, visits, n_blocks, lane);
       } else {
@@ -517,22 +565,41 @@ struct AttnMainloop {
         // values, the loop whose S starts at zero, which the products fold
         // in. Masks built here, not above: held across Q's load, their
         // registers made both loops 5-10% slower (H200).
-        const AttnBlockMasks<T, kBK> values_start =
-            attention_masks_of<T, kBK, true>(
-                p, a.mask, f, range, batch, head, w.q_row0);
+        const AttnBlockMasks<T, Shape::kStepKeys> values_start =
+            masks_of<true>(p, a.mask, f, range, batch, head, w.q_row0);
         if (values_start.starts_with_values(n_blocks, lane)) {
           KeyLoop::template run<KBlock, VBlock>(
               st, q_op, values_start, pipe, visits, n_blocks, lane);
         } else {
-          const AttnBlockMasks<T, kBK, false> zero_start =
-              attention_masks_of<T, kBK, false>(
-                  p, a.mask, f, range, batch, head, w.q_row0);
+          const AttnBlockMasks<T, Shape::kStepKeys, false> zero_start =
+              masks_of<false>(p, a.mask, f, range, batch, head, w.q_row0);
           KeyLoop::template run<KBlock, VBlock>(
               st, q_op, zero_start, pipe, visits, n_blocks, lane);
         }
       }
     }
+    if constexpr (Shape::kKeySlices > 1) {
+      merge_key_slices(st, pipe, slice, lane);
+    }
     return n_blocks;
+  }
+
+  /// Slice 0's step becomes the merge of its key slices' (key_slices.h),
+  /// through the K/V stages, which hold the scratch.
+  static FA_FUNC void merge_key_slices(
+      FA_THREAD Step& st,
+      const FA_THREAD Pipeline& pipe,
+      int slice,
+      lane_t lane) {
+    static_assert(
+        AttnKeySliceScratch<Shape::kKeySlices, Step>::kFloats *
+                int(sizeof(float)) <=
+            Shape::kStages * (KBlock::kElems + VBlock::kElems) *
+                int(sizeof(T)),
+        "the key slices' merge needs more than the K/V stages");
+    attention_merge_key_slices<Shape::kKeySlices>(
+        st, reinterpret_cast<FA_THREADGROUP float*>(pipe.src.k_smem), slice,
+        lane);
   }
 
   /// The producer's part (one thread of it): the blocks that `mma` visits
@@ -583,7 +650,8 @@ FA_FUNC void attention_body(
         attention_warp_rows<Shape>(p, f, work.place, warp);
     typename Mainloop::Step st;
     ring_base += mainloop.mma(st, a, p, f, work.place, w, ring_base, lane);
-    Epilogue::store(st, a, p, f, work.place, w, lane);
+    Epilogue::store(
+        st, a, p, f, work.place, attention_stored_rows<Shape>(p, w), lane);
   }
 }
 

@@ -46,6 +46,11 @@ struct AttnTiles {
   /// D = 80 2-3% slower on the H100). The producer kernel always carries
   /// the merge. Not a shape: the plan sets it with the key splits.
   bool split_merge = false;
+  /// CUDA, mma.sync with Q in registers: the warps share the threadgroup's
+  /// bq rows and split each key block's keys, their softmaxes merged at the
+  /// end (kernels/key_slices.h): decode's packed rows, one warp's worth,
+  /// run their products on every scheduler of a multiprocessor.
+  bool key_slices = false;
 };
 
 constexpr bool operator==(AttnTiles a, AttnTiles b) {
@@ -53,7 +58,7 @@ constexpr bool operator==(AttnTiles a, AttnTiles b) {
       a.stages == b.stages && a.min_blocks == b.min_blocks &&
       a.wgmma == b.wgmma && a.q_shared == b.q_shared &&
       a.producer == b.producer && a.persistent == b.persistent &&
-      a.split_merge == b.split_merge;
+      a.split_merge == b.split_merge && a.key_slices == b.key_slices;
 }
 
 /// The producer's warps (one warpgroup) and its barriers' threadgroup

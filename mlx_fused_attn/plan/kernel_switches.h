@@ -17,8 +17,9 @@
 // value, the planner's rule (plan/split_count.h's split_combine_form).
 //
 // MLX_FUSED_ATTN_QUANT_DECODE_TILES, CUDA only: "1" runs the quantized
-// family's decode tiles wherever they have kernels, "0" never; unset or any
-// other value, the planner's rule (plan/quantized_kernel_choice.h).
+// family's decode tiles wherever they have kernels, "slices" its key-slice
+// tiles, "0" its default tiles; unset or any other value, the planner's
+// rule (plan/quantized_kernel_choice.h).
 // MLX_FUSED_ATTN_QUANT_FLOAT_CHUNKS, CUDA only: "1" runs the quantized
 // loader's QuantizedFloatChunks at any tiles in place of the plan's packed
 // policies (quantized_attention_chunks.h), so that a run compares them.
@@ -53,6 +54,7 @@
 #include "mlx_fused_attn/kernels/split_combine_form.h"
 
 #include "mlx_fused_attn/plan/persistent_grid.h"
+#include "mlx_fused_attn/plan/quantized_tiles_kind.h"
 
 namespace mlx_fused_attn {
 
@@ -99,13 +101,19 @@ inline std::optional<fa::SplitCombineForm> forced_split_combine_form() {
   return std::nullopt;
 }
 
-inline std::optional<bool> forced_quantized_decode_tiles() {
+inline std::optional<QuantizedTilesKind> forced_quantized_tiles() {
   const char* env = std::getenv("MLX_FUSED_ATTN_QUANT_DECODE_TILES");
-  if (env != nullptr && std::strcmp(env, "1") == 0) {
-    return true;
+  if (env == nullptr) {
+    return std::nullopt;
   }
-  if (env != nullptr && std::strcmp(env, "0") == 0) {
-    return false;
+  if (std::strcmp(env, "1") == 0) {
+    return QuantizedTilesKind::Decode;
+  }
+  if (std::strcmp(env, "slices") == 0) {
+    return QuantizedTilesKind::KeySlices;
+  }
+  if (std::strcmp(env, "0") == 0) {
+    return QuantizedTilesKind::Default;
   }
   return std::nullopt;
 }

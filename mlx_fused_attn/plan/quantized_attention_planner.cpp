@@ -92,7 +92,7 @@ Support plan_gpu(
   const fa::Backend backend = *target.caps.gpu;
   const QuantizedKernelChoice choice = choose_quantized_kernel(
       p, plan.spec.kv.bits, plan.spec.kv.group_size, plan.dtype, backend,
-      target.caps.cores, forced_quantized_decode_tiles(),
+      target.caps.cores, forced_quantized_tiles(),
       quantized_float_chunks_forced());
   const fa::AttnTiles tiles = choice.tiles;
   plan.tiles = tiles;

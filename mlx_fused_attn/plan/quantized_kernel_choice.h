@@ -11,6 +11,7 @@
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_chunks.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
 #include "mlx_fused_attn/params.h"
+#include "mlx_fused_attn/plan/quantized_tiles_kind.h"
 #include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn {
@@ -73,21 +74,62 @@ inline bool quantized_decode_tiles_pay(const fa::AttnParams& p, int cores) {
       kQuantizedDecodeTilesMinKeys * cores * t.min_blocks;
 }
 
+/// The tiles of the (packed) call `p` (quantized_decode_tiles_apply's
+/// arguments): where its rows fit one warp's 16 and the decode tiles have
+/// kernels, `forced` (kernel_switches.h), else the decode tiles where they
+/// pay and the key-slice tiles where not; the default tiles elsewhere.
+/// Key slices against the default tiles (H100 decode sweep, bf16, 4 bits,
+/// groups of 64, D = 128, 32/8 heads): B=1 32K keys NN against 36.6 us,
+/// 4K NN against 14.1.
+inline QuantizedTilesKind quantized_tiles_kind(
+    const fa::AttnParams& p,
+    int bits,
+    fa::DType dtype,
+    fa::Backend backend,
+    int cores,
+    std::optional<QuantizedTilesKind> forced) {
+  if (!quantized_decode_tiles_apply(p, bits, dtype, backend)) {
+    return QuantizedTilesKind::Default;
+  }
+  if (forced) {
+    return *forced;
+  }
+  return quantized_decode_tiles_pay(p, cores)
+      ? QuantizedTilesKind::Decode
+      : QuantizedTilesKind::KeySlices;
+}
+
+/// The tiles of each kind at (head_dim, dtype) on `backend`.
+inline fa::AttnTiles quantized_tiles_of(
+    QuantizedTilesKind kind,
+    int head_dim,
+    fa::DType dtype,
+    fa::Backend backend) {
+  switch (kind) {
+    case QuantizedTilesKind::Decode:
+      return fa::choose_quantized_decode_tiles();
+    case QuantizedTilesKind::KeySlices:
+      return fa::choose_quantized_sliced_tiles();
+    case QuantizedTilesKind::Default:
+      break;
+  }
+  return fa::choose_quantized_attention_tiles(head_dim, dtype, backend);
+}
+
 /// The kernel of the (packed) call `p` with K and V of `bits` in groups of
 /// `group_size`, in `dtype` on `backend` with `cores` multiprocessors.
-/// `forced_decode_tiles`: the decode tiles where they apply (true) or never
-/// (false), the rule where unset; `float_chunks`: QuantizedFloatChunks at
-/// any tiles (kernel_switches.h's switches).
-/// - Tiles: the decode tiles where they apply and pay
-///   (quantized_decode_tiles_pay), else choose_quantized_attention_tiles.
+/// `forced_tiles`: the tiles where the decode tiles apply, the rule where
+/// unset; `float_chunks`: QuantizedFloatChunks at any tiles
+/// (kernel_switches.h's switches).
+/// - Tiles: quantized_tiles_kind's.
 /// - Chunks: choose_quantized_chunks on CUDA; Metal's loader has only
 ///   QuantizedFloatChunks.
-/// - Threadgroups a multiprocessor: the default tiles' blocks in flight for
-///   kBytesInFlightPerCore (blocks_for_bytes_in_flight: 2 at 4 bits,
-///   D = 128); the decode tiles' every slot (min_blocks, 8), twice the
-///   bytes rule's 4, since a one-warp threadgroup stalls on its own
-///   barriers: B=8, 32K keys ran 176.5 us at the rule's 8 splits, 151.8 at
-///   16 (the sweep's rows-fastest rows).
+/// - Threadgroups a multiprocessor: the default and key-slice tiles'
+///   blocks in flight for kBytesInFlightPerCore (blocks_for_bytes_in_flight:
+///   2 at 4 bits, D = 128); the decode tiles' every slot (min_blocks, 8),
+///   twice the bytes rule's 4, since a one-warp threadgroup stalls on its
+///   own barriers: B=8, 32K keys ran 176.5 us at the rule's 8 splits, 151.8
+///   at 16 (the sweep's rows-fastest rows).
 inline QuantizedKernelChoice choose_quantized_kernel(
     const fa::AttnParams& p,
     int bits,
@@ -95,33 +137,30 @@ inline QuantizedKernelChoice choose_quantized_kernel(
     fa::DType dtype,
     fa::Backend backend,
     int cores,
-    std::optional<bool> forced_decode_tiles,
+    std::optional<QuantizedTilesKind> forced_tiles,
     bool float_chunks) {
   QuantizedKernelChoice choice;
-  const bool decode =
-      quantized_decode_tiles_apply(p, bits, dtype, backend) &&
-      forced_decode_tiles.value_or(quantized_decode_tiles_pay(p, cores));
-  choice.tiles = decode
-      ? fa::choose_quantized_decode_tiles()
-      : fa::choose_quantized_attention_tiles(p.D, dtype, backend);
+  const QuantizedTilesKind kind =
+      quantized_tiles_kind(p, bits, dtype, backend, cores, forced_tiles);
+  choice.tiles = quantized_tiles_of(kind, p.D, dtype, backend);
   if (backend == fa::Backend::Cuda) {
     choice.chunks = fa::choose_quantized_chunks(
         choice.tiles, p.D, bits, dtype, float_chunks);
   }
   const int64_t bytes_a_key = quantized_kv_bytes_a_key(
       p.D, p.D_v, bits, group_size, fa::dtype_size(dtype));
-  choice.per_core = decode ? choice.tiles.min_blocks
-                           : blocks_for_bytes_in_flight(
-                                 choice.tiles.bk * bytes_a_key,
-                                 choice.tiles.min_blocks);
+  choice.per_core = kind == QuantizedTilesKind::Decode
+      ? choice.tiles.min_blocks
+      : blocks_for_bytes_in_flight(
+            choice.tiles.bk * bytes_a_key, choice.tiles.min_blocks);
   return choice;
 }
 
 /// `f(tiles, chunks)` for every kernel choose_quantized_kernel can pick on
 /// CUDA at (head_dim, bits, dtype), under any switch, each once: the
-/// default tiles and, where they exist, the decode tiles, each in its
-/// chosen policy and in QuantizedFloatChunks (forced, or where the words
-/// are not aligned for the chosen one). The instance list's walk
+/// default tiles and, where they exist, the decode and key-slice tiles,
+/// each in its chosen policy and in QuantizedFloatChunks (forced, or where
+/// the words are not aligned for the chosen one). The instance list's walk
 /// (quantized_attention_instances.h).
 template <typename F>
 void for_each_quantized_cuda_kernel(
@@ -129,16 +168,16 @@ void for_each_quantized_cuda_kernel(
     int bits,
     fa::DType dtype,
     const F& f) {
-  for (const bool decode : {false, true}) {
-    if (decode &&
+  for (const QuantizedTilesKind kind :
+       {QuantizedTilesKind::Default, QuantizedTilesKind::Decode,
+        QuantizedTilesKind::KeySlices}) {
+    if (kind != QuantizedTilesKind::Default &&
         !quantized_decode_tiles_exist(
             head_dim, bits, dtype, fa::Backend::Cuda)) {
       continue;
     }
-    const fa::AttnTiles tiles = decode
-        ? fa::choose_quantized_decode_tiles()
-        : fa::choose_quantized_attention_tiles(
-              head_dim, dtype, fa::Backend::Cuda);
+    const fa::AttnTiles tiles =
+        quantized_tiles_of(kind, head_dim, dtype, fa::Backend::Cuda);
     f(tiles, fa::QuantizedChunks::Float);
     const fa::QuantizedChunks chosen =
         fa::choose_quantized_chunks(tiles, head_dim, bits, dtype, false);

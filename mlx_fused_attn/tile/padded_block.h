@@ -45,6 +45,9 @@ template <
 struct PaddedBlock
     : Target::template Loader<T, kRows, kCols, kLd, kThreads, kSrcCols> {
   FA_CONST int kElems = kRows * kLd;
+  /// Elements from one row to the next: rows r onwards are a block of the
+  /// same kind (a warp's share of the keys, kernels/key_slices.h).
+  FA_CONST int kRowStride = kLd;
   /// Each warp runs its products on its own.
   FA_CONST int kProductWarps = 1;
   typedef typename Target::template FragB<T> FragB;

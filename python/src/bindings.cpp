@@ -286,6 +286,7 @@ void bind_quantized_attention(nb::module_& m) {
           tiles["bk"] = t->bk;
           tiles["warps"] = t->warps;
           tiles["min_blocks"] = t->min_blocks;
+          tiles["key_slices"] = t->key_slices;
         }
         nb::dict d;
         d["fused"] = plan.fused();

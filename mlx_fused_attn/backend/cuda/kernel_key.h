@@ -40,16 +40,22 @@ inline const char* split_combine_form_expression(fa::SplitCombineForm form) {
       : "fa::SplitCombineForm::OneElement";
 }
 
-/// The kernel_tiles.h type that carries `t`. split_merge, only where set:
-/// the general kernel's alone, it leaves the other families' names as they
-/// were.
+/// The kernel_tiles.h type that carries `t`. split_merge and key_slices,
+/// only where set: each one family's alone, they leave the other families'
+/// names as they were.
 inline std::string tiles_expression(const fa::AttnTiles& t) {
+  std::string tail;
+  if (t.split_merge || t.key_slices) {
+    tail += std::string(", ") + bool_name(t.split_merge);
+  }
+  if (t.key_slices) {
+    tail += ", true";
+  }
   return "fa::AttnTilesOf<" + std::to_string(t.bq) + ", " +
       std::to_string(t.bk) + ", " + std::to_string(t.warps) + ", " +
       std::to_string(t.stages) + ", " + std::to_string(t.min_blocks) + ", " +
       bool_name(t.wgmma) + ", " + bool_name(t.q_shared) + ", " +
-      bool_name(t.producer) + ", " + bool_name(t.persistent) +
-      (t.split_merge ? ", true>" : ">");
+      bool_name(t.producer) + ", " + bool_name(t.persistent) + tail + ">";
 }
 
 } // namespace mlx_fused_attn::cuda

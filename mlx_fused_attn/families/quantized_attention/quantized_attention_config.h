@@ -94,8 +94,20 @@ constexpr AttnTiles choose_quantized_decode_tiles() {
   return AttnTiles{16, 32, 1, 1, 8};
 }
 
+/// CUDA's key-slice tiles of the quantized kernels, where the decode tiles
+/// exist, for decode with too few query blocks for them: one block of 16
+/// rows whose 64-key blocks four warps load and dequantize together, as the
+/// default tiles do, each warp then running the products of 16 of the keys
+/// (AttnTiles::key_slices, kernels/key_slices.h). The default tiles hold
+/// such rows in one warp, so every product of the multiprocessor's
+/// threadgroups runs on one of its four schedulers.
+constexpr AttnTiles choose_quantized_sliced_tiles() {
+  return AttnTiles{16, 64, 4, 1, 2, false, false, false, false, false, true};
+}
+
 /// Whether `tiles` are tiles of the quantized kernels at (head_dim, dtype)
-/// on CUDA: the default ones, or the decode ones where there are.
+/// on CUDA: the default ones, or the decode or key-slice ones where there
+/// are.
 constexpr bool quantized_attention_tiles_listed(
     AttnTiles tiles,
     int head_dim,
@@ -103,7 +115,8 @@ constexpr bool quantized_attention_tiles_listed(
   return tiles ==
       choose_quantized_attention_tiles(head_dim, dtype, Backend::Cuda) ||
       (has_quantized_decode_tiles(head_dim, dtype, Backend::Cuda) &&
-       tiles == choose_quantized_decode_tiles());
+       (tiles == choose_quantized_decode_tiles() ||
+        tiles == choose_quantized_sliced_tiles()));
 }
 
 /// QuantizedBlockLoader's kRowsFastest for rows of `head_dim` values and

@@ -92,7 +92,16 @@ __global__ void __launch_bounds__(
       kQuantizedTilesAgree<T, D, Tiles>,
       "instance's tiles are neither choose_quantized_attention_tiles' nor "
       "choose_quantized_decode_tiles'");
-  typedef AttnShape<T, D, t.bq, t.bk, t.warps, t.stages> Shape;
+  typedef AttnShape<
+      T,
+      D,
+      t.bq,
+      t.bk,
+      t.warps,
+      t.stages,
+      D,
+      t.key_slices ? t.warps : 1>
+      Shape;
   typedef QuantizedKVTarget<
       typename CudaTargetOf<false, t.q_shared>::type,
       BITS,

@@ -22,9 +22,11 @@ template <
     bool QS = false,
     bool PR = false,
     bool PE = false,
-    bool SM = false>
+    bool SM = false,
+    bool KS = false>
 struct AttnTilesOf {
-  static constexpr AttnTiles value = {BQ, BK, WM, ST, MB, WG, QS, PR, PE, SM};
+  static constexpr AttnTiles value = {
+      BQ, BK, WM, ST, MB, WG, QS, PR, PE, SM, KS};
 };
 
 } // namespace fa
