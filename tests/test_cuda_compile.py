@@ -204,15 +204,16 @@ HOST_KEYS = {
   for (fa::DType t : types) print(StridedCopyKernelKey{t});
   print(PoisonKernelKey{});""",
     # Every head dim and bits, plain, causal and array mask: the default
-    # tiles, and at 4 bits the decode tiles where there are, each with the
-    # float chunks and the chosen packed policy where one applies; the
-    # combine in both forms.
+    # tiles, and at 4 bits the decode and key-slice tiles where there are,
+    # each with the float chunks and the chosen packed policy where one
+    # applies; the combine in both forms.
     "quantized_attention": """
   for (fa::DType t : types) {
 #define FA_PRINT_BITS(b) \
-    for (int tv = 0; tv < 2; ++tv) { \
-      if (tv == 1 && !(b == 4 && fa::has_quantized_decode_tiles(d, t, fa::Backend::Cuda))) continue; \
+    for (int tv = 0; tv < 3; ++tv) { \
+      if (tv > 0 && !(b == 4 && fa::has_quantized_decode_tiles(d, t, fa::Backend::Cuda))) continue; \
       const fa::AttnTiles tiles = tv == 1 ? fa::choose_quantized_decode_tiles() \
+          : tv == 2 ? fa::choose_quantized_sliced_tiles() \
           : fa::choose_quantized_attention_tiles(d, t, fa::Backend::Cuda); \
       const fa::QuantizedChunks chosen = fa::choose_quantized_chunks(tiles, d, b, t, false); \
       for (int v = 0; v < 6; ++v) { \
@@ -271,10 +272,11 @@ def expected_count(family):
         "strided_copy": 3 + 1,
         # Per dtype, head dim and bits three variants of the default tiles'
         # float chunks; at 4 bits in fp16 and bf16 three of their packed
-        # policy, and to D = 128 six of the decode tiles (float and
-        # packed); the combine in its two forms a type.
+        # policy, and to D = 128 six each of the decode and the key-slice
+        # tiles (float and packed); the combine in its two forms a type.
         "quantized_attention": 3 * 3 * len(quantized_dims) * len(quantized_bits)
-        + 2 * 3 * len(quantized_dims) + 2 * 6 * len([d for d in quantized_dims if d <= 128]) + 3 * 2,
+        + 2 * 3 * len(quantized_dims) + 2 * 2 * 6 * len([d for d in quantized_dims if d <= 128])
+        + 3 * 2,
     }[family]
 
 
