@@ -31,7 +31,7 @@ __global__ void to_float(const T* x, float* y, size_t n) {
 // One thread per query row, fp32, two passes: the reference.
 template <typename T>
 __global__ void reference(const T* q, const T* k, const T* v, float* o,
-                          int H, int L, int D, float scale, bool causal) {
+                          int L, int D, float scale, bool causal) {
   const int row = blockIdx.x * blockDim.x + threadIdx.x;
   const int bh = blockIdx.y;
   if (row >= L) return;
@@ -231,7 +231,7 @@ struct Case {
     // The reference kernel takes square problems without GQA.
     if (p.lq() == p.L && p.hkv() == p.H && size_t(p.B) * p.H * p.L <= (1u << 16)) {
       dim3 grid((p.L + 127) / 128, p.B * p.H);
-      reference<<<grid, 128>>>(q, k, v, ref, p.H, p.L, D,
+      reference<<<grid, 128>>>(q, k, v, ref, p.L, D,
                                1.0f / std::sqrt(float(D)), p.causal);
       has_ref = true;
     }

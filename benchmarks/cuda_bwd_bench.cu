@@ -38,11 +38,20 @@ struct Problem {
   bool causal;
 };
 
+// The reference's arrays: the inputs, its forward's rows (LSE, O, D) and
+// its gradients, fp32.
+template <typename T>
+struct RefArrays {
+  const T *q, *k, *v, *dout;
+  float *lse, *o, *d, *dq, *dk, *dv;
+};
+
 // The reference, one thread a query row (LSE, O, D) or key row (dK, dV).
 template <typename T>
-__global__ void ref_rows(const T* q, const T* k, const T* v, const T* dout,
-                         float* lse, float* o, float* d, int L, int D,
-                         float scale, bool causal) {
+__global__ void ref_rows(const RefArrays<T> a, int L, int D, float scale,
+                         bool causal) {
+  const T *q = a.q, *k = a.k, *v = a.v, *dout = a.dout;
+  float *lse = a.lse, *o = a.o, *d = a.d;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   const size_t bh = blockIdx.y;
   if (i >= L) return;
@@ -75,24 +84,23 @@ __global__ void ref_rows(const T* q, const T* k, const T* v, const T* dout,
 
 // dS of (row i, key j) from the reference's LSE and D.
 template <typename T>
-__device__ float ref_ds(const T* q, const T* k, const T* v, const T* dout,
-                        const float* lse, const float* d, size_t bh, int i,
-                        int j, int L, int D, float scale, float* p_out) {
+__device__ float ref_ds(const RefArrays<T>& a, size_t bh, int i, int j, int L,
+                        int D, float scale, float* p_out) {
   float s = 0.f, dp = 0.f;
   for (int c = 0; c < D; ++c) {
-    s += float(q[(bh * L + i) * D + c]) * float(k[(bh * L + j) * D + c]);
-    dp += float(dout[(bh * L + i) * D + c]) * float(v[(bh * L + j) * D + c]);
+    s += float(a.q[(bh * L + i) * D + c]) * float(a.k[(bh * L + j) * D + c]);
+    dp += float(a.dout[(bh * L + i) * D + c]) * float(a.v[(bh * L + j) * D + c]);
   }
-  const float p = expf(s * scale - lse[bh * L + i]);
+  const float p = expf(s * scale - a.lse[bh * L + i]);
   *p_out = p;
-  return p * (dp - d[bh * L + i]);
+  return p * (dp - a.d[bh * L + i]);
 }
 
 template <typename T>
-__global__ void ref_grads(const T* q, const T* k, const T* v, const T* dout,
-                          const float* lse, const float* d, float* dq,
-                          float* dk, float* dv, int L, int D, float scale,
+__global__ void ref_grads(const RefArrays<T> a, int L, int D, float scale,
                           bool causal) {
+  const T *q = a.q, *k = a.k, *dout = a.dout;
+  float *dq = a.dq, *dk = a.dk, *dv = a.dv;
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   const size_t bh = blockIdx.y;
   if (r >= L) return;
@@ -103,11 +111,11 @@ __global__ void ref_grads(const T* q, const T* k, const T* v, const T* dout,
     dv[(bh * L + r) * D + c] = 0.f;
   }
   for (int j = 0; j < (causal ? r + 1 : L); ++j) {  // r a query row
-    const float ds = ref_ds(q, k, v, dout, lse, d, bh, r, j, L, D, scale, &p);
+    const float ds = ref_ds(a, bh, r, j, L, D, scale, &p);
     for (int c = 0; c < D; ++c) dq[(bh * L + r) * D + c] += scale * ds * float(k[(bh * L + j) * D + c]);
   }
   for (int i = causal ? r : 0; i < L; ++i) {  // r a key row
-    const float ds = ref_ds(q, k, v, dout, lse, d, bh, i, r, L, D, scale, &p);
+    const float ds = ref_ds(a, bh, i, r, L, D, scale, &p);
     for (int c = 0; c < D; ++c) {
       dk[(bh * L + r) * D + c] += scale * ds * float(q[(bh * L + i) * D + c]);
       dv[(bh * L + r) * D + c] += p * float(dout[(bh * L + i) * D + c]);
@@ -251,8 +259,9 @@ struct Backward {
     for (float** x : {&ro, &rdq, &rdk, &rdv}) CHECK(cudaMalloc(x, n * 4));
     const float scale = 1.0f / std::sqrt(float(D));
     const dim3 grid((pr.L + 63) / 64, pr.B * pr.H);
-    ref_rows<<<grid, 64>>>(q, k, v, dout, rlse, ro, rd, pr.L, D, scale, pr.causal);
-    ref_grads<<<grid, 64>>>(q, k, v, dout, rlse, rd, rdq, rdk, rdv, pr.L, D, scale, pr.causal);
+    const RefArrays<T> ref = {q, k, v, dout, rlse, ro, rd, rdq, rdk, rdv};
+    ref_rows<<<grid, 64>>>(ref, pr.L, D, scale, pr.causal);
+    ref_grads<<<grid, 64>>>(ref, pr.L, D, scale, pr.causal);
     CHECK(cudaDeviceSynchronize());
     bool ok = true;
     const char* names[] = {"dq", "dk", "dv"};

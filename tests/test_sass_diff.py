@@ -1,6 +1,7 @@
 """tools/sass_diff.py reads nvdisasm's listing as it prints it: a kernel is
 found by its template arguments whatever its parameters, its instructions
-compared with their addresses and without the spacing of the comments, and
+compared with their addresses and without the spacing of the comments, the
+listing's numbering of labels or the kernel's own name (a RET's target), and
 a spill, a changed instruction or a kernel on one side only is reported.
 On written listings, so without nvcc."""
 
@@ -48,6 +49,31 @@ def test_the_spacing_of_comments_is_no_difference():
     wide = sass_diff.functions(listing({POSITIONAL: [spill + " " * 80 + '(*"SpillRefill"*)']}))
     narrow = sass_diff.functions(listing({STRUCT: [spill + " " * 8 + '(*"SpillRefill"*)']}))
     assert sass_diff.compare(wide, narrow) == []
+
+
+def test_labels_and_the_kernels_own_name_are_no_difference():
+    # nvdisasm numbers labels across the file: OTHER's follow POSITIONAL's.
+    def calls(name, first):
+        return [f"@P0 BRA `(.L_x_{first})", f"BRA `(.L_x_{first + 1})",
+                f"RET.REL.NODEC R2 `({name})", f"BRA `(.L_x_{first})"]
+    before = sass_diff.functions(listing({POSITIONAL: calls(POSITIONAL, 0),
+                                          OTHER: calls(OTHER, 2)}))
+    after = sass_diff.functions(listing({STRUCT: calls(STRUCT, 0) + ["BRA `(.L_x_2)"],
+                                         OTHER: calls(OTHER, 3)}))
+    assert sass_diff.compare(before, after) == [
+        f"differs: {sass_diff.kernel_key(POSITIONAL)}: 4 -> 5 instructions, 0 -> 0 local accesses"]
+
+
+def test_parameter_offsets_differ_unless_free():
+    moved = ["LDC R2, c[0x0][0x218]", "LDC R1, c[0x0][0x28]"]
+    before = listing({POSITIONAL: ["LDC R2, c[0x0][0x210]", "LDC R1, c[0x0][0x28]"]})
+    after = listing({STRUCT: moved})
+    assert sass_diff.compare(sass_diff.functions(before), sass_diff.functions(after)) != []
+    assert sass_diff.compare(sass_diff.functions(before, True),
+                             sass_diff.functions(after, True)) == []
+    driver = listing({STRUCT: ["LDC R2, c[0x0][0x210]", "LDC R1, c[0x0][0x20]"]})
+    assert sass_diff.compare(sass_diff.functions(before, True),
+                             sass_diff.functions(driver, True)) != []
 
 
 def test_a_change_a_spill_and_a_lone_kernel_are_reported():

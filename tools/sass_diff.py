@@ -3,7 +3,7 @@ working tree, kernel by kernel: the check that a change of a kernel's
 source (its arguments, say) leaves the machine code as it was, so that the
 GPU timings taken before it still hold.
 
-    python tools/sass_diff.py [--base main] [--arch sm_90a] TABLE.cu...
+    python tools/sass_diff.py [--base main] [--arch sm_90a] [--param-offsets-free] TABLE.cu...
 
 TABLE: an AOT table, mlx_fused_attn/families/<folder>/aot/<group>.cu. The
 revision is unpacked with `git archive` into a temporary folder; each table
@@ -11,8 +11,10 @@ is compiled there and here as the AOT build compiles it (cmake/cuda.cmake:
 C++17, -O3 -DNDEBUG -lineinfo) to a cubin, which nvdisasm prints. A kernel
 is named by its template arguments, not its parameters, so that a kernel
 whose parameter list changed is compared with its former self; the listing
-is compared instruction for instruction (addresses included, the spacing of
-nvdisasm's comments not). Prints each kernel that differs, with its
+is compared instruction for instruction (addresses included; the spacing of
+nvdisasm's comments, its file-wide numbering of branch labels and the
+kernel's own mangled name, which a RET's target spells out, not; with
+--param-offsets-free, nor the parameters' constant-bank offsets). Prints each kernel that differs, with its
 instructions and local-memory accesses (STL/LDL: spills) before and after;
 exits 1 if any differs. Needs nvcc and nvdisasm (the `test-cuda` extra
 installs NVIDIA's nvdisasm wheel).
@@ -33,6 +35,10 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 _FUNCTION = re.compile(r"^\s*//-+ \.text\.(\S+)", re.M)
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/")
 _LOCAL = re.compile(r"\b(STL|LDL)(\.\S+)?\s")
+_LABEL = re.compile(r"\.L_x_\d+")
+_BANK0 = re.compile(r"c\[0x0\]\[(0x[0-9a-f]+)\]")
+# Where sm_90's kernel parameters start in constant bank 0.
+_FIRST_PARAM = 0x210
 
 
 def kernel_key(mangled):
@@ -42,14 +48,30 @@ def kernel_key(mangled):
     return mangled.split("Ev", 1)[0]
 
 
-def functions(sass):
-    """{kernel_key: [instruction lines]} of nvdisasm's listing, each line's
-    runs of blanks made one."""
+def normalized(name, line, labels, param_offsets_free):
+    """An instruction line as compared: its runs of blanks made one, the
+    kernel's own name <self>, its labels numbered within the kernel (in
+    `labels`, from their first use), and, if `param_offsets_free`, its
+    parameters' constant-bank offsets one placeholder."""
+    line = " ".join(line.split()).replace(name, "<self>")
+    line = _LABEL.sub(lambda m: ".L%d" % labels.setdefault(m.group(0), len(labels)), line)
+    if param_offsets_free:
+        line = _BANK0.sub(
+            lambda m: "c[0x0][param]" if int(m.group(1), 16) >= _FIRST_PARAM else m.group(0),
+            line)
+    return line
+
+
+def functions(sass, param_offsets_free=False):
+    """{kernel_key: [instruction lines]} of nvdisasm's listing, each line
+    normalized."""
     parts = _FUNCTION.split(sass)
     out = {}
     for name, body in zip(parts[1::2], parts[2::2]):
+        labels = {}
         out[kernel_key(name)] = [
-            " ".join(line.split()) for line in body.splitlines() if _INSTRUCTION.search(line)
+            normalized(name, line, labels, param_offsets_free)
+            for line in body.splitlines() if _INSTRUCTION.search(line)
         ]
     return out
 
@@ -111,6 +133,8 @@ def main():
     parser.add_argument("tables", nargs="+", help="AOT tables, paths in the repository")
     parser.add_argument("--base", default="main", help="the git revision to compare with")
     parser.add_argument("--arch", default="sm_90a", help="nvcc's -arch (a real architecture)")
+    parser.add_argument("--param-offsets-free", action="store_true",
+                        help="a parameter read at another constant-bank offset is no difference")
     args = parser.parse_args()
     differ = False
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,8 +143,8 @@ def main():
             outs = [os.path.join(tmp, side) for side in ("before", "after")]
             for out in outs:
                 os.makedirs(out, exist_ok=True)
-            before = functions(sass_of(base, table, args.arch, outs[0]))
-            after = functions(sass_of(REPO, table, args.arch, outs[1]))
+            before = functions(sass_of(base, table, args.arch, outs[0]), args.param_offsets_free)
+            after = functions(sass_of(REPO, table, args.arch, outs[1]), args.param_offsets_free)
             lines = compare(before, after)
             same = len(set(before) & set(after)) - sum(line.startswith("differs") for line in lines)
             print(f"{table}: {same} of {len(set(before) | set(after))} kernels identical")
