@@ -74,19 +74,21 @@ FLOAT_SWITCH = "MLX_FUSED_ATTN_QUANT_FLOAT_CHUNKS"
 # (what, B, H_q, H_kv, L_k, D, dtype, bits, an array mask, misaligned
 # words, the tiles the rule takes on an H100's 132 multiprocessors (the
 # decode tiles where L_k x B x H_kv >= 1024 x 132 x 8: B = 16 at 9000 keys,
-# past a whole block; else the key slices where they exist), the default
-# and key-slice tiles' chunk policy, whether decode and key-slice tiles
-# exist there).
+# past a whole block; else the key slices where L_k x B x H_kv >= 512 x
+# 132 x 2: B = 4 at 9000, B = 5 at 4133), the default and key-slice tiles'
+# chunk policy, whether decode and key-slice tiles exist there).
 CASES = [
-    ("B=1 4K bf16", 1, 32, 8, 4096, 128, mx.bfloat16, 4, False, False, "slices", "packed_16b_rows",
+    ("B=1 4K bf16", 1, 32, 8, 4096, 128, mx.bfloat16, 4, False, False, "default", "packed_16b_rows",
      True),
-    ("B=1 4133 bf16 bool mask", 1, 32, 8, 4133, 128, mx.bfloat16, 4, True, False, "slices",
+    ("B=4 9000 bf16", 4, 32, 8, 9000, 128, mx.bfloat16, 4, False, False, "slices", "packed_16b_rows",
+     True),
+    ("B=5 4133 bf16 bool mask", 5, 32, 8, 4133, 128, mx.bfloat16, 4, True, False, "slices",
      "packed_16b_rows", True),
     ("B=16 9000 bf16", 16, 32, 8, 9000, 128, mx.bfloat16, 4, False, False, "decode",
      "packed_16b_rows", True),
     ("B=16 9000 fp16 D=64 bool mask", 16, 32, 8, 9000, 64, mx.float16, 4, True, False, "decode",
      "packed_16b_rows", True),
-    ("B=1 3000 fp16 D=96", 1, 32, 8, 3000, 96, mx.float16, 4, False, False, "slices", "packed_16b",
+    ("B=1 3000 fp16 D=96", 1, 32, 8, 3000, 96, mx.float16, 4, False, False, "default", "packed_16b",
      True),
     ("B=2 2000 bf16 D=256", 2, 16, 4, 2000, 256, mx.bfloat16, 4, False, False, "default",
      "packed_16b_rows", False),

@@ -95,13 +95,14 @@ void check_rows() {
              b1.splits == 32,
          "B=1 32K: key-slice tiles, packed rows-fastest, 32 splits");
   Planned b1s = plan(decode(1, 32, 8, 4096, 128), 4, 64, bf16, cuda);
-  expect(is_sliced(b1s.choice.tiles) && b1s.choice.chunks == Chunks::PackedWideRows &&
+  expect(b1s.choice.tiles == def && b1s.choice.chunks == Chunks::PackedWideRows &&
              b1s.splits == 16,
-         "B=1 4K: key-slice tiles, packed rows-fastest, 16 splits");
+         "B=1 4K: default tiles (124 keys a key-slice threadgroup), rows-fastest, 16 splits");
   Planned b8 = plan(decode(8, 32, 8, 32768, 128), 4, 64, bf16, cuda);
   expect(is_decode(b8.choice.tiles) && b8.choice.chunks == Chunks::PackedWide && b8.splits == 16,
          "B=8 32K: decode tiles, packed 16-byte, 16 splits (twice the bytes rule's 8)");
-  // Short contexts at B=8 take the key slices (31 x 8 keys a threadgroup).
+  // Short contexts at B=8 take the key slices (993 keys a threadgroup, 124
+  // a decode one).
   expect(is_sliced(plan(decode(8, 32, 8, 4096, 128), 4, 64, bf16, cuda).choice.tiles),
          "B=8 4K: key-slice tiles");
   // Large batches: decode tiles, unsplit once their blocks pass the wave.

@@ -62,25 +62,36 @@ inline bool quantized_decode_tiles_apply(
       p.L_q <= fa::choose_quantized_decode_tiles().bq;
 }
 
-/// Whether the decode tiles pay for `p` on `cores` multiprocessors: the
-/// keys a threadgroup visits when the query blocks (B x H_q, one a head of
-/// packed rows) split their keys over every multiprocessor's min_blocks
-/// threadgroups reach kQuantizedDecodeTilesMinKeys.
-inline bool quantized_decode_tiles_pay(const fa::AttnParams& p, int cores) {
-  const fa::AttnTiles t = fa::choose_quantized_decode_tiles();
+/// Keys a key-slice threadgroup must visit, at a grid of every
+/// multiprocessor's min_blocks of them, for the key slices to beat the
+/// default tiles, which hold the same 16 rows (H100 decode sweep, as
+/// above, 2026-12-06): B=1 with 32K keys, 993 keys a threadgroup: 33.2 us
+/// (32 splits) against 36.3; with 4K, 124 keys: 14.2 against 13.8, and
+/// 4133 keys: 16.3 against 15.4. Each warp's own softmax of its quarter of
+/// the keys, and the merge, cost more than the products they spread over
+/// the four schedulers where a threadgroup sees few blocks. The boundary
+/// lies between 124 and 993 keys (untimed in between).
+constexpr int64_t kQuantizedKeySlicesMinKeys = 512;
+
+/// Whether `tiles` pay for `p` on `cores` multiprocessors: the keys a
+/// threadgroup visits when the query blocks (B x H_q, one a head of packed
+/// rows) split their keys over every multiprocessor's min_blocks
+/// threadgroups reach `min_keys`.
+inline bool quantized_tiles_pay(
+    const fa::AttnParams& p,
+    int cores,
+    fa::AttnTiles t,
+    int64_t min_keys) {
   const int64_t query_blocks =
       int64_t((p.L_q + t.bq - 1) / t.bq) * p.H_q * p.B;
-  return int64_t(p.L_k) * query_blocks >=
-      kQuantizedDecodeTilesMinKeys * cores * t.min_blocks;
+  return int64_t(p.L_k) * query_blocks >= min_keys * cores * t.min_blocks;
 }
 
 /// The tiles of the (packed) call `p` (quantized_decode_tiles_apply's
 /// arguments): where its rows fit one warp's 16 and the decode tiles have
 /// kernels, `forced` (kernel_switches.h), else the decode tiles where they
-/// pay and the key-slice tiles where not; the default tiles elsewhere.
-/// Key slices against the default tiles (H100 decode sweep, bf16, 4 bits,
-/// groups of 64, D = 128, 32/8 heads): B=1 32K keys NN against 36.6 us,
-/// 4K NN against 14.1.
+/// pay, then the key-slice tiles where they pay; the default tiles
+/// elsewhere.
 inline QuantizedTilesKind quantized_tiles_kind(
     const fa::AttnParams& p,
     int bits,
@@ -94,9 +105,17 @@ inline QuantizedTilesKind quantized_tiles_kind(
   if (forced) {
     return *forced;
   }
-  return quantized_decode_tiles_pay(p, cores)
-      ? QuantizedTilesKind::Decode
-      : QuantizedTilesKind::KeySlices;
+  if (quantized_tiles_pay(
+          p, cores, fa::choose_quantized_decode_tiles(),
+          kQuantizedDecodeTilesMinKeys)) {
+    return QuantizedTilesKind::Decode;
+  }
+  if (quantized_tiles_pay(
+          p, cores, fa::choose_quantized_sliced_tiles(),
+          kQuantizedKeySlicesMinKeys)) {
+    return QuantizedTilesKind::KeySlices;
+  }
+  return QuantizedTilesKind::Default;
 }
 
 /// The tiles of each kind at (head_dim, dtype) on `backend`.
