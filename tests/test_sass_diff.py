@@ -88,3 +88,15 @@ def test_a_change_a_spill_and_a_lone_kernel_are_reported():
     moved = sass_diff.functions(listing({STRUCT: [BODY[1], BODY[0], BODY[2]]}))
     assert sass_diff.compare(sass_diff.functions(listing({POSITIONAL: BODY})), moved) == [
         f"differs: {sass_diff.kernel_key(POSITIONAL)}: 3 -> 3 instructions, 0 -> 0 local accesses"]
+
+
+def test_a_tiles_field_added_with_its_default_keeps_the_names():
+    """AttnTilesOf's trailing false arguments are its defaults: a kernel
+    named before a field was added is the kernel named after it with the
+    field false, and not the one with it true."""
+    tiles = "_ZN2fa16attention_kernelI6__halfLi64ELi64ENS_11AttnTilesOfILi64ELi128ELi4ELi1ELi2ELb1"
+    before = tiles + "ELb0EEELb0ELb1EEEvPKT_"
+    after = tiles + "ELb0ELb0EEELb0ELb1EEEvPKT_"
+    other = tiles + "ELb0ELb1EEELb0ELb1EEEvPKT_"
+    assert sass_diff.kernel_key(before) == sass_diff.kernel_key(after)
+    assert sass_diff.kernel_key(before) != sass_diff.kernel_key(other)

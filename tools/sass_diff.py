@@ -37,6 +37,8 @@ _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/")
 _LOCAL = re.compile(r"\b(STL|LDL)(\.\S+)?\s")
 _LABEL = re.compile(r"\.L_x_\d+")
 _BANK0 = re.compile(r"c\[0x0\]\[(0x[0-9a-f]+)\]")
+# kernel_tiles.h's AttnTilesOf<...>, its arguments up to the last's E.
+_TILES = re.compile(r"(11AttnTilesOfI)((?:L[ib]\d+E)*L[ib]\d+)EE")
 # Where sm_90's kernel parameters start in constant bank 0.
 _FIRST_PARAM = 0x210
 
@@ -44,8 +46,17 @@ _FIRST_PARAM = 0x210
 def kernel_key(mangled):
     """The mangled name up to the function's parameters: its namespace, name
     and template arguments (`...EEEv<parameters>`: the first `Ev` ends the
-    template arguments of a void kernel)."""
-    return mangled.split("Ev", 1)[0]
+    template arguments of a void kernel), with a tiles type's trailing
+    `false` arguments dropped: they are its defaults, so a field added to
+    the tiles leaves the kernels without it named as before."""
+    return _TILES.sub(_tiles_without_defaults, mangled.split("Ev", 1)[0])
+
+
+def _tiles_without_defaults(m):
+    args = m.group(2)
+    while args.endswith("ELb0"):
+        args = args[: -len("ELb0")]
+    return m.group(1) + args + "EE"
 
 
 def normalized(name, line, labels, param_offsets_free):

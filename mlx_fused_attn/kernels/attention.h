@@ -90,6 +90,8 @@ struct AttnShape {
   /// (AttnTiles::key_slices): kWarps of them, or 1.
   FA_CONST int kKeySlices = kKeySlices_;
   FA_CONST int kWarpRows = kBQ * kKeySlices / kWarps;
+  /// From one warp's first row to the next's: the same rows for key slices.
+  FA_CONST int kWarpRowStep = kKeySlices > 1 ? 0 : kWarpRows;
   /// The keys of a block that one warp's step reads.
   FA_CONST int kStepKeys = kBK / kKeySlices;
   /// 16 bytes of padding per row spread the rows of a K or V block over the
@@ -392,8 +394,7 @@ FA_FUNC AttnWarpRows attention_warp_rows(
     AttnPlace at,
     int warp) {
   const AttnWarpRows w = {
-      warp,
-      at.q_block * Shape::kBQ + warp / Shape::kKeySlices * Shape::kWarpRows,
+      warp, at.q_block * Shape::kBQ + warp * Shape::kWarpRowStep,
       !f.align_q && at.q_block == p.L_q / Shape::kBQ};
   return w;
 }
@@ -403,9 +404,11 @@ FA_FUNC AttnWarpRows attention_warp_rows(
 template <typename Shape>
 FA_FUNC AttnWarpRows
 attention_stored_rows(const FA_CONSTANT AttnParams& p, AttnWarpRows w) {
-  if (Shape::kKeySlices > 1 && w.warp % Shape::kKeySlices != 0) {
-    w.q_row0 = p.L_q;
-    w.q_ragged = true;
+  if constexpr (Shape::kKeySlices > 1) {
+    if (w.warp % Shape::kKeySlices != 0) {
+      w.q_row0 = p.L_q;
+      w.q_ragged = true;
+    }
   }
   return w;
 }
@@ -462,11 +465,31 @@ struct AttnMainloop {
     AttnBlockMasks<T, Shape::kStepKeys, kValuesStart> masks =
         attention_masks_of<T, Shape::kStepKeys, kValuesStart>(
             p, mask, f, range, batch, head, q_row0);
-    masks.kb_causal *= Shape::kKeySlices;
+    if constexpr (Shape::kKeySlices > 1) {
+      masks.kb_causal *= Shape::kKeySlices;
+    }
     return masks;
   }
 
   KV kv;
+
+  /// The warp whose rows warp `warp` loads: itself, or warp 0, whose rows
+  /// every key slice shares.
+  static FA_FUNC int q_warp(int warp) {
+    if constexpr (Shape::kKeySlices > 1) {
+      return 0;
+    } else {
+      return warp;
+    }
+  }
+  /// Warp `warp`'s key slice (key_slices.h): 0 where there are none.
+  static FA_FUNC int key_slice(int warp) {
+    if constexpr (Shape::kKeySlices > 1) {
+      return warp % Shape::kKeySlices;
+    } else {
+      return 0;
+    }
+  }
 
   /// The prologue: a warp's rows of Q into its operand (`q_smem`: where
   /// the target keeps Q in threadgroup memory). First, and with no commit
@@ -490,8 +513,8 @@ struct AttnMainloop {
         q_op,
         q + at.batch * p.q_strides[0] + at.head * p.q_strides[1] +
             row0 * p.q_strides[2],
-        p.q_strides[2], p.L_q - row0, w.q_ragged, q_smem,
-        w.warp / Shape::kKeySlices, lane);
+        p.q_strides[2], p.L_q - row0, w.q_ragged, q_smem, q_warp(w.warp),
+        lane);
   }
 
   /// The math's part: work tile `at`'s key blocks into the warp's step
@@ -523,7 +546,7 @@ struct AttnMainloop {
     }
     const AttnBlockMasks<T, Shape::kStepKeys> masks =
         masks_of<true>(p, a.mask, f, range, batch, head, w.q_row0);
-    const int slice = w.warp % Shape::kKeySlices;
+    const int slice = key_slice(w.warp);
 
     // The sink is one logit of the row: split 0 (its slice 0) counts it.
     const bool sink = f.has_sinks && at.split.index == 0 && slice == 0;

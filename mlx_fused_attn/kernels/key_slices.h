@@ -35,12 +35,12 @@ struct AttnBlockRowsFrom {
   }
 };
 
-/// The key loop of slice `slice` of kSlices: its step reads rows slice *
-/// kStepKeys onwards of each block, which the masks see as a block of
-/// kStepKeys keys (visit block b is their block b * kSlices + slice). A
-/// share wholly past the last key (the masks' parameters' L_k) is the
-/// ragged block's zero fill: no step. Every slice runs the pipeline's acquires, whose barriers are
-/// the threadgroup's. Blocks of T.
+/// The key loop of slice `slice` of kSlices, over blocks of T: its step
+/// reads rows slice * kStepKeys onwards of each block, which the masks see
+/// as a block of kStepKeys keys (visit block b is their block b * kSlices +
+/// slice). A share wholly past the last key (the masks' parameters' L_k)
+/// is the ragged block's zero fill: no step. Every slice runs the
+/// pipeline's acquires, whose barriers are the threadgroup's.
 template <typename T, int kSlices, int kStepKeys>
 struct AttnSlicedKeyLoop {
   template <
