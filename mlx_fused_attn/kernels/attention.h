@@ -399,16 +399,14 @@ FA_FUNC AttnWarpRows attention_warp_rows(
   return w;
 }
 
-/// The rows warp `w` stores: its own, or none where it is a key slice
-/// whose rows slice 0 merged (key_slices.h).
+/// The rows key slice `w` stores (key_slices.h): slice 0 its merged rows,
+/// the others none.
 template <typename Shape>
 FA_FUNC AttnWarpRows
-attention_stored_rows(const FA_CONSTANT AttnParams& p, AttnWarpRows w) {
-  if constexpr (Shape::kKeySlices > 1) {
-    if (w.warp % Shape::kKeySlices != 0) {
-      w.q_row0 = p.L_q;
-      w.q_ragged = true;
-    }
+attention_slice_stored_rows(const FA_CONSTANT AttnParams& p, AttnWarpRows w) {
+  if (w.warp % Shape::kKeySlices != 0) {
+    w.q_row0 = p.L_q;
+    w.q_ragged = true;
   }
   return w;
 }
@@ -462,34 +460,19 @@ struct AttnMainloop {
       int batch,
       int head,
       int q_row0) {
-    AttnBlockMasks<T, Shape::kStepKeys, kValuesStart> masks =
-        attention_masks_of<T, Shape::kStepKeys, kValuesStart>(
-            p, mask, f, range, batch, head, q_row0);
     if constexpr (Shape::kKeySlices > 1) {
+      AttnBlockMasks<T, Shape::kStepKeys, kValuesStart> masks =
+          attention_masks_of<T, Shape::kStepKeys, kValuesStart>(
+              p, mask, f, range, batch, head, q_row0);
       masks.kb_causal *= Shape::kKeySlices;
+      return masks;
+    } else {
+      return attention_masks_of<T, kBK, kValuesStart>(
+          p, mask, f, range, batch, head, q_row0);
     }
-    return masks;
   }
 
   KV kv;
-
-  /// The warp whose rows warp `warp` loads: itself, or warp 0, whose rows
-  /// every key slice shares.
-  static FA_FUNC int q_warp(int warp) {
-    if constexpr (Shape::kKeySlices > 1) {
-      return 0;
-    } else {
-      return warp;
-    }
-  }
-  /// Warp `warp`'s key slice (key_slices.h): 0 where there are none.
-  static FA_FUNC int key_slice(int warp) {
-    if constexpr (Shape::kKeySlices > 1) {
-      return warp % Shape::kKeySlices;
-    } else {
-      return 0;
-    }
-  }
 
   /// The prologue: a warp's rows of Q into its operand (`q_smem`: where
   /// the target keeps Q in threadgroup memory). First, and with no commit
@@ -513,8 +496,7 @@ struct AttnMainloop {
         q_op,
         q + at.batch * p.q_strides[0] + at.head * p.q_strides[1] +
             row0 * p.q_strides[2],
-        p.q_strides[2], p.L_q - row0, w.q_ragged, q_smem, q_warp(w.warp),
-        lane);
+        p.q_strides[2], p.L_q - row0, w.q_ragged, q_smem, w.warp, lane);
   }
 
   /// The math's part: work tile `at`'s key blocks into the warp's step
@@ -546,7 +528,7 @@ struct AttnMainloop {
     }
     const AttnBlockMasks<T, Shape::kStepKeys> masks =
         masks_of<true>(p, a.mask, f, range, batch, head, w.q_row0);
-    const int slice = key_slice(w.warp);
+    const int slice = Shape::kKeySlices > 1 ? w.warp % Shape::kKeySlices : 0;
 
     // The sink is one logit of the row: split 0 (its slice 0) counts it.
     const bool sink = f.has_sinks && at.split.index == 0 && slice == 0;
@@ -564,8 +546,13 @@ struct AttnMainloop {
         }
       }
       AttnQOperand<Target, Shape> q_op;
+      // Key slices load warp 0's rows, which they share.
+      AttnWarpRows q_rows = w;
+      if constexpr (Shape::kKeySlices > 1) {
+        q_rows.warp = 0;
+      }
       load_q(
-          q_op, a.q, p, at, w,
+          q_op, a.q, p, at, q_rows,
           pipe.src.sync_smem() + Pipeline::kSyncBytes / int(sizeof(T)), lane);
 
       // --------------------------------------------------- the key blocks
@@ -588,14 +575,16 @@ struct AttnMainloop {
         // values, the loop whose S starts at zero, which the products fold
         // in. Masks built here, not above: held across Q's load, their
         // registers made both loops 5-10% slower (H200).
-        const AttnBlockMasks<T, Shape::kStepKeys> values_start =
-            masks_of<true>(p, a.mask, f, range, batch, head, w.q_row0);
+        const AttnBlockMasks<T, kBK> values_start =
+            attention_masks_of<T, kBK, true>(
+                p, a.mask, f, range, batch, head, w.q_row0);
         if (values_start.starts_with_values(n_blocks, lane)) {
           KeyLoop::template run<KBlock, VBlock>(
               st, q_op, values_start, pipe, visits, n_blocks, lane);
         } else {
-          const AttnBlockMasks<T, Shape::kStepKeys, false> zero_start =
-              masks_of<false>(p, a.mask, f, range, batch, head, w.q_row0);
+          const AttnBlockMasks<T, kBK, false> zero_start =
+              attention_masks_of<T, kBK, false>(
+                  p, a.mask, f, range, batch, head, w.q_row0);
           KeyLoop::template run<KBlock, VBlock>(
               st, q_op, zero_start, pipe, visits, n_blocks, lane);
         }
@@ -673,8 +662,13 @@ FA_FUNC void attention_body(
         attention_warp_rows<Shape>(p, f, work.place, warp);
     typename Mainloop::Step st;
     ring_base += mainloop.mma(st, a, p, f, work.place, w, ring_base, lane);
-    Epilogue::store(
-        st, a, p, f, work.place, attention_stored_rows<Shape>(p, w), lane);
+    if constexpr (Shape::kKeySlices > 1) {
+      Epilogue::store(
+          st, a, p, f, work.place, attention_slice_stored_rows<Shape>(p, w),
+          lane);
+    } else {
+      Epilogue::store(st, a, p, f, work.place, w, lane);
+    }
   }
 }
 
