@@ -39,10 +39,11 @@ struct QuantizedKernelChoice {
 /// The boundary lies between 248 and 1985 keys (untimed in between).
 constexpr int64_t kQuantizedDecodeTilesMinKeys = 1024;
 
-/// Whether the decode tiles have kernels at (head_dim, bits, dtype): CUDA,
-/// 16-bit dtypes at D <= 128 (has_quantized_decode_tiles) and 4 bits (the
-/// sweep's; the instance list holds no others).
-constexpr bool quantized_decode_tiles_exist(
+/// Whether the 16-row tiles (the decode and the key-slice tiles) have
+/// kernels at (head_dim, bits, dtype): CUDA, 16-bit dtypes at D <= 128
+/// (has_quantized_decode_tiles) and 4 bits (the sweep's; the instance list
+/// holds no others).
+constexpr bool quantized_row_tiles_exist(
     int head_dim,
     int bits,
     fa::DType dtype,
@@ -51,14 +52,14 @@ constexpr bool quantized_decode_tiles_exist(
       bits == 4;
 }
 
-/// Whether the decode tiles can run the (packed) call `p`: they exist, and
-/// its rows fit one block of 16 (decode, GQA's query heads packed as rows).
-inline bool quantized_decode_tiles_apply(
+/// Whether the 16-row tiles can run the (packed) call `p`: they exist, and
+/// its rows fit their block (decode, GQA's query heads packed as rows).
+inline bool quantized_row_tiles_apply(
     const fa::AttnParams& p,
     int bits,
     fa::DType dtype,
     fa::Backend backend) {
-  return quantized_decode_tiles_exist(p.D, bits, dtype, backend) &&
+  return quantized_row_tiles_exist(p.D, bits, dtype, backend) &&
       p.L_q <= fa::choose_quantized_decode_tiles().bq;
 }
 
@@ -87,11 +88,10 @@ inline bool quantized_tiles_pay(
   return int64_t(p.L_k) * query_blocks >= min_keys * cores * t.min_blocks;
 }
 
-/// The tiles of the (packed) call `p` (quantized_decode_tiles_apply's
-/// arguments): where its rows fit one warp's 16 and the decode tiles have
-/// kernels, `forced` (kernel_switches.h), else the decode tiles where they
-/// pay, then the key-slice tiles where they pay; the default tiles
-/// elsewhere.
+/// The tiles of the (packed) call `p` (quantized_row_tiles_apply's
+/// arguments): where the 16-row tiles apply, `forced` (kernel_switches.h),
+/// else the decode tiles where they pay, then the key-slice tiles where
+/// they pay; the default tiles elsewhere.
 inline QuantizedTilesKind quantized_tiles_kind(
     const fa::AttnParams& p,
     int bits,
@@ -99,7 +99,7 @@ inline QuantizedTilesKind quantized_tiles_kind(
     fa::Backend backend,
     int cores,
     std::optional<QuantizedTilesKind> forced) {
-  if (!quantized_decode_tiles_apply(p, bits, dtype, backend)) {
+  if (!quantized_row_tiles_apply(p, bits, dtype, backend)) {
     return QuantizedTilesKind::Default;
   }
   if (forced) {
@@ -191,7 +191,7 @@ void for_each_quantized_cuda_kernel(
        {QuantizedTilesKind::Default, QuantizedTilesKind::Decode,
         QuantizedTilesKind::KeySlices}) {
     if (kind != QuantizedTilesKind::Default &&
-        !quantized_decode_tiles_exist(
+        !quantized_row_tiles_exist(
             head_dim, bits, dtype, fa::Backend::Cuda)) {
       continue;
     }
