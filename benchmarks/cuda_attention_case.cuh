@@ -164,19 +164,39 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
   }
 }
 
-/// The combine of `n_splits` splits over grid `combine`, in the form the
-/// library's plan takes for that count (plan/split_count.h).
+/// A family's combine kernel of one form (split_combine_block).
 template <typename T>
-void split_combine_launch(dim3 combine, const float* o_part, const float* stats, T* o,
+using CombineKernel = void (*)(const float*, const float*, T*, const fa::AttnParams, int);
+
+/// The combine of `n_splits` splits of p's output through `kernels` (one a
+/// form, in SplitCombineForm's order), in the form the library plans for
+/// them on this GPU (plan/split_count.h), over that form's grid.
+template <typename T>
+void combine_launch(const CombineKernel<T> (&kernels)[3], const float* o_part,
+                    const float* stats, T* o, const fa::AttnParams& p, int n_splits) {
+  static const int sms = [] {
+    int n = 0;
+    CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0));
+    return n;
+  }();
+  const fa::SplitCombineForm form =
+      mlx_fused_attn::split_combine_form(fa::Backend::Cuda, n_splits, p, sms);
+  const unsigned blocks_x = form == fa::SplitCombineForm::RowThreadgroup
+      ? p.L_q
+      : (p.L_q * p.D_v + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads;
+  kernels[int(form)]<<<dim3(blocks_x, p.H_q, p.B), fa::kSplitCombineThreads>>>(
+      o_part, stats, o, p, n_splits);
+}
+
+/// The general family's combine (attention_kernel.cuh).
+template <typename T>
+void split_combine_launch(const float* o_part, const float* stats, T* o,
                           const fa::AttnParams& p, int n_splits) {
-  if (mlx_fused_attn::split_combine_form(fa::Backend::Cuda, n_splits) ==
-      fa::SplitCombineForm::Grouped) {
-    fa::split_combine_kernel<T, fa::SplitCombineForm::Grouped>
-        <<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p, n_splits);
-  } else {
-    fa::split_combine_kernel<T, fa::SplitCombineForm::OneElement>
-        <<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p, n_splits);
-  }
+  static constexpr CombineKernel<T> kernels[] = {
+      fa::split_combine_kernel<T, fa::SplitCombineForm::OneElement>,
+      fa::split_combine_kernel<T, fa::SplitCombineForm::Grouped>,
+      fa::split_combine_kernel<T, fa::SplitCombineForm::RowThreadgroup>};
+  combine_launch(kernels, o_part, stats, o, p, n_splits);
 }
 
 template <typename T, int D, typename Tiles, bool C>

@@ -105,11 +105,9 @@ struct DecodeCase {
     f.align_k = p.L_k % t.bk == 0;
     f.split_keys = splits > 1;
     const dim3 grid(((p.L_q + t.bq - 1) / t.bq) * splits, p.H_q, p.B);
-    const dim3 combine((p.L_q * D + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads,
-                       p.H_q, p.B);
     auto finish = [&] {
       if (splits > 1)
-        split_combine_launch(combine, o_part, stats, o, p, splits);
+        split_combine_launch(o_part, stats, o, p, splits);
     };
     CHECK(cudaMemset(o, 0xff, n * sizeof(T)));
     float ms, ms_main, ms_combine = 0, ms_one = 0;

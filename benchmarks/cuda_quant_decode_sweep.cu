@@ -101,18 +101,14 @@ int float_splits(const Decode& d) {
           d.Lk, d.rows(), kD, kD, sizeof(T), 2 * groups >= kSms ? 16 : 8));
 }
 
-/// The quantized family's combine of `splits` splits, in the form the
-/// library's plan takes for that count (plan/split_count.h).
-void quantized_split_combine_launch(dim3 combine, const float* o_part, const float* stats,
-                                    T* o, const fa::AttnParams& p, int splits) {
-  if (mlx_fused_attn::split_combine_form(fa::Backend::Cuda, splits) ==
-      fa::SplitCombineForm::Grouped) {
-    fa::quantized_split_combine_kernel<T, fa::SplitCombineForm::Grouped>
-        <<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p, splits);
-  } else {
-    fa::quantized_split_combine_kernel<T, fa::SplitCombineForm::OneElement>
-        <<<combine, fa::kSplitCombineThreads>>>(o_part, stats, o, p, splits);
-  }
+/// The quantized family's combine (quantized_attention_kernel.cuh).
+void quantized_split_combine_launch(const float* o_part, const float* stats, T* o,
+                                    const fa::AttnParams& p, int splits) {
+  static constexpr CombineKernel<T> kernels[] = {
+      fa::quantized_split_combine_kernel<T, fa::SplitCombineForm::OneElement>,
+      fa::quantized_split_combine_kernel<T, fa::SplitCombineForm::Grouped>,
+      fa::quantized_split_combine_kernel<T, fa::SplitCombineForm::RowThreadgroup>};
+  combine_launch(kernels, o_part, stats, o, p, splits);
 }
 
 /// One thread a (row, group) of x [rows, kD]: mx.quantize's affine form
@@ -292,8 +288,6 @@ struct QuantDecodeCase {
     f.align_k = p.L_k % t.bk == 0;
     f.split_keys = splits > 1;
     const dim3 grid(((p.L_q + t.bq - 1) / t.bq) * splits, p.H_q, p.B);
-    const dim3 combine((p.L_q * kD + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads,
-                       p.H_q, p.B);
     std::vector<std::function<void()>> runs;
     for (const Cache& c : caches)
       runs.push_back(attention_launch<T, kD, FloatTiles, false>(p, f, grid, q, c.k, c.v, o,
@@ -302,7 +296,7 @@ struct QuantDecodeCase {
     const float us = 1e3f * launch_ms([&] {
       runs[i++ % runs.size()]();
       if (splits > 1)
-        split_combine_launch(combine, o_part, stats, o, p, splits);
+        split_combine_launch(o_part, stats, o, p, splits);
     }, reps);
     to_float<<<1024, 256>>>(o, ref, n);
     CHECK(cudaDeviceSynchronize());
@@ -340,8 +334,6 @@ struct QuantDecodeCase {
     a.n_splits = splits;
     const fa::AttnParams p = a.params;
     const dim3 grid(((p.L_q + t.bq - 1) / t.bq) * splits, p.H_q, p.B);
-    const dim3 combine((p.L_q * kD + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads,
-                       p.H_q, p.B);
     const size_t counter_bytes = size_t(p.H_q) * p.B * sizeof(unsigned);
     auto with_cache = [a](const Cache& c, unsigned* counters) {
       fa::QuantAttnKernelArgs<T> x = a;
@@ -359,7 +351,7 @@ struct QuantDecodeCase {
     const float us = time_us([&](const Cache& c) {
       kernel<<<grid, threads, smem>>>(with_cache(c, nullptr));
       if (splits > 1)
-        quantized_split_combine_launch(combine, o_part, stats, o, p, splits);
+        quantized_split_combine_launch(o_part, stats, o, p, splits);
     }, reps);
     const double err = error();
     float us_one = 0;

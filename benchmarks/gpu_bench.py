@@ -31,7 +31,10 @@ where the call saves the LSE the combine form runs unsplit).
 its persistent one (MLX_FUSED_ATTN_PERSISTENT 0, the default, and 1) beside
 mx.fast, on issue 46's rows, chunked prefill and the large grids;
 `--small-grid` the same rows under the chooser's tiles against the
-small-grid producer tiles (MLX_FUSED_ATTN_SMALL_GRID_PRODUCER 0 and 1). `--routing` (issue 42)
+small-grid producer tiles (MLX_FUSED_ATTN_SMALL_GRID_PRODUCER 0 and 1).
+`--combine` times calls whose keys split (decode, chunked prefill; float
+and 4-bit quantized K/V) with the combine in each of its forms
+(MLX_FUSED_ATTN_SPLIT_COMBINE) beside the plan's. `--routing` (issue 42)
 tunes routing on the workload's calls
 and on batched prefill (B 1-8, L 512-8192, random, causal-array, window and
 padding bool masks) and head dims 64-256 (`mlx_fused_attn.tune`, the
@@ -500,6 +503,8 @@ def main():
                     help="the producer kernel's static against its persistent grid (issue 46)")
     ap.add_argument("--small-grid", action="store_true",
                     help="the chooser's tiles against the small-grid producer tiles (issue 46)")
+    ap.add_argument("--combine", action="store_true",
+                    help="split-key calls with the combine in each form (see above)")
     ap.add_argument("--calls", default=None,
                     help="with --workload or --routing, only these calls, as 'batched decode,no mask'")
     ap.add_argument("--json", default=None, help="with --routing, also write the rows as JSON")
@@ -515,6 +520,9 @@ def main():
         return
     if args.routing:
         routing_table(args)
+        return
+    if args.combine:
+        combine_table(args)
         return
     for name, table in SWITCH_TABLES.items():
         if getattr(args, name):
@@ -688,6 +696,74 @@ SWITCH_TABLES = {
         "MLX_FUSED_ATTN_SMALL_GRID_PRODUCER", "fused_chooser", "fused_small_grid",
         "the small-grid producer tiles on small grids (plan/small_grid.h's rule)"),
 }
+
+
+# Calls whose keys split, as (case, K/V bits: 0 for float): decode at B=1
+# and 8 (GQA packed as rows: a few rows over many splits, or more rows
+# over fewer), a few queries, and chunked prefill (many rows over 4 splits).
+COMBINE_CASES = [
+    (Case(1, 32, 1, 128, "bfloat16", Hkv=8, Lk=32768), 0),
+    (Case(1, 32, 1, 128, "bfloat16", Hkv=8, Lk=32768), 4),
+    (Case(1, 32, 1, 128, "bfloat16", Hkv=8, Lk=4096), 0),
+    (Case(1, 32, 1, 128, "bfloat16", Hkv=8, Lk=4096), 4),
+    (Case(8, 32, 1, 128, "bfloat16", Hkv=8, Lk=32768), 0),
+    (Case(8, 32, 1, 128, "bfloat16", Hkv=8, Lk=32768), 4),
+    (Case(8, 32, 1, 128, "bfloat16", Hkv=8, Lk=4096), 0),
+    (Case(1, 32, 1, 64, "float16", Lk=16384), 0),
+    (Case(1, 32, 16, 128, "bfloat16", "causal", Hkv=8, Lk=32768), 0),
+    (Case(1, 32, 128, 128, "bfloat16", "causal", Hkv=8, Lk=4096), 0),
+    (Case(8, 32, 128, 128, "bfloat16", "causal", Hkv=8, Lk=4096), 0),
+]
+COMBINE_FORMS = ["one_element", "grouped", "row"]
+
+
+def combine_table(args):
+    """The combine of split keys in each form (MLX_FUSED_ATTN_SPLIT_COMBINE;
+    kernels/split_combine_form.h): each call's kernel time, split kernel and
+    combine, under each form, the plan's marked; the forms' spread is the
+    combine's."""
+    ceilings = measure_ceilings()
+    report = Report(
+        args.out, ceilings,
+        "Kernel time per call in us (CUPTI, one evaluation a call: the split kernel and "
+        "the combine); wall-clock per call in parentheses. `bits`: 4 for a 4-bit (groups "
+        "of 64) K/V cache (quantized_scaled_dot_product_attention), - for float. "
+        "`plan`: the form the plan picks; `x best`: the plan's time / the fastest form's.",
+        ["B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "mask", "bits", "splits", "plan",
+         *COMBINE_FORMS, "x best", "max err vs one_element"],
+    )
+    for c, bits in COMBINE_CASES:
+        iters = args.iters or 100
+        scale = c.D**-0.5
+        (q, k, v, mask), _ = case_inputs(c, with_torch=False)
+        if bits:
+            qk = tuple(mx.quantize(k, group_size=64, bits=bits))
+            qv = tuple(mx.quantize(v, group_size=64, bits=bits))
+            mx.eval(qk, qv)
+            def call():
+                return fa.quantized_scaled_dot_product_attention(q, qk, qv, scale, mask, 64, bits)
+            plan = fa._ext._quantized_plan(q, qk, qv, scale, mask, 64, bits)
+            splits, plan = plan["key_splits"], plan["combine_form"]
+        else:
+            def call():
+                return fa.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+            summary = fa.plan_summary(q, k, v, scale=scale, mask=mask)
+            splits, plan = summary.key_splits, summary.combine_form
+        res = {form: measure_with("MLX_FUSED_ATTN_SPLIT_COMBINE", form, call, iters)
+               for form in COMBINE_FORMS}
+        outs = {form: with_switch("MLX_FUSED_ATTN_SPLIT_COMBINE", form, call)
+                for form in COMBINE_FORMS}
+        err = max(mx.abs(outs[f].astype(mx.float32) - outs["one_element"].astype(mx.float32))
+                  .max().item() for f in COMBINE_FORMS)
+        best = min(res[f][0] for f in COMBINE_FORMS)
+        plan = plan or "-"
+        report.row([str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.Lk), str(c.D), c.dtype,
+                    c.mask_label(), str(bits or "-"), str(splits), plan,
+                    *timing_cells(res, COMBINE_FORMS),
+                    f"{res[plan][0] / best:.2f}" if plan in res else "-", f"{err:.2e}"])
+        del q, k, v, mask
+        mx.clear_cache()
+    report.close()
 
 
 def tiles_label(tiles):

@@ -12,8 +12,8 @@ on Hopper at D = 128 the producer warpgroup's TMA copies, on static and
 persistent grids; the small-grid producer tiles, one math warpgroup), grids
 under one with split keys (decode with GQA packed, chunked prefill, array
 masks whose visits the splits share, a padding mask that packed decoding
-reads by block; merged by the last split, and by the combine kernel), head
-dims padded to whole
+reads by block; merged by the last split, and by the combine kernel in
+each of its forms), head dims padded to whole
 fragments (72), past 128 and with v's head dim differing (192 with 128), and
 a poisoned output; each result is checked against mx.fast on the CPU. The
 gradient cases run the fused backward (row dot, dK/dV, dQ; or the
@@ -171,6 +171,12 @@ def merged_in_kernel(value, run, *args, **kwargs):
     return switched("MLX_FUSED_ATTN_SPLIT_MERGE", value, run, *args, **kwargs)
 
 
+def combine_form(value, run, *args, **kwargs):
+    """Split keys merged by the combine kernel in form `value`
+    (MLX_FUSED_ATTN_SPLIT_COMBINE)."""
+    return switched("MLX_FUSED_ATTN_SPLIT_COMBINE", value, run, *args, **kwargs)
+
+
 def forced_grid(value, run, *args, **kwargs):
     """The producer kernel's persistent grid ("1") or the static one."""
     return switched("MLX_FUSED_ATTN_PERSISTENT", value, run, *args, **kwargs)
@@ -260,6 +266,12 @@ def main():
         merged_in_kernel("0", case, mx.float16, 128, 100, 3000, "causal", True, 17),
         merged_in_kernel("1", case, mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
         merged_in_kernel("0", case, mx.float32, 64, 1, 2000, "bool", False, 18, batch=3),
+        # The combine's three forms, whatever the rule picks: a row a
+        # threadgroup over many rows, each form at decode.
+        combine_form("row", case, mx.float16, 128, 100, 3000, "causal", True, 17),
+        combine_form("row", case, mx.bfloat16, 128, 1, 4000, None, False, 15),
+        combine_form("grouped", case, mx.bfloat16, 128, 1, 4000, None, False, 15),
+        combine_form("one_element", case, mx.bfloat16, 128, 1, 4000, None, False, 15),
         # The fused backward: GQA, ragged blocks, L_q != L_k.
         grad_case(mx.float16, 64, 130, 200, None, False, 19),
         grad_case(mx.bfloat16, 128, 200, 130, "causal", True, 20),

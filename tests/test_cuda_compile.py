@@ -150,7 +150,7 @@ HOST_KEYS = {
     # choice in both forms: the producer kernel's static and persistent
     # grids, the other kernel without and with the merge of split keys; the
     # small-grid producer tiles (opt-in) on both grids where the head dims
-    # have them; the combine of split keys in both forms.
+    # have them; the combine of split keys in each form.
     "attention": """
   for (fa::DType t : types) {
 #define FA_PRINT(d, dv) \\
@@ -168,7 +168,8 @@ HOST_KEYS = {
     FA_ATTENTION_HEAD_DIMS(FA_PRINT)
   }
   for (fa::DType t : types)
-    for (fa::SplitCombineForm f : {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped})
+    for (fa::SplitCombineForm f : {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped,
+                                    fa::SplitCombineForm::RowThreadgroup})
       print(SplitCombineKernelKey{t, f});""",
     # Both kernels of every head dim, plain, causal and array mask, with
     # and without warpgroup products, dK/dV in both forms; D and the
@@ -206,7 +207,7 @@ HOST_KEYS = {
     # Every head dim and bits, plain, causal and array mask: the default
     # tiles, and at 4 bits the decode and key-slice tiles where there are,
     # each with the float chunks and the chosen packed policy where one
-    # applies; the combine in both forms.
+    # applies; the combine in each form.
     "quantized_attention": """
   for (fa::DType t : types) {
 #define FA_PRINT_BITS(b) \
@@ -226,7 +227,8 @@ HOST_KEYS = {
     FA_QUANTIZED_ATTENTION_HEAD_DIMS(FA_PRINT_D)
   }
   for (fa::DType t : types)
-    for (fa::SplitCombineForm f : {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped})
+    for (fa::SplitCombineForm f : {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped,
+                                    fa::SplitCombineForm::RowThreadgroup})
       print(QuantizedSplitCombineKernelKey{t, f});""",
 }
 
@@ -261,8 +263,8 @@ def expected_count(family):
     return {
         # Each tile choice in two forms (HOST_KEYS); the small-grid
         # producer tiles, static and persistent: D = 64 and 128 in fp16 and
-        # bf16; the combine in its two forms a type.
-        "attention": 3 * N_HEAD_DIMS * 12 * 2 + 2 * 2 * 6 + 3 * 2,
+        # bf16; the combine in its three forms a type.
+        "attention": 3 * N_HEAD_DIMS * 12 * 2 + 2 * 2 * 6 + 3 * 3,
         # Per type: the row dot, the dQ conversion, and per head dim 18
         # (two tile choices x three variants x dK/dV two-kernel, dK/dV
         # one-kernel and dQ).
@@ -273,10 +275,10 @@ def expected_count(family):
         # Per dtype, head dim and bits three variants of the default tiles'
         # float chunks; at 4 bits in fp16 and bf16 three of their packed
         # policy, and to D = 128 six each of the decode and the key-slice
-        # tiles (float and packed); the combine in its two forms a type.
+        # tiles (float and packed); the combine in its three forms a type.
         "quantized_attention": 3 * 3 * len(quantized_dims) * len(quantized_bits)
         + 2 * 3 * len(quantized_dims) + 2 * 2 * 6 * len([d for d in quantized_dims if d <= 128])
-        + 3 * 2,
+        + 3 * 3,
     }[family]
 
 
@@ -376,7 +378,7 @@ def nvrtc_attention(names):
     small-grid tiles, one math warpgroup), and the one of Q in shared memory
     that merges split keys; the head dims past 128 and the padded 72, with
     warpgroup products (causal; a mask) and fp32's 3xTF32 mma.sync; the
-    bf16 combine of split keys in both forms."""
+    bf16 combine of split keys in its three forms."""
     d128 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 128,")]
     d64 = [e for e in names if e.startswith("fa::attention_kernel<fa::bfloat_t, 64,")]
     producer = [e for e in names if e.startswith("fa::attention_producer_kernel<fa::bfloat_t, 128,")]
@@ -399,7 +401,7 @@ def nvrtc_attention(names):
         assert len(found) == 24, (prefix, found)
         exprs += [found[i] for i in variants]
     combine = [e for e in names if e.startswith("fa::split_combine_kernel<fa::bfloat_t,")]
-    assert len(combine) == 2, combine
+    assert len(combine) == 3, combine
     return exprs + combine
 
 
@@ -423,7 +425,7 @@ NVRTC_PICKS = {
     "strided_copy": lambda names: [names[1], names[-1]],
     # bf16 4 bits at D = 128, causal (Q in registers), each tile and chunk
     # policy; fp16 8 bits at D = 256 with an array mask (Q in shared
-    # memory); fp32; the bf16 combine in both forms.
+    # memory); fp32; the bf16 combine in its three forms.
     "quantized_attention": lambda names: [
         e
         for e in names

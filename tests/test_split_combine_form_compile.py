@@ -1,13 +1,16 @@
 """Which form of the combine of split keys a plan takes
 (mlx_fused_attn/plan/split_count.h's split_combine_form, which both
-planners set as plan.combine_form): on CUDA the grouped form from 8 splits
-up, the one-element form below; on Metal always the one-element form (its
-only one); MLX_FUSED_ATTN_SPLIT_COMBINE ("one_element", "grouped";
-kernel_switches.h) forcing either on CUDA alone. And the H100 A/B's rows
+planners set as plan.combine_form): on CUDA from 8 splits up a threadgroup
+a row where a thread an element would fill fewer blocks than
+multiprocessors, else the grouped form; the one-element form below 8; on
+Metal always the one-element form (its only one);
+MLX_FUSED_ATTN_SPLIT_COMBINE ("one_element", "grouped", "row";
+kernel_switches.h) forcing any on CUDA alone. And the H100 A/B's rows
 through the planner's split count (family_planning.cpp's key_splits_of, as
 the decode sweeps count it): decode B=1 with 32/8 heads, D = 128, bf16 at
-4096 and 32768 keys takes 16 and 32 splits, grouped; decode B=8 and
-chunked prefill (128 queries against 4096 and 8192 keys) 4, one-element.
+4096 and 32768 keys takes 16 and 32 splits, a threadgroup a row; decode B=8
+and chunked prefill (128 queries against 4096 and 8192 keys) 4,
+one-element.
 Host C++ built with the machine's compiler: no GPU, no MLX; skips without
 one."""
 
@@ -51,17 +54,34 @@ int h100_splits(int B, int H_q, int L_q, int L_k) {
   return key_split_count(groups, long(t.min_blocks) * 132, (L_k + t.bk - 1) / t.bk, most);
 }
 
+/// An output of B * H_q * L_q rows of D_v: what the rule reads of p.
+fa::AttnParams output(int B, int H_q, int L_q, int D_v) {
+  fa::AttnParams p{};
+  p.B = B;
+  p.H_q = H_q;
+  p.L_q = L_q;
+  p.D_v = D_v;
+  return p;
+}
+
 int main() {
   unsetenv("MLX_FUSED_ATTN_SPLIT_COMBINE");
+  // 131 blocks of 256 elements: under 132 multiprocessors, a row a
+  // threadgroup; 132 blocks: grouped.
+  const fa::AttnParams few = output(1, 131, 2, 128);
+  const fa::AttnParams many = output(1, 132, 2, 128);
   for (int splits = 1; splits <= kMaxKeySplits; ++splits) {
-    const Form rule = split_combine_form(fa::Backend::Cuda, splits, forced_split_combine_form());
-    expect(rule, splits >= 8 ? Form::Grouped : Form::OneElement, "CUDA", splits);
-    expect(split_combine_form(fa::Backend::Metal, splits), Form::OneElement, "Metal", splits);
+    const Form small = split_combine_form(
+        fa::Backend::Cuda, splits, few, 132, forced_split_combine_form());
+    expect(small, splits >= 8 ? Form::RowThreadgroup : Form::OneElement, "CUDA, few rows", splits);
+    const Form large = split_combine_form(fa::Backend::Cuda, splits, many, 132);
+    expect(large, splits >= 8 ? Form::Grouped : Form::OneElement, "CUDA, many rows", splits);
+    expect(split_combine_form(fa::Backend::Metal, splits, few, 132), Form::OneElement, "Metal",
+           splits);
   }
-  // Packed GQA decode: 4 query heads a key/value head as one block's rows.
   const struct { int B, H_q, L_q, L_k, splits; Form form; const char* row; } rows[] = {
-      {1, 8, 4, 4096, 16, Form::Grouped, "decode B=1 4K"},
-      {1, 8, 4, 32768, 32, Form::Grouped, "decode B=1 32K"},
+      {1, 8, 4, 4096, 16, Form::RowThreadgroup, "decode B=1 4K"},
+      {1, 8, 4, 32768, 32, Form::RowThreadgroup, "decode B=1 32K"},
       {8, 8, 4, 4096, 4, Form::OneElement, "decode B=8 4K"},
       {8, 8, 4, 32768, 4, Form::OneElement, "decode B=8 32K"},
       {1, 32, 128, 4096, 4, Form::OneElement, "chunked prefill 4K"},
@@ -73,21 +93,25 @@ int main() {
       std::printf("%s: %d splits, expected %d\n", r.row, splits, r.splits);
       ++failures;
     }
-    expect(split_combine_form(fa::Backend::Cuda, splits), r.form, r.row, splits);
+    expect(split_combine_form(fa::Backend::Cuda, splits, output(r.B, r.H_q, r.L_q, 128), 132),
+           r.form, r.row, splits);
   }
-  // The switch forces CUDA's form either way; Metal keeps its one form;
+  // The switch forces CUDA's form any way; Metal keeps its one form;
   // other values leave the rule.
   setenv("MLX_FUSED_ATTN_SPLIT_COMBINE", "grouped", 1);
-  expect(split_combine_form(fa::Backend::Cuda, 4, forced_split_combine_form()), Form::Grouped,
-         "forced grouped", 4);
-  expect(split_combine_form(fa::Backend::Metal, 32, forced_split_combine_form()),
+  expect(split_combine_form(fa::Backend::Cuda, 4, few, 132, forced_split_combine_form()),
+         Form::Grouped, "forced grouped", 4);
+  expect(split_combine_form(fa::Backend::Metal, 32, few, 132, forced_split_combine_form()),
          Form::OneElement, "Metal, forced grouped", 32);
   setenv("MLX_FUSED_ATTN_SPLIT_COMBINE", "one_element", 1);
-  expect(split_combine_form(fa::Backend::Cuda, 32, forced_split_combine_form()),
+  expect(split_combine_form(fa::Backend::Cuda, 32, few, 132, forced_split_combine_form()),
          Form::OneElement, "forced one-element", 32);
+  setenv("MLX_FUSED_ATTN_SPLIT_COMBINE", "row", 1);
+  expect(split_combine_form(fa::Backend::Cuda, 4, many, 132, forced_split_combine_form()),
+         Form::RowThreadgroup, "forced row", 4);
   setenv("MLX_FUSED_ATTN_SPLIT_COMBINE", "1", 1);
-  expect(split_combine_form(fa::Backend::Cuda, 32, forced_split_combine_form()), Form::Grouped,
-         "another value", 32);
+  expect(split_combine_form(fa::Backend::Cuda, 32, few, 132, forced_split_combine_form()),
+         Form::RowThreadgroup, "another value", 32);
   std::printf("%d\n", failures);
   return failures != 0;
 }

@@ -120,29 +120,31 @@ FORM_CASES = [
 
 
 @pytest.mark.parametrize("case", FORM_CASES, ids=[f"Lq{c[4]}" for c in FORM_CASES])
-def test_both_combine_forms_give_the_same_output(case, monkeypatch):
+def test_every_combine_form_gives_the_same_output(case, monkeypatch):
     """The combine of split keys in each form (plan/split_count.h,
     MLX_FUSED_ATTN_SPLIT_COMBINE forcing it on CUDA; Metal has the
-    one-element form only): the planner's by its split count, both forms
-    against the reference and each other (the same sums in the same order,
-    at most the dtype's rounding apart should the compiler contract them
-    otherwise)."""
+    one-element form only): the planner's by its split count and rows, each
+    form against the reference and the one-element form (the same sums,
+    the row form's in another order: at most the dtype's rounding apart)."""
     q, k, v, mask, sinks = make(*case, seed=11)
     scale = q.shape[-1] ** -0.5
     plan = fa.plan_summary(q, k, v, scale=scale, mask=mask, stream=mx.gpu)
     assert plan.key_splits > 1 and not plan.split_merge, plan
     if cuda_gpu():
-        assert plan.combine_form == ("grouped" if plan.key_splits >= 8 else "one_element"), plan
+        # Decode's 32 rows of 128 fill 16 blocks of 256 elements: a row a
+        # threadgroup; chunked prefill's 4 splits: one element a thread.
+        assert plan.combine_form == ("row" if plan.key_splits >= 8 else "one_element"), plan
     else:
         assert plan.combine_form == "one_element", plan
     outs = {}
-    for form in ("one_element", "grouped"):
+    for form in ("one_element", "grouped", "row"):
         monkeypatch.setenv("MLX_FUSED_ATTN_SPLIT_COMBINE", form)
         forced = fa.plan_summary(q, k, v, scale=scale, mask=mask, stream=mx.gpu)
         assert forced.combine_form == (form if cuda_gpu() else "one_element"), forced
         assert forced.key_splits == plan.key_splits, forced
         outs[form] = run(q, k, v, mask, sinks)
         assert_close(outs[form], q, k, v, scale, mask, sinks, what=f"{form} {case}")
-    np.testing.assert_allclose(
-        to_np(outs["one_element"]), to_np(outs["grouped"]), rtol=2.0**-7, atol=1e-6
-    )
+    for form in ("grouped", "row"):
+        np.testing.assert_allclose(
+            to_np(outs["one_element"]), to_np(outs[form]), rtol=2.0**-7, atol=1e-6
+        )

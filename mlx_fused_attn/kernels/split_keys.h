@@ -21,6 +21,7 @@
 #include "mlx_fused_attn/kernels/split_combine_form.h"
 #include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/language.h"
+#include "mlx_fused_attn/tile/platform.h"
 
 namespace fa {
 
@@ -226,6 +227,116 @@ FA_FUNC void split_combine_element_in(
         o_part, stats, out, p, n_splits, inner, head, batch);
   } else {
     split_combine_element(o_part, stats, out, p, n_splits, inner, head, batch);
+  }
+}
+
+/// SplitCombineForm::RowThreadgroup's shape: simdgroups a row, the row's
+/// columns each lane merges at once, the splits each simdgroup loads before
+/// it uses any (a thread waits on n_splits / (warps * batch) rounds of
+/// loads), and the floats of threadgroup memory split_combine_row takes
+/// (each simdgroup's sums of kRowCombineCols columns, then its weight sum).
+/// An enum: Metal takes program-scope constants only in `constant`.
+enum {
+  kRowCombineWarps = 8,
+  kRowCombineLaneCols = 4,
+  kRowCombineBatch = 4,
+  kRowCombineCols = kRowCombineLaneCols * kSimdWidth,
+  kRowCombineScratch = kRowCombineWarps * (kRowCombineCols + 1)
+};
+
+/// Query row `row` of (batch, head) merged by one threadgroup of
+/// kRowCombineWarps simdgroups (SplitCombineForm::RowThreadgroup):
+/// simdgroup `warp` takes splits warp, warp + kRowCombineWarps, ... and its
+/// lanes the row's columns, kRowCombineCols at a time; the simdgroups'
+/// sums meet in `scratch` (kRowCombineScratch floats). Decode merges a few
+/// rows over many splits, where a thread an element would wait on every
+/// split's loads in turn.
+template <typename T>
+FA_FUNC void split_combine_row(
+    const FA_DEVICE float* o_part,
+    const FA_DEVICE float* stats,
+    FA_DEVICE T* out,
+    const FA_CONSTANT AttnParams& p,
+    int n_splits,
+    int row,
+    int head,
+    int batch,
+    FA_THREADGROUP float* scratch,
+    int warp,
+    int lane) {
+  const stride_t sums = split_row(p, n_splits, 0, 0, 0);
+  float max_all = -FA_INFINITY;
+  for (int i = lane; i < n_splits; i += kSimdWidth) {
+    max_all = FA_MAX(max_all, stats[split_row(p, i, batch, head, row)]);
+  }
+  for (int mask = kSimdWidth / 2; mask > 0; mask /= 2) {
+    max_all = FA_MAX(max_all, FA_SHUFFLE_XOR(max_all, mask));
+  }
+  FA_THREADGROUP float* weight_sums =
+      scratch + kRowCombineWarps * kRowCombineCols;
+  const int tid = warp * kSimdWidth + lane;
+  for (int c0 = 0; c0 < p.D_v; c0 += kRowCombineCols) {
+    float weight_sum = 0.0f;
+    float acc[kRowCombineLaneCols];
+    FA_UNROLL
+    for (int j = 0; j < kRowCombineLaneCols; ++j) {
+      acc[j] = 0.0f;
+    }
+    for (int i0 = warp; i0 < n_splits;
+         i0 += kRowCombineWarps * kRowCombineBatch) {
+      // The batch's loads first, all in flight at once; a split past the
+      // last reads split i0 again, at weight 0, so that no branch parts
+      // them.
+      float split_max_of[kRowCombineBatch];
+      float split_sum_of[kRowCombineBatch];
+      float part[kRowCombineBatch][kRowCombineLaneCols];
+      FA_UNROLL
+      for (int b = 0; b < kRowCombineBatch; ++b) {
+        const int i = i0 + b * kRowCombineWarps;
+        const stride_t r =
+            split_row(p, i < n_splits ? i : i0, batch, head, row);
+        split_max_of[b] = stats[r];
+        split_sum_of[b] = i < n_splits ? stats[sums + r] : 0.0f;
+        FA_UNROLL
+        for (int j = 0; j < kRowCombineLaneCols; ++j) {
+          const int col = c0 + j * kSimdWidth + lane;
+          part[b][j] = col < p.D_v ? o_part[r * p.D_v + col] : 0.0f;
+        }
+      }
+      FA_UNROLL
+      for (int b = 0; b < kRowCombineBatch; ++b) {
+        // As split_weight: NaN in a split's scores makes the row NaN.
+        const float weight =
+            split_sum_of[b] * FA_EXP2(split_max_of[b] - max_all);
+        weight_sum += weight;
+        FA_UNROLL
+        for (int j = 0; j < kRowCombineLaneCols; ++j) {
+          acc[j] += weight * part[b][j];
+        }
+      }
+    }
+    FA_UNROLL
+    for (int j = 0; j < kRowCombineLaneCols; ++j) {
+      scratch[warp * kRowCombineCols + j * kSimdWidth + lane] = acc[j];
+    }
+    if (lane == 0) {
+      weight_sums[warp] = weight_sum;
+    }
+    FA_BARRIER();
+    const int col = c0 + tid;
+    if (tid < kRowCombineCols && col < p.D_v) {
+      float total = 0.0f;
+      float total_weight = 0.0f;
+      FA_UNROLL
+      for (int w = 0; w < kRowCombineWarps; ++w) {
+        total += scratch[w * kRowCombineCols + tid];
+        total_weight += weight_sums[w];
+      }
+      // All sums 0 (every score -inf): 0 / 0, NaN, as the softmax gives.
+      out[batch * p.o_strides[0] + head * p.o_strides[1] +
+          row * p.o_strides[2] + col] = static_cast<T>(total / total_weight);
+    }
+    FA_BARRIER();
   }
 }
 

@@ -11,8 +11,8 @@
 // classes by block and the backward's block lists, kernels/mask_visits.h: the
 // kernels then read the mask at every score of every block).
 //
-// Forcing, CUDA only: MLX_FUSED_ATTN_SPLIT_COMBINE, "one_element" or
-// "grouped", runs the combine of split keys in that form
+// Forcing, CUDA only: MLX_FUSED_ATTN_SPLIT_COMBINE, "one_element",
+// "grouped" or "row", runs the combine of split keys in that form
 // (kernels/split_combine_form.h) at every split count; unset or any other
 // value, the planner's rule (plan/split_count.h's split_combine_form).
 //
@@ -52,9 +52,9 @@
 #include <string>
 
 #include "mlx_fused_attn/kernels/split_combine_form.h"
-
 #include "mlx_fused_attn/plan/persistent_grid.h"
 #include "mlx_fused_attn/plan/quantized_tiles_kind.h"
+#include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn {
 
@@ -92,11 +92,13 @@ inline bool split_merge_enabled() {
 
 inline std::optional<fa::SplitCombineForm> forced_split_combine_form() {
   const char* env = std::getenv("MLX_FUSED_ATTN_SPLIT_COMBINE");
-  if (env != nullptr && std::strcmp(env, "one_element") == 0) {
-    return fa::SplitCombineForm::OneElement;
-  }
-  if (env != nullptr && std::strcmp(env, "grouped") == 0) {
-    return fa::SplitCombineForm::Grouped;
+  for (fa::SplitCombineForm form :
+       {fa::SplitCombineForm::OneElement,
+        fa::SplitCombineForm::Grouped,
+        fa::SplitCombineForm::RowThreadgroup}) {
+    if (env != nullptr && std::strcmp(env, split_combine_form_name(form)) == 0) {
+      return form;
+    }
   }
   return std::nullopt;
 }

@@ -4,6 +4,7 @@
 
 #include "mlx_fused_attn/plan/attention_planner.h"
 #include "mlx_fused_attn/plan/family_planning.h"
+#include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn {
 
@@ -44,8 +45,7 @@ std::string combine_form_of(const AttentionPlan& plan) {
   if (plan.key_splits <= 1 || plan.split_merge) {
     return "";
   }
-  return plan.combine_form == fa::SplitCombineForm::Grouped ? "grouped"
-                                                            : "one_element";
+  return split_combine_form_name(plan.combine_form);
 }
 
 } // namespace

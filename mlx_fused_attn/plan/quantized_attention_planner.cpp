@@ -105,7 +105,8 @@ Support plan_gpu(
   plan.features.split_keys = plan.key_splits > 1;
   plan.split_merge = merges_in_kernel(backend) && plan.features.split_keys;
   plan.combine_form = split_combine_form(
-      backend, plan.key_splits, forced_split_combine_form());
+      backend, plan.key_splits, p, target.caps.cores,
+      forced_split_combine_form());
   plan.grid = {
       blocks_of(p.L_q, tiles.bq) * plan.key_splits,
       static_cast<unsigned>(p.H_q),

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <optional>
 
+#include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/kernels/split_combine_form.h"
+#include "mlx_fused_attn/params.h"
 #include "mlx_fused_attn/tile/platform.h"
 
 namespace mlx_fused_attn {
@@ -106,13 +108,33 @@ inline int key_split_count(
 /// instructions cost chunked prefill (524k threads) 31.2 -> 31.8 us.
 constexpr int kGroupedCombineMinSplits = 8;
 
-/// The form of the combine of `key_splits` splits on `backend`
-/// (kernels/split_combine_form.h): `forced` where a switch forces one
-/// (kernel_switches.h), else on CUDA grouped from kGroupedCombineMinSplits
-/// up; Metal's combine has the one-element form only.
+/// The form's name, as plan summaries give it and
+/// MLX_FUSED_ATTN_SPLIT_COMBINE takes it (plan/kernel_switches.h).
+inline const char* split_combine_form_name(fa::SplitCombineForm form) {
+  switch (form) {
+    case fa::SplitCombineForm::Grouped:
+      return "grouped";
+    case fa::SplitCombineForm::RowThreadgroup:
+      return "row";
+    case fa::SplitCombineForm::OneElement:
+      break;
+  }
+  return "one_element";
+}
+
+/// The form of the combine of `key_splits` splits into the output of `p`
+/// (B * H_q * L_q * D_v elements) on `backend` with `cores`
+/// multiprocessors (kernels/split_combine_form.h): `forced` where a switch
+/// forces one (kernel_switches.h); on CUDA from kGroupedCombineMinSplits
+/// up, a threadgroup a row where a thread an element would give fewer
+/// blocks than multiprocessors (decode: a few rows, each waiting on every
+/// split), else grouped; below, one element a thread. Metal's combine has
+/// the one-element form only.
 inline fa::SplitCombineForm split_combine_form(
     fa::Backend backend,
     int key_splits,
+    const fa::AttnParams& p,
+    int cores,
     std::optional<fa::SplitCombineForm> forced = std::nullopt) {
   if (backend != fa::Backend::Cuda) {
     return fa::SplitCombineForm::OneElement;
@@ -120,9 +142,14 @@ inline fa::SplitCombineForm split_combine_form(
   if (forced) {
     return *forced;
   }
-  return key_splits >= kGroupedCombineMinSplits
-      ? fa::SplitCombineForm::Grouped
-      : fa::SplitCombineForm::OneElement;
+  if (key_splits < kGroupedCombineMinSplits) {
+    return fa::SplitCombineForm::OneElement;
+  }
+  const int64_t elements = int64_t(p.B) * p.H_q * p.L_q * p.D_v;
+  const int64_t element_blocks =
+      (elements + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads;
+  return element_blocks < cores ? fa::SplitCombineForm::RowThreadgroup
+                                : fa::SplitCombineForm::Grouped;
 }
 
 } // namespace mlx_fused_attn

@@ -30,9 +30,10 @@ class PlanSummary(NamedTuple):
     tiles: dict  # the family's tiles by field name; empty on the CPU
     # CUDA: the kernel's last split merges the key splits (no combine kernel)
     split_merge: bool = False
-    # The combine kernel's form where one merges the key splits: "one_element"
-    # or "grouped" (CUDA at 8 splits and more; MLX_FUSED_ATTN_SPLIT_COMBINE
-    # forces one); "" where none runs
+    # The combine kernel's form where one merges the key splits: "one_element",
+    # "grouped" or "row" (CUDA at 8 splits and more: a threadgroup a row where
+    # the output is small, as at decode; MLX_FUSED_ATTN_SPLIT_COMBINE forces
+    # one); "" where none runs
     combine_form: str = ""
 
     @property

@@ -16,6 +16,7 @@
 #include "mlx_fused_attn/op/neighborhood.h"
 #include "mlx_fused_attn/op/plan_inputs_state.h"
 #include "mlx_fused_attn/op/quantized_attention.h"
+#include "mlx_fused_attn/plan/split_count.h"
 #include "mlx_fused_attn/notices.h"
 
 namespace nb = nanobind;
@@ -295,6 +296,9 @@ void bind_quantized_attention(nb::module_& m) {
         d["chunks"] = fa::quantized_chunks_name(plan.chunks);
         d["key_splits"] = plan.key_splits;
         d["packed_gqa"] = plan.packed_gqa;
+        d["combine_form"] = plan.key_splits > 1 && !plan.split_merge
+            ? mlx_fused_attn::split_combine_form_name(plan.combine_form)
+            : "";
         return d;
       },
       "queries"_a, "q_keys"_a, "q_values"_a, "scale"_a, "mask"_a.none(),

@@ -2,7 +2,10 @@
 (kernels/cuda/split_merge.cuh), in the emulator through
 tests/metal_emu/kernels/split_merge_math.metal: four output elements a
 thread (split_combine_elements) and each row's log-sum-exp
-(split_combine_lse), against a float64 merge of the same partials, with
+(split_combine_lse); and the combine kernel's threadgroup a row
+(split_combine_row: its simdgroups over the splits in batches, its lanes
+over the columns, 128 at a time); each against a float64 merge of the same
+partials, with
 splits that saw no key (sum 0), splits whose keys were all masked (the
 masked score as their max), rows masked in every split (LSE -inf) and a
 ragged last pass of elements; the output poisoned first."""
@@ -74,3 +77,30 @@ def test_four_elements_a_thread_and_the_lse_match_a_float64_merge(prog, n_splits
     assert np.isneginf(lse.reshape(B, H, L)[:, :, 0]).all()
     ok = np.isfinite(lse)
     np.testing.assert_allclose(res[5][ok], lse[ok], rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "n_splits,L,D",
+    # Fewer splits than simdgroups; a batch past the last split; two passes
+    # of 128 columns; columns past D_v in a lane's four.
+    [(3, 2, 64), (37, 2, 256), (32, 3, 128), (9, 2, 80)],
+)
+def test_a_row_a_threadgroup_matches_a_float64_merge(prog, n_splits, L, D):
+    B, H = 2, 2
+    rng = np.random.default_rng(7 * n_splits + D)
+    rows = B * H * L
+    row_max, row_sum, o_part = partials(rng, n_splits, rows, L, D)
+    res = prog.launch(
+        "merge_a_row_a_threadgroup",
+        buffers={
+            0: o_part,
+            1: np.concatenate([row_max, row_sum]),
+            2: np.full(rows * D, np.nan, np.float32),
+            3: params(B, H, L, D),
+            4: np.array([n_splits], np.int32),
+        },
+        grid=(L, H, B),
+        threadgroup=(256, 1, 1),
+    )
+    out, _ = merged64(row_max, row_sum, o_part)
+    np.testing.assert_allclose(res[2].reshape(rows, D), out, rtol=1e-5, atol=1e-6)

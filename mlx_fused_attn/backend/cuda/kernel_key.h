@@ -33,11 +33,24 @@ inline const char* bool_name(bool b) {
   return b ? "true" : "false";
 }
 
+/// Every form of the combine (kernels/split_combine_form.h): each family
+/// that splits its keys builds a combine kernel of each.
+inline constexpr fa::SplitCombineForm kSplitCombineForms[] = {
+    fa::SplitCombineForm::OneElement,
+    fa::SplitCombineForm::Grouped,
+    fa::SplitCombineForm::RowThreadgroup};
+
 /// The combine kernels' form argument (kernels/split_combine_form.h).
 inline const char* split_combine_form_expression(fa::SplitCombineForm form) {
-  return form == fa::SplitCombineForm::Grouped
-      ? "fa::SplitCombineForm::Grouped"
-      : "fa::SplitCombineForm::OneElement";
+  switch (form) {
+    case fa::SplitCombineForm::Grouped:
+      return "fa::SplitCombineForm::Grouped";
+    case fa::SplitCombineForm::RowThreadgroup:
+      return "fa::SplitCombineForm::RowThreadgroup";
+    case fa::SplitCombineForm::OneElement:
+      break;
+  }
+  return "fa::SplitCombineForm::OneElement";
 }
 
 /// The kernel_tiles.h type that carries `t`. split_merge and key_slices,

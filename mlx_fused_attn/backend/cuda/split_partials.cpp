@@ -74,6 +74,7 @@ void write_partials(const SplitPartials& parts, mx::cu::CommandEncoder& enc) {
 void add_combine_node(
     mx::cu::CommandEncoder& enc,
     CUfunction combine,
+    fa::SplitCombineForm form,
     fa::AttnParams p,
     int key_splits,
     const SplitPartials& parts,
@@ -82,15 +83,17 @@ void add_combine_node(
   // and so are these.
   float* o_part = parts.o_part_ptr;
   float* stats = parts.stats_ptr;
-  const int inner = p.L_q * p.D_v;
+  // split_combine_block's grid: a block a row, or a thread an element.
+  const unsigned blocks_x = form == fa::SplitCombineForm::RowThreadgroup
+      ? p.L_q
+      : (p.L_q * p.D_v + fa::kSplitCombineThreads - 1) /
+          fa::kSplitCombineThreads;
   enc.set_input_array(*parts.o_part);
   enc.set_input_array(*parts.stats);
   enc.set_output_array(out);
   enc.add_kernel_node_ex(
       combine,
-      dim3((inner + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads,
-           p.H_q,
-           p.B),
+      dim3(blocks_x, p.H_q, p.B),
       dim3(fa::kSplitCombineThreads),
       {},
       0,

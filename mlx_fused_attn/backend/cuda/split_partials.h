@@ -17,6 +17,7 @@
 #include "mlx/array.h"
 #include "mlx/backend/cuda/device.h"
 #include "mlx_fused_attn/kernels/attention_config.h"
+#include "mlx_fused_attn/kernels/split_combine_form.h"
 #include "mlx_fused_attn/params.h"
 
 namespace mlx_fused_attn::cuda {
@@ -66,12 +67,13 @@ void write_partials(
     const SplitPartials& parts,
     mlx::core::cu::CommandEncoder& enc);
 
-/// Adds the node of `combine`, the family's combine kernel, which merges
-/// `parts` of `key_splits` splits into `out` ([B, H_q, L_q, D_v] of `p`),
-/// after the node that wrote them.
+/// Adds the node of `combine`, the family's combine kernel in `form`,
+/// which merges `parts` of `key_splits` splits into `out` ([B, H_q, L_q,
+/// D_v] of `p`), after the node that wrote them.
 void add_combine_node(
     mlx::core::cu::CommandEncoder& enc,
     CUfunction combine,
+    fa::SplitCombineForm form,
     fa::AttnParams p,
     int key_splits,
     const SplitPartials& parts,

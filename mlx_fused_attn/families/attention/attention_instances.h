@@ -55,8 +55,7 @@ inline void enumerate_attention() {
 #undef FA_ATTENTION
   }
   for (fa::DType t : kDTypes) {
-    for (fa::SplitCombineForm form :
-         {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped}) {
+    for (fa::SplitCombineForm form : cuda::kSplitCombineForms) {
       cuda("attention_split_combine",
            cuda::SplitCombineKernelKey{t, form}.expression());
     }

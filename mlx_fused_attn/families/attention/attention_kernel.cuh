@@ -33,6 +33,7 @@
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/kernels/cuda/grid_order.cuh"
 #include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/kernels/cuda/split_combine.cuh"
 #include "mlx_fused_attn/kernels/cuda/persistent_scheduler.cuh"
 #include "mlx_fused_attn/kernels/cuda/split_merge.cuh"
 #include "mlx_fused_attn/kernels/attention.h"
@@ -323,8 +324,7 @@ __global__ void __launch_bounds__(
 }
 
 /// The combine of split keys (split_keys.h) into the output, in the form
-/// the plan picks (split_combine_form.h). Grid:
-/// (ceil(L_q * D_v / kSplitCombineThreads), H_q, B).
+/// the plan picks (split_combine_form.h; its grid: split_combine_block).
 template <typename T, SplitCombineForm kForm>
 __global__ void __launch_bounds__(kSplitCombineThreads) split_combine_kernel(
     const float* o_part,
@@ -332,9 +332,7 @@ __global__ void __launch_bounds__(kSplitCombineThreads) split_combine_kernel(
     T* out,
     const AttnParams params,
     int n_splits) {
-  split_combine_element_in<T, kForm>(
-      o_part, stats, out, params, n_splits,
-      blockIdx.x * kSplitCombineThreads + threadIdx.x, blockIdx.y, blockIdx.z);
+  split_combine_block<T, kForm>(o_part, stats, out, params, n_splits);
 }
 
 } // namespace fa

@@ -91,7 +91,8 @@ void plan_general_launch(AttentionPlan& plan, const DeviceCaps& caps) {
   plan.split_merge = in_kernel && plan.features.split_keys;
   tiles.split_merge = plan.split_merge && !tiles.producer;
   plan.combine_form = split_combine_form(
-      backend, plan.key_splits, forced_split_combine_form());
+      backend, plan.key_splits, p, caps.cores,
+      forced_split_combine_form());
   // The producer kernel's grid of a few waves walks its tiles persistent.
   // Split keys stay allowed with it: the last split's merge is its work
   // tile's epilogue (split_merge.cuh), so a persistent block merges inside

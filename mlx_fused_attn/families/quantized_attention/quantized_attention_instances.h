@@ -41,8 +41,7 @@ inline void enumerate_quantized_attention() {
 #undef FA_QUANTIZED_BITS
   }
   for (fa::DType t : kDTypes) {
-    for (fa::SplitCombineForm form :
-         {fa::SplitCombineForm::OneElement, fa::SplitCombineForm::Grouped}) {
+    for (fa::SplitCombineForm form : cuda::kSplitCombineForms) {
       cuda("quantized_attention_split_combine",
            cuda::QuantizedSplitCombineKernelKey{t, form}.expression());
     }

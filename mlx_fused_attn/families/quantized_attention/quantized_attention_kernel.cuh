@@ -30,6 +30,7 @@
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/kernels/cuda/kernel_tiles.h"
+#include "mlx_fused_attn/kernels/cuda/split_combine.cuh"
 #include "mlx_fused_attn/kernels/cuda/split_merge.cuh"
 #include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/tile/cuda_quantized_chunks.h"
@@ -146,8 +147,8 @@ __global__ void __launch_bounds__(
 }
 
 /// The combine of split keys (split_keys.h) into the output, in this
-/// family's source, in the form the plan picks (split_combine_form.h).
-/// Grid: (ceil(L_q * D / kSplitCombineThreads), H_q, B).
+/// family's source, in the form the plan picks (split_combine_form.h; its
+/// grid: split_combine_block).
 template <typename T, SplitCombineForm kForm>
 __global__ void __launch_bounds__(kSplitCombineThreads)
     quantized_split_combine_kernel(
@@ -156,9 +157,7 @@ __global__ void __launch_bounds__(kSplitCombineThreads)
         T* out,
         const AttnParams params,
         int n_splits) {
-  split_combine_element_in<T, kForm>(
-      o_part, stats, out, params, n_splits,
-      blockIdx.x * kSplitCombineThreads + threadIdx.x, blockIdx.y, blockIdx.z);
+  split_combine_block<T, kForm>(o_part, stats, out, params, n_splits);
 }
 
 } // namespace fa

@@ -1,9 +1,10 @@
-// split_keys.h's merge of split keys as CUDA's last split runs it
-// (kernels/cuda/split_merge.cuh): several output elements a thread
+// split_keys.h's merge of split keys as CUDA runs it: as the last split
+// merges (kernels/cuda/split_merge.cuh), several output elements a thread
 // (split_combine_elements) and each row's merged log-sum-exp
-// (split_combine_lse). One threadgroup a (head, batch) of the grid, its
-// threads over every row. The merge's math is shared, so the emulator
-// checks it here for the GPU it cannot run.
+// (split_combine_lse), one threadgroup a (head, batch), its threads over
+// every row; and as the combine kernel's RowThreadgroup form
+// (split_combine_row), one threadgroup a row. The merge's math is shared,
+// so the emulator checks it here for the GPU it cannot run.
 #include <metal_stdlib>
 
 #include "mlx_fused_attn/kernels/split_keys.h"
@@ -30,4 +31,19 @@ using namespace metal;
     fa::split_combine_lse(
         stats, lse, params, n_splits, r, int(tg.y), int(tg.z));
   }
+}
+
+[[kernel]] void merge_a_row_a_threadgroup(
+    const device float* o_part [[buffer(0)]],
+    const device float* stats [[buffer(1)]],
+    device float* out [[buffer(2)]],
+    constant fa::AttnParams& params [[buffer(3)]],
+    constant int& n_splits [[buffer(4)]],
+    uint3 tg [[threadgroup_position_in_grid]],
+    uint warp [[simdgroup_index_in_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]]) {
+  FA_SHARED_ARRAY_DECL float scratch[fa::kRowCombineScratch];
+  fa::split_combine_row(
+      o_part, stats, out, params, n_splits, int(tg.x), int(tg.y), int(tg.z),
+      scratch, int(warp), int(lane));
 }

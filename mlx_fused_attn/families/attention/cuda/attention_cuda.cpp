@@ -97,7 +97,7 @@ void run_attention(
     add_combine_node(
         at.enc,
         kernel_function(combine_key(plan), at.device, at.arch),
-        run.params, plan.key_splits, parts, out);
+        plan.combine_form, run.params, plan.key_splits, parts, out);
   }
 }
 

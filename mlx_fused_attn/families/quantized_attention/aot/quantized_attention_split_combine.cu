@@ -10,10 +10,13 @@ namespace {
 const AotKernel kKernels[] = {
     FA_AOT_KERNEL(fa::quantized_split_combine_kernel<fa::half_t, fa::SplitCombineForm::OneElement>),
     FA_AOT_KERNEL(fa::quantized_split_combine_kernel<fa::half_t, fa::SplitCombineForm::Grouped>),
+    FA_AOT_KERNEL(fa::quantized_split_combine_kernel<fa::half_t, fa::SplitCombineForm::RowThreadgroup>),
     FA_AOT_KERNEL(fa::quantized_split_combine_kernel<fa::bfloat_t, fa::SplitCombineForm::OneElement>),
     FA_AOT_KERNEL(fa::quantized_split_combine_kernel<fa::bfloat_t, fa::SplitCombineForm::Grouped>),
+    FA_AOT_KERNEL(fa::quantized_split_combine_kernel<fa::bfloat_t, fa::SplitCombineForm::RowThreadgroup>),
     FA_AOT_KERNEL(fa::quantized_split_combine_kernel<float, fa::SplitCombineForm::OneElement>),
     FA_AOT_KERNEL(fa::quantized_split_combine_kernel<float, fa::SplitCombineForm::Grouped>),
+    FA_AOT_KERNEL(fa::quantized_split_combine_kernel<float, fa::SplitCombineForm::RowThreadgroup>),
 };
 
 } // namespace

@@ -212,7 +212,7 @@ void quantized_run(
     cuda::add_combine_node(
         enc,
         cuda::kernel_function(combine_key(plan), device, arch),
-        params, plan.key_splits, parts, out);
+        plan.combine_form, params, plan.key_splits, parts, out);
   }
 }
 
