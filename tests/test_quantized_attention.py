@@ -288,7 +288,7 @@ def test_plan_names_the_cpu_kernel():
     q = mx.random.normal((1, 4, 1, 64))
     plan = fa._ext._quantized_plan(q, qk, qv, 0.125, None, 64, 4, stream=mx.cpu)
     assert plan == {"fused": True, "reason": "", "tiles": {}, "chunks": "float", "key_splits": 1,
-                    "packed_gqa": True}  # fmt: skip
+                    "packed_gqa": True, "combine_form": ""}  # fmt: skip
     plan = fa._ext._quantized_plan(q.astype(mx.float64, stream=mx.cpu), qk, qv, 0.125, None, 64, 4,
                                    stream=mx.cpu)  # fmt: skip
     assert not plan["fused"] and "not float64" in plan["reason"]
