@@ -728,9 +728,10 @@ def combine_table(args):
         "Kernel time per call in us (CUPTI, one evaluation a call: the split kernel and "
         "the combine); wall-clock per call in parentheses. `bits`: 4 for a 4-bit (groups "
         "of 64) K/V cache (quantized_scaled_dot_product_attention), - for float. "
-        "`plan`: the form the plan picks; `x best`: the plan's time / the fastest form's.",
+        "`plan`: the form the plan picks; `x best`: the plan's time / the fastest form's; "
+        "`mx_fast`: mx.fast (cuDNN) on the float cache, `x mx.fast` its time / the plan's.",
         ["B", "Hq/Hkv", "Lq", "Lk", "D", "dtype", "mask", "bits", "splits", "plan",
-         *COMBINE_FORMS, "x best", "max err vs one_element"],
+         *COMBINE_FORMS, "x best", "mx_fast", "x mx.fast", "max err vs one_element"],
     )
     for c, bits in COMBINE_CASES:
         iters = args.iters or 100
@@ -756,11 +757,15 @@ def combine_table(args):
         err = max(mx.abs(outs[f].astype(mx.float32) - outs["one_element"].astype(mx.float32))
                   .max().item() for f in COMBINE_FORMS)
         best = min(res[f][0] for f in COMBINE_FORMS)
+        fast = measure_mlx(
+            lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask), iters)
         plan = plan or "-"
         report.row([str(c.B), f"{c.Hq}/{c.Hkv}", str(c.Lq), str(c.Lk), str(c.D), c.dtype,
                     c.mask_label(), str(bits or "-"), str(splits), plan,
                     *timing_cells(res, COMBINE_FORMS),
-                    f"{res[plan][0] / best:.2f}" if plan in res else "-", f"{err:.2e}"])
+                    f"{res[plan][0] / best:.2f}" if plan in res else "-",
+                    *timing_cells({"mx_fast": fast}, ["mx_fast"]),
+                    f"{fast[0] / res[plan][0]:.2f}" if plan in res else "-", f"{err:.2e}"])
         del q, k, v, mask
         mx.clear_cache()
     report.close()
