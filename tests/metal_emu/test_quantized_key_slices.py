@@ -16,7 +16,8 @@ as rows (a whole block of 16 and a quarter of one), split keys and the
 combine, bool and additive masks (per head and shared by the heads),
 causal rows (L_q > 1, the causal cut inside a block and rows that see no
 key), sinks (slice 0 of split 0 counts them), and an adversarial schedule
-for the merge's barriers (it reuses the K/V stage the slices last read)."""
+and the race check for the merge's barriers (it reuses the K/V stage the
+slices last read)."""
 
 import pytest
 
@@ -84,7 +85,7 @@ def test_decode_with_array_masks(prog, kind, shared):
 def test_decode_with_sinks(prog):
     """Sinks, which the host never packs: slice 0 of split 0 counts them,
     with a padding mask."""
-    run_sliced(prog, dtype="bfloat16", D=64, bits=8, group=32, B=2, H_q=4, H_kv=2, L_q=1, L_k=301,
+    run_sliced(prog, dtype="float16", D=64, bits=4, group=32, B=2, H_q=4, H_kv=2, L_q=1, L_k=301,
                sinks=True, mask="bool", mask_shape=(2, 1, 1, 301), n_splits=2, seed=120)
 
 
@@ -115,3 +116,9 @@ def test_adversarial_schedule(prog, schedule):
     slices' last block was read from."""
     run_sliced(prog, dtype="float16", D=64, bits=4, group=32, H_q=8, H_kv=2, L_q=1, L_k=200, packed=True,
                n_splits=2, schedule=schedule, seed=160 + schedule)
+
+
+def test_no_data_races(prog):
+    """The slices' merge through the K/V stage, under the race check."""
+    run_sliced(prog, dtype="float16", D=32, bits=8, group=32, H_q=8, H_kv=2, L_q=1, L_k=150, packed=True,
+               n_splits=2, race_check=True, seed=170)
