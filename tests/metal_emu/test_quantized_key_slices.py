@@ -51,7 +51,7 @@ def slices_past_the_keys(L_k):
     return 4 - -(-(L_k % BK) // SLICE_KEYS) if L_k % BK else 0
 
 
-# (case, slices of the last block wholly past L_k)
+# Decode cases, each ending in a block with slices wholly past L_k.
 DECODE = [
     # 32 query heads on 2: one whole block of 16 packed rows; 8 blocks in
     # 2 splits, the last of 5 keys.
