@@ -597,7 +597,11 @@ struct AttnMainloop {
   }
 
   /// Slice 0's step becomes the merge of its key slices' (key_slices.h),
-  /// through the K/V stages, which hold the scratch.
+  /// through the K/V stages, which hold the scratch: from K's first stage
+  /// on, over V's, so V's stages must follow K's in one array (as CUDA's
+  /// entry points lay them out; two threadgroup arrays, Metal's usual
+  /// declaration, need not be adjacent: the emulator's test kernel,
+  /// tests/metal_emu/kernels/quantized_key_slices.metal, declares one).
   static FA_FUNC void merge_key_slices(
       FA_THREAD Step& st,
       const FA_THREAD Pipeline& pipe,

@@ -56,11 +56,13 @@ def prog():
     return emu.load(METAL)
 
 
-def kernel_for(prog, dtype, D, bits):
-    """(host name, bq, bk, warps) of the instance for (dtype, D, bits)."""
+def kernel_for(prog, dtype, D, bits, suffix=""):
+    """(host name, bq, bk, warps) of the instance for (dtype, D, bits)
+    whose name ends in `suffix` past its tiles."""
     prefix = f"fa_quantized_attention_{dtype}_d{D}_b{bits}_"
-    (name,) = [n for n in prog.kernels if n.startswith(prefix)]
-    bq, bk, warps = (int(part[2:]) for part in name[len(prefix):].split("_"))
+    (name,) = [n for n in prog.kernels if n.startswith(prefix) and n.endswith(suffix)]
+    tiles = name[len(prefix):len(name) - len(suffix)]
+    bq, bk, warps = (int(part[2:]) for part in tiles.split("_"))
     return name, bq, bk, warps
 
 
@@ -110,11 +112,14 @@ def test_pack_is_mlx_layout():
 
 def run_quant(prog, *, dtype="float16", D=64, bits=4, group=32, B=1, H_q=2, H_kv=None, L_q=33, L_k=65,
               causal=False, mask=None, mask_shape=None, sinks=False, n_splits=1, packed=False, seed=0,
-              schedule="fair", race_check=False):
+              schedule="fair", race_check=False, suffix="", mask_blocks=True):
     """One case of the quantized kernel (with n_splits > 1 or packed, the
-    split kernel and the combine), checked against the float64 reference."""
+    split kernel and the combine), checked against the float64 reference.
+    suffix: the instance's name past its tiles (kernel_for); mask_blocks:
+    whether an array mask comes with its classes by block, as the Metal
+    host binds them (CUDA's binds none)."""
     H_kv = H_kv or H_q
-    name, bq, bk, warps = kernel_for(prog, dtype, D, bits)
+    name, bq, bk, warps = kernel_for(prog, dtype, D, bits, suffix)
     rng = np.random.default_rng(seed)
     quant = {x: quantized(rng, (B, H_kv, L_k, D), bits, group, dtype) for x in "kv"}
     inputs = {
@@ -153,7 +158,7 @@ def run_quant(prog, *, dtype="float16", D=64, bits=4, group=32, B=1, H_q=2, H_kv
     # The classes by block, as the host binds them: to packed GQA only where
     # the heads share the mask.
     heads_share = mask_shape is not None and (len(mask_shape) < 3 or mask_shape[-3] == 1)
-    if mask is not None and (heads_share or not packed):
+    if mask is not None and mask_blocks and (heads_share or not packed):
         ref_mask = ref_kwargs.get("bool_mask", ref_kwargs.get("add_mask"))
         blocks = cases.mask_visits(ref_mask, mask, params.L_q, L_k, bq, bk)
         buffers[11] = blocks
