@@ -244,13 +244,38 @@ enum {
   kRowCombineScratch = kRowCombineWarps * (kRowCombineCols + 1)
 };
 
-/// Query row `row` of (batch, head) merged by one threadgroup of
-/// kRowCombineWarps simdgroups (SplitCombineForm::RowThreadgroup):
-/// simdgroup `warp` takes splits warp, warp + kRowCombineWarps, ... and its
-/// lanes the row's columns, kRowCombineCols at a time; the simdgroups'
-/// sums meet in `scratch` (kRowCombineScratch floats). Decode merges a few
-/// rows over many splits, where a thread an element would wait on every
-/// split's loads in turn.
+/// Which output row split_combine_row merges.
+struct SplitRow {
+  int row;
+  int head;
+  int batch;
+};
+
+/// The largest of the n_splits maxima of `at`, each lane of a simdgroup
+/// loading every kSimdWidth-th: one round of loads for up to 32 splits.
+FA_FUNC float split_max_across_lanes(
+    const FA_DEVICE float* stats,
+    const FA_CONSTANT AttnParams& p,
+    int n_splits,
+    SplitRow at,
+    int lane) {
+  float max_all = -FA_INFINITY;
+  for (int i = lane; i < n_splits; i += kSimdWidth) {
+    max_all =
+        FA_MAX(max_all, stats[split_row(p, i, at.batch, at.head, at.row)]);
+  }
+  for (int mask = kSimdWidth / 2; mask > 0; mask /= 2) {
+    max_all = FA_MAX(max_all, FA_SHUFFLE_XOR(max_all, mask));
+  }
+  return max_all;
+}
+
+/// Row `at` merged by one threadgroup of kRowCombineWarps simdgroups
+/// (SplitCombineForm::RowThreadgroup), `tid` its thread: simdgroup w takes
+/// splits w, w + kRowCombineWarps, ... and its lanes the row's columns,
+/// kRowCombineCols at a time; the simdgroups' sums meet in `scratch`
+/// (kRowCombineScratch floats). Decode merges a few rows over many splits,
+/// where a thread an element would wait on every split's loads in turn.
 template <typename T>
 FA_FUNC void split_combine_row(
     const FA_DEVICE float* o_part,
@@ -258,23 +283,15 @@ FA_FUNC void split_combine_row(
     FA_DEVICE T* out,
     const FA_CONSTANT AttnParams& p,
     int n_splits,
-    int row,
-    int head,
-    int batch,
+    SplitRow at,
     FA_THREADGROUP float* scratch,
-    int warp,
-    int lane) {
+    int tid) {
+  const int warp = tid / kSimdWidth;
+  const int lane = tid % kSimdWidth;
   const stride_t sums = split_row(p, n_splits, 0, 0, 0);
-  float max_all = -FA_INFINITY;
-  for (int i = lane; i < n_splits; i += kSimdWidth) {
-    max_all = FA_MAX(max_all, stats[split_row(p, i, batch, head, row)]);
-  }
-  for (int mask = kSimdWidth / 2; mask > 0; mask /= 2) {
-    max_all = FA_MAX(max_all, FA_SHUFFLE_XOR(max_all, mask));
-  }
+  const float max_all = split_max_across_lanes(stats, p, n_splits, at, lane);
   FA_THREADGROUP float* weight_sums =
       scratch + kRowCombineWarps * kRowCombineCols;
-  const int tid = warp * kSimdWidth + lane;
   for (int c0 = 0; c0 < p.D_v; c0 += kRowCombineCols) {
     float weight_sum = 0.0f;
     float acc[kRowCombineLaneCols];
@@ -294,7 +311,7 @@ FA_FUNC void split_combine_row(
       for (int b = 0; b < kRowCombineBatch; ++b) {
         const int i = i0 + b * kRowCombineWarps;
         const stride_t r =
-            split_row(p, i < n_splits ? i : i0, batch, head, row);
+            split_row(p, i < n_splits ? i : i0, at.batch, at.head, at.row);
         split_max_of[b] = stats[r];
         split_sum_of[b] = i < n_splits ? stats[sums + r] : 0.0f;
         FA_UNROLL
@@ -333,8 +350,9 @@ FA_FUNC void split_combine_row(
         total_weight += weight_sums[w];
       }
       // All sums 0 (every score -inf): 0 / 0, NaN, as the softmax gives.
-      out[batch * p.o_strides[0] + head * p.o_strides[1] +
-          row * p.o_strides[2] + col] = static_cast<T>(total / total_weight);
+      out[at.batch * p.o_strides[0] + at.head * p.o_strides[1] +
+          at.row * p.o_strides[2] + col] =
+          static_cast<T>(total / total_weight);
     }
     FA_BARRIER();
   }

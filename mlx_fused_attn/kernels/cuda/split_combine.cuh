@@ -25,10 +25,10 @@ __device__ __forceinline__ void split_combine_block(
         kSplitCombineThreads == kRowCombineWarps * kSimdWidth,
         "a row's simdgroups are the block");
     __shared__ float scratch[kRowCombineScratch];
+    const SplitRow at = {
+        int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
     split_combine_row(
-        o_part, stats, out, params, n_splits, blockIdx.x, blockIdx.y,
-        blockIdx.z, scratch, threadIdx.x / kSimdWidth,
-        threadIdx.x % kSimdWidth);
+        o_part, stats, out, params, n_splits, at, scratch, int(threadIdx.x));
   } else {
     split_combine_element_in<T, kForm>(
         o_part, stats, out, params, n_splits,

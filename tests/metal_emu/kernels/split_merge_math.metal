@@ -40,10 +40,9 @@ using namespace metal;
     constant fa::AttnParams& params [[buffer(3)]],
     constant int& n_splits [[buffer(4)]],
     uint3 tg [[threadgroup_position_in_grid]],
-    uint warp [[simdgroup_index_in_threadgroup]],
-    uint lane [[thread_index_in_simdgroup]]) {
+    uint tid [[thread_index_in_threadgroup]]) {
   FA_SHARED_ARRAY_DECL float scratch[fa::kRowCombineScratch];
+  const fa::SplitRow at = {int(tg.x), int(tg.y), int(tg.z)};
   fa::split_combine_row(
-      o_part, stats, out, params, n_splits, int(tg.x), int(tg.y), int(tg.z),
-      scratch, int(warp), int(lane));
+      o_part, stats, out, params, n_splits, at, scratch, int(tid));
 }
