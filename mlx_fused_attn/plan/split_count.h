@@ -102,10 +102,11 @@ inline int key_split_count(
   return static_cast<int>((key_blocks + run - 1) / run);
 }
 
-/// From this many splits up, CUDA's combine takes the grouped form. H100
-/// A/B: decode B=1 at 16 and 32 splits (a tiny grid waiting on loads) ran
-/// 11.4 -> 10.7 and 54.0 -> 52.6 us grouped; at 4 splits its 14% more
-/// instructions cost chunked prefill (524k threads) 31.2 -> 31.8 us.
+/// From this many splits up, CUDA's combine takes the grouped or the row
+/// form. H100 A/B: decode B=1 at 16 and 32 splits (a tiny grid waiting on
+/// loads) ran 11.4 -> 10.7 and 54.0 -> 52.6 us grouped; at 4 splits its
+/// 14% more instructions cost chunked prefill (524k threads) 31.2 -> 31.8
+/// us.
 constexpr int kGroupedCombineMinSplits = 8;
 
 /// The form's name, as plan summaries give it and
@@ -128,8 +129,9 @@ inline const char* split_combine_form_name(fa::SplitCombineForm form) {
 /// forces one (kernel_switches.h); on CUDA from kGroupedCombineMinSplits
 /// up, a threadgroup a row where a thread an element would give fewer
 /// blocks than multiprocessors (decode: a few rows, each waiting on every
-/// split), else grouped; below, one element a thread. Metal's combine has
-/// the one-element form only.
+/// split; H100, `gpu_bench.py --combine`: 2.5-4.1 us faster at 16-32
+/// splits, 1.6 us slower at 16 queries, 256 blocks), else grouped; below,
+/// one element a thread. Metal's combine has the one-element form only.
 inline fa::SplitCombineForm split_combine_form(
     fa::Backend backend,
     int key_splits,
