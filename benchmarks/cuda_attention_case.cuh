@@ -181,11 +181,8 @@ void combine_launch(const CombineKernel<T> (&kernels)[3], const float* o_part,
   }();
   const fa::SplitCombineForm form =
       mlx_fused_attn::split_combine_form(fa::Backend::Cuda, n_splits, p, sms);
-  const unsigned blocks_x = form == fa::SplitCombineForm::RowThreadgroup
-      ? p.L_q
-      : (p.L_q * p.D_v + fa::kSplitCombineThreads - 1) / fa::kSplitCombineThreads;
-  kernels[int(form)]<<<dim3(blocks_x, p.H_q, p.B), fa::kSplitCombineThreads>>>(
-      o_part, stats, o, p, n_splits);
+  const dim3 grid(mlx_fused_attn::split_combine_blocks_x(form, p), p.H_q, p.B);
+  kernels[int(form)]<<<grid, fa::kSplitCombineThreads>>>(o_part, stats, o, p, n_splits);
 }
 
 /// The general family's combine (attention_kernel.cuh).

@@ -5,12 +5,12 @@ a row where a thread an element would fill fewer blocks than
 multiprocessors, else the grouped form; the one-element form below 8; on
 Metal always the one-element form (its only one);
 MLX_FUSED_ATTN_SPLIT_COMBINE ("one_element", "grouped", "row";
-kernel_switches.h) forcing any on CUDA alone. And the H100 A/B's rows
-through the planner's split count (family_planning.cpp's key_splits_of, as
-the decode sweeps count it): decode B=1 with 32/8 heads, D = 128, bf16 at
-4096 and 32768 keys takes 16 and 32 splits, a threadgroup a row; decode B=8
-and chunked prefill (128 queries against 4096 and 8192 keys) 4,
-one-element.
+kernel_switches.h) forcing any on CUDA alone; each form's grid. And the
+H100 A/B's rows through the planner's split count (family_planning.cpp's
+key_splits_of, as the decode sweeps count it): decode B=1 with 32/8 heads,
+D = 128, bf16 at 4096 and 32768 keys takes 16 and 32 splits, a
+threadgroup a row; decode B=8 and chunked prefill (128 queries against
+4096 and 8192 keys) 4, one-element.
 Host C++ built with the machine's compiler: no GPU, no MLX; skips without
 one."""
 
@@ -95,6 +95,14 @@ int main() {
     }
     expect(split_combine_form(fa::Backend::Cuda, splits, output(r.B, r.H_q, r.L_q, 128), 132),
            r.form, r.row, splits);
+  }
+  // The combine's grid along x: a block a row, or a thread an element.
+  const fa::AttnParams grid_p = output(2, 8, 5, 80);
+  if (split_combine_blocks_x(Form::RowThreadgroup, grid_p) != 5 ||
+      split_combine_blocks_x(Form::Grouped, grid_p) != 2 ||
+      split_combine_blocks_x(Form::OneElement, output(1, 1, 7, 80)) != 3) {
+    std::printf("split_combine_blocks_x\n");
+    ++failures;
   }
   // The switch forces CUDA's form any way; Metal keeps its one form;
   // other values leave the rule.

@@ -154,4 +154,16 @@ inline fa::SplitCombineForm split_combine_form(
                                 : fa::SplitCombineForm::Grouped;
 }
 
+/// The combine kernel's grid along x in `form` (split_combine_block): a
+/// block a row, or a thread an element; y and z are H_q and B.
+inline unsigned split_combine_blocks_x(
+    fa::SplitCombineForm form,
+    const fa::AttnParams& p) {
+  return form == fa::SplitCombineForm::RowThreadgroup
+      ? unsigned(p.L_q)
+      : unsigned(
+            (int64_t(p.L_q) * p.D_v + fa::kSplitCombineThreads - 1) /
+            fa::kSplitCombineThreads);
+}
+
 } // namespace mlx_fused_attn

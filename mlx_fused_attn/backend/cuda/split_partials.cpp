@@ -7,6 +7,7 @@
 #include "mlx_fused_attn/backend/cuda/zero_words_kernel_ptx.h"
 #include "mlx_fused_attn/kernels/cuda/block_sizes.h"
 #include "mlx_fused_attn/plan/launch_params.h"
+#include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn::cuda {
 
@@ -83,17 +84,12 @@ void add_combine_node(
   // and so are these.
   float* o_part = parts.o_part_ptr;
   float* stats = parts.stats_ptr;
-  // split_combine_block's grid: a block a row, or a thread an element.
-  const unsigned blocks_x = form == fa::SplitCombineForm::RowThreadgroup
-      ? p.L_q
-      : (p.L_q * p.D_v + fa::kSplitCombineThreads - 1) /
-          fa::kSplitCombineThreads;
   enc.set_input_array(*parts.o_part);
   enc.set_input_array(*parts.stats);
   enc.set_output_array(out);
   enc.add_kernel_node_ex(
       combine,
-      dim3(blocks_x, p.H_q, p.B),
+      dim3(split_combine_blocks_x(form, p), p.H_q, p.B),
       dim3(fa::kSplitCombineThreads),
       {},
       0,
