@@ -76,6 +76,13 @@ FA_FUNC float split_max(
   return max_all;
 }
 
+/// A split's weight w_i from its sum and max, against the maxima's
+/// largest, max_all.
+FA_FUNC float split_weight_of(float sum, float max, float max_all) {
+  // NaN in a split's scores makes its sum, and the row, NaN.
+  return sum * FA_EXP2(max - max_all);
+}
+
 /// Split `r`'s weight w_i against the maxima's largest, max_all (the
 /// partials' row r; the sums from row `sums`).
 FA_FUNC float split_weight(
@@ -83,8 +90,8 @@ FA_FUNC float split_weight(
     stride_t sums,
     stride_t r,
     float max_all) {
-  // NaN in a split's scores makes its sum, and the row, NaN.
-  return stats[sums + r] * FA_EXP2(stats[r] - max_all);
+  const float sum = stats[sums + r];
+  return split_weight_of(sum, stats[r], max_all);
 }
 
 /// Which elements of (batch, head)'s output split_combine_elements merges:
@@ -322,9 +329,8 @@ FA_FUNC void split_combine_row(
       }
       FA_UNROLL
       for (int b = 0; b < kRowCombineBatch; ++b) {
-        // As split_weight: NaN in a split's scores makes the row NaN.
         const float weight =
-            split_sum_of[b] * FA_EXP2(split_max_of[b] - max_all);
+            split_weight_of(split_sum_of[b], split_max_of[b], max_all);
         weight_sum += weight;
         FA_UNROLL
         for (int j = 0; j < kRowCombineLaneCols; ++j) {

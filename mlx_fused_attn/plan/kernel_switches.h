@@ -92,10 +92,7 @@ inline bool split_merge_enabled() {
 
 inline std::optional<fa::SplitCombineForm> forced_split_combine_form() {
   const char* env = std::getenv("MLX_FUSED_ATTN_SPLIT_COMBINE");
-  for (fa::SplitCombineForm form :
-       {fa::SplitCombineForm::OneElement,
-        fa::SplitCombineForm::Grouped,
-        fa::SplitCombineForm::RowThreadgroup}) {
+  for (fa::SplitCombineForm form : kSplitCombineForms) {
     if (env != nullptr && std::strcmp(env, split_combine_form_name(form)) == 0) {
       return form;
     }

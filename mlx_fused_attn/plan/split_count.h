@@ -109,6 +109,13 @@ inline int key_split_count(
 /// us.
 constexpr int kGroupedCombineMinSplits = 8;
 
+/// Every form of the combine (kernels/split_combine_form.h): each family
+/// that splits its keys builds a combine kernel of each on CUDA.
+inline constexpr fa::SplitCombineForm kSplitCombineForms[] = {
+    fa::SplitCombineForm::OneElement,
+    fa::SplitCombineForm::Grouped,
+    fa::SplitCombineForm::RowThreadgroup};
+
 /// The form's name, as plan summaries give it and
 /// MLX_FUSED_ATTN_SPLIT_COMBINE takes it (plan/kernel_switches.h).
 inline const char* split_combine_form_name(fa::SplitCombineForm form) {

@@ -33,13 +33,6 @@ inline const char* bool_name(bool b) {
   return b ? "true" : "false";
 }
 
-/// Every form of the combine (kernels/split_combine_form.h): each family
-/// that splits its keys builds a combine kernel of each.
-inline constexpr fa::SplitCombineForm kSplitCombineForms[] = {
-    fa::SplitCombineForm::OneElement,
-    fa::SplitCombineForm::Grouped,
-    fa::SplitCombineForm::RowThreadgroup};
-
 /// The combine kernels' form argument (kernels/split_combine_form.h).
 inline const char* split_combine_form_expression(fa::SplitCombineForm form) {
   switch (form) {

@@ -4,6 +4,7 @@
 
 #include "mlx_fused_attn/families/attention/cuda/attention_kernel_key.h"
 #include "mlx_fused_attn/families/instance_emitter.h"
+#include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn::instances {
 
@@ -55,7 +56,7 @@ inline void enumerate_attention() {
 #undef FA_ATTENTION
   }
   for (fa::DType t : kDTypes) {
-    for (fa::SplitCombineForm form : cuda::kSplitCombineForms) {
+    for (fa::SplitCombineForm form : kSplitCombineForms) {
       cuda("attention_split_combine",
            cuda::SplitCombineKernelKey{t, form}.expression());
     }

@@ -7,6 +7,7 @@
 #include "mlx_fused_attn/families/instance_emitter.h"
 #include "mlx_fused_attn/families/quantized_attention/quantized_attention_config.h"
 #include "mlx_fused_attn/plan/quantized_kernel_choice.h"
+#include "mlx_fused_attn/plan/split_count.h"
 
 namespace mlx_fused_attn::instances {
 
@@ -41,7 +42,7 @@ inline void enumerate_quantized_attention() {
 #undef FA_QUANTIZED_BITS
   }
   for (fa::DType t : kDTypes) {
-    for (fa::SplitCombineForm form : cuda::kSplitCombineForms) {
+    for (fa::SplitCombineForm form : kSplitCombineForms) {
       cuda("quantized_attention_split_combine",
            cuda::QuantizedSplitCombineKernelKey{t, form}.expression());
     }
