@@ -52,6 +52,18 @@ def merged64(row_max, row_sum, o_part):
     return out, lse
 
 
+def merge_buffers(row_max, row_sum, o_part, B, H, L, D):
+    """The merge kernels' buffers 0-4: partials, statistics, the output
+    poisoned, the parameters and the split count."""
+    return {
+        0: o_part,
+        1: np.concatenate([row_max, row_sum]),
+        2: np.full(B * H * L * D, np.nan, np.float32),
+        3: params(B, H, L, D),
+        4: np.array([len(row_max)], np.int32),
+    }
+
+
 @pytest.mark.parametrize("n_splits,L,D,threads", [(3, 4, 64, 32), (7, 5, 128, 96), (32, 4, 128, 128)])
 def test_four_elements_a_thread_and_the_lse_match_a_float64_merge(prog, n_splits, L, D, threads):
     B, H = 2, 3
@@ -61,11 +73,7 @@ def test_four_elements_a_thread_and_the_lse_match_a_float64_merge(prog, n_splits
     res = prog.launch(
         "merge_four_elements_a_thread",
         buffers={
-            0: o_part,
-            1: np.concatenate([row_max, row_sum]),
-            2: np.full(rows * D, np.nan, np.float32),
-            3: params(B, H, L, D),
-            4: np.array([n_splits], np.int32),
+            **merge_buffers(row_max, row_sum, o_part, B, H, L, D),
             5: np.full(rows, np.nan, np.float32),
         },
         grid=(1, H, B),
@@ -92,13 +100,7 @@ def test_a_row_a_threadgroup_matches_a_float64_merge(prog, n_splits, L, D):
     row_max, row_sum, o_part = partials(rng, n_splits, rows, L, D)
     res = prog.launch(
         "merge_a_row_a_threadgroup",
-        buffers={
-            0: o_part,
-            1: np.concatenate([row_max, row_sum]),
-            2: np.full(rows * D, np.nan, np.float32),
-            3: params(B, H, L, D),
-            4: np.array([n_splits], np.int32),
-        },
+        buffers=merge_buffers(row_max, row_sum, o_part, B, H, L, D),
         grid=(L, H, B),
         threadgroup=(256, 1, 1),
     )
