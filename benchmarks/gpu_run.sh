@@ -36,11 +36,10 @@
 # for a GPU run (plan/kernel_switches.h: split keys merged by the last split,
 # MLX_FUSED_ATTN_SPLIT_MERGE; the one-kernel backward,
 # MLX_FUSED_ATTN_BWD_ONE_KERNEL; the persistent grid,
-# MLX_FUSED_ATTN_PERSISTENT; outputs moved to device memory,
-# MLX_FUSED_ATTN_DEVICE_OUTPUTS; the small-grid producer tiles,
+# MLX_FUSED_ATTN_PERSISTENT; the small-grid producer tiles,
 # MLX_FUSED_ATTN_SMALL_GRID_PRODUCER; each on with "1" only): their GPU
 # tests, which set each switch both ways, then the same GPU tests again with
-# all five "1" (a test that sets a switch itself keeps its own), the
+# all four "1" (a test that sets a switch itself keeps its own), the
 # sanitizers over both forms, and each form timed against the other and
 # cuDNN.
 # The step "tune" (issue 42) tunes routing for Llama 3 8B's config (timed:
@@ -210,7 +209,7 @@ if has verify; then
     > "$OUT/verify_pytest.log" 2>&1
   tail -5 "$OUT/verify_pytest.log"
   MLX_FUSED_ATTN_SPLIT_MERGE=1 MLX_FUSED_ATTN_BWD_ONE_KERNEL=1 MLX_FUSED_ATTN_PERSISTENT=1 \
-    MLX_FUSED_ATTN_DEVICE_OUTPUTS=1 MLX_FUSED_ATTN_SMALL_GRID_PRODUCER=1 $PY -m pytest -q -rs -p no:cacheprovider $verify_tests \
+    MLX_FUSED_ATTN_SMALL_GRID_PRODUCER=1 $PY -m pytest -q -rs -p no:cacheprovider $verify_tests \
     -k "not cpu" ${PYTEST_ARGS:-} > "$OUT/verify_pytest_opt_in.log" 2>&1
   tail -5 "$OUT/verify_pytest_opt_in.log"
   for tool in memcheck racecheck synccheck; do

@@ -197,7 +197,7 @@ def block_lists(value, run, *args, **kwargs):
 def device_outputs(value, run, *args, **kwargs):
     """Outputs that MLX's cache hands in unified memory (the previous
     same-sized case's, read by the host and freed) moved to device memory
-    ("1") or left there."""
+    ("1", the default) or left there ("0")."""
     return switched("MLX_FUSED_ATTN_DEVICE_OUTPUTS", value, run, *args, **kwargs)
 
 

@@ -2,9 +2,9 @@
 mx.get_active_memory() rises by exactly the outputs' bytes, as the allocator
 rounds them, while they live and falls back when they die; peak memory sees
 them and the copies the backend makes of unaligned inputs; clear_cache()
-and set_memory_limit() treat them as MLX's own arrays. With
-MLX_FUSED_ATTN_DEVICE_OUTPUTS=1 an output stays in device memory after the
-host read the previous one (issue 46)."""
+and set_memory_limit() treat them as MLX's own arrays. An output stays in
+device memory after the host read the previous one (issue 46), unless
+MLX_FUSED_ATTN_DEVICE_OUTPUTS=0."""
 
 import gc
 
@@ -157,20 +157,19 @@ def test_memory_limit_and_cache_see_the_outputs():
         mx.clear_cache()
 
 
-@pytest.mark.parametrize("switch", ["1", "0", None], ids=["device", "unified-0", "unified-unset"])
+@pytest.mark.parametrize("switch", ["1", None, "0"], ids=["device-1", "device-unset", "unified-0"])
 @pytest.mark.parametrize("name", CALLS)
 def test_an_output_after_a_host_read_of_the_last(name, switch, monkeypatch):
     """np.array(out) moves out's buffer to managed memory for good (MLX's
     Buffer::raw_ptr); freed, MLX's cache gives it to the next output of its
-    size, its pages on the host. With MLX_FUSED_ATTN_DEVICE_OUTPUTS=1 the
-    backend gives that output device memory (device_buffer.h); "0" or unset
-    (opt-in until a GPU run checks it, issue 46) keeps what the cache gives,
-    which shows that the cache did give the host's buffer."""
+    size, its pages on the host. The backend gives that output device memory
+    (device_buffer.h); MLX_FUSED_ATTN_DEVICE_OUTPUTS=0 keeps what the cache
+    gives, which shows that the cache did give the host's buffer."""
     if switch is None:
         monkeypatch.delenv("MLX_FUSED_ATTN_DEVICE_OUTPUTS", raising=False)
     else:
         monkeypatch.setenv("MLX_FUSED_ATTN_DEVICE_OUTPUTS", switch)
-    keep_unified = switch != "1"
+    keep_unified = switch == "0"
     make = CALLS[name]()
     mx.clear_cache()
     out = make()

@@ -2,7 +2,8 @@
 producer kernel persistent and with how many blocks
 (mlx_fused_attn/plan/persistent_grid.h), the opt-in switches of
 kernel_switches.h (MLX_FUSED_ATTN_PERSISTENT and issue 46's others: "1"
-alone takes the path), and that the blocks' walks
+alone takes the path; MLX_FUSED_ATTN_DEVICE_OUTPUTS, on by default now, "0"
+alone leaves it), and that the blocks' walks
 (kernels/cuda/persistent_scheduler.cuh) take every work tile exactly once,
 each block's tiles in increasing order of the grid's (heaviest first where
 it is weighted), the round-robin's directions alternating, and place each
@@ -98,7 +99,6 @@ int main() {
       {"MLX_FUSED_ATTN_BWD_ONE_KERNEL", backward_one_kernel_enabled},
       {"MLX_FUSED_ATTN_PERSISTENT",
        [] { return persistent_choice() == PersistentChoice::Always; }},
-      {"MLX_FUSED_ATTN_DEVICE_OUTPUTS", device_outputs_enabled},
       {"MLX_FUSED_ATTN_SMALL_GRID_PRODUCER", small_grid_producer_enabled},
   };
   int failures = 0;
@@ -120,6 +120,15 @@ int main() {
   failures += persistent_choice() != PersistentChoice::Never;
   setenv("MLX_FUSED_ATTN_PERSISTENT", "0", 1);
   failures += persistent_choice() != PersistentChoice::Never;
+  // Outputs in device memory left opt-in once a GPU run checked them: off
+  // for "0" alone.
+  unsetenv("MLX_FUSED_ATTN_DEVICE_OUTPUTS");
+  failures += !device_outputs_enabled();
+  setenv("MLX_FUSED_ATTN_DEVICE_OUTPUTS", "0", 1);
+  failures += device_outputs_enabled();
+  setenv("MLX_FUSED_ATTN_DEVICE_OUTPUTS", "1", 1);
+  failures += !device_outputs_enabled();
+  unsetenv("MLX_FUSED_ATTN_DEVICE_OUTPUTS");
   std::printf("%d\n", failures);
   return failures != 0;
 }

@@ -7,9 +7,12 @@
 // for each family of the attention op (FA_ATTENTION_CANDIDATES, NAME its
 // registry name in capitals: MLX_FUSED_ATTN_SHORT_ATTENTION=0 turns the
 // short-sequence kernel off; family_switch_variable), MLX_FUSED_ATTN_SPLIT_KEYS
-// (split keys, split_keys.h) and MLX_FUSED_ATTN_MASK_BLOCKS (an array mask's
+// (split keys, split_keys.h), MLX_FUSED_ATTN_MASK_BLOCKS (an array mask's
 // classes by block and the backward's block lists, kernels/mask_visits.h: the
-// kernels then read the mask at every score of every block).
+// kernels then read the mask at every score of every block) and, CUDA only,
+// MLX_FUSED_ATTN_DEVICE_OUTPUTS (outputs moved to device memory where MLX's
+// cache hands a unified buffer, backend/cuda/device_buffer.cpp: "0" keeps
+// the cache's answer, whose pages a host read left on the host).
 //
 // Forcing, CUDA only: MLX_FUSED_ATTN_SPLIT_COMBINE, "one_element",
 // "grouped" or "row", runs the combine of split keys in that form
@@ -37,8 +40,6 @@
 // - MLX_FUSED_ATTN_PERSISTENT: the producer kernel's persistent grid
 //   wherever the tiles allow it (plan/persistent_grid.h, whose planner rule
 //   is the candidate default); otherwise the static grid.
-// - MLX_FUSED_ATTN_DEVICE_OUTPUTS: outputs moved to device memory where MLX's
-//   cache hands a unified buffer (backend/cuda/device_buffer.cpp).
 // - MLX_FUSED_ATTN_SMALL_GRID_PRODUCER: on small grids (plan/small_grid.h),
 //   64-query tiles with a producer warpgroup, two a multiprocessor
 //   (attention_config.h's choose_small_grid_tiles); otherwise the chooser's
@@ -132,7 +133,7 @@ inline PersistentChoice persistent_choice() {
 }
 
 inline bool device_outputs_enabled() {
-  return opt_in_switch_on("MLX_FUSED_ATTN_DEVICE_OUTPUTS");
+  return kernel_switch_on("MLX_FUSED_ATTN_DEVICE_OUTPUTS");
 }
 
 inline bool small_grid_producer_enabled() {
