@@ -236,7 +236,7 @@ def switched(variable, value):
 
 # The fused calls measured with a kernel path switched: the general kernel
 # in place of the short one; split keys merged by the combine kernel, and
-# (the workload's `fused`, opt-in until a GPU run checks it) by the last
+# (the workload's `fused`, opt-in: slower at decode) by the last
 # split.
 SWITCHED = {
     "fused_general": switched("MLX_FUSED_ATTN_SHORT_ATTENTION", "0"),
@@ -782,8 +782,8 @@ def tiles_label(tiles):
 
 def switch_table(args, table):
     """Issue 46: the fused kernel with the opt-in switch `table.variable` "0"
-    (the default) and "1", beside mx.fast, opt-in until this table confirms
-    the path's rule. Where neither form changes the call's plan both run the
+    (the default) and "1", beside mx.fast: the table that ranks an opt-in
+    path. Where neither form changes the call's plan both run the
     same kernel."""
     ceilings = measure_ceilings()
     providers = [table.off, table.on, "mx_fast"]

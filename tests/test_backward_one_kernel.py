@@ -1,5 +1,5 @@
 """The CUDA backward in both forms, set by MLX_FUSED_ATTN_BWD_ONE_KERNEL:
-one kernel ("1", opt-in until a GPU run checks it, issue 46: dK/dV adds
+one kernel ("1", opt-in, as it ran slower, issue 46: dK/dV adds
 dS K into an fp32 dQ accumulator through atomics, a conversion writes dQ)
 and two ("0" or unset, the default: a dQ kernel of its own). For causal and
 plain calls, bool and additive masks, GQA, D 64 and 128, every dtype and

@@ -86,7 +86,7 @@ SWITCH = r"""
 
 using namespace mlx_fused_attn;
 
-// Each opt-in switch (issue 46's paths that wait for a GPU run) is on for
+// Each opt-in switch (issue 46's paths, slower somewhere they apply) is on for
 // "1" alone: unset, empty, "0" and anything else leave the path off.
 struct OptIn {
   const char* variable;

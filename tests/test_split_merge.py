@@ -2,7 +2,7 @@
 split of each query block merges the partials, and the LSE where asked,
 against the two-kernel form and the float64 reference, for decode with GQA
 at 4096 and 32768 keys, batches 1 and 8, in every dtype. The one-kernel
-form is opt-in until a GPU run checks it (kernel_switches.h, issue 46):
+form is opt-in (kernel_switches.h: decode ran slower with it, issue 46):
 each test runs it with MLX_FUSED_ATTN_SPLIT_MERGE=1 and the combine kernel
 unset or with 0 (read when each call is planned)."""
 

@@ -28,22 +28,24 @@
 // policies (quantized_attention_chunks.h), so that a run compares them.
 //
 // Opt-in, CUDA only (opt_in_switch_on): "1" takes the path wherever it
-// applies, "0", unset or any other value never does. These have never run on
-// a GPU; they wait for a GPU run to check and time them (issue 46), and a run
-// that moves one to default-on deletes it from this list:
+// applies, "0", unset or any other value never does. Issue 46's paths, which
+// passed their tests and the sanitizers on an H200 (2026-12-06) but were
+// slower somewhere they apply (benchmarks/RESULTS.md, "Issue 46's opt-in
+// paths"); a run that moves one to default-on deletes it from this list:
 // - MLX_FUSED_ATTN_SPLIT_MERGE: split keys in one kernel, the last split
 //   merging (kernels/cuda/split_merge.cuh); otherwise a combine kernel merges
-//   and a call that saves the LSE runs unsplit.
+//   and a call that saves the LSE runs unsplit. Decode 1.3-1.5x slower.
 // - MLX_FUSED_ATTN_BWD_ONE_KERNEL: the backward as one kernel, dK/dV adding
 //   dQ through atomics (attention_backward_dq_atomics.h), wherever its
-//   shared memory fits; otherwise a dQ kernel of its own.
+//   shared memory fits; otherwise a dQ kernel of its own. 1.5-1.7x slower.
 // - MLX_FUSED_ATTN_PERSISTENT: the producer kernel's persistent grid
 //   wherever the tiles allow it (plan/persistent_grid.h, whose planner rule
-//   is the candidate default); otherwise the static grid.
+//   is the candidate default); otherwise the static grid. Up to 1.06x
+//   faster within 8 waves, 0.71x on one causal head of 32 query blocks.
 // - MLX_FUSED_ATTN_SMALL_GRID_PRODUCER: on small grids (plan/small_grid.h),
 //   64-query tiles with a producer warpgroup, two a multiprocessor
 //   (attention_config.h's choose_small_grid_tiles); otherwise the chooser's
-//   tiles.
+//   tiles. 1.07-1.09x faster on three rows, 0.86x on another.
 #pragma once
 
 #include <cctype>

@@ -11,10 +11,10 @@
 
 namespace mlx_fused_attn {
 
-/// Where the grid runs persistent: the planner's rule below (the default a
-/// GPU run is to confirm, issue 46), always where the tiles allow it, or
-/// never. MLX_FUSED_ATTN_PERSISTENT (kernel_switches.h, opt-in until then)
-/// picks Always on "1", Never otherwise.
+/// Where the grid runs persistent: the planner's rule below (the candidate
+/// default, issue 46), always where the tiles allow it, or never.
+/// MLX_FUSED_ATTN_PERSISTENT (kernel_switches.h, opt-in: slower on a grid
+/// the rule takes) picks Always on "1", Never otherwise.
 enum class PersistentChoice { Planner, Always, Never };
 
 /// A static grid of at most this many waves runs persistent: there each
@@ -22,8 +22,10 @@ enum class PersistentChoice { Planner, Always, Never };
 /// first K/V blocks, the pipeline's fill and drain), which a persistent
 /// block overlaps with the previous tile's end. Past it the tiles are long
 /// or many enough for a static grid (B=4 H=32 L=8192 already runs at
-/// cuDNN's speed with it). Unmeasured: gpu_bench.py --persistent times
-/// both (issue 46).
+/// cuDNN's speed with it). Measured always on (H200, 2026-12-06,
+/// gpu_bench.py --persistent): 1.01-1.06x on grids of 2-8 waves, but 0.71x
+/// on B=1 H=32 L=4096 causal (8 waves; cause not yet found) and 0.92-0.95x
+/// at 62 waves.
 constexpr int64_t kPersistentMaxWaves = 16;
 
 /// Blocks of a persistent grid over `work_tiles` tiles of `tiles` on
