@@ -32,8 +32,8 @@
 #
 #   STEPS="build models" benchmarks/gpu_run.sh OUTPUT_DIR
 #
-# The step "verify" (issue 46) checks and times the opt-in paths that wait
-# for a GPU run (plan/kernel_switches.h: split keys merged by the last split,
+# The step "verify" (issue 46) checks and times the opt-in paths
+# (plan/kernel_switches.h: split keys merged by the last split,
 # MLX_FUSED_ATTN_SPLIT_MERGE; the one-kernel backward,
 # MLX_FUSED_ATTN_BWD_ONE_KERNEL; the persistent grid,
 # MLX_FUSED_ATTN_PERSISTENT; the small-grid producer tiles,

@@ -117,8 +117,8 @@ CASES = [
 ]
 
 
-# The call; fp16, as NumPy has no bfloat16. (name, mx_fast, unified
-# outputs kept).
+# The call; fp16, as NumPy has no bfloat16. (name, mx_fast,
+# MLX_FUSED_ATTN_DEVICE_OUTPUTS).
 HOST_READ_ROWS = [
     ("fused", False, "1"),
     ("fused, DEVICE_OUTPUTS=0", False, "0"),
