@@ -262,7 +262,7 @@ constexpr AttnTiles choose_attention_tiles(
 /// warpgroup of 64 queries, two threadgroups a multiprocessor. A short
 /// grid's tiles are few key blocks long, and each pays a fixed cost
 /// outside its key loop (prologue, Q's copy, the first softmax, the last
-/// P V, the stores: RESULTS.md, "A tile's fixed cost") that the
+/// P V, the stores: benchmarks/tile_cost.py) that the
 /// 128-query tiles' two warpgroups pay at the same time while the tensor
 /// cores wait; here the other threadgroup's products run under it, and
 /// 64-query tiles make twice the tiles to share the multiprocessors. Three
