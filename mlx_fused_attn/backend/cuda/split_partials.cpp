@@ -29,13 +29,15 @@ SplitPartials make_buffers(
     int64_t merged_tiles,
     const fa::AttnParams& p,
     mx::Stream s,
-    mx::cu::CommandEncoder& enc) {
+    mx::cu::CommandEncoder& enc,
+    int64_t walk_words) {
   SplitPartials parts;
-  if (merged_tiles > 0) {
+  const int64_t counter_words = merged_tiles + walk_words;
+  if (counter_words > 0) {
     // The first buffer, which set_device_data's launch zeroes: padded to
     // words it zeroes whole.
     parts.counters = mx::array(
-        {static_cast<int>(zeroed_words(merged_tiles))},
+        {static_cast<int>(zeroed_words(counter_words))},
         mx::uint32,
         nullptr,
         {});
@@ -48,7 +50,7 @@ SplitPartials make_buffers(
     outputs.push_back(&*parts.o_part);
     outputs.push_back(&*parts.stats);
   }
-  set_device_data(outputs, s, /* zero_first = */ merged_tiles > 0);
+  set_device_data(outputs, s, /* zero_first = */ counter_words > 0);
   if (parts.o_part) {
     enc.add_temporary(*parts.o_part);
     enc.add_temporary(*parts.stats);
@@ -57,7 +59,10 @@ SplitPartials make_buffers(
   }
   if (parts.counters) {
     enc.add_temporary(*parts.counters);
-    parts.counters_ptr = mx::gpu_ptr<uint32_t>(*parts.counters);
+    uint32_t* words = mx::gpu_ptr<uint32_t>(*parts.counters);
+    // The merge's only where it merges: the kernel merges where it has them.
+    parts.counters_ptr = merged_tiles > 0 ? words : nullptr;
+    parts.walk_counter_ptr = walk_words > 0 ? words + merged_tiles : nullptr;
   }
   return parts;
 }
