@@ -136,8 +136,6 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
       t, D, D, fa::DTypeOf<T>::value, fa::Backend::Cuda);
   const int threads = fa::attention_launch_warps(t) * 32;
   if constexpr (t.producer) {
-    // Static grids: a persistent one would need its walk's zeroed counter.
-    static_assert(!t.persistent, "the benchmark launches static grids");
     auto kernel = fa::attention_producer_kernel<T, D, D, Tiles, C, false>;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     if (fa::attention_prefers_max_shared(t)) {  // as the library does (attention_kernel_key.h)
@@ -148,8 +146,7 @@ auto attention_launch(const fa::AttnParams& p, const fa::AttnFeatures& f, dim3 g
     const fa::TmaMap v_map = panel_map(v, p.B, p.H_kv, p.L_k, D, t.bk);
     return [=] {
       kernel<<<grid, threads, smem>>>(q, k, v, o, p, nullptr, nullptr, f, o_part, stats,
-                                      counters, n_splits, nullptr, nullptr, k_map, v_map,
-                                      nullptr);
+                                      counters, n_splits, nullptr, nullptr, k_map, v_map);
     };
   } else {
     auto kernel = counters != nullptr

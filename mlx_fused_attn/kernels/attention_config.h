@@ -33,11 +33,11 @@ struct AttnTiles {
   /// `stages` (tile/kv_tma_ring.h) and gives its registers to the others.
   bool producer = false;
   /// CUDA sm_90a, with a producer: a persistent grid, a block or
-  /// min_blocks a multiprocessor, each taking the next work tile from a
-  /// counter as it frees (kernels/cuda/persistent_scheduler.cuh's dynamic
-  /// walk), so that the producer copies a tile's first K/V blocks under
-  /// the previous tile's last products and its store. Not a shape: the plan
-  /// sets it after choosing the tiles (plan/persistent_grid.h).
+  /// min_blocks a multiprocessor, each walking its share of the work tiles
+  /// (kernels/cuda/persistent_scheduler.cuh), so that the producer copies
+  /// a tile's first K/V blocks under the previous tile's last products and
+  /// its store. Not a shape: the plan sets it after choosing the tiles
+  /// (plan/persistent_grid.h).
   bool persistent = false;
   /// CUDA, without a producer: the kernel's last split merges the splits'
   /// partials (kernels/cuda/split_merge.cuh). An instance of its own: that

@@ -4,13 +4,11 @@
 // (as FlashAttention-3's Hopper kernels take a TileScheduler type): the
 // body asks it for a first tile and for the tile after each, and the math
 // and a producer warpgroup that copies for it (kv_tma_ring.h) walk the same
-// tiles, each asking its own scheduler. A scheduler that hands a
-// threadgroup several tiles in turn (CUDA's persistent grid, kernels/cuda/
+// tiles, each asking alone. A scheduler that hands a threadgroup several
+// tiles in turn (CUDA's persistent grid, kernels/cuda/
 // persistent_scheduler.cuh) is another type with these two functions, and
 // kOneTile false: the body then runs the K/V schedule on across the tiles
-// (its kResumes, tile/kv_tma_ring.h). CUDA's takes the tiles as they free
-// from a counter: its producer's view takes each and publishes it to the
-// math's through shared memory.
+// (its kResumes, tile/kv_tma_ring.h).
 #pragma once
 
 #include "mlx_fused_attn/kernels/attention_args.h"

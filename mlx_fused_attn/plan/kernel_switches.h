@@ -40,10 +40,8 @@
 //   shared memory fits; otherwise a dQ kernel of its own. 1.5-1.7x slower.
 // - MLX_FUSED_ATTN_PERSISTENT: the producer kernel's persistent grid
 //   wherever the tiles allow it (plan/persistent_grid.h, whose planner rule
-//   is the candidate default); otherwise the static grid. With the static
-//   walk that the dynamic one replaced (persistent_scheduler.cuh): up to
-//   1.06x faster within 8 waves, 0.71x on one causal head of 32 query
-//   blocks.
+//   is the candidate default); otherwise the static grid. Up to 1.06x
+//   faster within 8 waves, 0.71x on one causal head of 32 query blocks.
 // - MLX_FUSED_ATTN_SMALL_GRID_PRODUCER: on small grids (plan/small_grid.h),
 //   64-query tiles with a producer warpgroup, two a multiprocessor
 //   (attention_config.h's choose_small_grid_tiles); otherwise the chooser's

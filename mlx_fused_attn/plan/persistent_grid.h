@@ -23,10 +23,9 @@ enum class PersistentChoice { Planner, Always, Never };
 /// block overlaps with the previous tile's end. Past it the tiles are long
 /// or many enough for a static grid (B=4 H=32 L=8192 already runs at
 /// cuDNN's speed with it). Measured always on (H200, 2026-12-06,
-/// gpu_bench.py --persistent), with the static walk that the dynamic one
-/// replaced (rounds of one tile a block): 1.01-1.06x on grids of 2-8
-/// waves, but 0.71x on B=1 H=32 L=4096 causal (8 waves: that walk's load
-/// imbalance, docs/gpu_kernels.md) and 0.92-0.95x at 62 waves.
+/// gpu_bench.py --persistent): 1.01-1.06x on grids of 2-8 waves, but 0.71x
+/// on B=1 H=32 L=4096 causal (8 waves: the walk's load imbalance,
+/// docs/gpu_kernels.md) and 0.92-0.95x at 62 waves.
 constexpr int64_t kPersistentMaxWaves = 16;
 
 /// Blocks of a persistent grid over `work_tiles` tiles of `tiles` on

@@ -1,7 +1,5 @@
 #include "mlx_fused_attn/backend/cuda/attention_launch.h"
 
-#include <variant>
-
 #include "mlx_fused_attn/backend/cuda/launch_common.h"
 #include "mlx_fused_attn/backend/cuda/tensor_map.h"
 #include "mlx_fused_attn/plan/launch_params.h"
@@ -67,10 +65,8 @@ AttentionRun start_run(
   for (mx::array& output : outputs) {
     made.push_back(&output);
   }
-  const auto* tiles = std::get_if<fa::AttnTiles>(&plan.tiles);
   run.parts = make_buffers(
-      made, plan.key_splits, merged_tiles(plan), plan.params, at.s, at.enc,
-      walk_counters(tiles != nullptr && tiles->persistent));
+      made, plan.key_splits, merged_tiles(plan), plan.params, at.s, at.enc);
   mx::array& out = outputs[0];
   poison(out, at.enc, at.device, at.arch);
   run.params = launch_params(

@@ -29,15 +29,13 @@ SplitPartials make_buffers(
     int64_t merged_tiles,
     const fa::AttnParams& p,
     mx::Stream s,
-    mx::cu::CommandEncoder& enc,
-    int64_t walk_words) {
+    mx::cu::CommandEncoder& enc) {
   SplitPartials parts;
-  const int64_t counter_words = merged_tiles + walk_words;
-  if (counter_words > 0) {
+  if (merged_tiles > 0) {
     // The first buffer, which set_device_data's launch zeroes: padded to
     // words it zeroes whole.
     parts.counters = mx::array(
-        {static_cast<int>(zeroed_words(counter_words))},
+        {static_cast<int>(zeroed_words(merged_tiles))},
         mx::uint32,
         nullptr,
         {});
@@ -50,7 +48,7 @@ SplitPartials make_buffers(
     outputs.push_back(&*parts.o_part);
     outputs.push_back(&*parts.stats);
   }
-  set_device_data(outputs, s, /* zero_first = */ counter_words > 0);
+  set_device_data(outputs, s, /* zero_first = */ merged_tiles > 0);
   if (parts.o_part) {
     enc.add_temporary(*parts.o_part);
     enc.add_temporary(*parts.stats);
@@ -59,10 +57,7 @@ SplitPartials make_buffers(
   }
   if (parts.counters) {
     enc.add_temporary(*parts.counters);
-    uint32_t* words = mx::gpu_ptr<uint32_t>(*parts.counters);
-    // The merge's only where it merges: the kernel merges where it has them.
-    parts.counters_ptr = merged_tiles > 0 ? words : nullptr;
-    parts.walk_counter_ptr = walk_words > 0 ? words + merged_tiles : nullptr;
+    parts.counters_ptr = mx::gpu_ptr<uint32_t>(*parts.counters);
   }
   return parts;
 }

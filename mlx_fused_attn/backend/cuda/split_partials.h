@@ -4,8 +4,7 @@
 // writes, made with the call's outputs, and what merges them into the
 // output: the kernel's last split, counting on counters made and zeroed
 // with them (plan.split_merge, kernels/cuda/split_merge.cuh), or else the
-// combine's node. A persistent grid's walk counts its tiles on a word of
-// the same zeroed buffer (kernels/cuda/persistent_scheduler.cuh).
+// combine's node.
 #pragma once
 
 #include <cuda.h>
@@ -26,22 +25,13 @@ namespace mlx_fused_attn::cuda {
 /// The partials of split keys, which the kernel writes and its last split
 /// (counting on `counters`) or the combine merges: temporaries, kept until
 /// the encoder's graph has run; none (null pointers) without split keys,
-/// no counters where the combine merges. `counters` also holds the
-/// persistent walk's counter, after the merge's (walk_counter_ptr; null on
-/// a static grid).
+/// no counters where the combine merges.
 struct SplitPartials {
   std::optional<mlx::core::array> o_part, stats, counters;
   float* o_part_ptr = nullptr;
   float* stats_ptr = nullptr;
-  uint32_t* counters_ptr = nullptr; ///< the merge's; null where none merges
-  uint32_t* walk_counter_ptr = nullptr;
+  uint32_t* counters_ptr = nullptr;
 };
-
-/// The zeroed words of a persistent grid's walk: one counter, from which
-/// its blocks take their tiles (persistent_scheduler.cuh).
-inline int64_t walk_counters(bool persistent) {
-  return persistent ? 1 : 0;
-}
 
 /// The tiles (query block, head, batch) of a plan whose last split merges
 /// (plan.split_merge), one counter each (split_merge.cuh's split_counter);
@@ -59,21 +49,17 @@ int64_t merged_tiles(const Plan& plan) {
 }
 
 /// Makes the buffers of `outputs` and, with `key_splits` > 1, the partials
-/// of `p`'s rows, and the counters of `merged_tiles` tiles followed by
-/// `walk_words` of a persistent walk (walk_counters), zeroed, all at once
-/// (one node, not one each), before the first set_*_array:
+/// of `p`'s rows and the counters of `merged_tiles` tiles (zeroed), all at
+/// once (one node, not one each), before the first set_*_array:
 /// set_device_data adds a node of its own, which would take the
-/// dependencies registered for the next. Each call's counters are its own,
-/// zeroed by its own node, as CUDA graphs run independent calls side by
-/// side.
+/// dependencies registered for the next.
 SplitPartials make_buffers(
     std::vector<mlx::core::array*> outputs,
     int key_splits,
     int64_t merged_tiles,
     const fa::AttnParams& p,
     mlx::core::Stream s,
-    mlx::core::cu::CommandEncoder& enc,
-    int64_t walk_words = 0);
+    mlx::core::cu::CommandEncoder& enc);
 
 /// Registers the partials and the counters as outputs of the kernel's node
 /// (the counters after the node that zeroed them).

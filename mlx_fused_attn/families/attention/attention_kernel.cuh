@@ -17,10 +17,9 @@
 // instances that nvcc and NVRTC build.
 //
 // Grid: (query blocks * splits, H_q, B), causal ones taken heaviest first
-// (grid_order.cuh), or with persistent tiles (blocks, 1, 1), which take
-// that grid's tiles in the same order as they free (from a counter);
-// block: attention_launch_warps(tiles) * 32 threads; dynamic shared
-// memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
+// (grid_order.cuh), or with persistent tiles (blocks, 1, 1), which walk
+// that grid's tiles in the same order; block: attention_launch_warps(tiles) * 32 threads; dynamic
+// shared memory: attention_smem_bytes(tiles, D, DV, dtype, Backend::Cuda).
 // With split keys (split_keys.h, features.split_keys) the kernel writes
 // n_splits partials to o_part and stats (split_keys.h), the split being the
 // block index modulo n_splits; with split_counters (zeroed, one a query
@@ -87,10 +86,8 @@ __device__ __forceinline__ AttnStaticScheduler attention_grid_scheduler(
   return attention_static_scheduler(g.x, g.head, g.batch, n_splits);
 }
 
-/// The same features, and the math's persistent scheduler of the work
-/// tiles that the static grid of `Tiles` would launch
-/// (persistent_scheduler.cuh): the walk's counter, and the threadgroup's
-/// slots in which the producer publishes the tiles.
+/// The same features, and the persistent scheduler of the work tiles that
+/// the static grid of `Tiles` would launch (persistent_scheduler.cuh).
 template <
     typename T,
     int D,
@@ -102,18 +99,14 @@ __device__ __forceinline__ AttnPersistentScheduler
 attention_persistent_scheduler(
     AttnFeatures& features,
     const AttnParams& params,
-    int n_splits,
-    unsigned int* tile_counter,
-    PersistentTileSlots* slots) {
+    int n_splits) {
   const AttnPersistentScheduler s = {
-      {(params.L_q + Tiles::value.bq - 1) / Tiles::value.bq * n_splits,
-       params.H_q,
-       params.B,
-       n_splits,
-       attention_fix_features<kCausal, kHasMask>(features),
-       attention_row_bytes<T, D, DV>(params),
-       tile_counter,
-       slots}};
+      (params.L_q + Tiles::value.bq - 1) / Tiles::value.bq * n_splits,
+      params.H_q,
+      params.B,
+      n_splits,
+      attention_fix_features<kCausal, kHasMask>(features),
+      attention_row_bytes<T, D, DV>(params)};
   return s;
 }
 
@@ -138,33 +131,18 @@ struct AttnCudaInstance {
       "attention_smem_bytes disagrees with the kernel's blocks");
 
   /// The persistent scheduler where the tiles say so
-  /// (AttnTiles::persistent: the walk's `tile_counter` and `slots`), else
-  /// the static one; both fix the features that the instance fixes.
+  /// (AttnTiles::persistent), else the static one; both fix the features
+  /// that the instance fixes.
   static __device__ __forceinline__ auto scheduler(
       AttnFeatures& features,
       const AttnParams& params,
-      int n_splits,
-      unsigned int* tile_counter = nullptr,
-      PersistentTileSlots* slots = nullptr) {
+      int n_splits) {
     if constexpr (t.persistent) {
       return attention_persistent_scheduler<T, D, DV, Tiles, kCausal, kHasMask>(
-          features, params, n_splits, tile_counter, slots);
+          features, params, n_splits);
     } else {
       return attention_grid_scheduler<T, D, DV, kCausal, kHasMask>(
           features, params, n_splits);
-    }
-  }
-
-  /// The producer's view of the math's scheduler: the persistent one's takes
-  /// the tiles from the counter and publishes them; the static one's is
-  /// the same.
-  template <typename Scheduler>
-  static __device__ __forceinline__ auto producer_scheduler(
-      const Scheduler& sched) {
-    if constexpr (t.persistent) {
-      return sched.producer();
-    } else {
-      return sched;
     }
   }
 
@@ -259,14 +237,10 @@ __global__ void __launch_bounds__(
 /// sm_90a): its arguments are attention_kernel's and the tensor maps of K
 /// and V (attention_cuda.cpp: 4-D, {head dim, keys, heads, batch}, boxes
 /// of one 128-byte panel by bk keys, 128-byte swizzle, which is the
-/// swizzled blocks' layout), and with persistent tiles the walk's counter
-/// (one word, zeroed at the call's start: split_partials.h; null on the
-/// static grid). Warps 0-3 are the producer, whose one thread copies the
-/// blocks (tile/kv_tma_ring.h, attention_produce) and, on a persistent
-/// grid, takes the tiles (persistent_scheduler.cuh); the others run
+/// swizzled blocks' layout). Warps 0-3 are the producer, whose one thread
+/// copies the blocks (tile/kv_tma_ring.h, attention_produce); the others run
 /// attention_body.
-/// Shared memory: K's stages, V's, the ring's barriers (and the persistent
-/// walk's slots), Q.
+/// Shared memory: K's stages, V's, the ring's barriers, Q.
 template <
     typename T,
     int D,
@@ -292,8 +266,7 @@ __global__ void __launch_bounds__(
     float* lse,
     const unsigned int* mask_blocks,
     const __grid_constant__ TmaMap k_map,
-    const __grid_constant__ TmaMap v_map,
-    unsigned int* tile_counter) {
+    const __grid_constant__ TmaMap v_map) {
   constexpr AttnTiles t = Tiles::value;
   if constexpr (!FA_HAS_WGMMA) {
     __trap();
@@ -325,15 +298,7 @@ __global__ void __launch_bounds__(
     KVTmaBarriers<t.stages>* bars =
         reinterpret_cast<KVTmaBarriers<t.stages>*>(
             attention_sync_smem<Target, typename I::Shape>(smem.v));
-    // The persistent walk's slots follow the ring's barriers.
-    static_assert(
-        sizeof(KVTmaBarriers<t.stages>) + sizeof(PersistentTileSlots) <=
-            kKVTmaSyncBytes,
-        "the walk's slots outgrow the ring's barrier space");
-    PersistentTileSlots* slots =
-        reinterpret_cast<PersistentTileSlots*>(bars + 1);
-    const auto sched =
-        I::scheduler(features, params, n_splits, tile_counter, slots);
+    const auto sched = I::scheduler(features, params, n_splits);
     const AttnArrays<T> arrays = {
         q, k, v, out, mask, sinks, lse, mask_blocks, o_part, stats,
         split_counters};
@@ -341,9 +306,6 @@ __global__ void __launch_bounds__(
         I::Parts::mainloop(arrays, smem);
     const int warp = threadIdx.x / kSimdWidth;
     if (threadIdx.x == 0) {
-      if constexpr (t.persistent) {
-        persistent_slots_init(slots, t.warps);
-      }
       kv_tma_init(bars, t.warps);
     }
     __syncthreads();
@@ -351,9 +313,7 @@ __global__ void __launch_bounds__(
       warpgroup_registers_decrease<kProducerRegs>();
       if (threadIdx.x == 0) {
         const KVTmaMaps maps = {&k_map, &v_map};
-        attention_produce(
-            maps, mainloop, arrays, params, features,
-            I::producer_scheduler(sched));
+        attention_produce(maps, mainloop, arrays, params, features, sched);
       }
       return;
     }

@@ -1,8 +1,7 @@
 // The general kernel's launch on CUDA (backend/cuda/attention_launch.h):
 // its kernel and, with split keys merged by a kernel of their own, the
-// combine; K and V through tensor maps for a producer warpgroup, and a
-// persistent grid's walk counter; the partials of split keys and the LSE
-// where the plan has them.
+// combine; K and V through tensor maps for a producer warpgroup; the
+// partials of split keys and the LSE where the plan has them.
 #include <stdexcept>
 #include <variant>
 
@@ -87,8 +86,7 @@ void run_attention(
         at, function, plan, run, out, features, parts.o_part_ptr,
         parts.stats_ptr, parts.counters_ptr, plan.key_splits, lse,
         run.in.visits_ptr, panel_tensor_map(run.in.k, plan.dtype, tiles.bk),
-        panel_tensor_map(run.in.v, plan.dtype, tiles.bk),
-        parts.walk_counter_ptr);
+        panel_tensor_map(run.in.v, plan.dtype, tiles.bk));
   } else {
     add_attention_node(
         at, function, plan, run, out, features, parts.o_part_ptr,
