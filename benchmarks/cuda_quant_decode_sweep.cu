@@ -306,18 +306,16 @@ struct QuantDecodeCase {
                 2e-6 * n_kv * sizeof(T));
   }
 
-  /// The quantized kernel of tiles `Tiles` with `splits` splits, its K/V
-  /// schedule kSchedule (plain, register stage or word ring), its word
-  /// loads and arithmetic `Decode`'s: split kernel and combine, then the
-  /// one kernel (the last split merging).
-  template <typename Tiles, fa::QuantizedKVSchedule kSchedule,
-            typename Decode = fa::QuantizedFloatChunks>
+  /// The quantized kernel of tiles `Tiles` with `splits` splits,
+  /// register-staged or plain, its word loads and arithmetic `Decode`'s:
+  /// split kernel and combine, then the one kernel (the last split
+  /// merging).
+  template <typename Tiles, bool kStaged, typename Decode = fa::QuantizedFloatChunks>
   void quant_decode(int splits, const char* what, int reps) {
     constexpr fa::AttnTiles t = Tiles::value;
     auto kernel =
-        fa::quantized_attention_kernel<T, kD, kBits, Tiles, false, false, kSchedule, Decode>;
-    const int smem = fa::quantized_attention_smem_bytes(
-        t, kD, kBits, fa::DType::BFloat16, kSchedule, Decode::kRowsFastest);
+        fa::quantized_attention_kernel<T, kD, kBits, Tiles, false, false, kStaged, Decode>;
+    const int smem = fa::attention_smem_bytes(t, kD, kD, fa::DType::BFloat16, fa::Backend::Cuda);
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     if (fa::attention_prefers_max_shared(t)) {  // as the library does (its kernel key)
       CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -381,10 +379,6 @@ struct QuantDecodeCase {
 
 }  // namespace
 
-constexpr fa::QuantizedKVSchedule kPlain = fa::QuantizedKVSchedule::Plain;
-constexpr fa::QuantizedKVSchedule kRegs = fa::QuantizedKVSchedule::Registers;
-constexpr fa::QuantizedKVSchedule kRing = fa::QuantizedKVSchedule::WordRing;
-
 int main(int argc, char** argv) {
   const int only = argc > 1 ? std::atoi(argv[1]) : -1;  // one case, for a profiler
   const float tb_s = float(copy_tbps());
@@ -401,38 +395,28 @@ int main(int argc, char** argv) {
     const int reps = d.Lk > 4096 ? 200 : 1000;
     c.float_decode(reps);
     const int s = quant_splits(d, QuantTiles::value);
-    c.quant_decode<QuantTiles, kRegs>(s, "plan (register stage)", reps);
-    if (s > 1) c.quant_decode<QuantTiles, kRegs>((s + 1) / 2, "plan splits x0.5", reps);
-    c.quant_decode<QuantTiles, kRegs>(std::min(2 * s, mlx_fused_attn::kMaxKeySplits),
-                                      "plan splits x2", reps);
-    c.quant_decode<QuantTiles, kPlain>(s, "one stage (old)", reps);
-    c.quant_decode<QuantTiles, kRegs, Packed>(s, "plan, packed", reps);
-    c.quant_decode<QuantTiles, kRegs, PackedWide>(s, "plan, packed, 16B", reps);
-    c.quant_decode<QuantTiles, kRegs, PackedWideRows>(s, "plan, packed, 16B, rows", reps);
-    // The ring copies a block's scales and biases as 16-byte runs: a head's
-    // must start aligned (not at 4133 keys; the library runs the float
-    // chunks there, quantized_groups_in_runs).
-    const bool ring = int64_t(kGroups) * d.Lk * sizeof(T) % 16 == 0;
-    if (ring) c.quant_decode<QuantTiles, kRing, PackedWideRows>(s, "plan, pk, 16B, rows, ring", reps);
+    c.quant_decode<QuantTiles, true>(s, "plan (register stage)", reps);
+    if (s > 1) c.quant_decode<QuantTiles, true>((s + 1) / 2, "plan splits x0.5", reps);
+    c.quant_decode<QuantTiles, true>(std::min(2 * s, mlx_fused_attn::kMaxKeySplits),
+                                     "plan splits x2", reps);
+    c.quant_decode<QuantTiles, false>(s, "one stage (old)", reps);
+    c.quant_decode<QuantTiles, true, Packed>(s, "plan, packed", reps);
+    c.quant_decode<QuantTiles, true, PackedWide>(s, "plan, packed, 16B", reps);
+    c.quant_decode<QuantTiles, true, PackedWideRows>(s, "plan, packed, 16B, rows", reps);
     const int ss = quant_splits(d, SlicedTiles::value);
-    c.quant_decode<SlicedTiles, kRegs, PackedWideRows>(ss, "slices, packed, 16B, rows", reps);
-    if (ring) {
-      c.quant_decode<SlicedTiles, kRing, PackedWideRows>(ss, "slices, pk, rows, ring", reps);
-      c.quant_decode<SlicedTiles, kRing, PackedWideRows>(
-          std::min(2 * ss, mlx_fused_attn::kMaxKeySplits), "slices, pk, rows, ring x2", reps);
-      if (ss > 1)
-        c.quant_decode<SlicedTiles, kRing, PackedWideRows>((ss + 1) / 2,
-                                                           "slices, pk, rows, ring x0.5", reps);
-    }
-    c.quant_decode<SlicedTiles, kRegs>(ss, "slices (float chunks)", reps);
+    c.quant_decode<SlicedTiles, true, PackedWideRows>(ss, "slices, packed, 16B, rows", reps);
+    c.quant_decode<SlicedTiles, true, PackedWideRows>(
+        std::min(2 * ss, mlx_fused_attn::kMaxKeySplits), "slices, pk, 16B, rows x2", reps);
+    if (ss > 1) c.quant_decode<SlicedTiles, true, PackedWideRows>((ss + 1) / 2, "slices, pk, 16B, rows x0.5", reps);
+    c.quant_decode<SlicedTiles, true>(ss, "slices (float chunks)", reps);
     const int sd = quant_splits(d, DecodeTiles::value);
     const int sd2 = std::min(2 * sd, mlx_fused_attn::kMaxKeySplits);
-    c.quant_decode<DecodeTiles, kRegs>(sd, "decode tiles", reps);
-    c.quant_decode<DecodeTiles, kRegs, PackedWide>(sd2, "decode, packed, 16B x2", reps);
-    if (ring) {
-      c.quant_decode<DecodeTiles, kRing, PackedWide>(sd2, "decode, pk, 16B, ring x2", reps);
-      c.quant_decode<DecodeTiles, kRing, PackedWide>(sd, "decode, pk, 16B, ring", reps);
-    }
+    c.quant_decode<DecodeTiles, true>(sd, "decode tiles", reps);
+    c.quant_decode<DecodeTiles, true>(sd2, "decode tiles x2", reps);
+    c.quant_decode<DecodeTiles, true, Packed>(sd2, "decode, packed x2", reps);
+    c.quant_decode<DecodeTiles, true, PackedWide>(sd2, "decode, packed, 16B x2", reps);
+    c.quant_decode<DecodeTiles, true, PackedWideRows>(sd, "decode, packed, 16B, rows", reps);
+    c.quant_decode<DecodeTiles, true, PackedWideRows>(sd2, "decode, pk, 16B, rows x2", reps);
   }
   return 0;
 }

@@ -112,10 +112,7 @@ Support plan_gpu(
       static_cast<unsigned>(p.H_q),
       static_cast<unsigned>(p.B),
       tiles.warps,
-      backend == fa::Backend::Cuda
-          ? fa::quantized_kernel_smem_bytes(
-                tiles, p.D, plan.spec.kv.bits, plan.dtype, plan.chunks)
-          : fa::attention_smem_bytes(tiles, p.D, p.D_v, plan.dtype, backend)};
+      fa::attention_smem_bytes(tiles, p.D, p.D_v, plan.dtype, backend)};
   if (Support fits = grid_fits(target, p); !fits.ok) {
     return fits;
   }

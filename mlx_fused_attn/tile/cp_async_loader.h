@@ -75,12 +75,12 @@ struct CpAsyncLoader {
   }
 
   static FA_FUNC void commit() {
-    async_copies_commit();
+    asm volatile("cp.async.commit_group;\n" ::);
   }
 
   template <int kPending = 0>
   static FA_FUNC void wait() {
-    async_copies_wait<kPending>();
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
   }
 
  private:
@@ -129,7 +129,11 @@ struct CpAsyncLoader {
   }
 
   static FA_FUNC void copy16(T* dst, const T* src, int src_bytes) {
-    async_copy16(dst, src, src_bytes);
+    asm volatile(
+        "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+            static_cast<unsigned>(__cvta_generic_to_shared(dst))),
+        "l"(src),
+        "r"(src_bytes));
   }
 };
 

@@ -127,30 +127,6 @@ __device__ __forceinline__ void async_copies_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-/// A 16-byte asynchronous copy from device memory to shared memory at
-/// `dst` (cp.async, cached in L2 alone), of which the first `src_bytes`
-/// (0 to 16) are read and the rest zero-filled; both ends 16-byte aligned.
-__device__ __forceinline__ void
-async_copy16(void* dst, const void* src, int src_bytes) {
-  asm volatile(
-      "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-          static_cast<unsigned>(__cvta_generic_to_shared(dst))),
-      "l"(src),
-      "r"(src_bytes));
-}
-
-/// Closes this thread's asynchronous copies issued since the last commit
-/// into a group.
-__device__ __forceinline__ void async_copies_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-
-/// Returns once at most kPending of this thread's groups are in flight.
-template <int kPending>
-__device__ __forceinline__ void async_copies_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
 /// kN elements of a thread's array into shared memory at dst, 16 bytes a
 /// store (dst 16-byte aligned): a sixteenth of the store instructions of
 /// 2-byte elements one at a time, and a quarter of their shared-memory

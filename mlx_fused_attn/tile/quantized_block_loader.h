@@ -146,9 +146,6 @@ struct QuantizedBlockLoader {
   static_assert(
       kDstLd * sizeof(T) % 16 == 0,
       "a chunk's values are stored 16 bytes at a time (store_contiguous)");
-  FA_CONST int kBlockRows = kRows;
-  FA_CONST int kBlockCols = kCols;
-  FA_CONST int kCodeBits = kBits;
   FA_CONST int kChunkValues = 32;
   FA_CONST int kChunkWords = kChunkValues * kBits / 32;
   FA_CONST int kChunksPerRow = kCols / kChunkValues;

@@ -7,12 +7,13 @@
 // Its K/V schedule (kv_pipeline.h), on Metal and CUDA alike: by default the
 // register stage (KVRegisterStaged), the next block's words, scales and
 // biases in flight in each thread's registers under this block's products
-// (one block ahead is 9 KB a threadgroup at 4 bits, D = 128); with
-// kRegisterStaged off, the plain one (KVPlain: a block's loads waited for
-// with the threadgroup idle), which the decode sweep times against it
-// (benchmarks/cuda_quant_decode_sweep.cu). CUDA's packed kernels replace
-// it by the word ring, several blocks ahead in shared memory
-// (tile/cuda_quantized_word_ring.h's QuantizedWordRingTarget over this).
+// (one block ahead is 9 KB a threadgroup at 4 bits, D = 128: two a
+// multiprocessor hold the ~18 KB in flight that an H100's memory needs,
+// 3.35 TB/s x ~700 ns / 132 SMs, for a block's share of registers, where a
+// shared-memory ring would cost a stage of threadgroup memory a block);
+// with kRegisterStaged off, the plain one (KVPlain: a block's loads waited
+// for with the threadgroup idle), which the decode sweep times against it
+// (benchmarks/cuda_quant_decode_sweep.cu).
 //
 // `Chunks`: how the loader places, loads and dequantizes a thread's chunks
 // (quantized_block_loader.h's QuantizedFloatChunks, or CUDA's,

@@ -73,12 +73,6 @@ struct QuantKVSource {
     store_kv(stage, s, tid);
   }
 
-  /// Whether key block `block` is the one past the whole ones, whose
-  /// missing keys its copies zero-fill (none where align_k).
-  FA_FUNC bool ragged(int block) const {
-    return !align_k && block == n_full_kblocks;
-  }
-
   /// The pipeline's block kb of `rows` into `f`: the block past the whole
   /// ones zero-fills its missing keys unless align_k.
   template <typename Block>
@@ -89,7 +83,7 @@ struct QuantKVSource {
       int tid) const {
     const int block = visits.block(kb);
     const int key0 = block * Shape::kBK;
-    if (ragged(block)) {
+    if (!align_k && block == n_full_kblocks) {
       Block::template fetch<true>(
           f, quantized_rows_from(rows, key0), L_k - key0, tid);
     } else {

@@ -56,34 +56,6 @@ constexpr bool quantized_chunks_need_aligned_words(QuantizedChunks c) {
   return c != QuantizedChunks::Float;
 }
 
-/// The K/V schedule of the kernels of policy `c`: the packed ones, whose
-/// words are aligned, take the word ring (which also needs each block's
-/// scales and biases in runs: quantized_groups_in_runs); the float chunks
-/// the register stage, which reads any layout.
-constexpr QuantizedKVSchedule quantized_chunks_schedule(QuantizedChunks c) {
-  return c == QuantizedChunks::Float ? QuantizedKVSchedule::Registers
-                                     : QuantizedKVSchedule::WordRing;
-}
-
-/// Whether the loader of policy `c` places consecutive threads on
-/// consecutive rows (the word ring pads its rows for it).
-constexpr bool quantized_chunks_rows_fastest(QuantizedChunks c) {
-  return c == QuantizedChunks::PackedWideRows;
-}
-
-/// The shared memory of the CUDA quantized kernel of policy `c` at
-/// (tiles, head_dim, bits, dtype).
-constexpr int quantized_kernel_smem_bytes(
-    AttnTiles tiles,
-    int head_dim,
-    int bits,
-    DType dtype,
-    QuantizedChunks c) {
-  return quantized_attention_smem_bytes(
-      tiles, head_dim, bits, dtype, quantized_chunks_schedule(c),
-      quantized_chunks_rows_fastest(c));
-}
-
 /// The chunk policy of the quantized kernels of `tiles` at (head_dim, bits,
 /// dtype) on CUDA, each the fastest of the H100 decode sweep
 /// (benchmarks/cuda_quant_decode_sweep.cu, docs/gpu_kernels.md) where it
@@ -112,33 +84,6 @@ constexpr QuantizedChunks choose_quantized_chunks(
     return QuantizedChunks::PackedWideRows;
   }
   return QuantizedChunks::PackedWide;
-}
-
-/// Whether a quantized operand's scales (or biases) lie as the word ring
-/// copies them: each key block's as one run of whole 16-byte pieces on a
-/// 16-byte boundary, i.e. a row's `groups` values contiguous (stride 1,
-/// `group_stride`), rows one after another (`strides[2]` == groups), and
-/// the first value (`address`, bytes) and each step between heads and
-/// batches (`strides`, elements of `elem_bytes`, of the axes of `shape`
-/// longer than one) on 16-byte boundaries. Key blocks start at multiples
-/// of 32 rows, whose runs are then aligned too.
-inline bool quantized_groups_in_runs(
-    std::uintptr_t address,
-    const int64_t* strides,
-    const int* shape,
-    int64_t group_stride,
-    int groups,
-    int elem_bytes) {
-  if (address % 16 != 0 || (groups > 1 && group_stride != 1) ||
-      (shape[2] > 1 && strides[2] != groups)) {
-    return false;
-  }
-  for (int i = 0; i < 2; ++i) {
-    if (shape[i] > 1 && strides[i] * elem_bytes % 16 != 0) {
-      return false;
-    }
-  }
-  return true;
 }
 
 /// Whether a quantized operand's words can be read 16 bytes at a time:

@@ -105,54 +105,6 @@ constexpr AttnTiles choose_quantized_sliced_tiles() {
   return AttnTiles{16, 64, 4, 1, 2, false, false, false, false, false, true};
 }
 
-/// How a CUDA quantized kernel's K/V words reach its loader
-/// (quantized_kv_target.h, tile/cuda_quantized_word_ring.h):
-/// - Plain: a block's loads waited for with the threadgroup idle (the
-///   decode sweep's baseline);
-/// - Registers: the next block in each thread's registers (Metal's too);
-/// - WordRing: quantized_word_stages(tiles) blocks ahead in shared memory,
-///   copied by cp.async, where the words, scales and biases are laid out
-///   for it (the host checks).
-enum class QuantizedKVSchedule { Plain, Registers, WordRing };
-
-/// The word ring's slots at `tiles`: four, which hold four times the
-/// register stage's bytes in flight; two for the decode tiles, whose
-/// eight threadgroups a multiprocessor leave room for no more (27 KB each
-/// at D = 128 of the 228 KB).
-constexpr int quantized_word_stages(AttnTiles tiles) {
-  return tiles.min_blocks > 2 ? 2 : 4;
-}
-
-/// The word ring's shared memory at (tiles, head_dim, bits, dtype), its
-/// rows padded where the loader places rows fastest (`rows_fastest`): as
-/// tile/cuda_quantized_word_ring.h lays out K's and V's slots.
-constexpr int quantized_word_ring_bytes(
-    AttnTiles tiles,
-    int head_dim,
-    int bits,
-    DType dtype,
-    bool rows_fastest) {
-  const int row_words = head_dim * bits / 32 + (rows_fastest ? 4 : 0);
-  const int operand = tiles.bk *
-      (row_words * 4 + 2 * (head_dim / 32) * dtype_size(dtype));
-  return quantized_word_stages(tiles) * 2 * operand;
-}
-
-/// A CUDA quantized kernel's shared memory: its blocks'
-/// (attention_smem_bytes) and, under `schedule`, the word ring's.
-constexpr int quantized_attention_smem_bytes(
-    AttnTiles tiles,
-    int head_dim,
-    int bits,
-    DType dtype,
-    QuantizedKVSchedule schedule,
-    bool rows_fastest) {
-  return attention_smem_bytes(tiles, head_dim, head_dim, dtype, Backend::Cuda) +
-      (schedule == QuantizedKVSchedule::WordRing
-           ? quantized_word_ring_bytes(tiles, head_dim, bits, dtype, rows_fastest)
-           : 0);
-}
-
 /// Whether `tiles` are tiles of the quantized kernels at (head_dim, dtype)
 /// on CUDA: the default ones, or the decode or key-slice ones where there
 /// are.

@@ -7,20 +7,18 @@
 // (a type whose `value` is an AttnTiles, kernel_tiles.h; q_shared: Q in
 // shared memory, CudaSharedQTarget's, under the quantized loader) and the
 // two features that change the inner loop's code, causal and an array
-// mask; the others arrive in args.features. kSchedule: how the K/V words
-// reach the loader (quantized_attention_config.h's QuantizedKVSchedule:
-// the register stage of quantized_kv_target.h, or the word ring of
-// tile/cuda_quantized_word_ring.h, whose layout the caller vouches for);
-// Chunks: how the loader places, loads and dequantizes a thread's chunks
-// (quantized_block_loader.h's QuantizedFloatChunks, or
-// tile/cuda_quantized_chunks.h's 16-bit pairs, 16-byte word loads and
-// row-major placement). The library's instances take the register stage
-// with QuantizedFloatChunks, and the word ring with the packed policies
-// (quantized_attention_chunks.h); the decode sweep also times the others.
+// mask; the others arrive in args.features. kRegisterStaged: the K/V
+// schedule (quantized_kv_target.h); Chunks: how the loader places, loads
+// and dequantizes a thread's chunks (quantized_block_loader.h's
+// QuantizedFloatChunks, or tile/cuda_quantized_chunks.h's 16-bit pairs,
+// 16-byte word loads, whose alignment the caller vouches for, and row-major
+// placement). The library's instances take the register stage with the
+// chunk policies the plan picks (quantized_attention_chunks.h); the decode
+// sweep also times the others.
 //
 // Grid: (query blocks * n_splits, H_q, B), the split being the block index
 // modulo n_splits; block: tiles.warps * 32 threads; dynamic shared memory:
-// quantized_attention_smem_bytes. With split keys
+// attention_smem_bytes(tiles, D, D, dtype, Backend::Cuda). With split keys
 // (n_splits > 1) the kernel writes partials that the last split of each
 // query block merges into the output where args.split_counters is bound
 // (kernels/cuda/split_merge.cuh), quantized_split_combine_kernel where not.
@@ -36,7 +34,6 @@
 #include "mlx_fused_attn/kernels/cuda/split_merge.cuh"
 #include "mlx_fused_attn/kernels/split_keys.h"
 #include "mlx_fused_attn/tile/cuda_quantized_chunks.h"
-#include "mlx_fused_attn/tile/cuda_quantized_word_ring.h"
 #include "mlx_fused_attn/tile/cuda_target.h"
 #include "mlx_fused_attn/tile/dtype_of.h"
 #include "mlx_fused_attn/tile/quantized_kv_target.h"
@@ -44,54 +41,22 @@
 namespace fa {
 
 /// Whether an instance's tiles are the chooser's, and the shared memory the
-/// host gives it (quantized_attention_smem_bytes) is exactly that of its
-/// blocks and its schedule's ring.
+/// host gives it (attention_smem_bytes) is exactly that of its blocks.
 /// Variables, so that the host functions are evaluated outside the kernel.
 template <typename T, int D, typename Tiles>
 constexpr bool kQuantizedTilesAgree =
     quantized_attention_tiles_listed(Tiles::value, D, DTypeOf<T>::value);
-template <
-    typename Target,
-    typename Shape,
-    typename Tiles,
-    int BITS,
-    QuantizedKVSchedule kSchedule>
+template <typename Target, typename Shape, typename Tiles>
 constexpr bool kQuantizedSmemAgrees =
-    quantized_attention_smem_bytes(
+    attention_smem_bytes(
         Tiles::value,
         Shape::kHeadDim,
-        BITS,
+        Shape::kHeadDim,
         DTypeOf<typename Shape::elem_type>::value,
-        kSchedule,
-        AttnKBlock<Target, Shape>::kRowsFastest) ==
+        Backend::Cuda) ==
     int(sizeof(typename Shape::elem_type)) *
-            (AttnKBlock<Target, Shape>::kElems +
-             AttnVBlock<Target, Shape>::kElems +
-             AttnQOperand<Target, Shape>::kSmemElems) +
-        Target::template KVSchedule<
-            AttnKBlock<Target, Shape>,
-            QuantKVSource<Target, Shape>,
-            1>::kSyncBytes;
-
-/// The word ring's slots at `Tiles` (the host's quantized_word_stages).
-template <typename Tiles>
-constexpr int kQuantizedWordStages = quantized_word_stages(Tiles::value);
-
-/// A quantized kernel's target under kSchedule: `StagedTarget` (a
-/// QuantizedKVTarget, register-staged or plain), with the word ring's
-/// schedule where it runs. (NVRTC has no <type_traits>.)
-template <typename StagedTarget, typename Tiles, QuantizedKVSchedule kSchedule>
-struct QuantizedScheduleTarget {
-  typedef StagedTarget type;
-};
-template <typename StagedTarget, typename Tiles>
-struct QuantizedScheduleTarget<
-    StagedTarget,
-    Tiles,
-    QuantizedKVSchedule::WordRing> {
-  typedef QuantizedWordRingTarget<StagedTarget, kQuantizedWordStages<Tiles>>
-      type;
-};
+        (AttnKBlock<Target, Shape>::kElems + AttnVBlock<Target, Shape>::kElems +
+         AttnQOperand<Target, Shape>::kSmemElems);
 
 /// Whether the host's quantized_rows_fastest_applies, which its choice of
 /// chunk policy reads (quantized_attention_chunks.h), agrees with the
@@ -117,7 +82,7 @@ template <
     typename Tiles,
     bool kCausal,
     bool kHasMask,
-    QuantizedKVSchedule kSchedule = QuantizedKVSchedule::Registers,
+    bool kRegisterStaged = true,
     typename Chunks = QuantizedFloatChunks>
 __global__ void __launch_bounds__(
     Tiles::value.warps * kSimdWidth,
@@ -141,10 +106,8 @@ __global__ void __launch_bounds__(
   typedef QuantizedKVTarget<
       typename CudaTargetOf<false, t.q_shared>::type,
       BITS,
-      kSchedule != QuantizedKVSchedule::Plain,
+      kRegisterStaged,
       Chunks>
-      StagedTarget;
-  typedef typename QuantizedScheduleTarget<StagedTarget, Tiles, kSchedule>::type
       Target;
   typedef AttnKBlock<Target, Shape> KBlock;
   static_assert(
@@ -155,10 +118,9 @@ __global__ void __launch_bounds__(
       "a rows-fastest chunk policy where the loader cannot place rows "
       "fastest");
   static_assert(
-      (kQuantizedSmemAgrees<Target, Shape, Tiles, BITS, kSchedule>),
-      "quantized_attention_smem_bytes disagrees with the kernel's blocks");
-  // K's block, V's, the word ring where it runs, then Q where it is kept
-  // there (quantized_attention_smem_bytes).
+      kQuantizedSmemAgrees<Target, Shape, Tiles>,
+      "attention_smem_bytes disagrees with the kernel's blocks");
+  // K's block, V's, then Q where it is kept there (attention_smem_bytes).
   extern __shared__ __align__(16) unsigned char quantized_attention_smem[];
   T* k_smem = reinterpret_cast<T*>(quantized_attention_smem);
   T* v_smem = k_smem + KBlock::kElems;

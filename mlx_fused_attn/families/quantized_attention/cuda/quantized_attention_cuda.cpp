@@ -73,38 +73,15 @@ bool words_aligned(const mx::array& words) {
       strides, shape);
 }
 
-/// Whether `groups` (scales or biases, [B, H, L, D / group_size]) lie
-/// in the runs the word ring copies.
-bool groups_in_runs(const mx::array& groups) {
-  const int64_t strides[3] = {
-      groups.strides()[0], groups.strides()[1], groups.strides()[2]};
-  const int shape[3] = {groups.shape(0), groups.shape(1), groups.shape(2)};
-  return fa::quantized_groups_in_runs(
-      reinterpret_cast<std::uintptr_t>(mx::gpu_ptr<void>(groups)), strides,
-      shape, groups.strides()[3], groups.shape(3),
-      static_cast<int>(groups.itemsize()));
-}
-
-/// The chunk policy that reads `in`'s K and V: the plan's where their
-/// words are aligned for it and their scales and biases lie in runs (its
-/// word ring's layout), else QuantizedFloatChunks (its kernel at the
-/// plan's tiles, which the instance list holds too).
+/// The chunk policy that reads `in`'s K and V words: the plan's where both
+/// are aligned for it, else QuantizedFloatChunks (its kernel at the plan's
+/// tiles, which the instance list holds too).
 fa::QuantizedChunks words_fit_chunks(
     const QuantizedAttentionPlan& plan,
     const std::vector<mx::array>& in) {
-  if (!fa::quantized_chunks_need_aligned_words(plan.chunks)) {
-    return plan.chunks;
-  }
-  for (int words : {kQuantKWords, kQuantVWords}) {
-    if (!words_aligned(in[words])) {
-      return fa::QuantizedChunks::Float;
-    }
-  }
-  for (int groups :
-       {kQuantKScales, kQuantKBiases, kQuantVScales, kQuantVBiases}) {
-    if (!groups_in_runs(in[groups])) {
-      return fa::QuantizedChunks::Float;
-    }
+  if (fa::quantized_chunks_need_aligned_words(plan.chunks) &&
+      !(words_aligned(in[kQuantKWords]) && words_aligned(in[kQuantVWords]))) {
+    return fa::QuantizedChunks::Float;
   }
   return plan.chunks;
 }
@@ -223,15 +200,13 @@ void quantized_run(
   enc.set_output_array(out);
   cuda::write_partials(parts, enc);
   fa::QuantAttnKernelArgs<void> args = kernel_args(plan, in, out, params, parts);
-  // The kernel's own shared memory: the float-chunk one has no word ring.
-  const cuda::QuantizedAttentionKernelKey key =
-      quantized_key(plan, words_fit_chunks(plan, in));
   enc.add_kernel_node_ex(
-      cuda::kernel_function(key, device, arch),
+      cuda::kernel_function(
+          quantized_key(plan, words_fit_chunks(plan, in)), device, arch),
       dim3(plan.grid.x, plan.grid.y, plan.grid.z),
       dim3(plan.grid.warps * fa::kSimdWidth),
       {},
-      static_cast<uint32_t>(key.smem_bytes()),
+      static_cast<uint32_t>(plan.grid.smem_bytes),
       args);
   if (parts.o_part && !plan.split_merge) {
     cuda::add_combine_node(

@@ -21,17 +21,14 @@ struct QuantizedAttentionKernelKey {
   fa::AttnTiles tiles; ///< the plan's (quantized_kernel_choice.h)
   bool causal;
   bool has_mask; ///< a bool or additive mask array
-  /// The loader's (plan.chunks, or Float where the words, scales and
-  /// biases are not laid out for it), and with it the K/V schedule
-  /// (quantized_chunks_schedule); Float's expression leaves the kernel's
-  /// defaults out.
+  /// The loader's (plan.chunks, or Float where the words are not 16-byte
+  /// aligned); Float's expression leaves the kernel's defaults out.
   fa::QuantizedChunks chunks = fa::QuantizedChunks::Float;
 
   std::string expression() const {
     const std::string policy = chunks == fa::QuantizedChunks::Float
         ? std::string()
-        : std::string(", ") + schedule_expression() + ", " +
-            fa::quantized_chunks_type(chunks);
+        : std::string(", true, ") + fa::quantized_chunks_type(chunks);
     return std::string("fa::quantized_attention_kernel<") +
         device_type_name(dtype) + ", " + std::to_string(head_dim) + ", " +
         std::to_string(bits) + ", " + tiles_expression(tiles) + ", " +
@@ -40,20 +37,9 @@ struct QuantizedAttentionKernelKey {
   int threads() const {
     return tiles.warps * fa::kSimdWidth;
   }
-  std::string schedule_expression() const {
-    switch (fa::quantized_chunks_schedule(chunks)) {
-      case fa::QuantizedKVSchedule::Plain:
-        return "fa::QuantizedKVSchedule::Plain";
-      case fa::QuantizedKVSchedule::Registers:
-        return "fa::QuantizedKVSchedule::Registers";
-      case fa::QuantizedKVSchedule::WordRing:
-        return "fa::QuantizedKVSchedule::WordRing";
-    }
-    return "";
-  }
   int smem_bytes() const {
-    return fa::quantized_kernel_smem_bytes(
-        tiles, head_dim, bits, dtype, chunks);
+    return fa::attention_smem_bytes(
+        tiles, head_dim, head_dim, dtype, fa::Backend::Cuda);
   }
   /// As the general kernel's (attention_prefers_max_shared): the decode
   /// tiles' eight blocks a multiprocessor need all of L1 as shared memory.
